@@ -1,0 +1,57 @@
+// Structured errors (execution contract, "Error semantics").
+// Every error carries its variant and named fields; the Python bindings turn
+// each variant into its own exception class with the fields as attributes.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cyb {
+
+enum class ErrorKind {
+  Format,               // malformed .model container (section, key, offset)
+  UnsupportedOp,        // op, backend, input_dtype
+  ShapeMismatch,        // op, expected, got
+  MissingTensor,        // name, required_by
+  WeightFormatMismatch, // name, declared, actual_bytes
+  OutOfMemory,          // backend, requested_bytes
+  BackendInit,          // backend, reason
+  InvalidConfig,        // field, reason
+  Tokenizer,            // reason
+};
+
+const char* error_kind_name(ErrorKind k);
+
+class Error : public std::runtime_error {
+ public:
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  Error(ErrorKind kind, std::string message, Fields fields)
+      : std::runtime_error(std::move(message)), kind_(kind), fields_(std::move(fields)) {}
+  ErrorKind kind() const { return kind_; }
+  const Fields& fields() const { return fields_; }
+
+ private:
+  ErrorKind kind_;
+  Fields fields_;
+};
+
+std::string shape_str(const std::vector<int64_t>& s);
+
+// Constructors, one per variant; each builds a message naming what is wrong.
+[[noreturn]] void throw_format(const std::string& section, const std::string& key,
+                               const std::string& reason);
+[[noreturn]] void throw_unsupported_op(const std::string& op, const std::string& backend,
+                                       const std::string& input_dtype);
+[[noreturn]] void throw_shape_mismatch(const std::string& op, const std::vector<int64_t>& expected,
+                                       const std::vector<int64_t>& got);
+[[noreturn]] void throw_missing_tensor(const std::string& name, const std::string& required_by);
+[[noreturn]] void throw_weight_format(const std::string& name, const std::string& declared,
+                                      uint64_t actual_bytes, const std::string& reason = "");
+[[noreturn]] void throw_oom(const std::string& backend, uint64_t requested_bytes);
+[[noreturn]] void throw_backend_init(const std::string& backend, const std::string& reason);
+[[noreturn]] void throw_invalid_config(const std::string& field, const std::string& reason);
+[[noreturn]] void throw_tokenizer(const std::string& reason);
+
+}  // namespace cyb

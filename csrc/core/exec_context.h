@@ -1,0 +1,36 @@
+// Per-conversation execution state: the frame allocator for activations, the
+// shared thread pool, the precision mode.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/frame_allocator.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace cyb {
+
+class ExecContext {
+ public:
+  ExecContext(ThreadPool* pool, bool precise) : pool_(pool), precise_(precise) {}
+  FrameAllocator& frame() { return frame_; }
+  ThreadPool* pool() const { return pool_; }
+  bool precise() const { return precise_; }
+  // An f32 host tensor from the frame allocator (valid until the next reset()).
+  Tensor alloc_f32(const Shape& s) {
+    Tensor t;
+    t.dtype = DType::F32;
+    t.shape = s;
+    t.data = frame_.alloc(static_cast<size_t>(s.numel()) * sizeof(float));
+    return t;
+  }
+
+ private:
+  FrameAllocator frame_;
+  ThreadPool* pool_;
+  bool precise_;
+};
+
+}  // namespace cyb

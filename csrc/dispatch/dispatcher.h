@@ -1,0 +1,47 @@
+// Per-op dispatch with the fallback chain of the execution contract:
+// the first backend of the chain whose supports() says yes runs the op; the
+// CPU backend, last in every chain, supports every op. Every decision is
+// recorded (aggregated per label, without allocating in steady state).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/exec_context.h"
+#include "dispatch/backend.h"
+
+namespace cyb {
+
+struct DispatchRecord {
+  std::string label;      // op label ("layers.5.attention") or the op name
+  std::string op;         // op name
+  std::string backend;    // backend that ran it
+  bool fallback = false;  // true when the preferred backend rejected it
+  uint64_t count = 0;
+  double total_ms = 0.0;  // only when profiling is on
+};
+
+class Dispatcher {
+ public:
+  // chain: preferred backend first, CPU last.
+  explicit Dispatcher(std::vector<Backend*> chain);
+  void run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
+           ExecContext& ctx);
+  void run(const Op& op, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor*> outputs,
+           ExecContext& ctx);
+  void set_profiling(bool on) { profiling_ = on; }
+  std::vector<DispatchRecord> records() const;
+  void clear_records();
+  const std::vector<Backend*>& chain() const { return chain_; }
+
+ private:
+  std::vector<Backend*> chain_;
+  bool profiling_ = false;
+  struct Slot;
+  std::vector<Slot*> slots_;
+  void* index_ = nullptr;
+ public:
+  ~Dispatcher();
+};
+
+}  // namespace cyb

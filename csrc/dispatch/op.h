@@ -1,0 +1,82 @@
+// The op list of the runtime. Each op is defined once here (inputs, outputs,
+// attributes, math); every backend implements it or says it does not
+// (Backend::supports), and the CPU backend implements all of them.
+// Numeric tags are stable and never reused (the graph section refers to them).
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace cyb {
+
+enum class OpKind : uint16_t {
+  // out[T,D] f32 = table[ids[t], :] * scale.  in: ids I32 [T], table [V,D] any encoding.
+  Embedding = 1,
+  // y[T,N] = x[T,K] @ W[N,K]^T (+ bias[N]).  in: x F32, W any encoding, optional bias F32.
+  Matmul = 2,
+  // y = x / sqrt(mean(x^2) + eps) * (plus_one ? 1 + w : w), over the last dim.  in: x [T,D], w F32 [D].
+  RmsNorm = 3,
+  // y = (x - mean) / sqrt(var + eps) * w + b.  in: x, w F32 [D], b F32 [D] (optional).
+  LayerNorm = 4,
+  // Rotary embedding of x [T, n_heads*head_dim] at positions pos0..pos0+T-1 (out may alias in).
+  Rope = 5,
+  // Causal attention of q [T, n_heads*head_dim] over k/v caches [n_kv_heads, max_ctx, head_dim]
+  // (F32 or F16): row t sees keys 0..pos0+t (and only the last `window` of them when window > 0);
+  // logits = scale * q.k, softcapped when softcap > 0.  out [T, n_heads*head_dim].
+  Attention = 6,
+  // Softmax over the last dim.
+  Softmax = 7,
+  Add = 8,    // out = a + b (same shape)
+  Mul = 9,    // out = a * b (same shape)
+  Scale = 10, // out = x * scale
+  Silu = 11,  // out = x * sigmoid(x)
+  Gelu = 12,  // out = 0.5 x (1 + erf(x / sqrt 2))
+  GeluTanh = 13,  // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  SwiGlu = 14,    // out = silu(gate) * up.  in: gate, up
+  GeGlu = 15,     // out = gelu_tanh(gate) * up (gelu erf when attr gelu_erf).  in: gate, up
+  Softcap = 16,   // out = softcap * tanh(x / softcap)
+  // in: x, residual, w.  out0 = norm(x + residual) (RmsNorm semantics), out1 = x + residual.
+  FusedSkipNorm = 17,
+  // in: x, w_norm, W (, bias).  y = RmsNorm(x, w_norm) @ W^T (+ bias).
+  FusedNormMatmul = 18,
+  // in: x, W_gate, W_up.  y = silu(x @ W_gate^T) * (x @ W_up^T).
+  FusedSwiGlu = 19,
+  // Writes k [T, n_kv_heads*head_dim] into the cache output [n_kv_heads, max_ctx, head_dim]
+  // at positions pos0..pos0+T-1, converting to the cache dtype.
+  KvWrite = 20,
+  Copy = 21,  // out = in (dtype conversion allowed: F32 <-> F16)
+  COUNT_PLUS_ONE
+};
+
+const char* op_name(OpKind k);
+
+// Cos/sin cache computed at load: cos[p * (rot_dims/2) + i], sin likewise, p < max_pos.
+struct RopeTable {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int rot_dims = 0;   // rotated dims per head (partial rotary: < head_dim)
+  int64_t max_pos = 0;
+  bool neox = true;   // true: pairs (i, i + rot_dims/2); false: adjacent pairs (2i, 2i+1)
+};
+
+struct OpAttrs {
+  float eps = 0.f;
+  bool norm_plus_one = false;  // Gemma: weight applied as (1 + w)
+  float scale = 1.f;           // Embedding, Scale, Attention
+  float softcap = 0.f;         // Softcap, Attention (0 = none)
+  bool gelu_erf = false;       // GeGlu: erf GELU instead of the tanh approximation
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int64_t pos0 = 0;            // Rope, Attention, KvWrite
+  int64_t window = 0;          // Attention sliding window (0 = full causal)
+  const RopeTable* rope = nullptr;
+};
+
+struct Op {
+  OpKind kind;
+  OpAttrs a;
+  const char* label = nullptr;  // e.g. "layers.5.attention", for dispatch records and profiles
+};
+
+}  // namespace cyb

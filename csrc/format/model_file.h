@@ -1,0 +1,66 @@
+// The `.model` container reader (FORMAT.md): bounded marker scan, section
+// split, TOML sections, read-only mmap of the weights, validation of every
+// tensor of the index.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+#include "format/toml.h"
+
+namespace cyb {
+
+struct TensorEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  uint64_t offset = 0;  // from the first weights byte
+  uint64_t size = 0;
+};
+
+class ModelFile {
+ public:
+  // Opens, maps and validates; throws cyb::Error (Format, WeightFormatMismatch) on bad input.
+  static std::shared_ptr<ModelFile> open(const std::string& path);
+  ~ModelFile();
+  ModelFile(const ModelFile&) = delete;
+  ModelFile& operator=(const ModelFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Section names in file order (without "weights").
+  const std::vector<std::string>& section_names() const { return section_order_; }
+  bool has_section(const std::string& name) const;
+  // Section text with the `\~~~` escapes undone; throws Format if absent.
+  const std::string& section_text(const std::string& name) const;
+  // Parsed TOML sections (frontmatter, config); cached.
+  const toml::Value& frontmatter() const { return frontmatter_; }
+  const toml::Value& config() const { return config_; }
+
+  const std::vector<TensorEntry>& tensors() const { return tensors_; }
+  const TensorEntry* find(const std::string& name) const;
+  const uint8_t* weights() const { return weights_; }
+  uint64_t weights_size() const { return weights_size_; }
+  uint64_t weights_offset() const { return weights_offset_; }  // file offset of the first weights byte
+  const uint8_t* tensor_data(const TensorEntry& e) const { return weights_ + e.offset; }
+
+ private:
+  ModelFile() = default;
+  std::string path_;
+  std::vector<std::string> section_order_;
+  std::unordered_map<std::string, std::string> sections_;
+  toml::Value frontmatter_;
+  toml::Value config_;
+  std::vector<TensorEntry> tensors_;
+  std::unordered_map<std::string, size_t> index_;
+  void* map_ = nullptr;
+  uint64_t map_size_ = 0;
+  const uint8_t* weights_ = nullptr;
+  uint64_t weights_size_ = 0;
+  uint64_t weights_offset_ = 0;
+  friend class ModelFileLoader;
+};
+
+}  // namespace cyb
