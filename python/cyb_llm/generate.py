@@ -61,6 +61,7 @@ class GenerationStats:
     sample_ms: float = 0.0          # inside the native sampler
     python_ms: float = 0.0          # the rest: detokenize, stop strings, logprobs, chunk objects
     finish_reason: str | None = None
+    seed: int | None = None         # the sampler's seed (drawn at random when none was given)
 
     @property
     def step_ms(self) -> float:
@@ -221,6 +222,7 @@ class Generator:
                 yield Chunk("", finish_reason="length")
                 return
             sampler = params.sampler()
+            stats.seed = sampler.seed
             sampler.accept_many(ids)
             decoder = model.tokenizer.stream_decoder(skip_special_tokens=True)
 
