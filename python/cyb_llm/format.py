@@ -115,6 +115,9 @@ class _Sections(collections.abc.Mapping):
                 self._cache[name] = self._native.section_text(name)
         return self._cache[name]
 
+    def __contains__(self, name: object) -> bool:  # without parsing
+        return name in self._names
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
