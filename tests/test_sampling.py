@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from cyb_llm import _core
+from cyb_llm.errors import InvalidConfig, ShapeMismatch
 
 VOCAB = 1000
 
@@ -218,16 +219,16 @@ def test_top_logprobs():
      dict(repetition_penalty=0.0), dict(temperature=float("nan")), dict(penalty_last_n=-5)],
 )
 def test_bad_parameters_raise(bad):
-    with pytest.raises(Exception) as e:
+    with pytest.raises(InvalidConfig) as e:
         _core.Sampler(**bad)
-    assert next(iter(bad)) in str(e.value)
+    assert e.value.field == next(iter(bad))
 
 
 def test_bad_logits_raise():
     s = _core.Sampler()
-    with pytest.raises(Exception, match="NaN"):
+    with pytest.raises(InvalidConfig, match="NaN at token 1"):
         s.sample(np.array([0.0, np.nan], dtype=np.float32))
-    with pytest.raises(Exception):
+    with pytest.raises(ShapeMismatch):
         s.sample(np.zeros((2, 3), dtype=np.float32))
-    with pytest.raises(Exception):
+    with pytest.raises(ShapeMismatch):
         s.sample(np.zeros(0, dtype=np.float32))
