@@ -87,6 +87,27 @@ def random_weight(enc, rows, k, rng):
     return (raw.reshape(-1), enc, (rows, k)), deq
 
 
+def q8_activations(x):
+    """The fast path's 8-bit activations, dequantized: per 32-block d = amax/127 (f32),
+    q = round-half-even(x * (1/d)) (f32 product), value d*q (exact in f64)."""
+    x = np.asarray(x, dtype=np.float32)
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+    d = (np.abs(xb).max(-1) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.round(xb * inv[..., None])
+    assert np.all(np.abs(q) <= 127)
+    return (q.astype(np.float64) * d[..., None].astype(np.float64)).reshape(x.shape)
+
+
+def matmul_input(x, enc, level, precise):
+    """Activations as the kernel sees them: f32, or 8-bit blocks in the fast integer path
+    (judged on the dequantized activations, as quantized weights are on their bytes)."""
+    if not precise and _core.quantizes_activations(level, enc):
+        return q8_activations(x)
+    return np.asarray(x, dtype=np.float64)
+
+
 def run(op, inputs, attrs=None, outputs=None, level="auto"):
     return _core.run_op(op, inputs, attrs or {}, outputs, level)
 
@@ -123,7 +144,7 @@ def test_matmul_every_encoding(enc, T, level, precise):
         w, deq = random_weight(enc, n, k, rng)
         x = rng.standard_normal((T, k)).astype(np.float32)
         bias = rng.standard_normal(n).astype(np.float32)
-        ref = x.astype(np.float64) @ deq.T
+        ref = matmul_input(x, enc, level, precise) @ deq.T
         (y,) = run("matmul", [x, w], {"precise": precise}, level=level)
         assert rel_err(y, ref) <= TOL_F32, (enc, k)
         (yb,) = run("matmul", [x, w, bias], {"precise": precise}, level=level)
@@ -139,7 +160,7 @@ def test_matmul_many_rows_threads(enc, level, precise):
     for T in (1, 3, 17):
         x = rng.standard_normal((T, k)).astype(np.float32)
         (y,) = run("matmul", [x, w], {"precise": precise}, level=level)
-        assert rel_err(y, x.astype(np.float64) @ deq.T) <= TOL_F32, T
+        assert rel_err(y, matmul_input(x, enc, level, precise) @ deq.T) <= TOL_F32, T
 
 
 def test_dequantize_random_blocks_every_level():
@@ -487,8 +508,10 @@ def test_fused_norm_matmul(enc, level, precise):
         xn = x64 / np.sqrt(np.mean(x64 ** 2, -1, keepdims=True) + 1e-5) * wn
         attrs = {"eps": 1e-5, "precise": precise}
         (y,) = run("fused_norm_matmul", [x, wn, w, bias], attrs, level=level)
-        assert rel_err(y, xn @ deq.T + bias) <= TOL_F32, T
         (n_u,) = run("rms_norm", [x, wn], attrs, level=level)
+        if not precise and _core.quantizes_activations(level, enc):
+            xn = q8_activations(n_u)  # the normalized row, as the kernel quantized it
+        assert rel_err(y, xn @ deq.T + bias) <= TOL_F32, T
         (y_u,) = run("matmul", [n_u, w, bias], attrs, level=level)
         assert rel_err(y, y_u) <= TOL_FUSED
 
@@ -501,7 +524,7 @@ def test_fused_swiglu(enc, level, precise):
     wu, du = random_weight(enc, 21, k, rng)
     for T in (1, 3):
         x = rng.standard_normal((T, k)).astype(np.float32)
-        x64 = x.astype(np.float64)
+        x64 = matmul_input(x, enc, level, precise)
         (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, level=level)
         assert rel_err(y, silu64(x64 @ dg.T) * (x64 @ du.T)) <= TOL_F32, T
         (g,) = run("matmul", [x, wg], {"precise": precise}, level=level)

@@ -148,11 +148,21 @@ void Sampler::keep_top_p() {
   // the mass at or below it, (Z - mass above j) / Z, is > 1 - top_p.
   const float* w = work_.data();
   const ByLogitDesc cmp{w};
-  const size_t size = cand_.size();
-  const float mx = sorted_ ? w[cand_[0]] : max_value(w, static_cast<int64_t>(size));
+  const float mx = sorted_ ? w[cand_[0]] : max_value(w, static_cast<int64_t>(cand_.size()));
   double z = 0;
   for (int32_t t : cand_) z += std::exp(w[t] - mx);
   const double floor_mass = (1.0 - static_cast<double>(config_.top_p)) * z;
+  if (!sorted_) {
+    // A token whose own mass is below floor_mass / n only has tokens of
+    // smaller mass below it, n of them at most: HF removes it. Dropping those
+    // first leaves a short list to sort for a peaked distribution.
+    const double tiny = floor_mass / static_cast<double>(cand_.size());
+    size_t out = 0;
+    for (int32_t t : cand_)
+      if (!(std::exp(w[t] - mx) < tiny)) cand_[out++] = t;
+    cand_.resize(out);
+  }
+  const size_t size = cand_.size();
   double above = 0;
   size_t done = sorted_ ? size : 0;  // cand_[0, done) is in final order
   size_t j = 0;

@@ -22,7 +22,7 @@ namespace cyb {
 
 namespace {
 
-#if defined(CYB_X86) && defined(CYB_SIMD_KERNELS)
+#if defined(CYB_X86)
 struct X86Features {
   bool avx2 = false, avx512 = false;
 };
@@ -76,7 +76,7 @@ struct Tables {
   bool ok[4] = {true, false, false, false};
   Tables() {
     for (auto& k : t) cpu::fill_reference_kernels(k);
-#if defined(CYB_X86) && defined(CYB_SIMD_KERNELS)
+#if defined(CYB_X86)
     const X86Features f = detect_x86();
     if (f.avx2) {
       cpu::fill_avx2_kernels(t[1]);
@@ -501,6 +501,18 @@ CpuBackend& cpu_backend() {
     return new CpuBackend(parse_cpu_level(env ? env : "auto"));
   }();
   return *b;
+}
+
+bool cpu_level_quantizes_activations(CpuLevel l, DType t) {
+#if defined(CYB_X86)
+  if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512) return cpu::x86_q8_encoding(t);
+#endif
+#if defined(CYB_ARM64) && defined(CYB_SIMD_KERNELS)
+  if (l == CpuLevel::Neon) return cpu::neon_q8_encoding(t);
+#endif
+  (void)l;
+  (void)t;
+  return false;
 }
 
 void set_cpu_level(const std::string& name) { cpu_backend().set_level(parse_cpu_level(name)); }

@@ -46,6 +46,10 @@ CpuBackend& cpu_backend();
 // Sets the level of cpu_backend() ("auto" = best available).
 void set_cpu_level(const std::string& name);
 
+// True when, at level `l` and outside precise mode, a matmul with weights of
+// encoding `t` quantizes its activations to 8 bits per 32-block (BlockQ8).
+bool cpu_level_quantizes_activations(CpuLevel l, DType t);
+
 // Output shapes an op produces for these inputs (for tests and the graph executor).
 // KvWrite has no inferable output (it writes into the cache passed as output).
 std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in);

@@ -28,6 +28,8 @@ void fill_reference_kernels(KernelTable& t);
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);
 void fill_avx512_kernels(KernelTable& t);
+// Weight encodings whose fast-mode matmul quantizes activations to 8 bits.
+bool x86_q8_encoding(DType t);
 #endif
 #if defined(CYB_ARM64)
 void fill_neon_kernels(KernelTable& t);
