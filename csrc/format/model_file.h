@@ -65,7 +65,9 @@ class ModelFile {
   std::unordered_map<std::string, size_t> index_;
   void* map_ = nullptr;
   uint64_t map_size_ = 0;
-  void* map_handle_ = nullptr;   // Windows: the file-mapping object
+#ifdef _WIN32
+  void* map_handle_ = nullptr;  // the file-mapping object
+#endif
   std::vector<uint8_t> owned_;  // from_memory: the copied bytes
   const uint8_t* weights_ = nullptr;
   uint64_t weights_size_ = 0;

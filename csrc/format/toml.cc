@@ -3,15 +3,15 @@
 // One pass over the text, no recursion except for nested values (bounded by
 // kMaxDepth). Every read is checked against the end of the text. Which key
 // or table was defined how (by a [header], by dotted keys, inline) is kept in
-// a shadow tree of `Node`s so that redefinitions are rejected the way TOML
-// 1.0 demands, in O(1) per key even for vocabularies of 262k tokens.
+// a shadow tree of `Node`s (each with a flat hash index of its keys) so that
+// redefinitions are rejected the way TOML 1.0 demands, in O(1) per key even
+// for vocabularies of 262k tokens.
 #include "format/toml.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <unordered_map>
 
 #if defined(__has_include)
 #if __has_include(<charconv>)
@@ -85,19 +85,65 @@ constexpr int kMaxDepth = 64;              // nested arrays / inline tables; seg
 constexpr size_t kMaxValues = 16u << 20;   // values in one document (bounds memory on hostile input)
 
 // How a key came to exist; decides what may later be added to it.
+enum class Kind : uint8_t {
+  Leaf,          // key = scalar
+  Frozen,        // key = [array] or key = {inline table}: closed for good
+  Implicit,      // table created as the parent of a [header]
+  Header,        // table defined by a [header] (or an element of [[array]])
+  Dotted,        // table created by a dotted key (a.b = 1)
+  ArrayOfTables  // [[header]]
+};
+
+struct Node;
+
+struct Child {
+  Kind kind = Kind::Leaf;
+  std::unique_ptr<Node> node;  // tables and arrays of tables only
+};
+
+// The shadow of one table: what each entry is (`kids`, parallel to the
+// table's entry list) and an open-addressing index from key to entry.
 struct Node {
-  enum Kind : uint8_t {
-    Leaf,          // key = scalar
-    Frozen,        // key = [array] or key = {inline table}: closed for good
-    Implicit,      // table created as the parent of a [header]
-    Header,        // table defined by a [header] (or an element of [[array]])
-    Dotted,        // table created by a dotted key (a.b = 1)
-    ArrayOfTables  // [[header]]
-  };
-  Kind kind = Leaf;
-  size_t index = 0;  // position in the parent table's entry list
-  std::unordered_map<std::string, std::unique_ptr<Node>> children;
+  static constexpr size_t npos = static_cast<size_t>(-1);
+  std::vector<Child> kids;
+  std::vector<uint64_t> slots;  // (hash << 32) | (entry + 1); 0 = empty
   std::vector<std::unique_ptr<Node>> elems;  // ArrayOfTables: one Node per element
+
+  static uint32_t hash(std::string_view key) {
+    uint32_t h = 2166136261u;  // FNV-1a
+    for (char c : key) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+    return h;
+  }
+
+  size_t find(const Value::Table& table, std::string_view key, uint32_t h) const {
+    if (slots.empty()) return npos;
+    size_t mask = slots.size() - 1;
+    for (size_t pos = h & mask;; pos = (pos + 1) & mask) {
+      uint64_t s = slots[pos];
+      if (s == 0) return npos;
+      size_t i = static_cast<size_t>(s & 0xffffffffu) - 1;
+      if (static_cast<uint32_t>(s >> 32) == h && table[i].first == key) return i;
+    }
+  }
+
+  void add_slot(uint32_t h, size_t i) {
+    if ((kids.size() + 1) * 2 > slots.size()) {
+      std::vector<uint64_t> old;
+      old.swap(slots);
+      slots.assign(old.empty() ? 8 : old.size() * 2, 0);
+      for (uint64_t s : old)
+        if (s) place(s);
+    }
+    place((static_cast<uint64_t>(h) << 32) | static_cast<uint64_t>(i + 1));
+  }
+
+ private:
+  void place(uint64_t s) {
+    size_t mask = slots.size() - 1;
+    size_t pos = static_cast<size_t>(s >> 32) & mask;
+    while (slots[pos]) pos = (pos + 1) & mask;
+    slots[pos] = s;
+  }
 };
 
 bool is_bare_key_char(int c) {
@@ -186,7 +232,6 @@ class Parser {
     }
     Value root = Value::table();
     Node root_node;
-    root_node.kind = Node::Header;
     Value* cur = &root;
     Node* cur_node = &root_node;
     for (;;) {
@@ -210,14 +255,16 @@ class Parser {
   std::string_view s_;
   size_t p_ = 0;
   const std::string& section_;
-  std::string key_;  // the key being parsed, for error messages
+  const std::vector<std::string>* key_segs_ = nullptr;  // the key being parsed, for errors
+  std::vector<std::string> segs_;                       // reused by header() and key_value()
   size_t values_ = 0;
 
   [[noreturn]] void fail(const std::string& reason) const {
     size_t end = p_ < s_.size() ? p_ : s_.size();
     size_t line = 1;
     for (size_t i = 0; i < end; ++i) line += s_[i] == '\n';
-    throw_format(section_, key_, "line " + std::to_string(line) + ": " + reason);
+    throw_format(section_, key_segs_ ? join_key(*key_segs_) : std::string(),
+                 "line " + std::to_string(line) + ": " + reason);
   }
 
   bool eof() const { return p_ >= s_.size(); }
@@ -282,6 +329,12 @@ class Parser {
 
   std::vector<std::string> key() {
     std::vector<std::string> segs;
+    key(&segs);
+    return segs;
+  }
+
+  void key(std::vector<std::string>* out) {
+    std::vector<std::string>& segs = *out;
     for (;;) {
       skip_ws();
       int c = peek();
@@ -298,32 +351,39 @@ class Parser {
       }
       if (segs.size() > static_cast<size_t>(kMaxDepth)) fail("key has too many parts");
       skip_ws();
-      if (peek() != '.') return segs;
+      if (peek() != '.') return;
       ++p_;
     }
   }
 
   // ---- tables ----------------------------------------------------------------
 
-  static Value* entry(Value* table, const Node* n) { return &table->as_table()[n->index].second; }
-
-  Node* add(Value* table, Node* node, const std::string& name, Value v, Node::Kind kind) {
+  // Appends `name = v` to `table` and its shadow `n`; returns the new child.
+  static Child& add(Value* table, Node* n, const std::string& name, uint32_t h, Value v, Kind kind) {
+    n->add_slot(h, table->as_table().size());
     table->as_table().emplace_back(name, std::move(v));
-    auto child = std::make_unique<Node>();
-    child->kind = kind;
-    child->index = table->as_table().size() - 1;
-    Node* raw = child.get();
-    node->children.emplace(name, std::move(child));
-    return raw;
+    n->kids.emplace_back();
+    Child& c = n->kids.back();
+    c.kind = kind;
+    if (kind != Kind::Leaf && kind != Kind::Frozen) c.node = std::make_unique<Node>();
+    return c;
+  }
+
+  static Value* new_element(Value* arr, Child& c) {
+    arr->as_array().push_back(Value::table());
+    c.node->elems.push_back(std::make_unique<Node>());
+    return &arr->as_array().back();
   }
 
   void header(Value* root, Node* root_node, Value** cur, Node** cur_node) {
     ++p_;
     bool aot = peek() == '[';
     if (aot) ++p_;
-    key_.clear();
-    std::vector<std::string> segs = key();
-    key_ = join_key(segs);
+    key_segs_ = nullptr;
+    segs_.clear();
+    key(&segs_);
+    key_segs_ = &segs_;
+    const std::vector<std::string>& segs = segs_;
     if (aot ? !starts_with("]]") : peek() != ']')
       fail(aot ? "expected ']]' to close the array-of-tables header" : "expected ']' to close the table header");
     p_ += aot ? 2 : 1;
@@ -333,55 +393,48 @@ class Parser {
     for (size_t i = 0; i < segs.size(); ++i) {
       const std::string& seg = segs[i];
       bool last = i + 1 == segs.size();
-      auto it = n->children.find(seg);
-      if (it == n->children.end()) {
+      uint32_t h = Node::hash(seg);
+      size_t at = n->find(t->as_table(), seg, h);
+      if (at == Node::npos) {
         count_value();
         if (last && aot) {
-          Value arr = Value::array();
-          arr.as_array().push_back(Value::table());
-          Node* an = add(t, n, seg, std::move(arr), Node::ArrayOfTables);
-          auto en = std::make_unique<Node>();
-          en->kind = Node::Header;
-          an->elems.push_back(std::move(en));
-          t = &entry(t, an)->as_array().back();
-          n = an->elems.back().get();
+          Child& c = add(t, n, seg, h, Value::array(), Kind::ArrayOfTables);
+          t = new_element(&t->as_table().back().second, c);
+          n = c.node->elems.back().get();
         } else {
-          Node* cn = add(t, n, seg, Value::table(), last ? Node::Header : Node::Implicit);
-          t = entry(t, cn);
-          n = cn;
+          Child& c = add(t, n, seg, h, Value::table(), last ? Kind::Header : Kind::Implicit);
+          t = &t->as_table().back().second;
+          n = c.node.get();
         }
         continue;
       }
-      Node* cn = it->second.get();
-      Value* cv = entry(t, cn);
-      switch (cn->kind) {
-        case Node::Leaf:
+      Child& c = n->kids[at];
+      Value* cv = &t->as_table()[at].second;
+      switch (c.kind) {
+        case Kind::Leaf:
           fail("'" + seg + "' is already a value, not a table");
-        case Node::Frozen:
+        case Kind::Frozen:
           fail("'" + seg + "' is an inline table or array and cannot be extended");
-        case Node::ArrayOfTables:
+        case Kind::ArrayOfTables:
           if (last) {
             if (!aot) fail("'" + seg + "' is an array of tables, not a table");
             count_value();
-            cv->as_array().push_back(Value::table());
-            auto en = std::make_unique<Node>();
-            en->kind = Node::Header;
-            en->index = cv->as_array().size() - 1;
-            cn->elems.push_back(std::move(en));
+            t = new_element(cv, c);
+          } else {
+            t = &cv->as_array().back();
           }
-          t = &cv->as_array().back();
-          n = cn->elems.back().get();
+          n = c.node->elems.back().get();
           break;
-        case Node::Implicit:
-        case Node::Header:
-        case Node::Dotted:
+        case Kind::Implicit:
+        case Kind::Header:
+        case Kind::Dotted:
           if (last) {
             if (aot) fail("'" + seg + "' is already a table, not an array of tables");
-            if (cn->kind != Node::Implicit) fail("table '" + key_ + "' is defined twice");
-            cn->kind = Node::Header;
+            if (c.kind != Kind::Implicit) fail("table '" + join_key(segs) + "' is defined twice");
+            c.kind = Kind::Header;
           }
           t = cv;
-          n = cn;
+          n = c.node.get();
           break;
       }
     }
@@ -393,37 +446,40 @@ class Parser {
   void insert(Value* t, Node* n, const std::vector<std::string>& segs, Value v) {
     for (size_t i = 0; i + 1 < segs.size(); ++i) {
       const std::string& seg = segs[i];
-      auto it = n->children.find(seg);
-      if (it == n->children.end()) {
+      uint32_t h = Node::hash(seg);
+      size_t at = n->find(t->as_table(), seg, h);
+      if (at == Node::npos) {
         count_value();
-        Node* cn = add(t, n, seg, Value::table(), Node::Dotted);
-        t = entry(t, cn);
-        n = cn;
+        Child& c = add(t, n, seg, h, Value::table(), Kind::Dotted);
+        t = &t->as_table().back().second;
+        n = c.node.get();
         continue;
       }
-      Node* cn = it->second.get();
-      if (cn->kind == Node::Implicit) cn->kind = Node::Dotted;
-      if (cn->kind != Node::Dotted)
-        fail(cn->kind == Node::Leaf ? "'" + seg + "' is already a value, not a table"
-                                    : "dotted key cannot add to the table '" + seg + "' defined elsewhere");
-      t = entry(t, cn);
-      n = cn;
+      Child& c = n->kids[at];
+      if (c.kind == Kind::Implicit) c.kind = Kind::Dotted;
+      if (c.kind != Kind::Dotted)
+        fail(c.kind == Kind::Leaf ? "'" + seg + "' is already a value, not a table"
+                                  : "dotted key cannot add to the table '" + seg + "' defined elsewhere");
+      t = &t->as_table()[at].second;
+      n = c.node.get();
     }
     const std::string& last = segs.back();
-    if (n->children.count(last)) fail("duplicate key '" + last + "'");
+    uint32_t h = Node::hash(last);
+    if (n->find(t->as_table(), last, h) != Node::npos) fail("duplicate key '" + last + "'");
     bool container = v.is_table() || v.is_array();
-    add(t, n, last, std::move(v), container ? Node::Frozen : Node::Leaf);
+    add(t, n, last, h, std::move(v), container ? Kind::Frozen : Kind::Leaf);
   }
 
   void key_value(Value* t, Node* n) {
-    key_.clear();
-    std::vector<std::string> segs = key();
-    key_ = join_key(segs);
+    key_segs_ = nullptr;
+    segs_.clear();
+    key(&segs_);
+    key_segs_ = &segs_;
     if (peek() != '=') fail("expected '=' after the key");
     ++p_;
     skip_ws();
     Value v = value(0);
-    insert(t, n, segs, std::move(v));
+    insert(t, n, segs_, std::move(v));
   }
 
   // ---- values ----------------------------------------------------------------
@@ -484,7 +540,6 @@ class Parser {
     ++p_;
     Value t = Value::table();
     Node node;
-    node.kind = Node::Header;
     skip_ws();
     if (peek() == '}') {
       ++p_;

@@ -20,27 +20,55 @@ namespace {
 using cyb::ModelFile;
 using cyb::TensorEntry;
 
-py::object to_py(const cyb::toml::Value& v) {
+// TOML value -> new Python reference (nullptr with a Python error set).
+// The raw C API keeps the conversion of a 262k-token vocabulary fast.
+PyObject* to_py_raw(const cyb::toml::Value& v) {
   using T = cyb::toml::Value::Type;
   switch (v.type()) {
-    case T::Null: return py::none();
-    case T::Bool: return py::bool_(v.as_bool());
-    case T::Int: return py::int_(v.as_int());
-    case T::Float: return py::float_(v.as_float());
-    case T::String: return py::str(v.as_string());
+    case T::Null: Py_RETURN_NONE;
+    case T::Bool: return PyBool_FromLong(v.as_bool());
+    case T::Int: return PyLong_FromLongLong(v.as_int());
+    case T::Float: return PyFloat_FromDouble(v.as_float());
+    case T::String:
+      return PyUnicode_DecodeUTF8(v.as_string().data(), static_cast<Py_ssize_t>(v.as_string().size()), nullptr);
     case T::Array: {
-      py::list out(v.as_array().size());
-      size_t i = 0;
-      for (const auto& x : v.as_array()) out[i++] = to_py(x);
-      return std::move(out);
+      PyObject* out = PyList_New(static_cast<Py_ssize_t>(v.as_array().size()));
+      if (!out) return nullptr;
+      Py_ssize_t i = 0;
+      for (const auto& x : v.as_array()) {
+        PyObject* item = to_py_raw(x);
+        if (!item) {
+          Py_DECREF(out);
+          return nullptr;
+        }
+        PyList_SET_ITEM(out, i++, item);  // steals
+      }
+      return out;
     }
     case T::Table: {
-      py::dict out;
-      for (const auto& kv : v.as_table()) out[py::str(kv.first)] = to_py(kv.second);
-      return std::move(out);
+      PyObject* out = PyDict_New();
+      if (!out) return nullptr;
+      for (const auto& kv : v.as_table()) {
+        PyObject* key = PyUnicode_DecodeUTF8(kv.first.data(), static_cast<Py_ssize_t>(kv.first.size()), nullptr);
+        PyObject* item = key ? to_py_raw(kv.second) : nullptr;
+        int rc = item ? PyDict_SetItem(out, key, item) : -1;
+        Py_XDECREF(key);
+        Py_XDECREF(item);
+        if (rc != 0) {
+          Py_DECREF(out);
+          return nullptr;
+        }
+      }
+      return out;
     }
   }
-  return py::none();
+  Py_RETURN_NONE;
+}
+
+py::object to_py(const cyb::toml::Value& v) {
+  PyObject* o = to_py_raw(v);
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
 }
 
 const TensorEntry& entry(const ModelFile& mf, const std::string& name) {

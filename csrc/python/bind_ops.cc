@@ -4,12 +4,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/quant.h"
 #include "backends/cpu/rope_table.h"
 #include "core/errors.h"
 #include "core/exec_context.h"
@@ -219,6 +222,75 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
   return res;
 }
 
+// Times a matmul y[T, N] = x[T, K] @ W^T with random weights of `enc` (valid blocks:
+// random bytes, f16 scale fields set to small finite values). Returns seconds per call.
+double bench_matmul(const std::string& enc, int64_t N, int64_t K, int64_t T, int iters,
+                    const std::string& level, int threads, bool precise) {
+  const DType dt = parse_dtype(enc);
+  if (K % block_size(dt) != 0) throw_invalid_config("K", "not a multiple of the block size");
+  const size_t wb = row_bytes(dt, K) * static_cast<size_t>(N);
+  std::vector<uint8_t> w(wb + 64);
+  uint64_t st = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&] {
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    return st;
+  };
+  for (auto& b : w) b = static_cast<uint8_t>(rnd());
+  const size_t bb = block_bytes(dt);
+  std::vector<size_t> f16_fields;
+  switch (dt) {
+    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: f16_fields = {0, 2}; break;
+    case DType::Q2_K: f16_fields = {80, 82}; break;
+    case DType::Q3_K: f16_fields = {108}; break;
+    case DType::Q6_K: f16_fields = {208}; break;
+    case DType::F16: case DType::BF16: case DType::F32: break;
+    default: f16_fields = {0}; break;
+  }
+  if (dt == DType::F16 || dt == DType::BF16) {
+    for (size_t i = 0; i + 1 < wb; i += 2) {
+      const uint16_t h = dt == DType::F16 ? f32_to_fp16(static_cast<float>(rnd() % 1000) / 1000.f)
+                                          : f32_to_bf16(static_cast<float>(rnd() % 1000) / 1000.f);
+      std::memcpy(&w[i], &h, 2);
+    }
+  } else if (dt == DType::F32) {
+    for (size_t i = 0; i + 3 < wb; i += 4) {
+      const float f = static_cast<float>(rnd() % 1000) / 1000.f;
+      std::memcpy(&w[i], &f, 4);
+    }
+  } else {
+    const uint16_t h = f32_to_fp16(0.01f);
+    for (size_t b = 0; b + bb <= wb; b += bb)
+      for (size_t off : f16_fields) std::memcpy(&w[b + off], &h, 2);
+  }
+  std::vector<float> x(static_cast<size_t>(T * K)), y(static_cast<size_t>(T * N));
+  for (auto& v : x) v = static_cast<float>(static_cast<int>(rnd() % 2001) - 1000) / 1000.f;
+  Tensor tw, tx, ty;
+  tw.dtype = dt;
+  tw.shape = Shape{N, K};
+  tw.data = w.data();
+  tx.shape = Shape{T, K};
+  tx.data = x.data();
+  ty.shape = Shape{T, N};
+  ty.data = y.data();
+  CpuBackend backend(level == "auto" ? cpu_backend().level() : parse_cpu_level(level));
+  ThreadPool pool(threads);
+  ExecContext ctx(&pool, precise);
+  Op op{};
+  op.kind = OpKind::Matmul;
+  Tensor in[2] = {tx, tw};
+  py::gil_scoped_release nogil;
+  backend.execute(op, in, 2, &ty, 1, ctx);  // warm-up
+  double best = 1e30;
+  for (int it = 0; it < iters; ++it) {
+    auto t0 = std::chrono::steady_clock::now();
+    backend.execute(op, in, 2, &ty, 1, ctx);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 }  // namespace
 
 void bind_ops(py::module_& m) {
@@ -238,6 +310,9 @@ void bind_ops(py::module_& m) {
   m.def("cpu_level", [] { return std::string(cpu_level_name(cpu_backend().level())); },
         "The current CPU kernel level.");
   m.def("physical_cores", &ThreadPool::physical_cores);
+  m.def("bench_matmul", &bench_matmul, py::arg("encoding"), py::arg("n"), py::arg("k"), py::arg("t") = 1,
+        py::arg("iters") = 10, py::arg("level") = "auto", py::arg("threads") = 0, py::arg("precise") = false,
+        "Best seconds per call of a matmul with random valid weights (benchmarks).");
   m.def("quantizes_activations", [](const std::string& level, const std::string& enc) {
     return cpu_level_quantizes_activations(parse_cpu_level(level), parse_dtype(enc));
   }, py::arg("level"), py::arg("encoding"),

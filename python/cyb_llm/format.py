@@ -10,6 +10,7 @@ atomic rename at the end. The normative layout is docs/format.md.
 from __future__ import annotations
 
 import collections.abc
+import gc
 import os
 import re
 import shutil
@@ -110,7 +111,14 @@ class _Sections(collections.abc.Mapping):
             if name not in self._names:
                 raise KeyError(name)
             if name in self._toml:
-                self._cache[name] = self._native.section_toml(name)
+                # A vocabulary is a million small objects: no cyclic GC passes while they are built.
+                was_enabled = gc.isenabled()
+                gc.disable()
+                try:
+                    self._cache[name] = self._native.section_toml(name)
+                finally:
+                    if was_enabled:
+                        gc.enable()
             else:
                 self._cache[name] = self._native.section_text(name)
         return self._cache[name]

@@ -19,8 +19,8 @@ namespace cyb {
 namespace cpu {
 
 struct BlockQ8 {
-  float d;       // scale
-  int32_t isum;  // sum of qs
+  float d;  // scale
+  float s;  // d * sum(qs): the block's sum, for encodings with a min / offset term
   int8_t qs[32];
 };
 static_assert(sizeof(BlockQ8) == 40, "BlockQ8 layout");
