@@ -51,7 +51,6 @@ class Model:
 
     def __init__(self, path: str | os.PathLike, backend: str | None = None, precise: bool = False,
                  threads: int | None = None):
-        from .chat import chat_from_modelfile
         from .format import ModelFile
 
         t0 = time.perf_counter()
@@ -61,11 +60,15 @@ class Model:
         self.config: dict = self.file.config
         self.precise = bool(precise)
         self.backend = backend or self._native.backends()[0]
-        self.tokenizer = self.file.tokenizer
-        self.chat = chat_from_modelfile(self.file)
+        self.chat = None
+        if "chat" in self.file.sections:
+            from .chat import chat_from_modelfile
+
+            self.chat = chat_from_modelfile(self.file)
         tok_cfg = self.config.get("tokenizer", {})
         eos = set(int(i) for i in tok_cfg.get("eos_token_ids", []) or [])
-        eos.update(int(i) for i in (getattr(self.tokenizer, "eos_token_ids", None) or []))
+        if "tokenizer" in self.file.sections or "vocab" in self.file.sections:
+            eos.update(int(i) for i in (getattr(self.tokenizer, "eos_token_ids", None) or []))
         self.eos_token_ids: set[int] = eos
         self.bos_token_id = tok_cfg.get("bos_token_id")
         self.name = self.file.sections.get("frontmatter", {}).get("cyb", {}).get("name") \
@@ -74,6 +77,11 @@ class Model:
             "load_ms": (time.perf_counter() - t0) * 1000.0,
             "native_load_ms": self._native.load_ms,
         }
+
+    @property
+    def tokenizer(self):
+        """The file's tokenizer (HF `tokenizers`), built on first use."""
+        return self.file.tokenizer
 
     @property
     def family(self) -> str:
