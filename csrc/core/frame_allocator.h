@@ -9,6 +9,10 @@
 
 namespace cyb {
 
+// Host memory aligned to `align` (a power of two, >= sizeof(void*)); nullptr on failure.
+void* aligned_alloc_bytes(size_t bytes, size_t align = 64);
+void aligned_free_bytes(void* p);
+
 class FrameAllocator {
  public:
   FrameAllocator() = default;

@@ -31,7 +31,7 @@ class Dispatcher {
            ExecContext& ctx);
   void set_profiling(bool on) { profiling_ = on; }
   std::vector<DispatchRecord> records() const;
-  void clear_records();
+  void clear_records();  // zeroes the counters (keeps the slots: no allocation afterwards)
   const std::vector<Backend*>& chain() const { return chain_; }
 
  private:
@@ -42,6 +42,8 @@ class Dispatcher {
   void* index_ = nullptr;
  public:
   ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
 };
 
 }  // namespace cyb

@@ -48,7 +48,8 @@ enum class OpKind : uint16_t {
   COUNT_PLUS_ONE
 };
 
-const char* op_name(OpKind k);
+const char* op_name(OpKind k);  // "matmul", "rms_norm", ... (snake_case, stable)
+bool parse_op_name(const char* s, OpKind* out);  // inverse of op_name
 
 // Cos/sin cache computed at load: cos[p * (rot_dims/2) + i], sin likewise, p < max_pos.
 struct RopeTable {

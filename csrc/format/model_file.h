@@ -2,6 +2,7 @@
 // split, TOML sections, read-only mmap of the weights, validation of every
 // tensor of the index.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +26,9 @@ class ModelFile {
  public:
   // Opens, maps and validates; throws cyb::Error (Format, WeightFormatMismatch) on bad input.
   static std::shared_ptr<ModelFile> open(const std::string& path);
+  // Same checks on bytes already in memory (copied); `name` stands for the path.
+  static std::shared_ptr<ModelFile> from_memory(const void* data, size_t size,
+                                                const std::string& name = "<memory>");
   ~ModelFile();
   ModelFile(const ModelFile&) = delete;
   ModelFile& operator=(const ModelFile&) = delete;
@@ -38,16 +42,20 @@ class ModelFile {
   // Parsed TOML sections (frontmatter, config); cached.
   const toml::Value& frontmatter() const { return frontmatter_; }
   const toml::Value& config() const { return config_; }
+  // Parses a TOML section on demand (vocab, chat, graph, eval, ...); not cached.
+  toml::Value section_toml(const std::string& name) const;
 
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   const TensorEntry* find(const std::string& name) const;
   const uint8_t* weights() const { return weights_; }
   uint64_t weights_size() const { return weights_size_; }
   uint64_t weights_offset() const { return weights_offset_; }  // file offset of the first weights byte
+  uint64_t file_size() const { return map_size_; }
   const uint8_t* tensor_data(const TensorEntry& e) const { return weights_ + e.offset; }
 
  private:
   ModelFile() = default;
+  void load(const uint8_t* data, uint64_t size);  // parses and validates a whole file image
   std::string path_;
   std::vector<std::string> section_order_;
   std::unordered_map<std::string, std::string> sections_;
@@ -57,10 +65,13 @@ class ModelFile {
   std::unordered_map<std::string, size_t> index_;
   void* map_ = nullptr;
   uint64_t map_size_ = 0;
+#ifdef _WIN32
+  void* map_handle_ = nullptr;  // the file-mapping object
+#endif
+  std::vector<uint8_t> owned_;  // from_memory: the copied bytes
   const uint8_t* weights_ = nullptr;
   uint64_t weights_size_ = 0;
   uint64_t weights_offset_ = 0;
-  friend class ModelFileLoader;
 };
 
 }  // namespace cyb

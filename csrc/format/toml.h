@@ -62,4 +62,8 @@ class Value {
 // depth is bounded.
 Value parse(std::string_view text, const std::string& section);
 
+// Offset of the first byte of `s` that is not valid UTF-8 (overlong forms and
+// surrogates included), or std::string_view::npos when all of it is valid.
+size_t invalid_utf8_offset(std::string_view s);
+
 }  // namespace cyb::toml

@@ -1,5 +1,347 @@
+// Test entry points of the op layer: run one op on the CPU backend at a chosen
+// level with numpy inputs, and select the CPU level.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/quant.h"
+#include "backends/cpu/rope_table.h"
+#include "core/errors.h"
+#include "core/exec_context.h"
+#include "core/thread_pool.h"
 
 namespace py = pybind11;
+using namespace cyb;
 
-void bind_ops(py::module_& m) { (void)m; }
+namespace {
+
+Shape to_shape(const std::vector<int64_t>& v) {
+  if (v.size() > 4) throw_shape_mismatch("run_op", {4}, {static_cast<int64_t>(v.size())});
+  Shape s;
+  for (int64_t d : v) s.d[s.ndim++] = d;
+  return s;
+}
+
+std::vector<int64_t> array_shape(const py::array& a) {
+  std::vector<int64_t> v;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) v.push_back(a.shape(i));
+  return v;
+}
+
+DType parse_dtype(const std::string& s) {
+  DType d;
+  if (!parse_encoding(s, &d)) throw_invalid_config("encoding", "unknown encoding '" + s + "'");
+  return d;
+}
+
+// A numpy array or (raw uint8 bytes, encoding, shape) -> a host tensor whose bytes live in `keep`.
+Tensor to_tensor(const py::handle& h, std::vector<std::vector<uint8_t>>& keep) {
+  Tensor t;
+  if (py::isinstance<py::tuple>(h)) {
+    py::tuple tup = h.cast<py::tuple>();
+    if (tup.size() != 3) throw_invalid_config("inputs", "quantized input must be (bytes, encoding, shape)");
+    py::array raw = py::array::ensure(tup[0]);
+    t.dtype = parse_dtype(tup[1].cast<std::string>());
+    t.shape = to_shape(tup[2].cast<std::vector<int64_t>>());
+    const size_t need = t.nbytes();
+    if (static_cast<size_t>(raw.nbytes()) != need || t.shape.cols() % block_size(t.dtype) != 0)
+      throw_weight_format("input", dtype_name(t.dtype), static_cast<uint64_t>(raw.nbytes()),
+                          "expected " + std::to_string(need) + " bytes for shape " +
+                              shape_str(t.shape.vec()));
+    py::array c = py::array::ensure(raw, py::array::c_style);
+    keep.emplace_back(need + 64);
+    std::memcpy(keep.back().data(), c.data(), need);
+  } else {
+    py::array a = py::array::ensure(h, py::array::c_style);
+    if (!a) throw_invalid_config("inputs", "input is not an array");
+    const char kind = a.dtype().kind();
+    const auto isz = a.itemsize();
+    if (kind == 'f' && isz == 4) t.dtype = DType::F32;
+    else if (kind == 'f' && isz == 2) t.dtype = DType::F16;
+    else if (kind == 'i' && isz == 4) t.dtype = DType::I32;
+    else if (kind == 'f' && isz == 8) {
+      a = py::array_t<float, py::array::c_style | py::array::forcecast>(a);
+      t.dtype = DType::F32;
+    } else if (kind == 'i' && isz == 8) {
+      a = py::array_t<int32_t, py::array::c_style | py::array::forcecast>(a);
+      t.dtype = DType::I32;
+    } else {
+      throw_invalid_config("inputs", std::string("unsupported numpy dtype kind '") + kind + "'");
+    }
+    t.shape = to_shape(array_shape(a));
+    keep.emplace_back(static_cast<size_t>(a.nbytes()) + 64);
+    std::memcpy(keep.back().data(), a.data(), static_cast<size_t>(a.nbytes()));
+  }
+  t.data = keep.back().data();
+  return t;
+}
+
+py::array from_tensor(const Tensor& t) {
+  std::vector<py::ssize_t> shape(t.shape.d, t.shape.d + t.shape.ndim);
+  if (t.dtype == DType::F32) {
+    py::array_t<float> a(shape);
+    std::memcpy(a.mutable_data(), t.data, t.nbytes());
+    return a;
+  }
+  if (t.dtype == DType::F16) {
+    py::array a(py::dtype("float16"), shape);
+    std::memcpy(a.mutable_data(), t.data, t.nbytes());
+    return a;
+  }
+  if (t.dtype == DType::BF16) {  // returned as the raw uint16 bit patterns
+    py::array_t<uint16_t> a(shape);
+    std::memcpy(a.mutable_data(), t.data, t.nbytes());
+    return a;
+  }
+  py::array_t<uint8_t> a(static_cast<py::ssize_t>(t.nbytes()));
+  std::memcpy(a.mutable_data(), t.data, t.nbytes());
+  return a;
+}
+
+ThreadPool& test_pool() {
+  static ThreadPool pool(0);
+  return pool;
+}
+
+py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict& attrs,
+                const py::object& outputs, const std::string& level) {
+  Op op{};
+  if (!parse_op_name(op_s.c_str(), &op.kind)) throw_unsupported_op(op_s, "cpu", "-");
+  std::vector<float> rope_cos, rope_sin;
+  RopeTable rope;
+  bool precise = false;
+  int threads = 0;
+  for (auto item : attrs) {
+    const std::string k = item.first.cast<std::string>();
+    py::handle v = item.second;
+    if (k == "eps") op.a.eps = v.cast<float>();
+    else if (k == "plus_one" || k == "norm_plus_one") op.a.norm_plus_one = v.cast<bool>();
+    else if (k == "scale") op.a.scale = v.cast<float>();
+    else if (k == "softcap") op.a.softcap = v.cast<float>();
+    else if (k == "gelu_erf") op.a.gelu_erf = v.cast<bool>();
+    else if (k == "n_heads") op.a.n_heads = v.cast<int>();
+    else if (k == "n_kv_heads") op.a.n_kv_heads = v.cast<int>();
+    else if (k == "head_dim") op.a.head_dim = v.cast<int>();
+    else if (k == "pos0") op.a.pos0 = v.cast<int64_t>();
+    else if (k == "window") op.a.window = v.cast<int64_t>();
+    else if (k == "precise") precise = v.cast<bool>();
+    else if (k == "threads") threads = v.cast<int>();
+    else if (k == "rope") {
+      py::dict r = v.cast<py::dict>();
+      rope.rot_dims = r["rot_dims"].cast<int>();
+      rope.neox = r.contains("neox") ? r["neox"].cast<bool>() : true;
+      if (r.contains("cos")) {
+        rope_cos = r["cos"].cast<std::vector<float>>();
+        rope_sin = r["sin"].cast<std::vector<float>>();
+      } else {
+        RopeScaling sc;
+        if (r.contains("scaling")) {
+          py::dict s = r["scaling"].cast<py::dict>();
+          for (auto it : s) {
+            const std::string sk = it.first.cast<std::string>();
+            if (sk == "type" || sk == "rope_type") sc.type = it.second.cast<std::string>();
+            else if (sk == "factor") sc.factor = it.second.cast<double>();
+            else if (sk == "low_freq_factor") sc.low_freq_factor = it.second.cast<double>();
+            else if (sk == "high_freq_factor") sc.high_freq_factor = it.second.cast<double>();
+            else if (sk == "original_max_position_embeddings")
+              sc.original_max_position_embeddings = it.second.cast<int64_t>();
+            else if (sk == "beta_fast") sc.beta_fast = it.second.cast<double>();
+            else if (sk == "beta_slow") sc.beta_slow = it.second.cast<double>();
+            else if (sk == "attention_factor") sc.attention_factor = it.second.cast<double>();
+            else if (sk == "mscale") sc.mscale = it.second.cast<double>();
+            else if (sk == "mscale_all_dim") sc.mscale_all_dim = it.second.cast<double>();
+            else if (sk == "truncate") sc.truncate = it.second.cast<bool>();
+          }
+        }
+        build_rope_table(rope.rot_dims, r["max_pos"].cast<int64_t>(), r["theta"].cast<double>(), sc,
+                         rope_cos, rope_sin);
+      }
+      rope.max_pos = static_cast<int64_t>(rope_cos.size()) / std::max(1, rope.rot_dims / 2);
+      if (rope_sin.size() != rope_cos.size())
+        throw_invalid_config("rope", "cos and sin tables differ in size");
+      rope.cos = rope_cos.data();
+      rope.sin = rope_sin.data();
+      op.a.rope = &rope;
+    } else {
+      throw_invalid_config("attrs", "unknown attribute '" + k + "'");
+    }
+  }
+
+  std::vector<std::vector<uint8_t>> keep;
+  keep.reserve(inputs.size() + 8);
+  std::vector<Tensor> in;
+  for (auto h : inputs) in.push_back(to_tensor(h, keep));
+
+  std::vector<Tensor> out;
+  if (outputs.is_none()) {
+    for (const Shape& s : infer_output_shapes(op, in.data(), static_cast<int>(in.size()))) {
+      Tensor t;
+      t.shape = s;
+      keep.emplace_back(t.nbytes() + 64, 0);
+      t.data = keep.back().data();
+      out.push_back(t);
+    }
+  } else {
+    for (auto h : outputs.cast<py::list>()) {
+      if (py::isinstance<py::array>(h) || (py::isinstance<py::tuple>(h) && py::len(h) == 3 &&
+                                           py::isinstance<py::str>(h.cast<py::tuple>()[1]))) {
+        out.push_back(to_tensor(h, keep));  // initial contents given (e.g. a KV cache)
+      } else {
+        Tensor t;
+        t.shape = to_shape(h.cast<std::vector<int64_t>>());
+        keep.emplace_back(t.nbytes() + 64, 0);
+        t.data = keep.back().data();
+        out.push_back(t);
+      }
+    }
+  }
+
+  CpuBackend backend(level == "auto" ? cpu_backend().level() : parse_cpu_level(level));
+  std::unique_ptr<ThreadPool> own_pool;
+  ThreadPool* pool = &test_pool();
+  if (threads > 0) {
+    own_pool.reset(new ThreadPool(threads));
+    pool = own_pool.get();
+  }
+  ExecContext ctx(pool, precise);
+  {
+    py::gil_scoped_release nogil;
+    backend.execute(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()),
+                    ctx);
+  }
+  py::list res;
+  for (const Tensor& t : out) res.append(from_tensor(t));
+  return res;
+}
+
+// Times a matmul y[T, N] = x[T, K] @ W^T with random weights of `enc` (valid blocks:
+// random bytes, f16 scale fields set to small finite values). Returns seconds per call.
+double bench_matmul(const std::string& enc, int64_t N, int64_t K, int64_t T, int iters,
+                    const std::string& level, int threads, bool precise) {
+  const DType dt = parse_dtype(enc);
+  if (K % block_size(dt) != 0) throw_invalid_config("K", "not a multiple of the block size");
+  const size_t wb = row_bytes(dt, K) * static_cast<size_t>(N);
+  std::vector<uint8_t> w(wb + 64);
+  uint64_t st = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&] {
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    return st;
+  };
+  for (auto& b : w) b = static_cast<uint8_t>(rnd());
+  const size_t bb = block_bytes(dt);
+  std::vector<size_t> f16_fields;
+  switch (dt) {
+    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: f16_fields = {0, 2}; break;
+    case DType::Q2_K: f16_fields = {80, 82}; break;
+    case DType::Q3_K: f16_fields = {108}; break;
+    case DType::Q6_K: f16_fields = {208}; break;
+    case DType::F16: case DType::BF16: case DType::F32: break;
+    default: f16_fields = {0}; break;
+  }
+  if (dt == DType::F16 || dt == DType::BF16) {
+    for (size_t i = 0; i + 1 < wb; i += 2) {
+      const uint16_t h = dt == DType::F16 ? f32_to_fp16(static_cast<float>(rnd() % 1000) / 1000.f)
+                                          : f32_to_bf16(static_cast<float>(rnd() % 1000) / 1000.f);
+      std::memcpy(&w[i], &h, 2);
+    }
+  } else if (dt == DType::F32) {
+    for (size_t i = 0; i + 3 < wb; i += 4) {
+      const float f = static_cast<float>(rnd() % 1000) / 1000.f;
+      std::memcpy(&w[i], &f, 4);
+    }
+  } else {
+    const uint16_t h = f32_to_fp16(0.01f);
+    for (size_t b = 0; b + bb <= wb; b += bb)
+      for (size_t off : f16_fields) std::memcpy(&w[b + off], &h, 2);
+  }
+  std::vector<float> x(static_cast<size_t>(T * K)), y(static_cast<size_t>(T * N));
+  for (auto& v : x) v = static_cast<float>(static_cast<int>(rnd() % 2001) - 1000) / 1000.f;
+  Tensor tw, tx, ty;
+  tw.dtype = dt;
+  tw.shape = Shape{N, K};
+  tw.data = w.data();
+  tx.shape = Shape{T, K};
+  tx.data = x.data();
+  ty.shape = Shape{T, N};
+  ty.data = y.data();
+  CpuBackend backend(level == "auto" ? cpu_backend().level() : parse_cpu_level(level));
+  ThreadPool pool(threads);
+  ExecContext ctx(&pool, precise);
+  Op op{};
+  op.kind = OpKind::Matmul;
+  Tensor in[2] = {tx, tw};
+  py::gil_scoped_release nogil;
+  backend.execute(op, in, 2, &ty, 1, ctx);  // warm-up
+  double best = 1e30;
+  for (int it = 0; it < iters; ++it) {
+    auto t0 = std::chrono::steady_clock::now();
+    backend.execute(op, in, 2, &ty, 1, ctx);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  m.def("run_op", &run_op, py::arg("op"), py::arg("inputs"), py::arg("attrs") = py::dict(),
+        py::arg("outputs") = py::none(), py::arg("level") = "auto",
+        "Runs one op on the CPU backend. Inputs: numpy arrays (f32, f16, i32) or "
+        "(raw uint8 bytes, encoding, shape) for quantized / bf16 tensors. Outputs: a list of "
+        "shapes (f32), arrays / (bytes, encoding, shape) giving initial contents (KV caches), "
+        "or None to infer. Returns the outputs as numpy arrays.");
+  m.def("cpu_levels", [] {
+    std::vector<std::string> v;
+    for (CpuLevel l : cpu_levels_available()) v.push_back(cpu_level_name(l));
+    return v;
+  }, "CPU kernel levels available on this machine, scalar (the reference) first.");
+  m.def("set_cpu_level", [](const std::string& name) { set_cpu_level(name); }, py::arg("name"),
+        "Selects the CPU kernel level of the process-wide CPU backend (scalar|avx2|avx512|neon|auto).");
+  m.def("cpu_level", [] { return std::string(cpu_level_name(cpu_backend().level())); },
+        "The current CPU kernel level.");
+  m.def("physical_cores", &ThreadPool::physical_cores);
+  m.def("bench_matmul", &bench_matmul, py::arg("encoding"), py::arg("n"), py::arg("k"), py::arg("t") = 1,
+        py::arg("iters") = 10, py::arg("level") = "auto", py::arg("threads") = 0, py::arg("precise") = false,
+        "Best seconds per call of a matmul with random valid weights (benchmarks).");
+  m.def("quantizes_activations", [](const std::string& level, const std::string& enc) {
+    return cpu_level_quantizes_activations(parse_cpu_level(level), parse_dtype(enc));
+  }, py::arg("level"), py::arg("encoding"),
+     "True when a fast-mode (precise=False) matmul at this level quantizes its activations to "
+     "8 bits per 32-block for weights of this encoding.");
+  m.def("rope_table", [](int rot_dims, int64_t max_pos, double theta, const py::dict& scaling) {
+    RopeScaling sc;
+    for (auto it : scaling) {
+      const std::string sk = it.first.cast<std::string>();
+      if (sk == "type" || sk == "rope_type") sc.type = it.second.cast<std::string>();
+      else if (sk == "factor") sc.factor = it.second.cast<double>();
+      else if (sk == "low_freq_factor") sc.low_freq_factor = it.second.cast<double>();
+      else if (sk == "high_freq_factor") sc.high_freq_factor = it.second.cast<double>();
+      else if (sk == "original_max_position_embeddings")
+        sc.original_max_position_embeddings = it.second.cast<int64_t>();
+      else if (sk == "beta_fast") sc.beta_fast = it.second.cast<double>();
+      else if (sk == "beta_slow") sc.beta_slow = it.second.cast<double>();
+      else if (sk == "attention_factor") sc.attention_factor = it.second.cast<double>();
+      else if (sk == "mscale") sc.mscale = it.second.cast<double>();
+      else if (sk == "mscale_all_dim") sc.mscale_all_dim = it.second.cast<double>();
+      else if (sk == "truncate") sc.truncate = it.second.cast<bool>();
+    }
+    std::vector<float> c, s;
+    build_rope_table(rot_dims, max_pos, theta, sc, c, s);
+    const py::ssize_t half = rot_dims / 2;
+    py::array_t<float> ca({static_cast<py::ssize_t>(max_pos), half}), sa({static_cast<py::ssize_t>(max_pos), half});
+    std::memcpy(ca.mutable_data(), c.data(), c.size() * 4);
+    std::memcpy(sa.mutable_data(), s.data(), s.size() * 4);
+    return py::make_tuple(ca, sa);
+  }, py::arg("rot_dims"), py::arg("max_pos"), py::arg("theta"), py::arg("scaling") = py::dict(),
+     "(cos, sin) tables [max_pos, rot_dims/2] as the runtime computes them.");
+}

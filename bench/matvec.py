@@ -1,0 +1,46 @@
+"""Matvec / matmul throughput of the CPU kernels per level and encoding.
+
+GB/s = weight bytes read per call / seconds per call (best of `iters`).
+Usage: PYTHONPATH=python python bench/matvec.py [--threads N] [--mb 64] [--t 1]
+"""
+from __future__ import annotations
+
+import argparse
+
+from cyb_llm import _core
+
+BYTES = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q4_0": (32, 18), "q4_1": (32, 20),
+         "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34), "iq4_nl": (32, 18), "q2_k": (256, 84),
+         "q3_k": (256, 110), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--mb", type=float, default=64.0, help="weight size per matrix (MB)")
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--t", type=int, default=1, help="tokens (1 = matvec)")
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--encodings", default="f32,f16,bf16,q8_0,q4_0,q4_1,q5_0,q4_k,q5_k,q6_k,q3_k,iq4_nl")
+    ap.add_argument("--levels", default=",".join(_core.cpu_levels()))
+    args = ap.parse_args()
+    threads = args.threads or _core.physical_cores()
+    print(f"threads={threads} K={args.k} T={args.t} weights~{args.mb:.0f} MB")
+    print(f"{'enc':8s} {'level':7s} {'mode':8s} {'ms':>8s} {'GB/s':>7s}")
+    for enc in args.encodings.split(","):
+        bs, bb = BYTES[enc]
+        row = args.k // bs * bb
+        n = max(64, int(args.mb * 1e6 / row))
+        for lvl in args.levels.split(","):
+            for precise in (False, True):
+                if lvl == "scalar" and not precise:
+                    continue  # the reference has one mode
+                sec = _core.bench_matmul(enc, n, args.k, args.t, args.iters if lvl != "scalar" else 1,
+                                         lvl, threads, precise)
+                gbs = n * row / sec / 1e9
+                mode = "precise" if precise else "fast"
+                print(f"{enc:8s} {lvl:7s} {mode:8s} {sec * 1e3:8.2f} {gbs:7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+// The CPU backend: implements every op. Each op runs the fastest kernel of the
+// selected level (scalar reference, AVX2, AVX-512, NEON); levels fall back to
+// the reference for ops they do not speed up. The level comes from
+// CYB_CPU_LEVEL (scalar|avx2|avx512|neon|auto) or set_cpu_level().
+#pragma once
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "dispatch/backend.h"
+
+namespace cyb {
+
+enum class CpuLevel : int { Scalar = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
+
+const char* cpu_level_name(CpuLevel l);
+// Levels compiled in and supported by this CPU, scalar first, best last.
+std::vector<CpuLevel> cpu_levels_available();
+CpuLevel cpu_level_best();
+// Parses "scalar" | "avx2" | "avx512" | "neon" | "auto"; throws InvalidConfig
+// (field "cpu_level") for an unknown name or a level this machine cannot run.
+CpuLevel parse_cpu_level(const std::string& name);
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(CpuLevel level);
+  const char* name() const override { return "cpu"; }
+  bool supports(const Op& op, const Tensor* inputs, int n_inputs) const override;
+  void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
+               ExecContext& ctx) override;
+  Tensor alloc(const Shape& shape, DType dtype) override;
+  Tensor upload(const void* data, const Shape& shape, DType dtype) override;
+  void download_f32(const Tensor& t, float* out) override;
+  void release(Tensor& t) override;
+
+  CpuLevel level() const { return level_.load(); }
+  void set_level(CpuLevel l);
+
+ private:
+  std::atomic<CpuLevel> level_;
+};
+
+// The process-wide CPU backend (level from CYB_CPU_LEVEL, default auto).
+CpuBackend& cpu_backend();
+// Sets the level of cpu_backend() ("auto" = best available).
+void set_cpu_level(const std::string& name);
+
+// True when, at level `l` and outside precise mode, a matmul with weights of
+// encoding `t` quantizes its activations to 8 bits per 32-block (BlockQ8).
+bool cpu_level_quantizes_activations(CpuLevel l, DType t);
+
+// Output shapes an op produces for these inputs (for tests and the graph executor).
+// KvWrite has no inferable output (it writes into the cache passed as output).
+std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in);
+
+}  // namespace cyb

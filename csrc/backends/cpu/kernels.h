@@ -1,0 +1,42 @@
+// Kernel tables of the CPU backend: one function per op and per level. The
+// scalar reference table is complete; each SIMD level overrides the entries it
+// speeds up and inherits the rest. Inputs reaching a kernel have already been
+// validated (validate_op), so kernels only compute.
+#pragma once
+#include "core/exec_context.h"
+#include "dispatch/op.h"
+
+namespace cyb {
+namespace cpu {
+
+using Kernel = void (*)(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out,
+                        ExecContext& ctx);
+
+struct KernelTable {
+  Kernel k[static_cast<int>(OpKind::COUNT_PLUS_ONE)] = {};
+  Kernel& operator[](OpKind o) { return k[static_cast<int>(o)]; }
+  Kernel operator[](OpKind o) const { return k[static_cast<int>(o)]; }
+};
+
+// Checks counts, dtypes and shapes of an op's inputs/outputs; throws ShapeMismatch /
+// UnsupportedOp / InvalidConfig naming the op (and the weight, when named).
+void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out);
+
+// The scalar reference kernels (accumulate in double, round once): the arbiter.
+void fill_reference_kernels(KernelTable& t);
+
+#if defined(CYB_X86)
+void fill_avx2_kernels(KernelTable& t);
+void fill_avx512_kernels(KernelTable& t);
+// Weight encodings whose fast-mode matmul quantizes activations to 8 bits.
+bool x86_q8_encoding(DType t);
+#endif
+#if defined(CYB_ARM64)
+void fill_neon_kernels(KernelTable& t);
+#endif
+
+// Reads element i of an F32 / F16 / BF16 tensor.
+float load_elem(const Tensor& t, int64_t i);
+
+}  // namespace cpu
+}  // namespace cyb

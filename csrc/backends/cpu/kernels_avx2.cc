@@ -1,0 +1,22 @@
+// AVX2 + FMA + F16C kernels (compiled with those flags only; chosen at run time).
+#define CYB_VNNI 0
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/quant.h"
+#include "backends/cpu/simd_common.h"
+
+namespace cyb_avx2 {
+#include "backends/cpu/kernels_x86.inc"
+}  // namespace cyb_avx2
+
+namespace cyb {
+namespace cpu {
+void fill_avx2_kernels(KernelTable& t) { cyb_avx2::fill_table(t); }
+bool x86_q8_encoding(DType t) { return cyb_avx2::q8_dots(t) != nullptr; }
+}  // namespace cpu
+}  // namespace cyb

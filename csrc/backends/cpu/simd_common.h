@@ -1,0 +1,48 @@
+// Shared pieces of the fast CPU kernels (all ISAs): the 8-bit activation block,
+// per-thread scratch and row-parallel loops. The helpers are defined in
+// simd_common.cc, compiled without ISA flags, so the ISA-specific translation
+// units do not instantiate library templates (std::vector, std::function) that
+// the linker could then share with code running on a CPU without that ISA.
+//
+// The fast-mode matmul quantizes each activation row to int8 per 32-element
+// block with an f32 scale (d = amax / 127, q = round-half-even(x * (1 / d))),
+// then uses integer dot products against the weight blocks. Precise mode never
+// does this.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/exec_context.h"
+
+namespace cyb {
+namespace cpu {
+
+struct BlockQ8 {
+  float d;  // scale
+  float s;  // d * sum(qs): the block's sum, for encodings with a min / offset term
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8) == 40, "BlockQ8 layout");
+
+enum ScratchSlot { kScratchXq = 0, kScratchNorm, kScratchGateUp, kScratchScores, kScratchCount };
+
+// Per-thread, 64-byte aligned scratch; grows during warm-up, then is reused.
+void* scratch_bytes(int slot, size_t bytes);
+template <class T>
+T* scratch(int slot, size_t n) {
+  return static_cast<T*>(scratch_bytes(slot, n * sizeof(T)));
+}
+
+// Splits [0, n) over the context's pool in chunks that are multiples of `grain`.
+void run_rows(ExecContext& ctx, int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* arg);
+
+template <class F>
+void parallel_rows(ExecContext& ctx, int64_t n, int64_t grain, F&& fn) {
+  using Fn = std::remove_reference_t<F>;
+  run_rows(ctx, n, grain, [](void* a, int64_t b, int64_t e) { (*static_cast<Fn*>(a))(b, e); },
+           const_cast<void*>(static_cast<const void*>(&fn)));
+}
+
+}  // namespace cpu
+}  // namespace cyb

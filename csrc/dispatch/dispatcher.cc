@@ -1,0 +1,149 @@
+// Per-op dispatch: first backend of the chain whose supports() says yes.
+// Records are aggregated per (label, op, backend) in an open-addressing table
+// looked up without allocating; a slot is created only the first time a label
+// is seen, so a steady decode allocates nothing here.
+#include "dispatch/dispatcher.h"
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "core/errors.h"
+
+namespace cyb {
+
+struct Dispatcher::Slot {
+  DispatchRecord rec;
+  uint64_t hash = 0;
+  OpKind kind = OpKind::Embedding;
+  const Backend* backend = nullptr;
+};
+
+namespace {
+
+struct Index {
+  std::vector<size_t> table;  // slot index + 1, 0 = empty
+  size_t used = 0;
+  std::mutex mu;
+};
+
+uint64_t hash_key(const char* label, OpKind kind, const Backend* b) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char* p = label; *p; ++p) h = (h ^ static_cast<uint8_t>(*p)) * 1099511628211ull;
+  h = (h ^ static_cast<uint64_t>(kind)) * 1099511628211ull;
+  h ^= reinterpret_cast<uintptr_t>(b) >> 4;
+  h *= 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(std::vector<Backend*> chain) : chain_(std::move(chain)) {
+  if (chain_.empty()) throw_backend_init("dispatcher", "empty backend chain");
+  for (Backend* b : chain_)
+    if (!b) throw_backend_init("dispatcher", "null backend in chain");
+  auto* idx = new Index;
+  idx->table.assign(256, 0);
+  index_ = idx;
+}
+
+Dispatcher::~Dispatcher() {
+  for (Slot* s : slots_) delete s;
+  delete static_cast<Index*>(index_);
+}
+
+void Dispatcher::run(const Op& op, std::initializer_list<Tensor> inputs,
+                     std::initializer_list<Tensor*> outputs, ExecContext& ctx) {
+  Tensor in[8];
+  Tensor out[4];
+  if (inputs.size() > 8 || outputs.size() > 4)
+    throw_shape_mismatch(op_name(op.kind), {8, 4},
+                         {static_cast<int64_t>(inputs.size()), static_cast<int64_t>(outputs.size())});
+  int ni = 0, no = 0;
+  for (const Tensor& t : inputs) in[ni++] = t;
+  for (Tensor* t : outputs) out[no++] = *t;
+  run(op, in, ni, out, no, ctx);
+  no = 0;
+  for (Tensor* t : outputs) *t = out[no++];
+}
+
+void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs,
+                     int n_outputs, ExecContext& ctx) {
+  Backend* chosen = chain_.back();
+  for (Backend* b : chain_) {
+    if (b->supports(op, inputs, n_inputs)) {
+      chosen = b;
+      break;
+    }
+  }
+  const bool fallback = chosen != chain_.front();
+  double ms = 0.0;
+  if (profiling_) {
+    auto t0 = std::chrono::steady_clock::now();
+    chosen->execute(op, inputs, n_inputs, outputs, n_outputs, ctx);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  } else {
+    chosen->execute(op, inputs, n_inputs, outputs, n_outputs, ctx);
+  }
+
+  const char* label = op.label ? op.label : op_name(op.kind);
+  const uint64_t h = hash_key(label, op.kind, chosen);
+  Index& idx = *static_cast<Index*>(index_);
+  std::lock_guard<std::mutex> lk(idx.mu);
+  size_t mask = idx.table.size() - 1;
+  size_t pos = h & mask;
+  for (;;) {
+    size_t v = idx.table[pos];
+    if (v == 0) break;
+    Slot* s = slots_[v - 1];
+    if (s->hash == h && s->kind == op.kind && s->backend == chosen && s->rec.label == label) {
+      s->rec.count += 1;
+      s->rec.total_ms += ms;
+      return;
+    }
+    pos = (pos + 1) & mask;
+  }
+  // First time this (label, op, backend) is seen: create its slot.
+  Slot* s = new Slot;
+  s->hash = h;
+  s->kind = op.kind;
+  s->backend = chosen;
+  s->rec.label = label;
+  s->rec.op = op_name(op.kind);
+  s->rec.backend = chosen->name();
+  s->rec.fallback = fallback;
+  s->rec.count = 1;
+  s->rec.total_ms = ms;
+  slots_.push_back(s);
+  idx.table[pos] = slots_.size();
+  if (++idx.used * 2 > idx.table.size()) {
+    std::vector<size_t> t(idx.table.size() * 2, 0);
+    mask = t.size() - 1;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      size_t p = slots_[i]->hash & mask;
+      while (t[p] != 0) p = (p + 1) & mask;
+      t[p] = i + 1;
+    }
+    idx.table.swap(t);
+  }
+}
+
+std::vector<DispatchRecord> Dispatcher::records() const {
+  Index& idx = *static_cast<Index*>(index_);
+  std::lock_guard<std::mutex> lk(idx.mu);
+  std::vector<DispatchRecord> out;
+  out.reserve(slots_.size());
+  for (const Slot* s : slots_) out.push_back(s->rec);
+  return out;
+}
+
+void Dispatcher::clear_records() {
+  Index& idx = *static_cast<Index*>(index_);
+  std::lock_guard<std::mutex> lk(idx.mu);
+  for (Slot* s : slots_) {
+    s->rec.count = 0;
+    s->rec.total_ms = 0.0;
+  }
+}
+
+}  // namespace cyb

@@ -1,0 +1,338 @@
+// The `.model` container reader (FORMAT.md sections 1 and 3).
+//
+// open(): map the file read-only, find the `~~~weights\n` marker within the
+// first 256 MiB, split the text head into sections, parse the frontmatter,
+// config and tensor index, and validate every tensor against the weights.
+// Every failure is a cyb::Error: Format for the container, the TOML and the
+// ranges; WeightFormatMismatch where a tensor's bytes disagree with its
+// shape and encoding.
+#include "format/model_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <string_view>
+
+#include "core/errors.h"
+
+#ifdef _WIN32
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#else
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+namespace cyb {
+
+namespace {
+
+constexpr uint64_t kMaxHead = 256ull << 20;  // bound of the text head (FORMAT.md "bounds")
+constexpr std::string_view kMarker = "~~~weights\n";
+constexpr size_t kMaxDims = 16;
+
+bool valid_section_name(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+// `\~~~...`, `\\~~~...`: content lines that writers escaped (one backslash added).
+bool is_escaped_fence(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && line[i] == '\\') ++i;
+  return i > 0 && line.substr(i, 3) == "~~~";
+}
+
+// a * b, false on overflow.
+bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) {
+  if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) return false;
+  *out = a * b;
+  return true;
+}
+
+const toml::Value& require(const toml::Value& table, const std::string& section, const std::string& owner,
+                           const char* key) {
+  const toml::Value* v = table.find(key);
+  if (!v) throw_format(section, owner, std::string("missing key '") + key + "'");
+  return *v;
+}
+
+uint64_t non_negative(const toml::Value& v, const std::string& section, const std::string& owner,
+                      const char* key) {
+  if (!v.is_int()) throw_format(section, owner, std::string("'") + key + "' must be an integer");
+  if (v.as_int() < 0) throw_format(section, owner, std::string("'") + key + "' must not be negative");
+  return static_cast<uint64_t>(v.as_int());
+}
+
+#ifdef _WIN32
+std::wstring widen(const std::string& s) {
+  if (s.empty()) return std::wstring();
+  int n = MultiByteToWideChar(CP_UTF8, 0, s.data(), static_cast<int>(s.size()), nullptr, 0);
+  std::wstring w(static_cast<size_t>(n > 0 ? n : 0), L'\0');
+  if (n > 0) MultiByteToWideChar(CP_UTF8, 0, s.data(), static_cast<int>(s.size()), &w[0], n);
+  return w;
+}
+#endif
+
+}  // namespace
+
+std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
+  std::shared_ptr<ModelFile> mf(new ModelFile());
+  mf->path_ = path;
+  auto fail_open = [&](const std::string& why) { throw_format("", "", "cannot open '" + path + "': " + why); };
+#ifdef _WIN32
+  HANDLE file = CreateFileW(widen(path).c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
+                            FILE_ATTRIBUTE_NORMAL, nullptr);
+  if (file == INVALID_HANDLE_VALUE) fail_open("error " + std::to_string(GetLastError()));
+  LARGE_INTEGER size;
+  if (!GetFileSizeEx(file, &size)) {
+    CloseHandle(file);
+    fail_open("cannot read its size");
+  }
+  if (size.QuadPart == 0) {
+    CloseHandle(file);
+    throw_format("", "", "empty file");
+  }
+  if (static_cast<uint64_t>(size.QuadPart) > std::numeric_limits<size_t>::max()) {
+    CloseHandle(file);
+    fail_open("too large to map");
+  }
+  HANDLE mapping = CreateFileMappingW(file, nullptr, PAGE_READONLY, 0, 0, nullptr);
+  CloseHandle(file);
+  if (!mapping) fail_open("CreateFileMapping failed: error " + std::to_string(GetLastError()));
+  void* base = MapViewOfFile(mapping, FILE_MAP_READ, 0, 0, 0);
+  if (!base) {
+    CloseHandle(mapping);
+    fail_open("MapViewOfFile failed: error " + std::to_string(GetLastError()));
+  }
+  mf->map_handle_ = mapping;
+  mf->map_ = base;
+  mf->map_size_ = static_cast<uint64_t>(size.QuadPart);
+#else
+  int flags = O_RDONLY;
+#ifdef O_CLOEXEC
+  flags |= O_CLOEXEC;
+#endif
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) fail_open(std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail_open(std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail_open("not a regular file");
+  }
+  if (st.st_size == 0) {
+    ::close(fd);
+    throw_format("", "", "empty file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
+    ::close(fd);
+    fail_open("too large to map");
+  }
+  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) fail_open(std::string("mmap failed: ") + std::strerror(e));
+  mf->map_ = base;
+  mf->map_size_ = static_cast<uint64_t>(st.st_size);
+#endif
+  mf->load(static_cast<const uint8_t*>(mf->map_), mf->map_size_);
+  return mf;
+}
+
+std::shared_ptr<ModelFile> ModelFile::from_memory(const void* data, size_t size, const std::string& name) {
+  std::shared_ptr<ModelFile> mf(new ModelFile());
+  mf->path_ = name;
+  if (size == 0) throw_format("", "", "empty file");
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  mf->owned_.assign(bytes, bytes + size);
+  mf->map_size_ = size;
+  mf->load(mf->owned_.data(), size);
+  return mf;
+}
+
+ModelFile::~ModelFile() {
+  if (!map_) return;
+#ifdef _WIN32
+  UnmapViewOfFile(map_);
+  if (map_handle_) CloseHandle(static_cast<HANDLE>(map_handle_));
+#else
+  munmap(map_, static_cast<size_t>(map_size_));
+#endif
+}
+
+void ModelFile::load(const uint8_t* data, uint64_t size) {
+  // 1. The marker: the first line that is exactly `~~~weights`, within the bound.
+  uint64_t scan = size < kMaxHead + kMarker.size() ? size : kMaxHead + kMarker.size();
+  std::string_view head_and_more(reinterpret_cast<const char*>(data), static_cast<size_t>(scan));
+  size_t marker = std::string_view::npos;
+  for (size_t from = 0;;) {
+    size_t at = head_and_more.find(kMarker, from);
+    if (at == std::string_view::npos) break;
+    if (at == 0 || head_and_more[at - 1] == '\n') {
+      marker = at;
+      break;
+    }
+    from = at + 1;
+  }
+  if (marker == std::string_view::npos) {
+    throw_format("weights", "",
+                 size > kMaxHead ? "no ~~~weights marker within the first 256 MiB"
+                                 : "no ~~~weights marker (not a .model file, or truncated)");
+  }
+  std::string_view head = head_and_more.substr(0, marker);
+  weights_offset_ = marker + kMarker.size();
+  weights_ = data + weights_offset_;
+  weights_size_ = size - weights_offset_;
+
+  // 2. Sections: lines that are exactly `~~~name`; `\~~~` at a line start is an escape.
+  std::string current = "frontmatter";
+  std::string text;
+  auto finish = [&](bool last) {
+    if (last && !text.empty() && text.back() == '\n') {
+      // Writers pad the last line of the head with spaces (64-byte alignment).
+      size_t end = text.size() - 1;
+      size_t b = end;
+      while (b > 0 && text[b - 1] == ' ') --b;
+      text.erase(b, end - b);
+    }
+    sections_[current] = std::move(text);
+    text.clear();
+  };
+  size_t pos = 0;
+  while (pos < head.size()) {
+    size_t nl = head.find('\n', pos);
+    size_t end = nl == std::string_view::npos ? head.size() : nl + 1;
+    std::string_view line = head.substr(pos, end - pos);
+    std::string_view body = line.substr(0, line.size() - (line.back() == '\n' ? 1 : 0));
+    if (body.size() > 3 && body.substr(0, 3) == "~~~" && valid_section_name(body.substr(3))) {
+      finish(false);
+      current = std::string(body.substr(3));
+      if (current == "frontmatter") throw_format(current, "", "reserved section name");
+      if (sections_.count(current)) throw_format(current, "", "section appears twice");
+      section_order_.push_back(current);
+    } else if (is_escaped_fence(body)) {
+      text.append(line.substr(1));
+    } else {
+      text.append(line);
+    }
+    pos = end;
+  }
+  finish(true);
+  for (const auto& kv : sections_) {
+    size_t bad = toml::invalid_utf8_offset(kv.second);
+    if (bad != std::string::npos)
+      throw_format(kv.first, "", "invalid UTF-8 at byte " + std::to_string(bad) + " of the section");
+  }
+
+  // 3. Frontmatter: [[files]] must declare the exact size of the weights.
+  frontmatter_ = toml::parse(sections_["frontmatter"], "frontmatter");
+  const toml::Value* files = frontmatter_.find("files");
+  if (!files) throw_format("frontmatter", "files", "missing [[files]] (the weights entry carries the size)");
+  if (!files->is_array()) throw_format("frontmatter", "files", "must be an array of tables");
+  const toml::Value* weights_entry = nullptr;
+  for (const toml::Value& f : files->as_array()) {
+    if (!f.is_table()) throw_format("frontmatter", "files", "must be an array of tables");
+    const toml::Value* n = f.find("name");
+    if (n && n->is_string() && n->as_string() == "weights") weights_entry = &f;
+  }
+  if (!weights_entry) throw_format("frontmatter", "files", "no [[files]] entry named 'weights'");
+  const toml::Value* declared = weights_entry->find("size");
+  if (!declared || !declared->is_int() || declared->as_int() < 0)
+    throw_format("frontmatter", "files.size", "the weights entry needs a non-negative integer size");
+  if (static_cast<uint64_t>(declared->as_int()) != weights_size_) {
+    throw_format("frontmatter", "files.size",
+                 "weights entry declares " + std::to_string(declared->as_int()) + " bytes but the file holds " +
+                     std::to_string(weights_size_) + " (truncated or corrupted file)");
+  }
+
+  // 4. Required sections.
+  for (const char* req : {"config", "tensors"})
+    if (!sections_.count(req)) throw_format(req, "", "required section is missing");
+  config_ = toml::parse(sections_["config"], "config");
+
+  // 5. The tensor index.
+  toml::Value index = toml::parse(sections_["tensors"], "tensors");
+  tensors_.reserve(index.as_table().size());
+  for (auto& kv : index.as_table()) {
+    const std::string& name = kv.first;
+    const toml::Value& t = kv.second;
+    if (!t.is_table()) throw_format("tensors", name, "each tensor must be a table");
+    TensorEntry e;
+    e.name = name;
+
+    const toml::Value& shape = require(t, "tensors", name, "shape");
+    if (!shape.is_array()) throw_format("tensors", name, "'shape' must be an array of integers");
+    if (shape.as_array().size() > kMaxDims) throw_format("tensors", name, "'shape' has too many dimensions");
+    uint64_t count = 1;
+    bool overflow = false;
+    for (const toml::Value& d : shape.as_array()) {
+      if (!d.is_int() || d.as_int() < 0)
+        throw_format("tensors", name, "'shape' must be an array of non-negative integers");
+      e.shape.push_back(d.as_int());
+      overflow = overflow || !mul_ok(count, static_cast<uint64_t>(d.as_int()), &count);
+    }
+    if (overflow || count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw_format("tensors", name, "element count of shape " + shape_str(e.shape) + " overflows");
+
+    const toml::Value& enc = require(t, "tensors", name, "encoding");
+    if (!enc.is_string()) throw_format("tensors", name, "'encoding' must be a string");
+    if (!parse_encoding(enc.as_string(), &e.dtype))
+      throw_format("tensors", name, "unknown encoding '" + enc.as_string() + "'");
+    e.offset = non_negative(require(t, "tensors", name, "offset"), "tensors", name, "offset");
+    e.size = non_negative(require(t, "tensors", name, "size"), "tensors", name, "size");
+
+    const DTypeInfo& info = dtype_info(e.dtype);
+    std::string declared_as = std::string(info.encoding) + " " + shape_str(e.shape);
+    if (info.block > 1) {
+      if (e.shape.empty())
+        throw_weight_format(name, declared_as, e.size, "a quantized tensor needs at least one dimension");
+      if (e.shape.back() % info.block != 0)
+        throw_weight_format(name, declared_as, e.size,
+                            "innermost dimension " + std::to_string(e.shape.back()) +
+                                " is not a multiple of the block size " + std::to_string(info.block));
+    }
+    uint64_t expected = 0;
+    if (!mul_ok(count / info.block, info.block_bytes, &expected))
+      throw_format("tensors", name, "byte size of shape " + shape_str(e.shape) + " overflows");
+    if (expected != e.size)
+      throw_weight_format(name, declared_as, e.size, "expected " + std::to_string(expected) + " bytes");
+    if (e.offset > weights_size_ || e.size > weights_size_ - e.offset)
+      throw_format("tensors", name,
+                   "bytes [" + std::to_string(e.offset) + ", +" + std::to_string(e.size) +
+                       ") lie outside the weights (" + std::to_string(weights_size_) + " bytes)");
+    if (!index_.emplace(name, tensors_.size()).second) throw_format("tensors", name, "duplicate tensor");
+    tensors_.push_back(std::move(e));
+  }
+}
+
+bool ModelFile::has_section(const std::string& name) const { return sections_.count(name) != 0; }
+
+const std::string& ModelFile::section_text(const std::string& name) const {
+  auto it = sections_.find(name);
+  if (it == sections_.end()) throw_format(name, "", "no such section");
+  return it->second;
+}
+
+toml::Value ModelFile::section_toml(const std::string& name) const {
+  if (name == "frontmatter") return frontmatter_;
+  if (name == "config") return config_;
+  return toml::parse(section_text(name), name);
+}
+
+const TensorEntry* ModelFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+}  // namespace cyb

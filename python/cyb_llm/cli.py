@@ -1,0 +1,322 @@
+"""The `cyb-llm` command.
+
+    cyb-llm run [MODEL] PROMPT      generate from one prompt, streaming to stdout
+    cyb-llm chat [MODEL]            interactive chat keeping the KV cache between turns
+    cyb-llm import SRC -o OUT       GGUF / HF checkpoint -> .model
+    cyb-llm inspect PATH            describe a .model file
+    cyb-llm fetch NAME              download a known model into the cache
+
+MODEL is a .model or .gguf path or a known model name (default:
+cyb_llm.hub.DEFAULT_MODEL); names and .gguf files are imported into the
+cache once and reused. Errors of the request or of the model file print one
+line, `error: <Class>: <message>`, and exit with status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from .errors import Error
+
+# --- model loading (a seam for tests) -------------------------------------------
+
+
+def resolve_model_path(arg: str | None) -> str:
+    """A .model path for MODEL: what cyb_llm.hub.resolve gives (fetching and importing on first use)."""
+    from . import hub
+
+    resolved = hub.resolve(arg or hub.DEFAULT_MODEL)
+    return os.fspath(getattr(resolved, "model", resolved))
+
+
+def load_model(arg: str | None, backend: str | None = None, precise: bool = False,
+               threads: int | None = None) -> Any:
+    import cyb_llm
+
+    return cyb_llm.load(resolve_model_path(arg), backend=backend, precise=precise, threads=threads)
+
+
+# --- argument parsing ------------------------------------------------------------
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, nox, ...); unsupported ops still fall back to cpu")
+    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    g.add_argument("--precise", action="store_true", help="f32 activations and KV cache (reference-exact mode)")
+    g.add_argument("--ctx", type=int, help="context length of the conversation (default: min(model context, 4096))")
+
+
+def _sampling_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling (defaults: the model's [sampling] section, then llama.cpp's)")
+    g.add_argument("--max-tokens", "-n", type=int, help="stop after this many tokens (default: EOS or context end)")
+    g.add_argument("--temperature", "--temp", type=float, help="0 = greedy")
+    g.add_argument("--top-k", type=int, help="0 = off")
+    g.add_argument("--top-p", type=float, help="1 = off")
+    g.add_argument("--min-p", type=float, help="0 = off")
+    g.add_argument("--repeat-penalty", type=float, help="repetition penalty (1 = off)")
+    g.add_argument("--repeat-last-n", type=int, help="penalty window in tokens (-1 = all, 0 = off)")
+    g.add_argument("--presence-penalty", type=float)
+    g.add_argument("--frequency-penalty", type=float)
+    g.add_argument("--seed", type=int, help="same seed, same text")
+    g.add_argument("--stop", action="append", default=[], help="stop string (repeatable); never printed")
+    g.add_argument("--system", help="system message (chat template only)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="cyb-llm", description="Run .model packages: text generation, chat, import.")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    run = sub.add_parser("run", help="generate from one prompt, streaming to stdout")
+    run.add_argument("args", nargs="+", metavar="[MODEL] PROMPT",
+                     help="optional model (path or name), then the prompt ('-' reads it from stdin)")
+    _model_options(run)
+    _sampling_options(run)
+    run.add_argument("--no-chat", action="store_true", help="raw completion: do not apply the chat template")
+    run.add_argument("--json", action="store_true", help="print the text and the timings as one JSON object")
+    run.add_argument("--profile", action="store_true", help="print the per-op dispatch records after the run")
+    run.add_argument("--quiet", "-q", action="store_true", help="no timing line on stderr")
+    run.set_defaults(func=cmd_run)
+
+    chat = sub.add_parser("chat", help="interactive chat (keeps the conversation's KV cache between turns)")
+    chat.add_argument("model", nargs="?", help="model path or name (default: the hub's default model)")
+    _model_options(chat)
+    _sampling_options(chat)
+    chat.add_argument("--quiet", "-q", action="store_true", help="no timing line after each answer")
+    chat.set_defaults(func=cmd_chat)
+
+    imp = sub.add_parser("import", help="convert a GGUF file or an HF checkpoint into a .model")
+    imp.add_argument("src")
+    imp.add_argument("-o", "--output", required=True)
+    imp.add_argument("--quantize", help="weight encoding to quantize to (QUANT.md names)")
+    imp.add_argument("--graph", action="store_true", help="also write a graph section")
+    imp.set_defaults(func=cmd_import)
+
+    insp = sub.add_parser("inspect", help="describe a .model file")
+    insp.add_argument("path")
+    insp.set_defaults(func=cmd_inspect)
+
+    fetch = sub.add_parser("fetch", help="download and import a known model into the cache")
+    fetch.add_argument("name")
+    fetch.set_defaults(func=cmd_fetch)
+    return ap
+
+
+def _sampling(model: Any, a: argparse.Namespace):
+    from .sampling import SamplingParams
+
+    return SamplingParams.from_model(
+        model, temperature=a.temperature, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p,
+        repetition_penalty=a.repeat_penalty, penalty_last_n=a.repeat_last_n,
+        presence_penalty=a.presence_penalty, frequency_penalty=a.frequency_penalty,
+        seed=a.seed, stop=a.stop or None)
+
+
+def _load(a: argparse.Namespace, model_arg: str | None) -> Any:
+    """Checks the numeric flags first (a bad request fails before a slow load), then loads."""
+    from .errors import InvalidConfig
+
+    for name, lo in (("threads", 0), ("max_tokens", 0), ("ctx", 1)):
+        v = getattr(a, name, None)
+        if v is not None and v < lo:
+            raise InvalidConfig(field=name, reason=f"must be >= {lo}, got {v}")
+    return load_model(model_arg, backend=a.backend, precise=a.precise, threads=a.threads)
+
+
+def _timing_line(stats: Any) -> str:
+    s = stats
+    parts = []
+    if s.load_ms is not None:
+        parts.append(f"load {s.load_ms:.0f} ms")
+    new = s.prompt_tokens - s.cached_tokens
+    parts.append(f"prompt {new} tok in {s.prefill_ms:.0f} ms ({s.prefill_tokens_per_s:.1f} tok/s)"
+                 + (f", {s.cached_tokens} cached" if s.cached_tokens else ""))
+    parts.append(f"{s.completion_tokens} tok at {s.tokens_per_s:.1f} tok/s ({s.step_ms:.1f} ms/tok, "
+                 f"python {100 * s.python_overhead:.1f}% of a forward)")
+    return "[" + " | ".join(parts) + "]"
+
+
+def _profile_lines(model: Any) -> list[str]:
+    lines = []
+    for r in getattr(model, "dispatch_records", None) or []:
+        if isinstance(r, dict):
+            label = r.get("label") or r.get("op", "?")
+            line = f"{label}: {r.get('backend', '?')}" + (" (fallback)" if r.get("fallback") else "")
+            if r.get("count") is not None:
+                line += f"  x{r['count']}"
+            if r.get("total_ms"):
+                line += f"  {r['total_ms']:.2f} ms"
+        else:
+            line = str(r)
+        lines.append(line)
+    return lines
+
+
+# --- commands -----------------------------------------------------------------------
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    if len(a.args) > 2:
+        raise _Usage("run takes [MODEL] PROMPT (quote the prompt)")
+    model_arg, prompt = (None, a.args[0]) if len(a.args) == 1 else a.args
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    model = _load(a, model_arg)
+    if a.profile and hasattr(model, "set_profiling"):
+        model.set_profiling(True)
+    params = _sampling(model, a)
+    gen = model.generator()
+    if a.no_chat or getattr(model, "chat", None) is None:
+        request: Any = prompt
+    else:
+        request = ([{"role": "system", "content": a.system}] if a.system else []) + \
+                  [{"role": "user", "content": prompt}]
+    conv = model.new_conversation(max_context=a.ctx) if a.ctx else None
+    stream = gen.generate(request, max_tokens=a.max_tokens, sampling=params, conversation=conv)
+    out = sys.stdout
+    with stream:
+        for chunk in stream:
+            if not a.json and chunk.text:
+                out.write(chunk.text)
+                out.flush()
+    st = stream.stats
+    if a.json:
+        doc = {
+            "model": getattr(model, "name", None),
+            "text": stream.text,
+            "finish_reason": stream.finish_reason,
+            "usage": {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.completion_tokens},
+            "timings": st.as_dict(),
+        }
+        if a.profile:
+            doc["dispatch_records"] = list(getattr(model, "dispatch_records", None) or [])
+        out.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+        return 0
+    out.write("\n")
+    out.flush()
+    if not a.quiet:
+        print(_timing_line(st), file=sys.stderr)
+    if a.profile:
+        for line in _profile_lines(model):
+            print(line, file=sys.stderr)
+    return 0
+
+
+def cmd_chat(a: argparse.Namespace) -> int:
+    model = _load(a, a.model)
+    if getattr(model, "chat", None) is None:
+        from .errors import InvalidConfig
+
+        raise InvalidConfig(field="chat_template", reason=f"model {getattr(model, 'name', '?')!r} has no chat "
+                                                          "template; use `cyb-llm run --no-chat`")
+    params = _sampling(model, a)
+    gen = model.generator()
+    conv = model.new_conversation(max_context=a.ctx)
+    system = [{"role": "system", "content": a.system}] if a.system else []
+    messages: list[dict] = list(system)
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(f"cyb-llm chat: {getattr(model, 'name', '')}  (/reset clears the conversation, /exit or Ctrl-D ends)",
+              file=sys.stderr)
+    while True:
+        if interactive:
+            sys.stderr.write("> ")
+            sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:  # EOF
+            if interactive:
+                sys.stderr.write("\n")
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit", "/bye"):
+            return 0
+        if text == "/reset":
+            messages = list(system)
+            conv.reset_kv_cache()
+            print("(conversation cleared)", file=sys.stderr)
+            continue
+        messages.append({"role": "user", "content": text})
+        try:
+            stream = gen.generate(messages, max_tokens=a.max_tokens, sampling=params, conversation=conv)
+        except Error as e:  # e.g. the conversation no longer fits the context: the REPL goes on
+            messages.pop()
+            print(f"error: {type(e).__name__}: {e} (/reset starts over)", file=sys.stderr)
+            continue
+        try:
+            with stream:
+                for chunk in stream:
+                    if chunk.text:
+                        sys.stdout.write(chunk.text)
+                        sys.stdout.flush()
+        except KeyboardInterrupt:  # stop this answer, keep the session
+            pass
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        messages.append({"role": "assistant", "content": stream.text})
+        if not a.quiet:
+            print(_timing_line(stream.stats), file=sys.stderr)
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from .convert import import_model
+
+    import_model(a.src, a.output, quantize=a.quantize, progress=True, graph=a.graph)
+    print(a.output)
+    return 0
+
+
+def cmd_inspect(a: argparse.Namespace) -> int:
+    from .format import describe
+
+    print(describe(a.path))
+    return 0
+
+
+def cmd_fetch(a: argparse.Namespace) -> int:
+    from . import hub
+
+    result = hub.fetch(a.name)
+    if result is not None:
+        print(os.fspath(getattr(result, "model", result)))
+    return 0
+
+
+class _Usage(Exception):
+    pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        sys.stdout.reconfigure(errors="replace")  # type: ignore[union-attr]
+    except (AttributeError, ValueError):
+        pass
+    try:
+        return int(a.func(a) or 0)
+    except _Usage as e:
+        parser.error(str(e))
+    except Error as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        print(f"error: {type(e).__name__}: {e.strerror or e}: {e.filename}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. piped into `head`
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,461 @@
+"""Text generation: the loop that feeds a conversation and samples its logits.
+
+    gen = model.generator()
+    for chunk in gen.generate("The capital of France is", max_tokens=16):
+        print(chunk.text, end="", flush=True)
+
+`generate` returns a `Stream`: an iterator of `Chunk`s produced as tokens
+come (the work happens inside `next()`, so closing the stream or breaking out
+of the loop stops it). Each sampled token gives one chunk whose `text` is the
+newly completed text (never a partial UTF-8 character, never any part of a
+stop string); the last chunk has `token=None`, the rest of the text and the
+`finish_reason` ("stop": EOS or a stop string; "length": `max_tokens` or the
+end of the conversation's context). `stream.stats` holds the timings.
+
+The loop per token is: native sample -> detokenize -> stop strings -> yield
+-> `conversation.forward([token])`. The prompt is prefilled in one forward.
+When a conversation is reused, only the tokens after the part already in its
+KV cache are forwarded (what `cyb-llm chat` relies on).
+
+`create_chat_completion` wraps this in OpenAI-shaped dicts.
+"""
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+from . import _core
+from .errors import InvalidConfig
+from .sampling import SamplingParams
+
+_perf = time.perf_counter
+
+
+@dataclass
+class Chunk:
+    """One step of a generation."""
+
+    text: str                       # text completed by this step ("" while a character or stop string is pending)
+    token: int | None = None        # the sampled token id; None on the final chunk
+    logprob: float | None = None    # log-probability of `token` under the model (raw logits), when requested
+    top_logprobs: list[tuple[int, float]] | None = None  # (id, logprob), most likely first, when requested
+    finish_reason: str | None = None  # "stop" | "length" on the final chunk
+
+
+@dataclass
+class GenerationStats:
+    """Timings of one generation (milliseconds). Decode times exclude the time the
+    consumer of the stream spends between chunks."""
+
+    load_ms: float | None = None    # the model's load time
+    prompt_tokens: int = 0
+    cached_tokens: int = 0          # prompt tokens already in the conversation's KV cache (not recomputed)
+    prefill_ms: float = 0.0         # forward of the new prompt tokens
+    completion_tokens: int = 0      # sampled tokens, EOS excluded
+    decode_steps: int = 0           # forwards of sampled tokens
+    decode_ms: float = 0.0          # everything after the prefill: sampling, Python, forwards
+    forward_ms: float = 0.0         # inside conversation.forward during decode
+    sample_ms: float = 0.0          # inside the native sampler
+    python_ms: float = 0.0          # the rest: detokenize, stop strings, logprobs, chunk objects
+    finish_reason: str | None = None
+    seed: int | None = None         # the sampler's seed (drawn at random when none was given)
+
+    @property
+    def step_ms(self) -> float:
+        """Mean time per generated token (sample + Python + forward)."""
+        return self.decode_ms / self.completion_tokens if self.completion_tokens else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1000.0 * self.completion_tokens / self.decode_ms if self.decode_ms > 0 else 0.0
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        new = self.prompt_tokens - self.cached_tokens
+        return 1000.0 * new / self.prefill_ms if self.prefill_ms > 0 else 0.0
+
+    @property
+    def python_overhead(self) -> float:
+        """Python time per token as a fraction of one decode forward (the issue wants < 0.05)."""
+        if not self.completion_tokens or not self.decode_steps or self.forward_ms <= 0:
+            return 0.0
+        return (self.python_ms / self.completion_tokens) / (self.forward_ms / self.decode_steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for name in ("step_ms", "tokens_per_s", "prefill_tokens_per_s", "python_overhead"):
+            d[name] = getattr(self, name)
+        return d
+
+
+class Stream:
+    """Iterator of `Chunk`s for one generation; `close()` (or leaving a `with`
+    block, or dropping it) stops the work. `stats` fills in as it runs."""
+
+    def __init__(self, run: Iterator[Chunk], stats: GenerationStats, prompt_ids: list[int]):
+        self._run = run
+        self.stats = stats
+        self.prompt_ids = prompt_ids
+        self.tokens: list[int] = []
+        self.text = ""
+        self.finish_reason: str | None = None
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> Chunk:
+        chunk = next(self._run)
+        if chunk.token is not None:
+            self.tokens.append(chunk.token)
+        self.text += chunk.text
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+        return chunk
+
+    def read(self) -> str:
+        """Runs to the end; returns the whole text."""
+        for _ in self:
+            pass
+        return self.text
+
+    def close(self) -> None:
+        self._run.close()
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Generator:
+    """Generation over one model. Keeps one conversation of its own for calls
+    that pass none, so consecutive generations reuse the common prompt prefix."""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self._own_conversation: Any = None
+        self._own_busy = False
+
+    # --- prompt -----------------------------------------------------------
+    def encode_prompt(self, prompt: str | Sequence[Mapping[str, Any]] | Sequence[int]) -> list[int]:
+        """Token ids of a prompt: a string (raw completion, the tokenizer's special
+        tokens added), a list of chat messages (rendered by the model's chat
+        template with the generation prompt, then encoded without adding
+        special tokens, as HF apply_chat_template(tokenize=True) does) or a list of ids."""
+        tok = self.model.tokenizer
+        if isinstance(prompt, str):
+            ids = tok.encode(prompt, add_special_tokens=True)
+        elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) for m in prompt):
+            chat = getattr(self.model, "chat", None)
+            if chat is None:
+                raise InvalidConfig(field="chat_template",
+                                    reason=f"model {getattr(self.model, 'name', '?')!r} has no chat template; "
+                                           "pass a string prompt for raw completion")
+            ids = tok.encode(chat.render(list(prompt), add_generation_prompt=True), add_special_tokens=False)
+        elif isinstance(prompt, Sequence) and all(isinstance(i, int) and not isinstance(i, bool) for i in prompt):
+            ids = [int(i) for i in prompt]
+        else:
+            raise InvalidConfig(field="prompt", reason="must be a string, a list of chat messages or a list of token ids")
+        if not ids:
+            raise InvalidConfig(field="prompt", reason="empty prompt: nothing to generate from")
+        return list(ids)
+
+    # --- generation -------------------------------------------------------
+    def generate(self, prompt_or_messages: Any, max_tokens: int | None = None,
+                 sampling: SamplingParams | Mapping[str, Any] | None = None,
+                 stop: str | Sequence[str] | None = None, conversation: Any = None,
+                 logprobs: bool = False, top_logprobs: int = 0) -> Stream:
+        """Starts a generation; see the module docstring. `sampling` is a
+        SamplingParams, a dict of overrides of the model's defaults, or None
+        (the model's defaults, `SamplingParams.from_model`). `max_tokens=None`
+        runs until EOS, a stop string or the end of the context. Errors in the
+        request (empty prompt, negative max_tokens, a prompt longer than the
+        context) raise here, before any work."""
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
+            raise InvalidConfig(field="max_tokens", reason=f"must be an integer >= 0 or None, got {max_tokens!r}")
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
+            raise InvalidConfig(field="top_logprobs", reason=f"must be an integer in [0, 20], got {top_logprobs!r}")
+        if sampling is None:
+            params = SamplingParams.from_model(self.model)
+        elif isinstance(sampling, SamplingParams):
+            params = sampling
+        elif isinstance(sampling, Mapping):
+            params = SamplingParams.from_model(self.model, **sampling)
+        else:
+            raise InvalidConfig(field="sampling", reason="must be a SamplingParams, a dict or None")
+        if stop is not None:
+            params = params.replace(stop=list(params.stop) + SamplingParams(stop=stop).stop)
+        ids = self.encode_prompt(prompt_or_messages)
+
+        own = conversation is None
+        if own:
+            if self._own_conversation is None:
+                self._own_conversation = self.model.new_conversation()
+            conv = self._own_conversation
+        else:
+            conv = conversation
+        if len(ids) > conv.max_context:
+            raise InvalidConfig(field="prompt", reason=f"the prompt has {len(ids)} tokens, more than the "
+                                                       f"conversation's context of {conv.max_context}")
+        stats = GenerationStats(load_ms=(getattr(self.model, "timings", None) or {}).get("load_ms"),
+                                prompt_tokens=len(ids))
+        run = self._run(conv, own, ids, params, max_tokens, bool(logprobs) or top_logprobs > 0, top_logprobs, stats)
+        return Stream(run, stats, ids)
+
+    def _run(self, conv: Any, own: bool, ids: list[int], params: SamplingParams, max_tokens: int | None,
+             want_logprobs: bool, top_k: int, stats: GenerationStats) -> Iterator[Chunk]:
+        model = self.model
+        eos = model.eos_token_ids
+        stops = params.stop
+        if own:
+            if self._own_busy:  # another stream of this generator is open: use a fresh conversation
+                conv, own = model.new_conversation(), False
+            else:
+                self._own_busy = True
+        try:
+            if max_tokens == 0:
+                stats.finish_reason = "length"
+                yield Chunk("", finish_reason="length")
+                return
+            sampler = params.sampler()
+            stats.seed = sampler.seed
+            sampler.accept_many(ids)
+            decoder = model.tokenizer.stream_decoder(skip_special_tokens=True)
+
+            # Prefill: only what the KV cache does not hold yet.
+            t0 = _perf()
+            cached = _cache_prefix(conv, ids)
+            _set_cache_tokens(conv, None)  # unknown until the forward returns
+            logits = conv.forward(ids[cached:])
+            cache = list(ids)
+            _set_cache_tokens(conv, cache)
+            stats.cached_tokens = cached
+            stats.prefill_ms = (_perf() - t0) * 1000.0
+
+            held = ""      # released text that may be the start of a stop string
+            finish = None
+            own_s = fwd_s = smp_s = 0.0
+            while True:
+                t_step = _perf()
+                token = sampler.sample(logits)
+                t_sampled = _perf()
+                smp_s += t_sampled - t_step
+                if token in eos:
+                    finish = "stop"
+                    own_s += t_sampled - t_step
+                    break
+                stats.completion_tokens += 1
+                chunk = Chunk("", token)
+                if want_logprobs:
+                    lp, top_ids, top_lps = _core.top_logprobs(logits, token, top_k)
+                    chunk.logprob = float(lp)
+                    chunk.top_logprobs = list(zip(top_ids.tolist(), top_lps.tolist())) if top_k else []
+                delta = decoder.push(token)
+                if stops:
+                    text, held, hit = _cut_stop(held + delta, stops)
+                    chunk.text = text
+                    if hit:
+                        finish = "stop"
+                        own_s += _perf() - t_step
+                        yield chunk
+                        break
+                else:
+                    chunk.text = delta
+                end = (max_tokens is not None and stats.completion_tokens >= max_tokens) \
+                    or conv.position >= conv.max_context
+                own_s += _perf() - t_step
+                stats.decode_ms = own_s * 1000.0
+                yield chunk
+                if end:
+                    finish = "length"
+                    break
+                t_resume = _perf()
+                logits = conv.forward([token])
+                t_done = _perf()
+                cache.append(token)
+                fwd_s += t_done - t_resume
+                own_s += t_done - t_resume
+                stats.decode_steps += 1
+
+            tail = ""
+            if finish == "length" or (finish == "stop" and token in eos):
+                tail = held + decoder.flush()
+                if stops:
+                    tail, _, _ = _cut_stop(tail, stops, final=True)
+            stats.decode_ms = own_s * 1000.0
+            stats.forward_ms = fwd_s * 1000.0
+            stats.sample_ms = smp_s * 1000.0
+            stats.python_ms = max(0.0, (own_s - fwd_s - smp_s) * 1000.0)
+            stats.finish_reason = finish
+            yield Chunk(tail, finish_reason=finish)
+        finally:
+            if own:
+                self._own_busy = False
+
+
+def _cache_prefix(conv: Any, ids: list[int]) -> int:
+    """How many leading prompt tokens the conversation's KV cache already holds;
+    resets the cache when it holds anything else (or when nothing would be left
+    to forward: the last prompt position's logits are needed)."""
+    cache = getattr(conv, "_cyb_cache_tokens", None)
+    n = 0
+    if cache is not None and conv.position == len(cache) and len(cache) < len(ids) and ids[:len(cache)] == cache:
+        n = len(cache)
+    if n == 0 and conv.position != 0:
+        conv.reset_kv_cache()
+    return n
+
+
+def _set_cache_tokens(conv: Any, tokens: list[int] | None) -> None:
+    try:
+        conv._cyb_cache_tokens = tokens
+    except AttributeError:  # a native object without a __dict__: no reuse, always a fresh prefill
+        pass
+
+
+def _cut_stop(text: str, stops: Sequence[str], final: bool = False) -> tuple[str, str, bool]:
+    """Splits text into (releasable, held back, stop string found). Text up to the
+    earliest stop string is released and the rest dropped; otherwise the longest
+    tail that could begin a stop string is held back (unless final)."""
+    cut = -1
+    for s in stops:
+        i = text.find(s)
+        if i >= 0 and (cut < 0 or i < cut):
+            cut = i
+    if cut >= 0:
+        return text[:cut], "", True
+    if final:
+        return text, "", False
+    keep = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), keep, -1):
+            if text.endswith(s[:k]):
+                keep = k
+                break
+    return text[:len(text) - keep], text[len(text) - keep:], False
+
+
+# --- OpenAI-shaped chat completions --------------------------------------------
+
+def _bytes_to_unicode() -> dict[str, int]:
+    """The byte-level BPE alphabet (GPT-2): printable stand-in character -> byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+_BYTE_OF_CHAR = _bytes_to_unicode()
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def token_bytes(tokenizer: Any, token: int) -> bytes:
+    """The bytes a token stands for, also when it holds only part of a UTF-8 character."""
+    text = tokenizer.decode([token])
+    if "\ufffd" not in text:
+        return text.encode("utf-8")
+    piece = tokenizer.id_to_token(token) if hasattr(tokenizer, "id_to_token") else None
+    if piece:
+        m = _BYTE_PIECE.fullmatch(piece)
+        if m:
+            return bytes([int(m.group(1), 16)])
+        if all(c in _BYTE_OF_CHAR for c in piece):
+            return bytes(_BYTE_OF_CHAR[c] for c in piece)
+    return text.encode("utf-8")
+
+
+def _logprob_entry(tokenizer: Any, token: int, logprob: float, top: list[tuple[int, float]] | None) -> dict:
+    def one(t: int, lp: float) -> dict:
+        b = token_bytes(tokenizer, t)
+        return {"token": b.decode("utf-8", errors="replace"), "logprob": lp, "bytes": list(b)}
+
+    entry = one(token, logprob)
+    entry["top_logprobs"] = [one(t, lp) for t, lp in (top or [])]
+    return entry
+
+
+def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], stream: bool = False,
+                           max_tokens: int | None = None, temperature: float | None = None,
+                           top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
+                           repetition_penalty: float | None = None, presence_penalty: float | None = None,
+                           frequency_penalty: float | None = None, logprobs: bool = False,
+                           top_logprobs: int = 0, seed: int | None = None,
+                           stop: str | Sequence[str] | None = None, generator: Generator | None = None,
+                           conversation: Any = None) -> dict | Iterator[dict]:
+    """An OpenAI-shaped chat completion (`chat.completion` dict, or with
+    stream=True an iterator of `chat.completion.chunk` dicts). Sampling values
+    left as None come from the model's defaults. Logprobs are those of the
+    model's raw distribution (log-softmax of the logits, before sampling).
+    Extra key: "timings" (GenerationStats.as_dict()), in the last chunk when streaming."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
+        raise InvalidConfig(field="messages", reason="must be a non-empty list of {role, content} messages")
+    for m in messages:
+        if not isinstance(m, Mapping) or "role" not in m:
+            raise InvalidConfig(field="messages", reason=f"each message needs a role, got {m!r}")
+    params = SamplingParams.from_model(
+        model, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+        repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty, seed=seed)
+    want_lp = bool(logprobs) or bool(top_logprobs)
+    gen = generator or Generator(model)
+    s = gen.generate(list(messages), max_tokens=max_tokens, sampling=params, stop=stop,
+                     conversation=conversation, logprobs=want_lp, top_logprobs=int(top_logprobs or 0))
+    ident = "chatcmpl-" + uuid.uuid4().hex[:24]
+    created = int(time.time())
+    name = getattr(model, "name", "model")
+    tok = model.tokenizer
+
+    def usage() -> dict:
+        return {"prompt_tokens": s.stats.prompt_tokens, "completion_tokens": s.stats.completion_tokens,
+                "total_tokens": s.stats.prompt_tokens + s.stats.completion_tokens}
+
+    if not stream:
+        content: list[dict] = []
+        for c in s:
+            if want_lp and c.token is not None:
+                content.append(_logprob_entry(tok, c.token, c.logprob, c.top_logprobs))
+        return {
+            "id": ident, "object": "chat.completion", "created": created, "model": name,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": s.text},
+                "logprobs": {"content": content} if want_lp else None,
+                "finish_reason": s.finish_reason,
+            }],
+            "usage": usage(),
+            "timings": s.stats.as_dict(),
+        }
+
+    def chunks() -> Iterator[dict]:
+        def wrap(delta: dict, finish: str | None = None, lp: list | None = None) -> dict:
+            return {"id": ident, "object": "chat.completion.chunk", "created": created, "model": name,
+                    "choices": [{"index": 0, "delta": delta,
+                                 "logprobs": {"content": lp} if lp is not None else None,
+                                 "finish_reason": finish}]}
+
+        with s:
+            yield wrap({"role": "assistant", "content": ""})
+            for c in s:
+                lp = [_logprob_entry(tok, c.token, c.logprob, c.top_logprobs)] \
+                    if want_lp and c.token is not None else None
+                if c.text or lp:
+                    yield wrap({"content": c.text}, lp=lp)
+                if c.finish_reason is not None:
+                    last = wrap({}, c.finish_reason)
+                    last["usage"] = usage()
+                    last["timings"] = s.stats.as_dict()
+                    yield last
+
+    return chunks()
+
+
+__all__ = ["Chunk", "GenerationStats", "Stream", "Generator", "create_chat_completion", "token_bytes"]

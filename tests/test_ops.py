@@ -1,0 +1,567 @@
+"""The op test matrix: every op x every encoding/dtype x odd shapes, at every CPU
+level, against independent oracles (numpy in float64 for the math,
+gguf.quants.dequantize for the weight encodings).
+
+Tolerances (RUNTIME.md, "Correctness"), error = max|a - b| / max|ref|:
+  1e-6  single op on f32 data vs the f64 reference (quantized weights judged on
+        their dequantized bytes),
+  1e-3  when activations are stored as f16 (an F16 KV cache judged against the
+        unrounded keys/values),
+  1e-4  fused vs unfused (f32).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cyb_llm import _core
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as GQ  # noqa: E402
+from gguf.quants import dequantize  # noqa: E402
+
+TOL_F32 = 1e-6
+TOL_F16 = 1e-3
+TOL_FUSED = 1e-4
+
+LEVELS = _core.cpu_levels()
+QUANT = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+FLOAT = ["f32", "f16", "bf16"]
+ENCODINGS = FLOAT + QUANT
+
+BLOCK = {"q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34),
+         "iq4_nl": (32, 18), "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144),
+         "q5_k": (256, 176), "q6_k": (256, 210), "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2)}
+# Byte offsets of the f16 scale fields inside a block (QUANT.md layouts).
+F16_FIELDS = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0], "iq4_nl": [0],
+              "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
+GGUF_TYPE = {"q4_0": GQ.Q4_0, "q4_1": GQ.Q4_1, "q5_0": GQ.Q5_0, "q5_1": GQ.Q5_1, "q8_0": GQ.Q8_0,
+             "iq4_nl": GQ.IQ4_NL, "q2_k": GQ.Q2_K, "q3_k": GQ.Q3_K, "q4_k": GQ.Q4_K, "q5_k": GQ.Q5_K,
+             "q6_k": GQ.Q6_K, "bf16": GQ.BF16}
+
+
+def rel_err(a, ref):
+    a = np.asarray(a, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    assert a.shape == ref.shape, (a.shape, ref.shape)
+    assert np.all(np.isfinite(a)), "non-finite output"
+    denom = np.max(np.abs(ref))
+    assert denom > 0
+    return float(np.max(np.abs(a - ref)) / denom)
+
+
+def row_lengths(enc):
+    """Odd row lengths for an encoding: not multiples of 64 where the block allows it."""
+    b = BLOCK[enc][0]
+    if b == 1:
+        return [37, 100]
+    if b == 32:
+        return [96, 160]
+    return [256, 768]
+
+
+def random_weight(enc, rows, k, rng):
+    """Returns (tensor argument for run_op, dequantized float64 [rows, k])."""
+    if enc == "f32":
+        w = rng.standard_normal((rows, k)).astype(np.float32)
+        return w, w.astype(np.float64)
+    if enc == "f16":
+        w = rng.standard_normal((rows, k)).astype(np.float16)
+        return w, w.astype(np.float64)
+    if enc == "bf16":
+        bits = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        raw = bits.view(np.uint8).reshape(rows, k * 2)
+        deq = dequantize(raw, GGUF_TYPE["bf16"]).astype(np.float64)
+        return (raw.reshape(-1), "bf16", (rows, k)), deq
+    bs, bb = BLOCK[enc]
+    nb = rows * k // bs
+    raw = rng.integers(0, 256, size=(nb, bb), dtype=np.uint8)
+    for off in F16_FIELDS[enc]:
+        d = (rng.uniform(0.002, 0.05, size=nb) * rng.choice([-1.0, 1.0], size=nb)).astype(np.float16)
+        raw[:, off:off + 2] = d.view(np.uint8).reshape(nb, 2)
+    raw = raw.reshape(rows, k // bs * bb)
+    deq = dequantize(raw, GGUF_TYPE[enc]).astype(np.float64)
+    assert deq.shape == (rows, k) and np.all(np.isfinite(deq))
+    return (raw.reshape(-1), enc, (rows, k)), deq
+
+
+def q8_activations(x):
+    """The fast path's 8-bit activations, dequantized: per 32-block d = amax/127 (f32),
+    q = round-half-even(x * (1/d)) (f32 product), value d*q (exact in f64)."""
+    x = np.asarray(x, dtype=np.float32)
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+    d = (np.abs(xb).max(-1) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.round(xb * inv[..., None])
+    assert np.all(np.abs(q) <= 127)
+    return (q.astype(np.float64) * d[..., None].astype(np.float64)).reshape(x.shape)
+
+
+def matmul_input(x, enc, level, precise):
+    """Activations as the kernel sees them: f32, or 8-bit blocks in the fast integer path
+    (judged on the dequantized activations, as quantized weights are on their bytes)."""
+    if not precise and _core.quantizes_activations(level, enc):
+        return q8_activations(x)
+    return np.asarray(x, dtype=np.float64)
+
+
+def run(op, inputs, attrs=None, outputs=None, level="auto"):
+    return _core.run_op(op, inputs, attrs or {}, outputs, level)
+
+
+@pytest.fixture(params=LEVELS)
+def level(request):
+    return request.param
+
+
+@pytest.fixture(params=[True, False], ids=["precise", "fast"])
+def precise(request):
+    return request.param
+
+
+# ------------------------------------------------------------------ encodings
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+def test_embedding_every_encoding(enc, level):
+    rng = np.random.default_rng(1)
+    k = row_lengths(enc)[-1]
+    w, deq = random_weight(enc, 9, k, rng)
+    ids = np.array([3, 0, 8, 3, 5], dtype=np.int32)
+    (y,) = run("embedding", [ids, w], {"scale": 1.5}, level=level)
+    assert rel_err(y, deq[ids] * 1.5) <= TOL_F32
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+@pytest.mark.parametrize("T", [1, 5])
+def test_matmul_every_encoding(enc, T, level, precise):
+    rng = np.random.default_rng(2 + T)
+    for k in row_lengths(enc):
+        n = 33
+        w, deq = random_weight(enc, n, k, rng)
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        ref = matmul_input(x, enc, level, precise) @ deq.T
+        (y,) = run("matmul", [x, w], {"precise": precise}, level=level)
+        assert rel_err(y, ref) <= TOL_F32, (enc, k)
+        (yb,) = run("matmul", [x, w, bias], {"precise": precise}, level=level)
+        assert rel_err(yb, ref + bias) <= TOL_F32, (enc, k)
+
+
+@pytest.mark.parametrize("enc", ["f32", "q4_1", "q4_k", "q6_k", "q8_0"])
+def test_matmul_many_rows_threads(enc, level, precise):
+    """Enough output rows and tokens to spread over threads and tiles."""
+    rng = np.random.default_rng(7)
+    k = 512
+    w, deq = random_weight(enc, 301, k, rng)
+    for T in (1, 3, 17):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        (y,) = run("matmul", [x, w], {"precise": precise}, level=level)
+        assert rel_err(y, matmul_input(x, enc, level, precise) @ deq.T) <= TOL_F32, T
+
+
+def test_dequantize_random_blocks_every_level():
+    """Reference decoding matches gguf on many random blocks of every encoding."""
+    rng = np.random.default_rng(3)
+    for enc in QUANT + ["bf16", "f16"]:
+        w, deq = random_weight(enc, 64, BLOCK[enc][0] * 2 if BLOCK[enc][0] > 1 else 64, rng)
+        ids = np.arange(64, dtype=np.int32)
+        for lvl in LEVELS:
+            (y,) = run("embedding", [ids, w], {"scale": 1.0}, level=lvl)
+            assert rel_err(y, deq) <= TOL_F32, (enc, lvl)
+
+
+# ------------------------------------------------------------------ norms
+
+
+@pytest.mark.parametrize("plus_one", [False, True])
+def test_rms_norm(plus_one, level):
+    rng = np.random.default_rng(4)
+    for T, D in ((1, 67), (6, 256)):
+        x = rng.standard_normal((T, D)).astype(np.float32)
+        w = rng.standard_normal(D).astype(np.float32)
+        eps = 1e-5
+        x64 = x.astype(np.float64)
+        ref = x64 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + eps) * ((1 + w) if plus_one else w)
+        (y,) = run("rms_norm", [x, w], {"eps": eps, "plus_one": plus_one}, level=level)
+        assert rel_err(y, ref) <= TOL_F32
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_layer_norm(with_bias, level):
+    rng = np.random.default_rng(5)
+    T, D = 5, 131
+    x = (rng.standard_normal((T, D)) * 3 + 1).astype(np.float32)
+    w = rng.standard_normal(D).astype(np.float32)
+    b = rng.standard_normal(D).astype(np.float32)
+    eps = 1e-6
+    x64 = x.astype(np.float64)
+    mu = x64.mean(-1, keepdims=True)
+    var = ((x64 - mu) ** 2).mean(-1, keepdims=True)
+    ref = (x64 - mu) / np.sqrt(var + eps) * w + (b if with_bias else 0)
+    ins = [x, w, b] if with_bias else [x, w]
+    (y,) = run("layer_norm", ins, {"eps": eps}, level=level)
+    assert rel_err(y, ref) <= TOL_F32
+
+
+# ------------------------------------------------------------------ rope
+
+
+def rope_ref(x, cos, sin, n_heads, head_dim, rot, neox, pos0):
+    T = x.shape[0]
+    xh = x.astype(np.float64).reshape(T, n_heads, head_dim).copy()
+    half = rot // 2
+    c = cos[pos0:pos0 + T].astype(np.float64)[:, None, :]
+    s = sin[pos0:pos0 + T].astype(np.float64)[:, None, :]
+    if neox:
+        i0, i1 = np.arange(half), np.arange(half) + half
+    else:
+        i0, i1 = np.arange(half) * 2, np.arange(half) * 2 + 1
+    a, b = xh[:, :, i0].copy(), xh[:, :, i1].copy()
+    xh[:, :, i0] = a * c - b * s
+    xh[:, :, i1] = b * c + a * s
+    return xh.reshape(T, n_heads * head_dim)
+
+
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize("rot", [64, 32])  # 32 of 64: partial rotary
+@pytest.mark.parametrize("T,pos0", [(1, 0), (1, 13), (7, 5)])
+def test_rope(neox, rot, T, pos0, level):
+    rng = np.random.default_rng(6)
+    nh, hd, max_pos = 3, 64, 40
+    cos, sin = _core.rope_table(rot, max_pos, 10000.0)
+    x = rng.standard_normal((T, nh * hd)).astype(np.float32)
+    attrs = {"n_heads": nh, "head_dim": hd, "pos0": pos0,
+             "rope": {"rot_dims": rot, "neox": neox, "max_pos": max_pos, "theta": 10000.0}}
+    (y,) = run("rope", [x], attrs, level=level)
+    assert rel_err(y, rope_ref(x, cos, sin, nh, hd, rot, neox, pos0)) <= TOL_F32
+
+
+def test_rope_position_outside_table_is_an_error():
+    x = np.zeros((2, 64), dtype=np.float32)
+    attrs = {"n_heads": 1, "head_dim": 64, "pos0": 9,
+             "rope": {"rot_dims": 64, "max_pos": 10, "theta": 10000.0}}
+    with pytest.raises(Exception, match="exceed the RoPE table"):
+        run("rope", [x], attrs)
+
+
+ROPE_CASES = [
+    ("default", None),
+    ("linear", {"rope_type": "linear", "factor": 4.0}),
+    ("llama3", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64}),
+    ("yarn", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
+]
+
+
+@pytest.mark.parametrize("name,scaling", ROPE_CASES, ids=[c[0] for c in ROPE_CASES])
+def test_rope_table_matches_transformers(name, scaling):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    hd, theta, max_pos = 64, 500000.0, 300
+    params = {"rope_type": "default", "rope_theta": theta}
+    if scaling:
+        params = dict(scaling, rope_theta=theta)
+    cfg = transformers.LlamaConfig(hidden_size=hd * 2, num_attention_heads=2, head_dim=hd,
+                                   max_position_embeddings=max_pos, rope_parameters=params)
+    emb = LlamaRotaryEmbedding(cfg)
+    pos = torch.arange(max_pos)[None, :]
+    with torch.no_grad():
+        c_ref, s_ref = emb(torch.zeros(1, max_pos, hd), pos)
+    c_ref = c_ref[0, :, : hd // 2].numpy().astype(np.float64)
+    s_ref = s_ref[0, :, : hd // 2].numpy().astype(np.float64)
+    sc = {k: v for k, v in (scaling or {}).items()}
+    cos, sin = _core.rope_table(hd, max_pos, theta, sc)
+    assert np.max(np.abs(cos - c_ref)) <= 1e-6 * np.max(np.abs(c_ref))
+    assert np.max(np.abs(sin - s_ref)) <= 1e-6 * np.max(np.abs(s_ref))
+
+
+# ------------------------------------------------------------------ attention
+
+
+def attention_ref(q, kc, vc, nh, nkv, hd, pos0, window, scale, softcap):
+    T = q.shape[0]
+    q64 = q.astype(np.float64).reshape(T, nh, hd)
+    k64, v64 = kc.astype(np.float64), vc.astype(np.float64)
+    out = np.zeros((T, nh, hd))
+    g = nh // nkv
+    for t in range(T):
+        p = pos0 + t
+        lo = max(0, p - window + 1) if window > 0 else 0
+        for h in range(nh):
+            kk, vv = k64[h // g, lo:p + 1], v64[h // g, lo:p + 1]
+            s = kk @ q64[t, h] * scale
+            if softcap > 0:
+                s = softcap * np.tanh(s / softcap)
+            e = np.exp(s - s.max())
+            out[t, h] = (e / e.sum()) @ vv
+    return out.reshape(T, nh * hd)
+
+
+ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, T, pos0, window, softcap)
+    (4, 4, 64, 1, 0, 0, 0.0),
+    (6, 2, 64, 1, 17, 0, 0.0),
+    (8, 1, 32, 5, 9, 0, 0.0),
+    (4, 2, 80, 6, 11, 4, 0.0),
+    (4, 2, 64, 1, 20, 5, 50.0),
+    (2, 1, 40, 3, 3, 0, 20.0),
+]
+
+
+@pytest.mark.parametrize("case", ATT_CASES, ids=[str(c) for c in ATT_CASES])
+@pytest.mark.parametrize("cache", ["f32", "f16"])
+def test_attention(case, cache, level, precise):
+    nh, nkv, hd, T, pos0, window, softcap = case
+    rng = np.random.default_rng(8)
+    max_ctx = 32
+    q = (rng.standard_normal((T, nh * hd)) * 2).astype(np.float32)
+    dt = np.float32 if cache == "f32" else np.float16
+    kc = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)
+    vc = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)
+    scale = 1.0 / math.sqrt(hd) * (8.0 if softcap else 1.0)
+    attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0, "window": window,
+             "scale": scale, "softcap": softcap, "precise": precise}
+    (y,) = run("attention", [q, kc, vc], attrs, level=level)
+    ref = attention_ref(q, kc, vc, nh, nkv, hd, pos0, window, scale, softcap)
+    # The cache values are the stored (possibly f16) ones: f32 math tolerance.
+    assert rel_err(y, ref) <= TOL_F32
+
+
+@pytest.mark.parametrize("cache", ["f32", "f16"])
+def test_kv_write_then_attention(cache, level):
+    """KvWrite into a cache then attention, judged against the unrounded keys/values."""
+    rng = np.random.default_rng(9)
+    nh, nkv, hd, max_ctx, T, pos0 = 4, 2, 64, 24, 5, 7
+    dt = np.float32 if cache == "f32" else np.float16
+    k_all = rng.standard_normal((pos0 + T, nkv * hd)).astype(np.float32)
+    v_all = rng.standard_normal((pos0 + T, nkv * hd)).astype(np.float32)
+    kc = np.zeros((nkv, max_ctx, hd), dtype=dt)
+    vc = np.zeros((nkv, max_ctx, hd), dtype=dt)
+    kv = {"n_kv_heads": nkv, "head_dim": hd}
+    # prefix token by token, the rest in bulk
+    for p in range(pos0):
+        (kc,) = run("kv_write", [k_all[p:p + 1]], dict(kv, pos0=p), [kc], level=level)
+        (vc,) = run("kv_write", [v_all[p:p + 1]], dict(kv, pos0=p), [vc], level=level)
+    (kc,) = run("kv_write", [k_all[pos0:]], dict(kv, pos0=pos0), [kc], level=level)
+    (vc,) = run("kv_write", [v_all[pos0:]], dict(kv, pos0=pos0), [vc], level=level)
+    assert kc.dtype == dt
+    k_exp = k_all.reshape(pos0 + T, nkv, hd).transpose(1, 0, 2)
+    v_exp = v_all.reshape(pos0 + T, nkv, hd).transpose(1, 0, 2)
+    # Stored values: exact (f32) or correctly rounded (f16).
+    np.testing.assert_array_equal(kc[:, :pos0 + T], k_exp.astype(dt))
+    np.testing.assert_array_equal(vc[:, :pos0 + T], v_exp.astype(dt))
+    assert not np.any(kc[:, pos0 + T:])
+    q = rng.standard_normal((T, nh * hd)).astype(np.float32)
+    attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0, "scale": hd ** -0.5}
+    (y,) = run("attention", [q, kc, vc], attrs, level=level)
+    full_k = np.zeros((nkv, max_ctx, hd))
+    full_v = np.zeros((nkv, max_ctx, hd))
+    full_k[:, :pos0 + T] = k_exp
+    full_v[:, :pos0 + T] = v_exp
+    ref = attention_ref(q, full_k, full_v, nh, nkv, hd, pos0, 0, hd ** -0.5, 0.0)
+    assert rel_err(y, ref) <= (TOL_F32 if cache == "f32" else TOL_F16)
+
+
+def test_attention_bad_shapes_are_errors():
+    q = np.zeros((1, 128), dtype=np.float32)
+    kc = np.zeros((2, 8, 64), dtype=np.float32)
+    attrs = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 64, "pos0": 8, "scale": 0.1}
+    with pytest.raises(Exception, match="exceed the KV cache"):
+        run("attention", [q, kc, kc], attrs)
+    with pytest.raises(Exception, match="not a multiple"):
+        run("attention", [q, kc, kc], dict(attrs, pos0=0, n_kv_heads=3))
+
+
+# ------------------------------------------------------------------ elementwise
+
+
+def _erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+def gelu_tanh64(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def silu64(x):
+    return x * 0.5 * (1 + np.tanh(x / 2))  # x * sigmoid(x), without overflow
+
+
+UNARY = {
+    "silu": (silu64, {}),
+    "gelu": (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), {}),
+    "gelu_tanh": (gelu_tanh64, {}),
+    "scale": (lambda x: x * np.float64(np.float32(0.37)), {"scale": 0.37}),
+    "softcap": (lambda x: 30.0 * np.tanh(x / 30.0), {"softcap": 30.0}),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name, level):
+    rng = np.random.default_rng(10)
+    f, attrs = UNARY[name]
+    for shape in ((1, 67), (5, 300)):
+        x = (rng.standard_normal(shape) * 4).astype(np.float32)
+        if name == "softcap":
+            x *= 20
+        (y,) = run(name, [x], attrs, level=level)
+        assert rel_err(y, f(x.astype(np.float64))) <= TOL_F32, shape
+
+
+def test_softmax(level):
+    rng = np.random.default_rng(11)
+    for shape in ((1, 7), (4, 301)):
+        x = (rng.standard_normal(shape) * 5).astype(np.float32)
+        (y,) = run("softmax", [x], level=level)
+        x64 = x.astype(np.float64)
+        e = np.exp(x64 - x64.max(-1, keepdims=True))
+        assert rel_err(y, e / e.sum(-1, keepdims=True)) <= TOL_F32
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "mul": lambda a, b: a * b,
+    "swiglu": lambda g, u: silu64(g) * u,
+    "geglu": lambda g, u: gelu_tanh64(g) * u,
+}
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary(name, level):
+    rng = np.random.default_rng(12)
+    for shape in ((1, 67), (5, 300)):
+        a = (rng.standard_normal(shape) * 3).astype(np.float32)
+        b = rng.standard_normal(shape).astype(np.float32)
+        (y,) = run(name, [a, b], level=level)
+        assert rel_err(y, BINARY[name](a.astype(np.float64), b.astype(np.float64))) <= TOL_F32
+
+
+def test_geglu_erf(level):
+    rng = np.random.default_rng(13)
+    g = (rng.standard_normal((3, 129)) * 3).astype(np.float32)
+    u = rng.standard_normal((3, 129)).astype(np.float32)
+    (y,) = run("geglu", [g, u], {"gelu_erf": True}, level=level)
+    g64 = g.astype(np.float64)
+    assert rel_err(y, 0.5 * g64 * (1 + _erf(g64 / math.sqrt(2))) * u) <= TOL_F32
+
+
+@pytest.mark.parametrize("name", ["add", "mul"])
+def test_row_broadcast(name, level):
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((4, 33)).astype(np.float32)
+    b = rng.standard_normal(33).astype(np.float32)
+    (y,) = run(name, [a, b], level=level)
+    assert rel_err(y, BINARY[name](a.astype(np.float64), b.astype(np.float64)[None, :])) <= TOL_F32
+
+
+def test_copy_conversions(level):
+    rng = np.random.default_rng(15)
+    x = (rng.standard_normal((3, 77)) * 100).astype(np.float32)
+    x[0, :6] = [65504.0, 65520.0, 1e-8, -3e-5, 6.1e-5, np.inf]
+    (h,) = run("copy", [x], outputs=[(np.zeros(x.size * 2, np.uint8), "f16", x.shape)], level=level)
+    with np.errstate(over="ignore"):  # 65520 -> inf on purpose
+        np.testing.assert_array_equal(h.view(np.uint16), x.astype(np.float16).view(np.uint16))
+    (back,) = run("copy", [h], outputs=[x.shape], level=level)
+    np.testing.assert_array_equal(back, h.astype(np.float32))
+    (bf,) = run("copy", [x], outputs=[(np.zeros(x.size * 2, np.uint8), "bf16", x.shape)], level=level)
+    u = x.view(np.uint32).astype(np.uint64)
+    rne = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    np.testing.assert_array_equal(bf, rne)
+
+
+# ------------------------------------------------------------------ fused ops
+
+
+@pytest.mark.parametrize("plus_one", [False, True])
+def test_fused_skip_norm(plus_one, level):
+    rng = np.random.default_rng(16)
+    for T, D in ((1, 67), (4, 256)):
+        x = rng.standard_normal((T, D)).astype(np.float32)
+        r = rng.standard_normal((T, D)).astype(np.float32)
+        w = rng.standard_normal(D).astype(np.float32)
+        attrs = {"eps": 1e-6, "plus_one": plus_one}
+        y, s = run("fused_skip_norm", [x, r, w], attrs, level=level)
+        s64 = (x + r).astype(np.float64)
+        ref = s64 / np.sqrt(np.mean(s64 ** 2, -1, keepdims=True) + 1e-6) * ((1 + w) if plus_one else w)
+        assert rel_err(s, x.astype(np.float64) + r) <= TOL_F32
+        assert rel_err(y, ref) <= TOL_F32
+        (s_u,) = run("add", [x, r], level=level)
+        (y_u,) = run("rms_norm", [s_u, w], attrs, level=level)
+        assert rel_err(y, y_u) <= TOL_FUSED
+
+
+@pytest.mark.parametrize("enc", ["f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q6_k", "q3_k"])
+def test_fused_norm_matmul(enc, level, precise):
+    rng = np.random.default_rng(17)
+    k = row_lengths(enc)[0]
+    w, deq = random_weight(enc, 19, k, rng)
+    wn = rng.standard_normal(k).astype(np.float32)
+    bias = rng.standard_normal(19).astype(np.float32)
+    for T in (1, 4):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        x64 = x.astype(np.float64)
+        xn = x64 / np.sqrt(np.mean(x64 ** 2, -1, keepdims=True) + 1e-5) * wn
+        attrs = {"eps": 1e-5, "precise": precise}
+        (y,) = run("fused_norm_matmul", [x, wn, w, bias], attrs, level=level)
+        (n_u,) = run("rms_norm", [x, wn], attrs, level=level)
+        if not precise and _core.quantizes_activations(level, enc):
+            xn = q8_activations(n_u)  # the normalized row, as the kernel quantized it
+        assert rel_err(y, xn @ deq.T + bias) <= TOL_F32, T
+        (y_u,) = run("matmul", [n_u, w, bias], attrs, level=level)
+        assert rel_err(y, y_u) <= TOL_FUSED
+
+
+@pytest.mark.parametrize("enc", ["f32", "bf16", "q4_1", "q5_1", "iq4_nl", "q4_k", "q5_k", "q2_k"])
+def test_fused_swiglu(enc, level, precise):
+    rng = np.random.default_rng(18)
+    k = row_lengths(enc)[0]
+    wg, dg = random_weight(enc, 21, k, rng)
+    wu, du = random_weight(enc, 21, k, rng)
+    for T in (1, 3):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        x64 = matmul_input(x, enc, level, precise)
+        (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, level=level)
+        assert rel_err(y, silu64(x64 @ dg.T) * (x64 @ du.T)) <= TOL_F32, T
+        (g,) = run("matmul", [x, wg], {"precise": precise}, level=level)
+        (u,) = run("matmul", [x, wu], {"precise": precise}, level=level)
+        (y_u,) = run("swiglu", [g, u], level=level)
+        assert rel_err(y, y_u) <= TOL_FUSED
+
+
+# ------------------------------------------------------------------ errors and levels
+
+
+def test_bad_inputs_are_structured_errors():
+    x = np.zeros((2, 64), dtype=np.float32)
+    w = np.zeros((3, 65), dtype=np.float32)
+    with pytest.raises(Exception, match="shape mismatch"):
+        run("matmul", [x, w])
+    q = (np.zeros(18 * 3, np.uint8), "q4_0", (3, 32))
+    with pytest.raises(Exception, match="shape mismatch"):
+        run("matmul", [x, q])
+    with pytest.raises(Exception, match="outside the vocabulary"):
+        run("embedding", [np.array([5], np.int32), np.zeros((4, 8), np.float32)])
+    with pytest.raises(Exception, match="not supported"):
+        run("no_such_op", [x])
+    with pytest.raises(Exception, match="expected 36 bytes"):
+        run("matmul", [np.zeros((1, 32), np.float32), (np.zeros(35, np.uint8), "q4_0", (2, 32))])
+
+
+def test_levels_and_selection():
+    assert LEVELS[0] == "scalar"
+    before = _core.cpu_level()
+    try:
+        for lvl in LEVELS:
+            _core.set_cpu_level(lvl)
+            assert _core.cpu_level() == lvl
+        _core.set_cpu_level("auto")
+        assert _core.cpu_level() == LEVELS[-1]
+        with pytest.raises(Exception, match="cpu_level|CPU level"):
+            _core.set_cpu_level("sse9")
+    finally:
+        _core.set_cpu_level(before)
