@@ -6,7 +6,6 @@ table of the config. See docs/tokenizers.md.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable, Sequence
 
 from tokenizers import Tokenizer as _HFTokenizer
@@ -18,6 +17,9 @@ class Tokenizer:
     """Encode text to token ids and back, with the file's special-token and BOS/EOS rules."""
 
     def __init__(self, raw: _HFTokenizer, config: dict[str, Any] | None = None):
+        # Padding and truncation are the caller's business (as with transformers' tokenizers).
+        raw.no_padding()
+        raw.no_truncation()
         self.raw = raw
         self.config = dict(config or {})
         self.bos_token_id: int | None = self.config.get("bos_token_id")
@@ -106,65 +108,15 @@ class StreamDecoder:
         return new_text[len(prefix_text):]
 
 
-def _section_text(mf, name: str) -> str | None:
-    """Raw text of a section of a ModelFile, or None when absent."""
-    for getter in ("section_text", "raw_section", "section"):
-        fn = getattr(mf, getter, None)
-        if callable(fn):
-            try:
-                v = fn(name)
-            except (KeyError, LookupError):
-                return None
-            except Exception as e:  # a reader's own "absent" error
-                if "not found" in str(e).lower() or "no section" in str(e).lower():
-                    return None
-                raise
-            if v is None or isinstance(v, str):
-                return v
-            if isinstance(v, (bytes, bytearray)):
-                return bytes(v).decode("utf-8")
-            return json.dumps(v) if name == "tokenizer" else None
-    sections = getattr(mf, "sections", None)
-    if isinstance(sections, dict):
-        v = sections.get(name)
-        if isinstance(v, (bytes, bytearray)):
-            return bytes(v).decode("utf-8")
-        if isinstance(v, str):
-            return v
-        if isinstance(v, dict) and name == "tokenizer":
-            return json.dumps(v)
-    return None
-
-
-def _config_of(mf) -> dict:
-    cfg = getattr(mf, "config", None)
-    if callable(cfg):
-        cfg = cfg()
-    return cfg if isinstance(cfg, dict) else {}
-
-
-def _vocab_of(mf) -> dict | None:
-    v = getattr(mf, "vocab", None)
-    if callable(v):
-        v = v()
-    if isinstance(v, dict):
-        return v
-    sections = getattr(mf, "sections", None)
-    if isinstance(sections, dict) and isinstance(sections.get("vocab"), dict):
-        return sections["vocab"]
-    return None
-
-
 def tokenizer_from_modelfile(mf) -> Tokenizer:
-    """The tokenizer of an open `.model` file (cyb_llm.ModelFile)."""
-    config = _config_of(mf).get("tokenizer", {})
-    text = _section_text(mf, "tokenizer")
-    if text:
-        return Tokenizer.from_json(text, config)
-    vocab = _vocab_of(mf)
-    if vocab is None:
-        raise TokenizerError("the file has neither a tokenizer nor a vocab section")
-    return Tokenizer.from_json(tokenizer_json_from_vocab(vocab, config), config)
+    """The tokenizer of an open `.model` file (cyb_llm.format.ModelFile)."""
+    config = mf.config.get("tokenizer", {}) if isinstance(mf.config, dict) else {}
+    sections = mf.sections
+    if "tokenizer" in sections:
+        return Tokenizer.from_json(sections["tokenizer"], config)
+    if "vocab" in sections:
+        return Tokenizer.from_json(tokenizer_json_from_vocab(sections["vocab"], config), config)
+    raise TokenizerError("the file has neither a tokenizer nor a vocab section")
 
 
 def _ordered(table: Any) -> list:

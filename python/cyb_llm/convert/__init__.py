@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ..errors import FormatError, InvalidConfig
-from .common import make_error, nbytes, with_progress, write_atomically
+from .common import Progress, make_error, write_atomically
 
 __all__ = ["import_model", "detect_source"]
 
@@ -64,11 +64,14 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
         total = s.total_bytes
 
     def write(tmp: str) -> None:
-        recs = with_progress(records(), total, progress, f"import {os.path.basename(os.fspath(out))}")
-        write_model(
-            tmp, name=name, config=config,
-            tensors=((r.name, r.encoding, r.shape, r.data) for r in recs),
-            vocab=vocab, tokenizer_json=tok_json, chat=chat, card=card,
-        )
+        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
+        try:
+            write_model(
+                tmp, name=name, config=config,
+                tensors=[(r.name, r.encoding, r.shape, r.data) for r in records()],
+                vocab=vocab, tokenizer_json=tok_json, chat=chat, card=card, progress=bar,
+            )
+        finally:
+            bar.close()
 
     write_atomically(out, write)

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from .. import errors as _errors
 
 
 class TensorRecord(NamedTuple):
@@ -16,43 +15,32 @@ class TensorRecord(NamedTuple):
 
 
 def make_error(cls, message: str, **fields) -> Exception:
-    """An instance of a cyb_llm.errors class with its named fields, whatever its constructor."""
-    try:
-        err = cls(message, **fields)
-    except TypeError:
-        try:
-            err = cls(**fields)
-        except TypeError:
-            err = cls(message)
-    if str(err) != message and message not in str(err):
-        try:
-            err.args = (message,) + tuple(err.args[1:])
-        except Exception:
-            pass
-    for k, v in fields.items():
-        if not hasattr(err, k):
-            try:
-                setattr(err, k, v)
-            except Exception:
-                pass
-    return err
+    """An instance of a cyb_llm.errors class with its named fields and a readable message."""
+    known = {k: v for k, v in fields.items() if k in getattr(cls, "field_names", ())}
+    return cls(message=message, **known)
 
 
 def nbytes(data: Any) -> int:
     return memoryview(data).nbytes
 
 
-def with_progress(records: Iterable[TensorRecord], total_bytes: int, enabled: bool, desc: str) -> Iterator[TensorRecord]:
-    """Pass records through, advancing a tqdm bar by each tensor's bytes."""
-    if not enabled:
-        yield from records
-        return
-    from tqdm import tqdm
+class Progress:
+    """A tqdm bar over the bytes of the tensors written; used as write_model's progress callback."""
 
-    with tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, leave=False) as bar:
-        for r in records:
-            yield r
-            bar.update(nbytes(r.data))
+    def __init__(self, total_bytes: int, enabled: bool, desc: str):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, leave=False)
+
+    def __call__(self, name: str, nbytes: int) -> None:
+        if self.bar is not None:
+            self.bar.update(nbytes)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def write_atomically(out: str, write: Callable[[str], None]) -> None:
@@ -73,6 +61,3 @@ def write_atomically(out: str, write: Callable[[str], None]) -> None:
             pass
         raise
 
-
-def errors_module():
-    return _errors

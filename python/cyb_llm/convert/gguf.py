@@ -7,6 +7,7 @@ folded in removed again. docs/import.md is the normative description.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any, Iterator
@@ -20,9 +21,9 @@ from .gguf_tokenizer import GEMMA_FAMILY, build_from_gguf
 # GGML type name -> .model encoding (FORMAT.md section 3).
 GGUF_ENCODINGS = {
     "F32": "f32", "F16": "f16", "BF16": "bf16",
-    "Q4_0": "q4", "Q4_1": "q4_1", "Q5_0": "q5_0", "Q5_1": "q5_1", "Q8_0": "q8",
-    "Q2_K": "q2k", "Q3_K": "q3k", "Q4_K": "q4k", "Q5_K": "q5k", "Q6_K": "q6k",
-    "IQ4_NL": "iq4nl", "I32": "i32", "I64": "i64", "I8": "u8",
+    "Q4_0": "q4_0", "Q4_1": "q4_1", "Q5_0": "q5_0", "Q5_1": "q5_1", "Q8_0": "q8_0",
+    "Q2_K": "q2_k", "Q3_K": "q3_k", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k",
+    "IQ4_NL": "iq4_nl", "I32": "i32", "I64": "i64",
 }
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3")
@@ -275,11 +276,14 @@ class GGUFSource:
             enc = GGUF_ENCODINGS[t.tensor_type.name]
             shape = [int(d) for d in reversed([int(x) for x in t.shape])]
             raw = data[t.data_offset:t.data_offset + int(t.n_bytes)]
+            transform = None
             if self.arch == "llama" and (".attn_q." in t.name or ".attn_k." in t.name):
                 n_head = arch_cfg["num_attention_heads"] if ".attn_q." in t.name else arch_cfg["num_key_value_heads"]
-                raw = _unpermute_rows(np.asarray(raw), shape[0], n_head)
+                transform = functools.partial(_unpermute_rows, np.asarray(raw), shape[0], n_head)
             if self.arch in GEMMA_FAMILY and t.name.endswith("norm.weight"):
-                raw = _gemma_norm_to_hf(t, raw)
+                transform = functools.partial(_gemma_norm_to_hf, t, raw)
+            if transform is not None:
+                raw = transform  # computed when the writer reaches this tensor
             yield TensorRecord(hf, enc, shape, raw)
 
 

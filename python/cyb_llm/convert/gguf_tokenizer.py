@@ -101,6 +101,21 @@ class GGUFTokenizerInfo:
     special_tokens: dict[str, str] = field(default_factory=dict)  # bos/eos/unk/pad -> text
 
 
+def vocab_section(tokens, merges=None, scores=None, types=None, special=None) -> dict[str, Any]:
+    """The cyb `~~~vocab` section: `[tokens]` id = "text", `[merges]` rank = [left, right],
+    and the optional `[scores]`, `[types]` (GGUF token types) and `[special]` (name = id)."""
+    v: dict[str, Any] = {"tokens": {str(i): t for i, t in enumerate(tokens)}}
+    if merges:
+        v["merges"] = {str(i): list(m) for i, m in enumerate(merges)}
+    if scores is not None:
+        v["scores"] = {str(i): float(x) for i, x in enumerate(scores)}
+    if types is not None:
+        v["types"] = {str(i): int(x) for i, x in enumerate(types)}
+    if special:
+        v["special"] = dict(special)
+    return v
+
+
 def _generated_merges(tokens: list[str], rank_score: list[float]) -> list[list[str]]:
     """Merges implied by a SentencePiece BPE vocabulary: every split of a piece into two pieces that
     are both in the vocabulary, ranked best first by the score of the merged piece (SentencePiece
@@ -163,14 +178,12 @@ def build_from_gguf(meta: dict, arch: str) -> GGUFTokenizerInfo:
     if model == "gpt2":
         tj, ttype, vocab_merges = _byte_level(tokens, types, merges_raw, pre)
         add_bos = bool(add_bos) if add_bos is not None else False
-        vocab = {"tokens": tokens, "merges": vocab_merges, "types": types}
+        vocab_parts = {"merges": vocab_merges, "types": types}
     elif model == "llama":
         # llama.cpp adds BOS to a SentencePiece vocabulary that does not say otherwise.
         add_bos = bool(add_bos) if add_bos is not None else True
         tj, ttype = _sentencepiece(tokens, types, scores, merges_raw, arch, meta, unk)
-        vocab = {"tokens": tokens, "types": types}
-        if scores is not None:
-            vocab["scores"] = scores
+        vocab_parts = {"types": types, "scores": scores}
     else:
         raise TokenizerError(
             f"unsupported GGUF tokenizer model {model!r} (tokenizer.ggml.model); supported: 'gpt2', 'llama'"
@@ -198,7 +211,7 @@ def build_from_gguf(meta: dict, arch: str) -> GGUFTokenizerInfo:
         raise TokenizerError(f"built tokenizer.json does not load: {e}") from e
 
     special_ids = {"bos": bos, "eos": eos, "unk": unk, "pad": pad}
-    vocab["special"] = {k: v for k, v in special_ids.items() if v is not None}
+    vocab = vocab_section(tokens, special={k: v for k, v in special_ids.items() if v is not None}, **vocab_parts)
     config = {
         "type": ttype,
         "add_bos": bool(add_bos),
