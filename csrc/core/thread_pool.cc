@@ -124,9 +124,14 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  run([&](int i, int nt) {
-    const int64_t b = n * i / nt, e = n * (i + 1) / nt;
-    if (b < e) fn(b, e);
+  struct Job {
+    int64_t n;
+    const std::function<void(int64_t, int64_t)>* fn;
+  } job{n, &fn};
+  const Job* j = &job;  // one pointer captured: no allocation in std::function
+  run([j](int i, int nt) {
+    const int64_t b = j->n * i / nt, e = j->n * (i + 1) / nt;
+    if (b < e) (*j->fn)(b, e);
   });
 }
 

@@ -6,10 +6,14 @@ from . import errors
 from .errors import (BackendInit, Error, FormatError, InvalidConfig, MissingTensor, OutOfMemory,
                      ShapeMismatch, TokenizerError, UnsupportedOp, WeightFormatMismatch)
 from .format import ModelFile, describe, write_model
+from .model import Conversation, Model, load
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "load",
+    "Model",
+    "Conversation",
     "ModelFile", "describe", "write_model", "errors",
     "Error", "FormatError", "UnsupportedOp", "ShapeMismatch", "MissingTensor",
     "WeightFormatMismatch", "OutOfMemory", "BackendInit", "InvalidConfig", "TokenizerError",

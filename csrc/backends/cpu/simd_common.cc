@@ -40,11 +40,17 @@ void run_rows(ExecContext& ctx, int64_t n, int64_t grain, void (*fn)(void*, int6
     fn(arg, 0, n);
     return;
   }
-  const int64_t chunks = (n + grain - 1) / grain;
-  pool->run([&](int i, int nt) {
-    const int64_t c0 = chunks * i / nt, c1 = chunks * (i + 1) / nt;
-    const int64_t b = c0 * grain, e = c1 * grain < n ? c1 * grain : n;
-    if (b < e) fn(arg, b, e);
+  // One pointer captured: the std::function stays in its small buffer (no allocation).
+  struct Job {
+    int64_t n, grain, chunks;
+    void (*fn)(void*, int64_t, int64_t);
+    void* arg;
+  } job{n, grain, (n + grain - 1) / grain, fn, arg};
+  const Job* j = &job;
+  pool->run([j](int i, int nt) {
+    const int64_t c0 = j->chunks * i / nt, c1 = j->chunks * (i + 1) / nt;
+    const int64_t b = c0 * j->grain, e = c1 * j->grain < j->n ? c1 * j->grain : j->n;
+    if (b < e) j->fn(j->arg, b, e);
   });
 }
 

@@ -1,0 +1,27 @@
+// Gemma 2: Gemma plus sandwich norms (post-attention, pre/post feed-forward),
+// attention and final logit softcapping, sliding window on even layers,
+// attention scale query_pre_attn_scalar^-0.5.
+#include <cmath>
+
+#include "families/decoder.h"
+#include "families/families.h"
+
+namespace cyb {
+
+std::shared_ptr<Model> make_gemma2(std::shared_ptr<ModelFile> f, const LoadOptions& o) {
+  FamilySpec spec{"gemma2"};
+  spec.norm_plus_one = true;
+  spec.embed_scale = true;
+  spec.gelu_tanh = true;
+  spec.sandwich_norm = true;
+  DecoderConfig cfg = parse_decoder_config(f->config());
+  cfg.tie_embeddings = true;
+  const toml::Value& arch = config_arch(f->config());
+  if (!arch.find("layer_types"))
+    for (int64_t l = 0; l < cfg.n_layers; ++l) cfg.layer_sliding[static_cast<size_t>(l)] = l % 2 == 0;
+  cfg.attn_scale = 1.0 / std::sqrt(config_float_or(arch, "query_pre_attn_scalar",
+                                                   static_cast<double>(cfg.head_dim)));
+  return make_decoder(std::move(f), o, spec, std::move(cfg));
+}
+
+}  // namespace cyb

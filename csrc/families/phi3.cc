@@ -1,0 +1,20 @@
+// Phi-3: the llama layout with one fused qkv_proj and one fused gate_up_proj
+// (used through row views, never copied); partial rotary when configured.
+#include "families/decoder.h"
+#include "families/families.h"
+
+namespace cyb {
+
+std::shared_ptr<Model> make_phi3(std::shared_ptr<ModelFile> f, const LoadOptions& o) {
+  FamilySpec spec{"phi3"};
+  spec.fused_qkv = true;
+  spec.fused_gate_up = true;
+  DecoderConfig cfg = parse_decoder_config(f->config());
+  if (cfg.sliding_window > 0 && cfg.sliding_window < cfg.max_position)
+    cfg.layer_sliding.assign(static_cast<size_t>(cfg.n_layers), 1);
+  else
+    cfg.sliding_window = 0;
+  return make_decoder(std::move(f), o, spec, std::move(cfg));
+}
+
+}  // namespace cyb

@@ -1,0 +1,15 @@
+// Backend selection: the chain of backends a model dispatches through.
+#pragma once
+#include <vector>
+
+#include "dispatch/backend.h"
+#include "runtime/model.h"
+
+namespace cyb {
+
+// Platform default (no name): wgpu+rs on a hardware adapter when built, else cpu.
+// A named backend comes first and the cpu backend always ends the chain.
+// Throws BackendInit when the named backend cannot run here.
+std::vector<Backend*> select_backends(const LoadOptions& opts);
+
+}  // namespace cyb

@@ -1,0 +1,50 @@
+#include "runtime/model.h"
+
+#include <chrono>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/errors.h"
+#include "families/families.h"
+#include "runtime/backends.h"
+
+namespace cyb {
+
+std::vector<Backend*> select_backends(const LoadOptions& opts) {
+  const std::string& b = opts.backend;
+  if (b.empty() || b == "cpu") return {&cpu_backend()};
+  if (b == "wgpu+rs" || b == "wgpu")
+    throw_backend_init("wgpu+rs", "this build has no wgpu+rs backend yet; use backend='cpu'");
+  if (b == "honeycrisp") throw_backend_init("honeycrisp", "honeycrisp runs only on macOS with Apple Silicon");
+  if (b == "nox")
+    throw_backend_init("nox", "nox runs only models with a graph section through the graph executor, "
+                              "which this build does not have yet");
+  throw_backend_init(b, "unknown backend (known: cpu, wgpu+rs, honeycrisp, nox)");
+}
+
+std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<Model> m = load(ModelFile::open(path), opts);
+  m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const toml::Value* mt = file->config().find("model_type");
+  if (!mt || !mt->is_string()) throw_invalid_config("model_type", "required key is missing");
+  FamilyFactory factory = find_family(mt->as_string());
+  if (!factory) {
+    if (file->has_section("graph"))
+      throw_invalid_config("model_type", "'" + mt->as_string() +
+                                             "' has no curated family and this build has no graph "
+                                             "executor yet to run its graph section");
+    throw_invalid_config("model_type", "'" + mt->as_string() +
+                                           "' has no curated family (known: " + curated_model_types() +
+                                           ") and the file has no graph section");
+  }
+  std::shared_ptr<Model> m = factory(std::move(file), opts);
+  m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+}  // namespace cyb

@@ -1,0 +1,133 @@
+"""Python face of the native model: load, conversations, forward.
+
+The hot loop (every op of a forward) runs natively; Python calls
+`Conversation.forward` once per step.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from . import _core
+
+DEFAULT_MAX_CONTEXT = 4096
+
+
+class Conversation:
+    """One conversation: its own KV cache over the shared weights of a Model."""
+
+    def __init__(self, model: "Model", native: Any):
+        self.model = model
+        self._native = native
+
+    @property
+    def position(self) -> int:
+        """Number of tokens already in the KV cache."""
+        return self._native.position
+
+    @property
+    def max_context(self) -> int:
+        return self._native.max_context
+
+    def forward(self, ids: Sequence[int] | np.ndarray, all_logits: bool = False) -> np.ndarray:
+        """Runs `ids` at the current position; returns the logits of the last
+        position ([vocab]) or of every position ([len(ids), vocab]), as a fresh array."""
+        arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
+        return self.model._native.forward(self._native, arr, all_logits)
+
+    def reset_kv_cache(self) -> None:
+        self._native.reset_kv_cache()
+
+    @property
+    def frame_pool_bytes(self) -> int:
+        return self._native.frame_pool_bytes()
+
+
+class Model:
+    """A loaded `.model` (see `cyb_llm.load`)."""
+
+    def __init__(self, path: str | os.PathLike, backend: str | None = None, precise: bool = False,
+                 threads: int | None = None):
+        from .format import ModelFile
+
+        t0 = time.perf_counter()
+        self.path = os.fspath(path)
+        self.file = ModelFile(self.path)
+        self._native = _core.Model(self.path, backend or "", bool(precise), int(threads or 0))
+        self.config: dict = self.file.config
+        self.precise = bool(precise)
+        self.backend = backend or self._native.backends()[0]
+        self.chat = None
+        if "chat" in self.file.sections:
+            from .chat import chat_from_modelfile
+
+            self.chat = chat_from_modelfile(self.file)
+        tok_cfg = self.config.get("tokenizer", {})
+        eos = set(int(i) for i in tok_cfg.get("eos_token_ids", []) or [])
+        if "tokenizer" in self.file.sections or "vocab" in self.file.sections:
+            eos.update(int(i) for i in (getattr(self.tokenizer, "eos_token_ids", None) or []))
+        self.eos_token_ids: set[int] = eos
+        self.bos_token_id = tok_cfg.get("bos_token_id")
+        self.name = self.file.sections.get("frontmatter", {}).get("cyb", {}).get("name") \
+            or os.path.splitext(os.path.basename(self.path))[0]
+        self.timings: dict[str, float] = {
+            "load_ms": (time.perf_counter() - t0) * 1000.0,
+            "native_load_ms": self._native.load_ms,
+        }
+
+    @property
+    def tokenizer(self):
+        """The file's tokenizer (HF `tokenizers`), built on first use."""
+        return self.file.tokenizer
+
+    @property
+    def family(self) -> str:
+        return self._native.family
+
+    @property
+    def vocab_size(self) -> int:
+        return self._native.vocab_size
+
+    @property
+    def max_position(self) -> int:
+        return self._native.max_position
+
+    def new_conversation(self, max_context: int | None = None) -> Conversation:
+        """A conversation with its own KV cache of `max_context` positions
+        (default: min(model context, 4096))."""
+        if max_context is None:
+            max_context = min(self.max_position, DEFAULT_MAX_CONTEXT)
+        return Conversation(self, self._native.new_conversation(int(max_context)))
+
+    # --- observability ---------------------------------------------------
+    @property
+    def dispatch_records(self) -> list[dict]:
+        """Per-op dispatch decisions: label, op, backend, fallback, count, total_ms."""
+        return self._native.dispatch_records()
+
+    def set_profiling(self, on: bool = True) -> None:
+        """Per-op timings in dispatch_records (costs a clock read per op)."""
+        self._native.set_profiling(bool(on))
+
+    # --- generation ------------------------------------------------------
+    def generator(self):
+        from .generate import Generator
+
+        return Generator(self)
+
+    def create_chat_completion(self, messages: Iterable[dict], **kwargs):
+        from .generate import create_chat_completion
+
+        return create_chat_completion(self, list(messages), **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r}, family={self.family!r}, backend={self.backend!r}, precise={self.precise})"
+
+
+def load(path: str | os.PathLike, backend: str | None = None, precise: bool = False,
+         threads: int | None = None) -> Model:
+    """Loads a `.model` file (validate, choose the curated family, map the weights)."""
+    return Model(path, backend=backend, precise=precise, threads=threads)
