@@ -1,4 +1,8 @@
-"""Generation end to end on the real SmolLM2-135M-Instruct (fetched and imported by cyb_llm.hub)."""
+"""Generation end to end on the real SmolLM2-135M-Instruct (fetched and imported by cyb_llm.hub).
+
+The loop tests run the precise path, whose greedy text is pinned to
+transformers' (test_golden.py), so what they check is the loop itself; the
+CLI acceptance test runs both the default path and --precise."""
 from __future__ import annotations
 
 import os
@@ -18,7 +22,7 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 @pytest.fixture(scope="module")
 def model():
-    return cyb_llm.load(hub.fetch("smollm2"))
+    return cyb_llm.load(hub.fetch("smollm2"), precise=True)
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +30,13 @@ def greedy_answer(model):
     return model.generator().generate(QUESTION, max_tokens=24, sampling=GREEDY).read()
 
 
-def test_cli_run_answers_paris():
+@pytest.mark.parametrize("path", [[], ["--precise"]], ids=["default", "precise"])
+def test_cli_run_answers_paris(path):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.join(os.path.dirname(cyb_llm.__file__), ".."),
                                                      env.get("PYTHONPATH", "")] if p)
     r = subprocess.run([sys.executable, "-m", "cyb_llm.cli", "run", "What is the capital of France?",
-                        "--max-tokens", "16", "--temperature", "0"],
+                        "--max-tokens", "16", "--temperature", "0"] + path,
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "Paris" in r.stdout
