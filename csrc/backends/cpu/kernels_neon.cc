@@ -228,7 +228,8 @@ void matmul_any(const float* x, int64_t T, int64_t K, const Tensor& W, const flo
   const size_t rb = cyb::row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   const bool q8 = !ctx.precise() && is_q8_encoding(W.dtype);
-  const int64_t grain = std::max<int64_t>(8, 4096 / std::max<int64_t>(1, T * K / 256));
+  // Rows per work item: at least ~32K multiply-adds, so small matrices still split.
+  const int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
   if (q8) {
     const int64_t nb = K / 32;
     BlockQ8* xq = cyb::cpu::scratch<BlockQ8>(cyb::cpu::kScratchXq, static_cast<size_t>(T * nb));
