@@ -21,6 +21,18 @@ fn vval(i: u32) -> f32 { return VC[i]; }
 //#endif
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
 
+// tanh to about 1 ulp: odd series near 0, (1 - e) / (1 + e) with e = exp(-2|x|) elsewhere.
+fn tanh_s(x: f32) -> f32 {
+  let a = abs(x);
+  if (a < 0.3) {
+    let y2 = x * x;
+    return x * (1.0 + y2 * (-0.3333333333 + y2 * (0.1333333333 + y2 * (-0.0539682540 +
+           y2 * (0.0218694885 + y2 * -0.0088632355)))));
+  }
+  let e = exp(-2.0 * min(a, 15.0));
+  return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
 var<workgroup> qs: array<f32, 256>;
 var<workgroup> sp: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
@@ -49,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kb = cb + j * p.hd;
       for (var i = 0u; i < p.hd; i++) { d = fma(qs[i], kval(kb + i), d); }
       d *= p.scale;
-      if (p.softcap > 0.0) { d = p.softcap * tanh(clamp(d / p.softcap, -15.0, 15.0)); }
+      if (p.softcap > 0.0) { d = p.softcap * tanh_s(d / p.softcap); }
       s = d;
     }
     red[li] = s;

@@ -5,7 +5,7 @@
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
-  nx: u32, has_bias: u32, pad0: u32, pad1: u32,
+  nx: u32, has_bias: u32, rb2: u32, pad1: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> W: array<u32>;
@@ -44,7 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       DEQ(rb, c, p.K, &w);
 //#if SWIGLU
       var w2: array<f32, 32>;
-      DEQ2(rb, c, p.K, &w2);
+      DEQ2(r * p.rb2, c, p.K, &w2);
 //#endif
       let lim = min(32u, p.K - c * 32u);
       for (var tt = 0u; tt < nt; tt++) {

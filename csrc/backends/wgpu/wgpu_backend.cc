@@ -952,7 +952,8 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const uint32_t wgs = u((nr + 1) / 2);
     const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
     uint32_t p[12] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
-                      u(r0), u(nr), nx, bias ? 1u : 0u, 0, 0};
+                      u(r0), u(nr), nx, bias ? 1u : 0u,
+                      w2 ? u(row_bytes(W2->dtype, K)) : 0u, 0};
     const uint32_t nz = u((T + 7) / 8);
     if (w2 && bias) {
       Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
