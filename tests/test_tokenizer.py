@@ -166,8 +166,9 @@ def test_roundtrip_and_stream_decoder(models, name):
     assert checked > len(LINES) // 2
 
 
-@pytest.mark.parametrize("name", ["smollm2", "qwen05"])
+@pytest.mark.parametrize("name", ["smollm2", "qwen05", "gemma3"])
 def test_vocab_section_rebuilds_same_tokenizer(models, name):
+    """A file without a ~~~tokenizer section still tokenizes the same (cyb vocab fallback)."""
     mf, ours, ref = models(name)
     cfg = mf.config["tokenizer"]
     rebuilt = Tokenizer.from_json(tokenizer_json_from_vocab(mf.sections["vocab"], cfg), cfg)
