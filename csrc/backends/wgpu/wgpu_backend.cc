@@ -586,7 +586,9 @@ struct State : BackendState {
 
   void reset() {
     discard();
-    for (DevBuf* d : in_use_) free_[d->bytes].push_back(d);
+    // Reverse order: the next forward gets the same buffers in the same order, so its
+    // bind groups are the cached ones.
+    for (auto it = in_use_.rbegin(); it != in_use_.rend(); ++it) free_[(*it)->bytes].push_back(*it);
     in_use_.clear();
     slot_ = flushed_slot_ = 0;
   }
