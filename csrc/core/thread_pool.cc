@@ -15,6 +15,10 @@
 
 #if defined(__linux__)
 #include <fstream>
+// <iostream> makes the standard streams (and their locale) initialise even when
+// libstdc++ is linked statically into the module (seen on the H200 device image,
+// GCC 13): without it, stream number parsing crashes.
+#include <iostream>
 #elif defined(__APPLE__)
 #include <sys/sysctl.h>
 #include <sys/types.h>
