@@ -146,13 +146,26 @@ def make_tiny_gguf(path, arch="llama", types=None, seed=0, extra_tensor=None, ti
         if arch == "gemma3":
             add(f"blk.{i}.attn_q_norm.weight", 1, hd, Q.F32)
             add(f"blk.{i}.attn_k_norm.weight", 1, hd, Q.F32)
-        add(f"blk.{i}.attn_q.weight", heads * hd, hidden)
-        add(f"blk.{i}.attn_k.weight", kv * hd, hidden)
-        add(f"blk.{i}.attn_v.weight", kv * hd, hidden)
+        if arch == "qwen3":
+            add(f"blk.{i}.attn_q_norm.weight", 1, hd, Q.F32)
+            add(f"blk.{i}.attn_k_norm.weight", 1, hd, Q.F32)
+        if arch == "phi3":
+            add(f"blk.{i}.attn_qkv.weight", (heads + 2 * kv) * hd, hidden)
+        else:
+            add(f"blk.{i}.attn_q.weight", heads * hd, hidden)
+            add(f"blk.{i}.attn_k.weight", kv * hd, hidden)
+            add(f"blk.{i}.attn_v.weight", kv * hd, hidden)
         add(f"blk.{i}.attn_output.weight", hidden, heads * hd)
-        add(f"blk.{i}.ffn_gate.weight", ffn, hidden)
-        add(f"blk.{i}.ffn_up.weight", ffn, hidden)
+        if arch == "phi3":
+            add(f"blk.{i}.ffn_up.weight", 2 * ffn, hidden)
+        else:
+            add(f"blk.{i}.ffn_gate.weight", ffn, hidden)
+            add(f"blk.{i}.ffn_up.weight", ffn, hidden)
         add(f"blk.{i}.ffn_down.weight", hidden, ffn)
+    if arch == "phi3":
+        w.add_rope_scaling_orig_ctx_len(256)
+        add("rope_factors_long.weight", 1, hd // 2, Q.F32)
+        add("rope_factors_short.weight", 1, hd // 2, Q.F32)
     if extra_tensor is not None:
         name, t = extra_tensor
         bs, ts = gguf.GGML_QUANT_SIZES[t]
@@ -198,6 +211,32 @@ def test_every_block_type_copied_byte_for_byte(tmp_path, arch):
         seen_types.add(t.tensor_type)
     assert set(ALL_TYPES) <= seen_types | {Q.F32}
     assert {GGUF_ENCODINGS[t.name] for t in ALL_TYPES} <= {i.encoding for i in mf.tensors.values()}
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "phi3"])
+def test_other_families(tmp_path, arch):
+    src = tmp_path / "t.gguf"
+    values, _ = make_tiny_gguf(src, arch=arch, types=[Q.Q8_0, Q.Q4_K])
+    out = tmp_path / "t.model"
+    import_model(src, out, progress=False)
+    mf = ModelFile(out)
+    assert mf.config["model_type"] == arch
+    r, ts = _gguf_tensors(src)
+    for name, t in ts.items():
+        if name.startswith("rope_factors_"):
+            continue
+        np.testing.assert_array_equal(np.asarray(mf.tensor_bytes(hf_tensor_name(name, arch))), _raw(r, t))
+    if arch == "qwen3":
+        assert "model.layers.1.self_attn.k_norm.weight" in mf.tensors
+    else:
+        assert list(mf.tensors["model.layers.0.self_attn.qkv_proj.weight"].shape) == [512, 256]
+        assert list(mf.tensors["model.layers.0.mlp.gate_up_proj.weight"].shape) == [1024, 256]
+        rs = mf.config["architecture"]["rope_scaling"]
+        assert rs["rope_type"] == "longrope"
+        assert rs["long_factor"] == [float(x) for x in values["rope_factors_long.weight"].reshape(-1)]
+        assert rs["short_factor"] == [float(x) for x in values["rope_factors_short.weight"].reshape(-1)]
+        assert mf.config["architecture"]["original_max_position_embeddings"] == 256
+        assert not any("rope_factors" in n for n in mf.tensors)
 
 
 def test_unpermute_matches_dequantized_reference(tmp_path):
@@ -474,3 +513,18 @@ def test_hf_folder_minilm(real_source, tmp_path):
         assert mf.tokenizer.encode(line) == ref.encode(line), line
         assert mf.tokenizer.encode(line, add_special_tokens=False) == ref.encode(line, add_special_tokens=False), line
     assert mf.config["pooling"] == {"mode": "mean", "normalize": True, "max_seq_length": 256}
+
+
+def test_gemma_norm_shift_bf16_f16():
+    torch = pytest.importorskip("torch")
+    from cyb_llm.convert.gguf import _gemma_norm_to_hf
+
+    class T:
+        name = "blk.0.attn_norm.weight"
+
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 3 + 1
+    for kind, dt in (("BF16", torch.bfloat16), ("F16", torch.float16)):
+        T.tensor_type = type("K", (), {"name": kind})
+        raw = x.to(dt).view(torch.int16).numpy().view(np.uint8)
+        want = (x.to(dt).float() - 1).to(dt).view(torch.int16).numpy().view(np.uint8)
+        np.testing.assert_array_equal(_gemma_norm_to_hf(T, raw), want)
