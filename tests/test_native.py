@@ -19,7 +19,7 @@ def _binary(name: str) -> Path:
     return exe
 
 
-@pytest.mark.parametrize("name", ["test_core", "test_no_alloc"])
+@pytest.mark.parametrize("name", ["test_core", "test_no_alloc", "test_levels"])
 def test_native_binary(name):
     r = subprocess.run([str(_binary(name))], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr

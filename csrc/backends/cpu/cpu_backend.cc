@@ -88,7 +88,7 @@ struct Tables {
       ok[2] = true;
     }
 #endif
-#if defined(CYB_ARM64) && defined(CYB_SIMD_KERNELS)
+#if defined(CYB_ARM64)
     cpu::fill_neon_kernels(t[3]);
     ok[3] = true;
 #endif
@@ -507,7 +507,7 @@ bool cpu_level_quantizes_activations(CpuLevel l, DType t) {
 #if defined(CYB_X86)
   if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512) return cpu::x86_q8_encoding(t);
 #endif
-#if defined(CYB_ARM64) && defined(CYB_SIMD_KERNELS)
+#if defined(CYB_ARM64)
   if (l == CpuLevel::Neon) return cpu::neon_q8_encoding(t);
 #endif
   (void)l;

@@ -33,6 +33,7 @@ bool x86_q8_encoding(DType t);
 #endif
 #if defined(CYB_ARM64)
 void fill_neon_kernels(KernelTable& t);
+bool neon_q8_encoding(DType t);
 #endif
 
 // Reads element i of an F32 / F16 / BF16 tensor.

@@ -1,0 +1,77 @@
+"""Importers: other model formats -> a `.model` file (docs/import.md).
+
+    import_model("SmolLM2.gguf", "smollm2.model")
+    import_model("path/to/hf_folder", "tiny.model", quantize="q8_0")
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import FormatError, InvalidConfig
+from .common import Progress, make_error, write_atomically
+
+__all__ = ["import_model", "detect_source"]
+
+
+def detect_source(src: str) -> str:
+    """'gguf' or 'hf' for an importable source, else a FormatError."""
+    src = os.fspath(src)
+    if os.path.isfile(src):
+        with open(src, "rb") as f:
+            magic = f.read(4)
+        if magic == b"GGUF":
+            return "gguf"
+        raise make_error(FormatError, f"{src}: not a GGUF file (magic {magic!r}) and not an HF folder", section="source", key="magic")
+    if os.path.isdir(src):
+        has_cfg = os.path.isfile(os.path.join(src, "config.json"))
+        has_st = any(n.endswith(".safetensors") for n in os.listdir(src))
+        if has_cfg and has_st:
+            return "hf"
+        raise make_error(
+            FormatError, f"{src}: an HF folder needs config.json and *.safetensors (found config.json: {has_cfg}, safetensors: {has_st})",
+            section="source", key="config.json" if not has_cfg else "safetensors",
+        )
+    raise make_error(FormatError, f"{src}: no such file or folder", section="source", key="path")
+
+
+def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False) -> None:
+    """Convert `src` (a .gguf file or an HF folder with config.json + *.safetensors) into the
+    `.model` file `out`. Nothing is written when the import fails."""
+    from ..format import write_model
+
+    kind = detect_source(src)
+    if graph:
+        raise make_error(InvalidConfig, "graph export is not available in this importer yet", field="graph", reason="unsupported")
+    if kind == "gguf":
+        if quantize:
+            raise make_error(
+                InvalidConfig, "--quantize applies to HF float checkpoints; GGUF blocks are copied as they are",
+                field="quantize", reason="gguf sources are never requantized",
+            )
+        from .gguf import GGUFSource
+
+        s = GGUFSource(os.fspath(src))
+        name, config, vocab, tok_json, chat, card = s.name, s.config, s.tok.vocab, s.tok.tokenizer_json, s.chat(), s.card()
+        records = s.tensor_records
+        total = sum(int(t.n_bytes) for _, t in s.plan)
+    else:
+        from .hf import HFSource
+
+        s = HFSource(os.fspath(src), quantize=quantize)
+        name, config, vocab, tok_json, chat, card = s.name, s.config, s.vocab, s.tokenizer_json, s.chat(), s.card()
+        records = s.tensor_records
+        total = s.total_bytes
+
+    def write(tmp: str) -> None:
+        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
+        try:
+            write_model(
+                tmp, name=name, config=config,
+                tensors=[(r.name, r.encoding, r.shape, r.data) for r in records()],
+                vocab=vocab, tokenizer_json=tok_json, chat=chat, card=card, progress=bar,
+            )
+        finally:
+            bar.close()
+
+    write_atomically(out, write)

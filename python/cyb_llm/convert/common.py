@@ -1,0 +1,63 @@
+"""Pieces shared by the importers: the tensor record, structured errors, and the atomic write."""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Callable, NamedTuple
+
+
+
+class TensorRecord(NamedTuple):
+    name: str
+    encoding: str
+    shape: list[int]
+    data: Any  # a bytes-like object (numpy uint8 array, memoryview, bytes)
+
+
+def make_error(cls, message: str, **fields) -> Exception:
+    """An instance of a cyb_llm.errors class with its named fields and a readable message."""
+    known = {k: v for k, v in fields.items() if k in getattr(cls, "field_names", ())}
+    return cls(message=message, **known)
+
+
+def nbytes(data: Any) -> int:
+    return memoryview(data).nbytes
+
+
+class Progress:
+    """A tqdm bar over the bytes of the tensors written; used as write_model's progress callback."""
+
+    def __init__(self, total_bytes: int, enabled: bool, desc: str):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, leave=False)
+
+    def __call__(self, name: str, nbytes: int) -> None:
+        if self.bar is not None:
+            self.bar.update(nbytes)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def write_atomically(out: str, write: Callable[[str], None]) -> None:
+    """Run `write(tmp_path)` and move the result to `out` only when it succeeded: a failed import
+    leaves nothing behind (no partial file, no temporary)."""
+    out = os.fspath(out)
+    d = os.path.dirname(os.path.abspath(out))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".", suffix=".partial", dir=d)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+

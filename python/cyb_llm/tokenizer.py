@@ -1,0 +1,163 @@
+"""The tokenizer of a `.model` file: an HF `tokenizers.Tokenizer` built from the file.
+
+The `~~~tokenizer` section (a complete tokenizer.json) is authoritative when present; otherwise the
+tokenizer is rebuilt from the `~~~vocab` section (tokens, merges, scores) and the `[tokenizer]`
+table of the config. See docs/tokenizers.md.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from tokenizers import Tokenizer as _HFTokenizer
+
+from .errors import TokenizerError
+
+
+class Tokenizer:
+    """Encode text to token ids and back, with the file's special-token and BOS/EOS rules."""
+
+    def __init__(self, raw: _HFTokenizer, config: dict[str, Any] | None = None):
+        # Padding and truncation are the caller's business (as with transformers' tokenizers).
+        raw.no_padding()
+        raw.no_truncation()
+        self.raw = raw
+        self.config = dict(config or {})
+        self.bos_token_id: int | None = self.config.get("bos_token_id")
+        eos = self.config.get("eos_token_ids", self.config.get("eos_token_id", []))
+        self.eos_token_ids: list[int] = [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+        self.pad_token_id: int | None = self.config.get("pad_token_id")
+        self.add_bos: bool = bool(self.config.get("add_bos", False))
+
+    @classmethod
+    def from_json(cls, tokenizer_json: str, config: dict[str, Any] | None = None) -> "Tokenizer":
+        try:
+            raw = _HFTokenizer.from_str(tokenizer_json)
+        except Exception as e:
+            raise TokenizerError(f"tokenizer section does not load: {e}") from e
+        return cls(raw, config)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.raw.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        if not isinstance(text, str):
+            raise TokenizerError(f"encode expects a str, got {type(text).__name__}")
+        return list(self.raw.encode(text, add_special_tokens=add_special_tokens).ids)
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
+        return [list(e.ids) for e in self.raw.encode_batch(list(texts), add_special_tokens=add_special_tokens)]
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        ids = [int(i) for i in ids]
+        n = self.vocab_size
+        for i in ids:
+            if not 0 <= i < n:
+                raise TokenizerError(f"token id {i} out of range (vocabulary size {n})")
+        return self.raw.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.raw.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self.raw.id_to_token(int(token_id))
+
+    def is_eos(self, token_id: int) -> bool:
+        return int(token_id) in self.eos_token_ids
+
+    def stream_decoder(self, skip_special_tokens: bool = False) -> "StreamDecoder":
+        return StreamDecoder(self, skip_special_tokens=skip_special_tokens)
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(type={self.config.get('type')!r}, vocab_size={self.vocab_size})"
+
+
+class StreamDecoder:
+    """Incremental detokenizer for streaming generation.
+
+    `push(id)` returns the text that the new token completes, and never a partial UTF-8 sequence:
+    a byte-level or byte-fallback piece that ends inside a multi-byte character is held back until
+    the character is complete. Concatenating all outputs plus `flush()` equals `decode(all ids)`.
+    Decoding restarts from a few tokens back, so decoders that depend on the neighbours (leading
+    space stripping in SentencePiece) give the same text as a whole-sequence decode.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False):
+        self._tok = tokenizer
+        self._skip = skip_special_tokens
+        self._ids: list[int] = []
+        self._prefix = 0  # start of the window decoded for context
+        self._read = 0  # tokens already turned into emitted text
+
+    def push(self, token_id: int) -> str:
+        self._ids.append(int(token_id))
+        prefix_text = self._tok.decode(self._ids[self._prefix:self._read], self._skip)
+        new_text = self._tok.decode(self._ids[self._prefix:], self._skip)
+        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
+            out = new_text[len(prefix_text):]
+            self._prefix = self._read
+            self._read = len(self._ids)
+            return out
+        return ""
+
+    def flush(self) -> str:
+        """Whatever is still held back (an incomplete character at the very end)."""
+        prefix_text = self._tok.decode(self._ids[self._prefix:self._read], self._skip)
+        new_text = self._tok.decode(self._ids[self._prefix:], self._skip)
+        self._prefix = self._read = len(self._ids)
+        return new_text[len(prefix_text):]
+
+
+def tokenizer_from_modelfile(mf) -> Tokenizer:
+    """The tokenizer of an open `.model` file (cyb_llm.format.ModelFile)."""
+    config = mf.config.get("tokenizer", {}) if isinstance(mf.config, dict) else {}
+    sections = mf.sections
+    if "tokenizer" in sections:
+        return Tokenizer.from_json(sections["tokenizer"], config)
+    if "vocab" in sections:
+        return Tokenizer.from_json(tokenizer_json_from_vocab(sections["vocab"], config), config)
+    raise TokenizerError("the file has neither a tokenizer nor a vocab section")
+
+
+def _ordered(table: Any) -> list:
+    """A `[tokens]`/`[merges]`/`[scores]` table keyed by id (TOML keys are strings) as a list."""
+    if isinstance(table, list):
+        return table
+    if isinstance(table, dict):
+        items = sorted(((int(k), v) for k, v in table.items()), key=lambda kv: kv[0])
+        return [v for _, v in items]
+    raise TokenizerError("vocab table has an unexpected form")
+
+
+def tokenizer_json_from_vocab(vocab: dict, config: dict) -> str:
+    """Rebuild a tokenizer.json from a cyb `vocab` section (files written without a tokenizer
+    section). BPE vocabularies are byte-level with the GPT-2 pre-tokenizer unless `ggml_pre` in the
+    config names another; `spm` vocabularies are SentencePiece BPE with byte fallback."""
+    from .convert.gguf_tokenizer import build_from_gguf
+
+    tokens = [str(t) for t in _ordered(vocab.get("tokens", {}))]
+    if not tokens:
+        raise TokenizerError("vocab section has no tokens")
+    ttype = config.get("type", "bpe")
+    meta: dict[str, Any] = {"tokenizer.ggml.tokens": tokens}
+    if "types" in vocab:
+        meta["tokenizer.ggml.token_type"] = [int(t) for t in _ordered(vocab["types"])]
+    if "scores" in vocab:
+        meta["tokenizer.ggml.scores"] = [float(s) for s in _ordered(vocab["scores"])]
+    if "merges" in vocab:
+        meta["tokenizer.ggml.merges"] = [f"{a} {b}" for a, b in _ordered(vocab["merges"])]
+    special = vocab.get("special", {})
+    for key, gg in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("unk", "unknown_token_id"), ("pad", "padding_token_id")):
+        if key in special:
+            meta[f"tokenizer.ggml.{gg}"] = int(special[key])
+    meta["tokenizer.ggml.add_bos_token"] = bool(config.get("add_bos", False))
+    meta["tokenizer.ggml.add_eos_token"] = bool(config.get("add_eos", False))
+    if ttype == "bpe":
+        meta["tokenizer.ggml.model"] = "gpt2"
+        meta["tokenizer.ggml.pre"] = config.get("ggml_pre", "gpt2")
+    elif ttype == "spm":
+        meta["tokenizer.ggml.model"] = "llama"
+        meta["tokenizer.ggml.add_space_prefix"] = bool(config.get("add_space_prefix", False))
+    else:
+        raise TokenizerError(f"cannot rebuild a {ttype!r} tokenizer from the vocab section alone")
+    return build_from_gguf(meta, config.get("arch", "")).tokenizer_json
