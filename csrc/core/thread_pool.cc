@@ -38,23 +38,42 @@ thread_local bool t_in_pool = false;
 constexpr int kSpinIters = 1 << 14;
 }  // namespace
 
+// The job word packs [generation:24][total:20][next:20]: a thread claims work item
+// `next` of generation g with one compare-and-swap, so a thread that wakes late can
+// never take an item of a job that has already finished (or of a newer one).
 struct ThreadPool::Impl {
   std::vector<std::thread> threads;
   std::mutex submit_mu;  // one job at a time (several conversations may share the pool)
   std::mutex mu;
   std::condition_variable cv;
-  std::atomic<uint64_t> generation{0};
-  std::atomic<int> pending{0};
+  std::atomic<uint64_t> job{0};
+  std::atomic<uint32_t> generation{0};  // wakes the workers
+  std::atomic<int> done{0};
   std::atomic<int> sleeping{0};
   std::atomic<bool> stop{false};
   const std::function<void(int, int)>* fn = nullptr;
-  int n = 1;
 
-  void worker(int idx) {
-    t_in_pool = true;
-    uint64_t seen = 0;
+  static uint32_t gen_of(uint64_t v) { return static_cast<uint32_t>(v >> 40); }
+  static int total_of(uint64_t v) { return static_cast<int>((v >> 20) & 0xfffff); }
+  static int next_of(uint64_t v) { return static_cast<int>(v & 0xfffff); }
+
+  void work(uint32_t gen) {
+    uint64_t v = job.load(std::memory_order_acquire);
     for (;;) {
-      uint64_t g = generation.load(std::memory_order_acquire);
+      if (gen_of(v) != gen || next_of(v) >= total_of(v)) return;
+      if (job.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        (*fn)(next_of(v), total_of(v));
+        done.fetch_add(1, std::memory_order_acq_rel);
+        v = job.load(std::memory_order_acquire);
+      }
+    }
+  }
+
+  void worker() {
+    t_in_pool = true;
+    uint32_t seen = 0;
+    for (;;) {
+      uint32_t g = generation.load(std::memory_order_acquire);
       for (int i = 0; g == seen && i < kSpinIters; ++i) {
         CYB_PAUSE();
         g = generation.load(std::memory_order_acquire);
@@ -62,16 +81,13 @@ struct ThreadPool::Impl {
       if (g == seen) {
         std::unique_lock<std::mutex> lk(mu);
         sleeping.fetch_add(1);
-        cv.wait(lk, [&] {
-          return generation.load(std::memory_order_acquire) != seen || stop.load();
-        });
+        cv.wait(lk, [&] { return generation.load(std::memory_order_acquire) != seen || stop.load(); });
         sleeping.fetch_sub(1);
         g = generation.load(std::memory_order_acquire);
       }
       if (stop.load()) return;
       seen = g;
-      (*fn)(idx, n);
-      pending.fetch_sub(1, std::memory_order_acq_rel);
+      work(g & 0xffffff);
     }
   }
 };
@@ -79,9 +95,8 @@ struct ThreadPool::Impl {
 ThreadPool::ThreadPool(int n_threads) : impl_(new Impl) {
   n_ = n_threads > 0 ? n_threads : physical_cores();
   if (n_ < 1) n_ = 1;
-  impl_->n = n_;
   impl_->threads.reserve(static_cast<size_t>(n_ - 1));
-  for (int i = 1; i < n_; ++i) impl_->threads.emplace_back([this, i] { impl_->worker(i); });
+  for (int i = 1; i < n_; ++i) impl_->threads.emplace_back([this] { impl_->worker(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -95,27 +110,33 @@ ThreadPool::~ThreadPool() {
   delete impl_;
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
-  if (n_ == 1 || t_in_pool) {  // single thread, or a nested call from inside a job
-    for (int i = 0; i < n_; ++i) fn(i, n_);
+void ThreadPool::run(const std::function<void(int, int)>& fn) { run_chunks(n_, fn); }
+
+void ThreadPool::run_chunks(int n_chunks, const std::function<void(int, int)>& fn) {
+  if (n_chunks <= 0) return;
+  if (n_ == 1 || t_in_pool || n_chunks == 1) {  // single thread, nested call, or one item
+    for (int i = 0; i < n_chunks; ++i) fn(i, n_chunks);
     return;
   }
+  if (n_chunks > 0xfffff) n_chunks = 0xfffff;
   std::lock_guard<std::mutex> submit(impl_->submit_mu);
   impl_->fn = &fn;
-  impl_->pending.store(n_ - 1, std::memory_order_release);
+  impl_->done.store(0, std::memory_order_relaxed);
+  const uint32_t gen = (Impl::gen_of(impl_->job.load()) + 1) & 0xffffff;
+  impl_->job.store(static_cast<uint64_t>(gen) << 40 | static_cast<uint64_t>(n_chunks) << 20,
+                   std::memory_order_release);
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->generation.fetch_add(1, std::memory_order_acq_rel);
+    impl_->generation.store(gen, std::memory_order_release);
   }
   if (impl_->sleeping.load() > 0) impl_->cv.notify_all();
   t_in_pool = true;
-  fn(0, n_);
+  impl_->work(gen);
   t_in_pool = false;
-  for (int i = 0; impl_->pending.load(std::memory_order_acquire) != 0; ++i) {
+  for (int i = 0; impl_->done.load(std::memory_order_acquire) != n_chunks; ++i) {
     if (i < kSpinIters) CYB_PAUSE();
     else std::this_thread::yield();
   }
-  impl_->fn = nullptr;
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
@@ -129,8 +150,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     const std::function<void(int64_t, int64_t)>* fn;
   } job{n, &fn};
   const Job* j = &job;  // one pointer captured: no allocation in std::function
-  run([j](int i, int nt) {
-    const int64_t b = j->n * i / nt, e = j->n * (i + 1) / nt;
+  const int chunks = static_cast<int>(std::min<int64_t>(n, 4 * static_cast<int64_t>(n_)));
+  run_chunks(chunks, [j](int i, int nc) {
+    const int64_t b = j->n * i / nc, e = j->n * (i + 1) / nc;
     if (b < e) (*j->fn)(b, e);
   });
 }

@@ -12,9 +12,14 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
   int size() const { return n_; }
-  // Runs fn(thread_index, n_threads) on every thread (the caller is thread 0) and waits.
+  // Calls fn(i, n_threads) once for each i in [0, n_threads) and waits. The calls
+  // run concurrently on the pool's threads (the caller takes part); which thread
+  // runs which i is not fixed, so `i` is a work index, not a thread identity.
   void run(const std::function<void(int, int)>& fn);
-  // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end).
+  // Same with `n_chunks` work items fn(i, n_chunks): threads take the next item
+  // until none is left, so a descheduled thread never holds up the others.
+  void run_chunks(int n_chunks, const std::function<void(int, int)>& fn);
+  // Splits [0, n) into contiguous chunks (a few per thread): fn(begin, end).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
   static int physical_cores();

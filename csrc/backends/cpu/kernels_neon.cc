@@ -228,13 +228,16 @@ void matmul_any(const float* x, int64_t T, int64_t K, const Tensor& W, const flo
   const size_t rb = cyb::row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   const bool q8 = !ctx.precise() && is_q8_encoding(W.dtype);
-  const int64_t grain = std::max<int64_t>(8, 4096 / std::max<int64_t>(1, T * K / 256));
+  // Rows per work item: at least ~32K multiply-adds, so small matrices still split.
+  const int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
   if (q8) {
     const int64_t nb = K / 32;
     BlockQ8* xq = cyb::cpu::scratch<BlockQ8>(cyb::cpu::kScratchXq, static_cast<size_t>(T * nb));
     for (int64_t t = 0; t < T; ++t) quantize_row_q8(x + t * K, K, xq + t * nb);
-    cyb::cpu::parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e) {
-      uint8_t* mem = cyb::cpu::scratch<uint8_t>(cyb::cpu::kScratchNorm, static_cast<size_t>(K + K / 16 * 4 + K / 32 * 4 + 64));
+    const size_t per = static_cast<size_t>((K + K / 16 * 4 + K / 32 * 4 + 127) / 64 * 64);
+    uint8_t* items = cyb::cpu::scratch<uint8_t>(cyb::cpu::kScratchItems, per * static_cast<size_t>(cyb::cpu::row_items(ctx, N, grain)));
+    cyb::cpu::parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int item) {
+      uint8_t* mem = items + per * static_cast<size_t>(item);
       RowQ8 r{reinterpret_cast<int8_t*>(mem), reinterpret_cast<float*>(mem + K), reinterpret_cast<float*>(mem + K + K / 16 * 4)};
       for (int64_t n = b; n < e; ++n) {
         unpack_row(W.dtype, base + n * rb, K, r);
@@ -242,10 +245,12 @@ void matmul_any(const float* x, int64_t T, int64_t K, const Tensor& W, const flo
       }
     });
   } else {
-    cyb::cpu::parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e) {
+    const size_t per = static_cast<size_t>((K + 15) / 16 * 16);
+    float* items = cyb::cpu::scratch<float>(cyb::cpu::kScratchItems, per * static_cast<size_t>(cyb::cpu::row_items(ctx, N, grain)));
+    cyb::cpu::parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int item) {
       float* wf = nullptr;
       if (W.dtype != DType::F32 && W.dtype != DType::F16 && W.dtype != DType::BF16)
-        wf = cyb::cpu::scratch<float>(cyb::cpu::kScratchNorm, static_cast<size_t>(K));
+        wf = items + per * static_cast<size_t>(item);
       for (int64_t n = b; n < e; ++n) {
         const uint8_t* row = base + n * rb;
         if (wf) cyb::dequant_row(W.dtype, row, wf, K);  // one row at a time, never the matrix
@@ -302,13 +307,16 @@ void k_rms_norm(const Op& op, const Tensor* in, int, Tensor* out, int, ExecConte
   }
 }
 
+inline size_t attention_scratch(int64_t max_ctx, int hd) {
+  return static_cast<size_t>((3 * max_ctx + 2 * hd + 47) / 16 * 16);
+}
+
 template <bool F16>
-void attention_rows(const Op& op, const Tensor* in, Tensor* out, int64_t r0, int64_t r1) {
+void attention_rows(const Op& op, const Tensor* in, Tensor* out, int64_t r0, int64_t r1, float* sc) {
   const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim;
   const int64_t max_ctx = in[1].shape.d[1];
   const int group = nh / nkv;
   // scores in double until the max is known (large softcapped logits lose nothing)
-  float* sc = cyb::cpu::scratch<float>(cyb::cpu::kScratchScores, static_cast<size_t>(3 * max_ctx + 2 * hd + 32));
   double* sd = reinterpret_cast<double*>(sc + ((max_ctx + 7) & ~int64_t{7}));
   float* acc = reinterpret_cast<float*>(sd + max_ctx) + 8;
   for (int64_t r = r0; r < r1; ++r) {
@@ -352,9 +360,12 @@ void attention_rows(const Op& op, const Tensor* in, Tensor* out, int64_t r0, int
 
 void k_attention(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
   const int64_t rows = in[0].shape.numel() / op.a.head_dim;
-  cyb::cpu::parallel_rows(ctx, rows, 1, [&](int64_t b, int64_t e) {
-    if (in[1].dtype == DType::F16) attention_rows<true>(op, in, out, b, e);
-    else attention_rows<false>(op, in, out, b, e);
+  const size_t per = attention_scratch(in[1].shape.d[1], op.a.head_dim);
+  float* base = cyb::cpu::scratch<float>(cyb::cpu::kScratchItems, per * static_cast<size_t>(cyb::cpu::row_items(ctx, rows, 1)));
+  cyb::cpu::parallel_rows(ctx, rows, 1, [&](int64_t b, int64_t e, int item) {
+    float* sc = base + per * static_cast<size_t>(item);
+    if (in[1].dtype == DType::F16) attention_rows<true>(op, in, out, b, e, sc);
+    else attention_rows<false>(op, in, out, b, e, sc);
   });
 }
 

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/quant.h"
+#include "backends/cpu/simd_common.h"
 
 namespace cyb {
 namespace cpu {
@@ -34,21 +35,8 @@ void store_elem(const Tensor& t, int64_t i, double v) {
 }
 
 template <class F>
-void par_rows(ExecContext& ctx, int64_t n, F&& f) {
-  if (ctx.pool()) ctx.pool()->parallel_for(n, [&](int64_t b, int64_t e) { f(b, e); });
-  else f(0, n);
-}
-
-std::vector<double>& scratch_d(size_t n) {
-  thread_local std::vector<double> v;
-  if (v.size() < n) v.resize(n);
-  return v;
-}
-
-std::vector<float>& scratch_f(size_t n) {
-  thread_local std::vector<float> v;
-  if (v.size() < n) v.resize(n);
-  return v;
+void par_rows(ExecContext& ctx, int64_t n, F&& f) {  // f(begin, end, item)
+  parallel_rows(ctx, n, 1, f);
 }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -62,13 +50,12 @@ double gelu_tanh(double x) {
 // y[t, n] = sum_k x[t, k] * W[n, k] (+ bias[n]) for t < T, n in [n0, n1), in double.
 // W is decoded one block at a time; each block is used for all T rows.
 void matmul_rows(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
-                 int64_t N, int64_t n0, int64_t n1) {
+                 int64_t N, int64_t n0, int64_t n1, double* acc) {
   const int64_t bs = block_size(W.dtype), bb = block_bytes(W.dtype);
   const size_t rb = row_bytes(W.dtype, K);
-  std::vector<double>& acc = scratch_d(static_cast<size_t>(T));
   float blk[kMaxBlock];
   for (int64_t n = n0; n < n1; ++n) {
-    for (int64_t t = 0; t < T; ++t) acc[static_cast<size_t>(t)] = 0.0;
+    for (int64_t t = 0; t < T; ++t) acc[t] = 0.0;
     const uint8_t* row = static_cast<const uint8_t*>(W.data) + static_cast<size_t>(n) * rb;
     for (int64_t b = 0; b < K / bs; ++b) {
       dequant_block(W.dtype, row + b * bb, blk);
@@ -76,11 +63,11 @@ void matmul_rows(const float* x, int64_t T, int64_t K, const Tensor& W, const fl
         const float* xr = x + t * K + b * bs;
         double s = 0.0;
         for (int64_t i = 0; i < bs; ++i) s += static_cast<double>(xr[i]) * static_cast<double>(blk[i]);
-        acc[static_cast<size_t>(t)] += s;
+        acc[t] += s;
       }
     }
     for (int64_t t = 0; t < T; ++t) {
-      double v = acc[static_cast<size_t>(t)];
+      double v = acc[t];
       if (bias) v += static_cast<double>(bias[n]);
       y[t * N + n] = static_cast<float>(v);
     }
@@ -90,7 +77,8 @@ void matmul_rows(const float* x, int64_t T, int64_t K, const Tensor& W, const fl
 void matmul_full(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
                  ExecContext& ctx) {
   const int64_t N = W.shape.d[0];
-  par_rows(ctx, N, [&](int64_t b, int64_t e) { matmul_rows(x, T, K, W, bias, y, N, b, e); });
+  double* acc = scratch<double>(kScratchItems, static_cast<size_t>(T * row_items(ctx, N, 1)));
+  par_rows(ctx, N, [&](int64_t b, int64_t e, int item) { matmul_rows(x, T, K, W, bias, y, N, b, e, acc + T * item); });
 }
 
 // One normalized row (RmsNorm semantics), computed in double and rounded to f32.
@@ -130,7 +118,7 @@ void k_matmul(const Op&, const Tensor* in, int n_in, Tensor* out, int, ExecConte
 
 void k_rms_norm(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
   const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
-  par_rows(ctx, R, [&](int64_t b, int64_t e) {
+  par_rows(ctx, R, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r)
       rms_row(in[0].f32() + r * D, in[1].f32(), D, op.a.eps, op.a.norm_plus_one, out[0].f32() + r * D);
   });
@@ -140,7 +128,7 @@ void k_layer_norm(const Op& op, const Tensor* in, int n_in, Tensor* out, int, Ex
   const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
   const float* w = in[1].f32();
   const float* bias = n_in > 2 ? in[2].f32() : nullptr;
-  par_rows(ctx, R, [&](int64_t b, int64_t e) {
+  par_rows(ctx, R, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const float* x = in[0].f32() + r * D;
       float* y = out[0].f32() + r * D;
@@ -191,8 +179,10 @@ void k_attention(const Op& op, const Tensor* in, int, Tensor* out, int, ExecCont
   const int64_t max_ctx = in[1].shape.d[1];
   const int group = nh / nkv;
   const double scale = op.a.scale, cap = op.a.softcap;
-  par_rows(ctx, T * nh, [&](int64_t b, int64_t e) {
-    std::vector<double>& sc = scratch_d(static_cast<size_t>(max_ctx) + static_cast<size_t>(hd));
+  const size_t per = static_cast<size_t>(max_ctx + hd);
+  double* scr = scratch<double>(kScratchItems, per * static_cast<size_t>(row_items(ctx, T * nh, 1)));
+  par_rows(ctx, T * nh, [&](int64_t b, int64_t e, int item) {
+    double* sc = scr + per * static_cast<size_t>(item);
     for (int64_t r = b; r < e; ++r) {
       const int64_t t = r / nh;
       const int h = static_cast<int>(r % nh), kh = h / group;
@@ -206,18 +196,18 @@ void k_attention(const Op& op, const Tensor* in, int, Tensor* out, int, ExecCont
         for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * load_elem(in[1], base + j * hd + i);
         d *= scale;
         if (cap > 0) d = cap * std::tanh(d / cap);
-        sc[static_cast<size_t>(j)] = d;
+        sc[j] = d;
         if (d > mx) mx = d;
       }
       double den = 0.0;
       for (int64_t j = lo; j <= p; ++j) {
-        sc[static_cast<size_t>(j)] = std::exp(sc[static_cast<size_t>(j)] - mx);
-        den += sc[static_cast<size_t>(j)];
+        sc[j] = std::exp(sc[j] - mx);
+        den += sc[j];
       }
-      double* acc = sc.data() + max_ctx;
+      double* acc = sc + max_ctx;
       for (int i = 0; i < hd; ++i) acc[i] = 0.0;
       for (int64_t j = lo; j <= p; ++j) {
-        const double w = sc[static_cast<size_t>(j)] / den;
+        const double w = sc[j] / den;
         for (int i = 0; i < hd; ++i) acc[i] += w * load_elem(in[2], base + j * hd + i);
       }
       float* o = out[0].f32() + (t * nh + h) * hd;
@@ -307,17 +297,16 @@ void k_fused_skip_norm(const Op& op, const Tensor* in, int, Tensor* out, int, Ex
 
 void k_fused_norm_matmul(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
   const int64_t K = in[0].shape.cols(), T = in[0].shape.numel() / K;
-  std::vector<float>& xn = scratch_f(static_cast<size_t>(T * K));
+  float* xn = scratch<float>(kScratchNorm, static_cast<size_t>(T * K));
   for (int64_t t = 0; t < T; ++t)
-    rms_row(in[0].f32() + t * K, in[1].f32(), K, op.a.eps, op.a.norm_plus_one, xn.data() + t * K);
-  matmul_full(xn.data(), T, K, in[2], n_in > 3 ? in[3].f32() : nullptr, out[0].f32(), ctx);
+    rms_row(in[0].f32() + t * K, in[1].f32(), K, op.a.eps, op.a.norm_plus_one, xn + t * K);
+  matmul_full(xn, T, K, in[2], n_in > 3 ? in[3].f32() : nullptr, out[0].f32(), ctx);
 }
 
 void k_fused_swiglu(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
   const int64_t K = in[0].shape.cols(), T = in[0].shape.numel() / K, N = in[1].shape.d[0];
-  std::vector<float>& gu = scratch_f(static_cast<size_t>(2 * T * N));
-  float* g = gu.data();
-  float* u = gu.data() + T * N;
+  float* g = scratch<float>(kScratchGateUp, static_cast<size_t>(2 * T * N));
+  float* u = g + T * N;
   matmul_full(in[0].f32(), T, K, in[1], nullptr, g, ctx);
   matmul_full(in[0].f32(), T, K, in[2], nullptr, u, ctx);
   float* y = out[0].f32();

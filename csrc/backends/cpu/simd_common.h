@@ -25,22 +25,29 @@ struct BlockQ8 {
 };
 static_assert(sizeof(BlockQ8) == 40, "BlockQ8 layout");
 
-enum ScratchSlot { kScratchXq = 0, kScratchNorm, kScratchGateUp, kScratchScores, kScratchCount };
+// Scratch of the calling thread. Work items that need their own scratch (attention
+// scores, unpacked rows) take slices of one kScratchItems buffer owned by the
+// caller, so no pool thread ever allocates lazily (a steady decode allocates
+// nothing, whichever thread happens to run which item).
+enum ScratchSlot { kScratchXq = 0, kScratchNorm, kScratchGateUp, kScratchItems, kScratchCount };
 
 // Per-thread, 64-byte aligned scratch; grows during warm-up, then is reused.
+// Call it from the calling thread only (not from inside work items).
 void* scratch_bytes(int slot, size_t bytes);
 template <class T>
 T* scratch(int slot, size_t n) {
   return static_cast<T*>(scratch_bytes(slot, n * sizeof(T)));
 }
 
-// Splits [0, n) over the context's pool in chunks that are multiples of `grain`.
-void run_rows(ExecContext& ctx, int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* arg);
+// Number of work items run_rows() splits [0, n) into (items are whole grains).
+int row_items(ExecContext& ctx, int64_t n, int64_t grain);
+// Splits [0, n) over the context's pool: fn(arg, begin, end, item) for item < row_items().
+void run_rows(ExecContext& ctx, int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t, int), void* arg);
 
 template <class F>
-void parallel_rows(ExecContext& ctx, int64_t n, int64_t grain, F&& fn) {
+void parallel_rows(ExecContext& ctx, int64_t n, int64_t grain, F&& fn) {  // fn(begin, end, item)
   using Fn = std::remove_reference_t<F>;
-  run_rows(ctx, n, grain, [](void* a, int64_t b, int64_t e) { (*static_cast<Fn*>(a))(b, e); },
+  run_rows(ctx, n, grain, [](void* a, int64_t b, int64_t e, int item) { (*static_cast<Fn*>(a))(b, e, item); },
            const_cast<void*>(static_cast<const void*>(&fn)));
 }
 

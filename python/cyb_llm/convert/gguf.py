@@ -85,6 +85,12 @@ def read_metadata(reader) -> dict[str, Any]:
     return meta
 
 
+def _f32(v) -> float:
+    """A float32 metadata value written as the shortest decimal that round-trips in float32
+    (GGUF stores 1e-5 as 9.999999747378752e-06; HF configs say 1e-05)."""
+    return float(str(np.float32(v)))
+
+
 def _gemma_query_scalar(arch: str, hidden: int, heads: int, head_dim: int, n_layers: int) -> float:
     # Gemma 2 27B (46 layers) scales queries by hidden/heads; every other Gemma by head_dim.
     if arch == "gemma2" and n_layers == 46:
@@ -124,9 +130,9 @@ def build_config(meta: dict, arch: str, tensor_names: set[str]) -> dict[str, Any
         "intermediate_size": int(ffn),
         "vocab_size": vocab_size,
         "max_position_embeddings": int(k("context_length", 2048)),
-        "rope_theta": float(k("rope.freq_base", 10000.0)),
+        "rope_theta": _f32(k("rope.freq_base", 10000.0)),
         "rope_style": "neox",
-        "rms_norm_eps": float(k("attention.layer_norm_rms_epsilon", 1e-6)),
+        "rms_norm_eps": _f32(k("attention.layer_norm_rms_epsilon", 1e-6)),
         "tie_word_embeddings": "output.weight" not in tensor_names,
         "attention_bias": "blk.0.attn_q.bias" in tensor_names or "blk.0.attn_qkv.bias" in tensor_names,
     }
@@ -135,7 +141,7 @@ def build_config(meta: dict, arch: str, tensor_names: set[str]) -> dict[str, Any
         a["partial_rotary_factor"] = int(rot) / head_dim
     stype = k("rope.scaling.type")
     if stype and stype != "none":
-        rs: dict[str, Any] = {"rope_type": stype, "type": stype, "factor": float(k("rope.scaling.factor", 1.0))}
+        rs: dict[str, Any] = {"rope_type": stype, "type": stype, "factor": _f32(k("rope.scaling.factor", 1.0))}
         orig = k("rope.scaling.original_context_length")
         if orig is not None:
             rs["original_max_position_embeddings"] = int(orig)
@@ -148,8 +154,8 @@ def build_config(meta: dict, arch: str, tensor_names: set[str]) -> dict[str, Any
         a["hidden_activation"] = "gelu_pytorch_tanh"
         a["query_pre_attn_scalar"] = _gemma_query_scalar(arch, hidden, heads, head_dim, n_layers)
     if arch == "gemma2":
-        a["attn_logit_softcapping"] = float(k("attn_logit_softcapping", 50.0))
-        a["final_logit_softcapping"] = float(k("final_logit_softcapping", 30.0))
+        a["attn_logit_softcapping"] = _f32(k("attn_logit_softcapping", 50.0))
+        a["final_logit_softcapping"] = _f32(k("final_logit_softcapping", 30.0))
         a.setdefault("sliding_window", 4096)
         a["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
     if arch == "gemma3":
