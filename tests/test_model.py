@@ -88,7 +88,7 @@ def _rewrite(src, dst, mutate):
     mf = ModelFile(src)
     config = mutate["config"](dict(mf.config)) if "config" in mutate else mf.config
     keep = mutate.get("keep", lambda n: True)
-    tensors = [(n, i["encoding"], i["shape"], mf.tensor(n)) for n, i in mf.tensors.items() if keep(n)]
+    tensors = [(n, i.encoding, i.shape, mf.tensor_bytes(n)) for n, i in mf.tensors.items() if keep(n)]
     write_model(dst, name="mutated", config=config, tensors=tensors,
                 tokenizer_json=mf.sections.get("tokenizer"))
 
