@@ -33,6 +33,30 @@ def _hf_unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
     return out
 
 
+def test_name_table_per_family():
+    cases = {
+        ("blk.3.ffn_norm.weight", "llama"): "model.layers.3.post_attention_layernorm.weight",
+        ("blk.3.ffn_norm.weight", "qwen2"): "model.layers.3.post_attention_layernorm.weight",
+        ("blk.3.ffn_norm.weight", "gemma"): "model.layers.3.post_attention_layernorm.weight",
+        ("blk.3.ffn_norm.weight", "gemma2"): "model.layers.3.pre_feedforward_layernorm.weight",
+        ("blk.3.post_attention_norm.weight", "gemma2"): "model.layers.3.post_attention_layernorm.weight",
+        ("blk.3.post_ffw_norm.weight", "gemma3"): "model.layers.3.post_feedforward_layernorm.weight",
+        ("blk.0.attn_q_norm.weight", "qwen3"): "model.layers.0.self_attn.q_norm.weight",
+        ("blk.0.attn_k_norm.weight", "qwen3"): "model.layers.0.self_attn.k_norm.weight",
+        ("blk.1.attn_qkv.weight", "phi3"): "model.layers.1.self_attn.qkv_proj.weight",
+        ("blk.1.ffn_up.weight", "phi3"): "model.layers.1.mlp.gate_up_proj.weight",
+        ("blk.1.ffn_up.weight", "llama"): "model.layers.1.mlp.up_proj.weight",
+        ("blk.2.attn_k.bias", "qwen2"): "model.layers.2.self_attn.k_proj.bias",
+        ("blk.2.attn_output.weight", "qwen2"): "model.layers.2.self_attn.o_proj.weight",
+        ("output.weight", "qwen2"): "lm_head.weight",
+        ("token_embd.weight", "gemma3"): "model.embed_tokens.weight",
+        ("output_norm.weight", "phi3"): "model.norm.weight",
+    }
+    for (g, arch), hf in cases.items():
+        assert hf_tensor_name(g, arch) == hf, (g, arch)
+    assert hf_tensor_name("blk.0.ssm_conv1d.weight", "llama") is None
+
+
 # ---------------------------------------------------------------- synthetic GGUF files
 
 def _tiny_vocab(w):
@@ -122,13 +146,26 @@ def make_tiny_gguf(path, arch="llama", types=None, seed=0, extra_tensor=None, ti
         if arch == "gemma3":
             add(f"blk.{i}.attn_q_norm.weight", 1, hd, Q.F32)
             add(f"blk.{i}.attn_k_norm.weight", 1, hd, Q.F32)
-        add(f"blk.{i}.attn_q.weight", heads * hd, hidden)
-        add(f"blk.{i}.attn_k.weight", kv * hd, hidden)
-        add(f"blk.{i}.attn_v.weight", kv * hd, hidden)
+        if arch == "qwen3":
+            add(f"blk.{i}.attn_q_norm.weight", 1, hd, Q.F32)
+            add(f"blk.{i}.attn_k_norm.weight", 1, hd, Q.F32)
+        if arch == "phi3":
+            add(f"blk.{i}.attn_qkv.weight", (heads + 2 * kv) * hd, hidden)
+        else:
+            add(f"blk.{i}.attn_q.weight", heads * hd, hidden)
+            add(f"blk.{i}.attn_k.weight", kv * hd, hidden)
+            add(f"blk.{i}.attn_v.weight", kv * hd, hidden)
         add(f"blk.{i}.attn_output.weight", hidden, heads * hd)
-        add(f"blk.{i}.ffn_gate.weight", ffn, hidden)
-        add(f"blk.{i}.ffn_up.weight", ffn, hidden)
+        if arch == "phi3":
+            add(f"blk.{i}.ffn_up.weight", 2 * ffn, hidden)
+        else:
+            add(f"blk.{i}.ffn_gate.weight", ffn, hidden)
+            add(f"blk.{i}.ffn_up.weight", ffn, hidden)
         add(f"blk.{i}.ffn_down.weight", hidden, ffn)
+    if arch == "phi3":
+        w.add_rope_scaling_orig_ctx_len(256)
+        add("rope_factors_long.weight", 1, hd // 2, Q.F32)
+        add("rope_factors_short.weight", 1, hd // 2, Q.F32)
     if extra_tensor is not None:
         name, t = extra_tensor
         bs, ts = gguf.GGML_QUANT_SIZES[t]
@@ -174,6 +211,32 @@ def test_every_block_type_copied_byte_for_byte(tmp_path, arch):
         seen_types.add(t.tensor_type)
     assert set(ALL_TYPES) <= seen_types | {Q.F32}
     assert {GGUF_ENCODINGS[t.name] for t in ALL_TYPES} <= {i.encoding for i in mf.tensors.values()}
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "phi3"])
+def test_other_families(tmp_path, arch):
+    src = tmp_path / "t.gguf"
+    values, _ = make_tiny_gguf(src, arch=arch, types=[Q.Q8_0, Q.Q4_K])
+    out = tmp_path / "t.model"
+    import_model(src, out, progress=False)
+    mf = ModelFile(out)
+    assert mf.config["model_type"] == arch
+    r, ts = _gguf_tensors(src)
+    for name, t in ts.items():
+        if name.startswith("rope_factors_"):
+            continue
+        np.testing.assert_array_equal(np.asarray(mf.tensor_bytes(hf_tensor_name(name, arch))), _raw(r, t))
+    if arch == "qwen3":
+        assert "model.layers.1.self_attn.k_norm.weight" in mf.tensors
+    else:
+        assert list(mf.tensors["model.layers.0.self_attn.qkv_proj.weight"].shape) == [512, 256]
+        assert list(mf.tensors["model.layers.0.mlp.gate_up_proj.weight"].shape) == [1024, 256]
+        rs = mf.config["architecture"]["rope_scaling"]
+        assert rs["rope_type"] == "longrope"
+        assert rs["long_factor"] == [float(x) for x in values["rope_factors_long.weight"].reshape(-1)]
+        assert rs["short_factor"] == [float(x) for x in values["rope_factors_short.weight"].reshape(-1)]
+        assert mf.config["architecture"]["original_max_position_embeddings"] == 256
+        assert not any("rope_factors" in n for n in mf.tensors)
 
 
 def test_unpermute_matches_dequantized_reference(tmp_path):
@@ -371,6 +434,35 @@ def test_hf_folder_import_tiny_llama(tmp_path, dtype):
     assert mf.sections["chat"]["template"].startswith("{% for m in messages %}")
     assert mf.tokenizer.encode("hi <|end|>") == [mf.tokenizer.token_to_id("h"), mf.tokenizer.token_to_id("i"),
                                                 mf.tokenizer.token_to_id("Ġ"), mf.tokenizer.token_to_id("<|end|>")]
+
+
+def test_hf_folder_gemma3_config_normalized(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, sliding_window=16, max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForCausalLM(cfg)
+    folder = tmp_path / "g3"
+    model.save_pretrained(folder, safe_serialization=True)
+    (folder / "tokenizer.json").write_text(_byte_level_tokenizer_json(300))
+    raw = json.loads((folder / "config.json").read_text())
+    assert raw["model_type"] == "gemma3_text"
+    out = tmp_path / "g3.model"
+    import_model(folder, out, progress=False)
+    mf = ModelFile(out)
+    a = mf.config["architecture"]
+    assert mf.config["model_type"] == "gemma3"
+    assert a["rope_theta"] == 1000000.0 and a["rope_local_base_freq"] == 10000.0
+    assert a["layer_types"] == ["sliding_attention"] * 5 + ["full_attention"]
+    assert a["sliding_window"] == 16 and a["query_pre_attn_scalar"] == 256 and a["head_dim"] == 32
+    assert a["tie_word_embeddings"] is True
+    for name, t in model.state_dict().items():
+        if name == "lm_head.weight":
+            continue  # tied: saved once
+        np.testing.assert_array_equal(mf.tensor(name), t.numpy())
 
 
 def test_hf_folder_quantize_q8_0(tmp_path):

@@ -166,8 +166,9 @@ def test_roundtrip_and_stream_decoder(models, name):
     assert checked > len(LINES) // 2
 
 
-@pytest.mark.parametrize("name", ["smollm2", "qwen05"])
+@pytest.mark.parametrize("name", ["smollm2", "qwen05", "gemma3"])
 def test_vocab_section_rebuilds_same_tokenizer(models, name):
+    """A file without a ~~~tokenizer section still tokenizes the same (cyb vocab fallback)."""
     mf, ours, ref = models(name)
     cfg = mf.config["tokenizer"]
     rebuilt = Tokenizer.from_json(tokenizer_json_from_vocab(mf.sections["vocab"], cfg), cfg)
@@ -205,3 +206,48 @@ def test_llama_cpp_reference(models, real_source, name):
         assert bad == []
     elif name == "qwen05":  # llama.cpp has no NFC step either
         assert all(unicodedata.normalize("NFC", s) != s for s in bad)
+
+
+# ---------------------------------------------------------------- Llama-2-style SentencePiece
+
+def test_sentencepiece_bpe_matches_sentencepiece():
+    """A Llama-2-style vocabulary (add_space_prefix, byte fallback, scores, no merges in the file):
+    the tokenizer built from GGUF-style metadata equals SentencePiece itself, the original
+    tokenizer of such models, on every corpus line without special-token strings (SentencePiece
+    does not parse those; HF and llama.cpp match them whole and prefix the next text with `▁`)."""
+    import io
+
+    spm = pytest.importorskip("sentencepiece")
+    pb = pytest.importorskip("sentencepiece.sentencepiece_model_pb2")
+    from cyb_llm.convert.gguf_tokenizer import build_from_gguf
+
+    text = "\n".join(LINES * 3)
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(text.splitlines()), model_writer=buf, vocab_size=800, model_type="bpe",
+        byte_fallback=True, character_coverage=0.9995, add_dummy_prefix=True, remove_extra_whitespaces=False,
+        normalization_rule_name="identity", user_defined_symbols=["<|im_start|>"], allow_whitespace_only_pieces=True,
+        minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    proto = pb.ModelProto()
+    proto.ParseFromString(buf.getvalue())
+    meta = {
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": [p.piece for p in proto.pieces],
+        "tokenizer.ggml.scores": [p.score for p in proto.pieces],
+        "tokenizer.ggml.token_type": [int(p.type) for p in proto.pieces],  # same numbering as GGUF
+        "tokenizer.ggml.bos_token_id": sp.bos_id(), "tokenizer.ggml.eos_token_id": sp.eos_id(),
+        "tokenizer.ggml.unknown_token_id": sp.unk_id(), "tokenizer.ggml.add_space_prefix": True,
+    }
+    info = build_from_gguf(meta, "llama")
+    tok = Tokenizer.from_json(info.tokenizer_json, info.config)
+    checked = 0
+    for line in LINES:
+        if any(t in line for t in ("<s>", "</s>", "<unk>", "<|im_start|>")):
+            continue
+        assert tok.encode(line) == [sp.bos_id()] + sp.encode(line), line
+        assert tok.decode(tok.encode(line, add_special_tokens=False)) == sp.decode(sp.encode(line))
+        checked += 1
+    assert checked > 400
+    ids = tok.encode("</s> and", add_special_tokens=False)
+    assert [tok.id_to_token(i) for i in ids][:2] == ["</s>", "\u2581\u2581"]  # prefix after a special token

@@ -157,7 +157,8 @@ def tokenizer_json_from_vocab(vocab: dict, config: dict) -> str:
         meta["tokenizer.ggml.pre"] = config.get("ggml_pre", "gpt2")
     elif ttype == "spm":
         meta["tokenizer.ggml.model"] = "llama"
-        meta["tokenizer.ggml.add_space_prefix"] = bool(config.get("add_space_prefix", False))
+        meta["tokenizer.ggml.add_space_prefix"] = bool(config.get("add_space_prefix", True))
     else:
         raise TokenizerError(f"cannot rebuild a {ttype!r} tokenizer from the vocab section alone")
-    return build_from_gguf(meta, config.get("arch", "")).tokenizer_json
+    arch = "gemma" if config.get("spm_merge_order") == "file" else ""
+    return build_from_gguf(meta, arch).tokenizer_json

@@ -219,6 +219,10 @@ def build_from_gguf(meta: dict, arch: str) -> GGUFTokenizerInfo:
         "eos_token_ids": _eos_ids(tokens, types, meta),
         "ggml_pre": pre if model == "gpt2" else None,
     }
+    if model == "llama":
+        config["add_space_prefix"] = bool(meta.get("tokenizer.ggml.add_space_prefix", True))
+        if arch in GEMMA_FAMILY and merges_raw is None:
+            config["spm_merge_order"] = "file"  # merges derived in file order, not by score
     for k, v in (("bos_token_id", bos), ("pad_token_id", pad), ("unk_token_id", unk)):
         if v is not None:
             config[k] = v
