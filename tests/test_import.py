@@ -513,3 +513,18 @@ def test_hf_folder_minilm(real_source, tmp_path):
         assert mf.tokenizer.encode(line) == ref.encode(line), line
         assert mf.tokenizer.encode(line, add_special_tokens=False) == ref.encode(line, add_special_tokens=False), line
     assert mf.config["pooling"] == {"mode": "mean", "normalize": True, "max_seq_length": 256}
+
+
+def test_gemma_norm_shift_bf16_f16():
+    torch = pytest.importorskip("torch")
+    from cyb_llm.convert.gguf import _gemma_norm_to_hf
+
+    class T:
+        name = "blk.0.attn_norm.weight"
+
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 3 + 1
+    for kind, dt in (("BF16", torch.bfloat16), ("F16", torch.float16)):
+        T.tensor_type = type("K", (), {"name": kind})
+        raw = x.to(dt).view(torch.int16).numpy().view(np.uint8)
+        want = (x.to(dt).float() - 1).to(dt).view(torch.int16).numpy().view(np.uint8)
+        np.testing.assert_array_equal(_gemma_norm_to_hf(T, raw), want)

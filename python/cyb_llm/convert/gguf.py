@@ -302,7 +302,13 @@ def _gemma_norm_to_hf(t, raw) -> np.ndarray:
     if kind == "F16":
         w = np.frombuffer(memoryview(raw), dtype="<f2").astype(np.float32)
         return (w - np.float32(1.0)).astype("<f2").view(np.uint8)
+    if kind == "BF16":
+        bits = np.frombuffer(memoryview(raw), dtype="<u2").astype(np.uint32) << 16
+        w = bits.view(np.float32) - np.float32(1.0)
+        u = w.view(np.uint32)
+        rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16  # round to nearest even
+        return rounded.astype("<u2").view(np.uint8)
     raise make_error(
-        UnsupportedOp, f"Gemma norm tensor {t.name!r} has type {kind}; only F32/F16 norms can be shifted back",
+        UnsupportedOp, f"Gemma norm tensor {t.name!r} has type {kind}; only F32/F16/BF16 norms can be shifted back",
         op=f"import:{t.name}", backend="import", input_dtype=kind,
     )
