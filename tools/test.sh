@@ -54,6 +54,9 @@ for level in $(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels
     tests/test_golden.py tests/test_families_tiny.py tests/test_model.py
 done
 
+tier "pytest: short golden checks on wgpu+rs (lavapipe software Vulkan)"
+CYB_GOLDEN_BACKEND=wgpu+rs CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q tests/test_golden.py
+
 if [ "$SLOW" = 1 ]; then
   tier "slow tier: tests/slow"
   python -m pytest tests/slow -q
