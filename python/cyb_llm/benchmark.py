@@ -70,7 +70,7 @@ def requantize_gguf(src: str, dst: Path, encoding: str) -> Path:
             if target == gguf.GGMLQuantizationType.F16:
                 w.add_tensor(t.name, x.astype(np.float16))
             else:
-                w.add_tensor(t.name, quantize(x, target), raw_shape=shape, raw_dtype=target)
+                w.add_tensor(t.name, quantize(x, target), raw_dtype=target)
         else:
             w.add_tensor(t.name, x)
     w.write_header_to_file()
