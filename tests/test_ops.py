@@ -87,24 +87,24 @@ def random_weight(enc, rows, k, rng):
     return (raw.reshape(-1), enc, (rows, k)), deq
 
 
-def q8_activations(x):
-    """The fast path's 8-bit activations, dequantized: per 32-block d = amax/127 (f32),
+def q16_activations(x):
+    """The fast path's 16-bit activations, dequantized: per 32-block d = amax/32767 (f32),
     q = round-half-even(x * (1/d)) (f32 product), value d*q (exact in f64)."""
     x = np.asarray(x, dtype=np.float32)
     xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
-    d = (np.abs(xb).max(-1) / np.float32(127)).astype(np.float32)
+    d = (np.abs(xb).max(-1) / np.float32(32767)).astype(np.float32)
     with np.errstate(divide="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
     q = np.round(xb * inv[..., None])
-    assert np.all(np.abs(q) <= 127)
+    assert np.all(np.abs(q) <= 32767)
     return (q.astype(np.float64) * d[..., None].astype(np.float64)).reshape(x.shape)
 
 
 def matmul_input(x, enc, level, precise):
-    """Activations as the kernel sees them: f32, or 8-bit blocks in the fast integer path
+    """Activations as the kernel sees them: f32, or 16-bit blocks in the fast integer path
     (judged on the dequantized activations, as quantized weights are on their bytes)."""
     if not precise and _core.quantizes_activations(level, enc):
-        return q8_activations(x)
+        return q16_activations(x)
     return np.asarray(x, dtype=np.float64)
 
 
@@ -510,7 +510,7 @@ def test_fused_norm_matmul(enc, level, precise):
         (y,) = run("fused_norm_matmul", [x, wn, w, bias], attrs, level=level)
         (n_u,) = run("rms_norm", [x, wn], attrs, level=level)
         if not precise and _core.quantizes_activations(level, enc):
-            xn = q8_activations(n_u)  # the normalized row, as the kernel quantized it
+            xn = q16_activations(n_u)  # the normalized row, as the kernel quantized it
         assert rel_err(y, xn @ deq.T + bias) <= TOL_F32, T
         (y_u,) = run("matmul", [n_u, w, bias], attrs, level=level)
         assert rel_err(y, y_u) <= TOL_FUSED

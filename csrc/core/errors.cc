@@ -20,11 +20,11 @@ const char* error_kind_name(ErrorKind k) {
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << "]";
-  return o.str();
+  // No iostreams: a module whose libstdc++ locale state is not initialised (seen on the
+  // H200 device image, GCC 13) crashes inside ostream's number formatting.
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
 }
 
 void throw_format(const std::string& section, const std::string& key, const std::string& reason) {

@@ -12,6 +12,12 @@
 
 namespace cyb {
 
+// Per-context state a device backend keeps (its frame pools, its open command
+// encoder); created by that backend on first use, destroyed with the context.
+struct BackendState {
+  virtual ~BackendState() = default;
+};
+
 class ExecContext {
  public:
   ExecContext(ThreadPool* pool, bool precise) : pool_(pool), precise_(precise) {}
@@ -26,9 +32,11 @@ class ExecContext {
     t.data = frame_.alloc(static_cast<size_t>(s.numel()) * sizeof(float));
     return t;
   }
+  std::unique_ptr<BackendState>& backend_state() { return backend_state_; }
 
  private:
   FrameAllocator frame_;
+  std::unique_ptr<BackendState> backend_state_;
   ThreadPool* pool_;
   bool precise_;
 };

@@ -41,6 +41,7 @@ struct Tensor {
   void* data = nullptr;  // host pointer (Device::Host) or a backend handle
   Device device = Device::Host;
   const char* name = nullptr;  // weight name, for error messages (may be null)
+  size_t offset = 0;           // byte offset into a device buffer (Device::Wgpu views); 0 on the host
 
   size_t nbytes() const { return row_bytes(dtype, shape.cols()) * static_cast<size_t>(shape.rows()); }
   float* f32() const { return static_cast<float*>(data); }
@@ -48,7 +49,9 @@ struct Tensor {
   Tensor rows(int64_t r0, int64_t n) const {
     Tensor t = *this;
     t.shape.d[0] = n;
-    t.data = static_cast<uint8_t*>(data) + static_cast<size_t>(r0) * row_bytes(dtype, shape.cols());
+    const size_t off = static_cast<size_t>(r0) * row_bytes(dtype, shape.cols());
+    if (device == Device::Host) t.data = static_cast<uint8_t*>(data) + off;
+    else t.offset += off;
     return t;
   }
 };

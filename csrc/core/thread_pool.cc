@@ -14,7 +14,7 @@
 #include <vector>
 
 #if defined(__linux__)
-#include <fstream>
+#include <cstdio>
 #elif defined(__APPLE__)
 #include <sys/sysctl.h>
 #include <sys/types.h>
@@ -163,11 +163,17 @@ int ThreadPool::physical_cores() {
   std::set<std::pair<int, int>> cores;
   for (int cpu = 0; cpu < 4096; ++cpu) {
     const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::ifstream fc(base + "core_id"), fp(base + "physical_package_id");
+    // stdio, not iostreams: a libstdc++ linked statically into the module (seen on
+    // the H200 device image, GCC 13) crashed in stream number parsing.
+    std::FILE* fc = std::fopen((base + "core_id").c_str(), "r");
     if (!fc) break;
     int c = 0, p = 0;
-    fc >> c;
-    if (fp) fp >> p;
+    if (std::fscanf(fc, "%d", &c) != 1) c = cpu;
+    std::fclose(fc);
+    if (std::FILE* fp = std::fopen((base + "physical_package_id").c_str(), "r")) {
+      if (std::fscanf(fp, "%d", &p) != 1) p = 0;
+      std::fclose(fp);
+    }
     cores.insert({p, c});
   }
   n = static_cast<int>(cores.size());

@@ -4,12 +4,11 @@
 #pragma once
 #include <cstddef>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "dispatch/op.h"
 
 namespace cyb {
-
-class ExecContext;
 
 class Backend {
  public:
@@ -23,6 +22,19 @@ class Backend {
   virtual Tensor upload(const void* data, const Shape& shape, DType dtype) = 0;
   virtual void download_f32(const Tensor& t, float* out) = 0;
   virtual void release(Tensor& t) = 0;
+
+  // Forward lifecycle and activations. The defaults are the host path (the CPU
+  // backend): activations come from the context's host frame allocator, so the
+  // CPU path pays nothing for these hooks. A device backend (wgpu+rs) returns
+  // false from host_memory(), hands out device tensors, records the forward and
+  // submits it at end_forward() or at the first read.
+  virtual bool host_memory() const { return true; }
+  virtual void begin_forward(ExecContext& ctx) { ctx.frame().reset(); }
+  virtual Tensor alloc_frame(ExecContext& ctx, const Shape& shape) { return ctx.alloc_f32(shape); }
+  virtual void end_forward(ExecContext&) {}
+  // Raw bytes (t.nbytes()) between host memory and a tensor of this backend.
+  virtual void write_bytes(const Tensor& t, const void* src);
+  virtual void read_bytes(const Tensor& t, void* dst);
 };
 
 }  // namespace cyb

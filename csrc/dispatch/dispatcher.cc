@@ -38,6 +38,34 @@ uint64_t hash_key(const char* label, OpKind kind, const Backend* b) {
 
 }  // namespace
 
+void Backend::write_bytes(const Tensor& t, const void* src) { std::memcpy(t.data, src, t.nbytes()); }
+void Backend::read_bytes(const Tensor& t, void* dst) { std::memcpy(dst, t.data, t.nbytes()); }
+
+// A host backend runs an op whose tensors live on a device backend: every device
+// tensor (inputs and outputs, since outputs may be updated in place, e.g. a KV
+// cache) is read into host frame memory, the op runs there, and the outputs are
+// written back. Recorded as a fallback like any other.
+static void run_with_transfer(Backend* owner, Backend* host, const Op& op, const Tensor* inputs,
+                              int n_inputs, Tensor* outputs, int n_outputs, ExecContext& ctx) {
+  Tensor in[8], out[4];
+  if (n_inputs > 8 || n_outputs > 4)
+    throw_shape_mismatch(op_name(op.kind), {8, 4}, {n_inputs, n_outputs});
+  auto to_host = [&](const Tensor& t) {
+    Tensor h = t;
+    if (t.device == Device::Host) return h;
+    h.device = Device::Host;
+    h.offset = 0;
+    h.data = ctx.frame().alloc(t.nbytes() + 64);
+    owner->read_bytes(t, h.data);
+    return h;
+  };
+  for (int i = 0; i < n_inputs; ++i) in[i] = to_host(inputs[i]);
+  for (int i = 0; i < n_outputs; ++i) out[i] = to_host(outputs[i]);
+  host->execute(op, in, n_inputs, out, n_outputs, ctx);
+  for (int i = 0; i < n_outputs; ++i)
+    if (outputs[i].device != Device::Host) owner->write_bytes(outputs[i], out[i].data);
+}
+
 Dispatcher::Dispatcher(std::vector<Backend*> chain) : chain_(std::move(chain)) {
   if (chain_.empty()) throw_backend_init("dispatcher", "empty backend chain");
   for (Backend* b : chain_)
@@ -77,14 +105,14 @@ void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* o
     }
   }
   const bool fallback = chosen != chain_.front();
+  Backend* owner = chain_.front();
+  const bool transfer = fallback && chosen->host_memory() && !owner->host_memory();
   double ms = 0.0;
-  if (profiling_) {
-    auto t0 = std::chrono::steady_clock::now();
-    chosen->execute(op, inputs, n_inputs, outputs, n_outputs, ctx);
+  const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (transfer) run_with_transfer(owner, chosen, op, inputs, n_inputs, outputs, n_outputs, ctx);
+  else chosen->execute(op, inputs, n_inputs, outputs, n_outputs, ctx);
+  if (profiling_)
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  } else {
-    chosen->execute(op, inputs, n_inputs, outputs, n_outputs, ctx);
-  }
 
   const char* label = op.label ? op.label : op_name(op.kind);
   const uint64_t h = hash_key(label, op.kind, chosen);

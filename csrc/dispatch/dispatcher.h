@@ -4,6 +4,7 @@
 // recorded (aggregated per label, without allocating in steady state).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,12 @@ class Dispatcher {
   std::vector<DispatchRecord> records() const;
   void clear_records();  // zeroes the counters (keeps the slots: no allocation afterwards)
   const std::vector<Backend*>& chain() const { return chain_; }
+  // Keeps a backend created for this dispatcher's model alive as long as the dispatcher.
+  void adopt(std::unique_ptr<Backend> b) { owned_.push_back(std::move(b)); }
 
  private:
   std::vector<Backend*> chain_;
+  std::vector<std::unique_ptr<Backend>> owned_;
   bool profiling_ = false;
   struct Slot;
   std::vector<Slot*> slots_;

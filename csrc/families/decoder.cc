@@ -366,8 +366,11 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
                                             std::to_string(cfg_.vocab) + ")");
 
   ExecContext& ctx = conv.ctx();
-  ctx.frame().reset();
   Dispatcher& d = *dispatcher_;
+  // Activations live where the primary backend computes (host memory for cpu).
+  Backend& be = *d.chain().front();
+  be.begin_forward(ctx);
+  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
   const int64_t D = cfg_.hidden, hd = cfg_.head_dim, H = cfg_.n_heads, KV = cfg_.n_kv_heads;
   const int64_t I = cfg_.intermediate;
   const float eps = static_cast<float>(cfg_.eps);
@@ -390,7 +393,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
   ids_t.data = const_cast<int32_t*>(ids);
 
   // x = embed(ids) [* sqrt(d)]
-  Tensor x = ctx.alloc_f32(Shape{T, D});
+  Tensor x = frame(Shape{T, D});
   {
     Op op = make_op(OpKind::Embedding, "embed_tokens");
     // Gemma multiplies by sqrt(hidden) rounded to the activation dtype (f32 here).
@@ -398,7 +401,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
     d.run(op, {ids_t, embed_}, {&x}, ctx);
   }
   // h = input_layernorm(x) of layer 0
-  Tensor h = ctx.alloc_f32(Shape{T, D});
+  Tensor h = frame(Shape{T, D});
   d.run(norm_op(layers_[0].label[kAttnNorm].c_str()), {x, layers_[0].attn_norm}, {&h}, ctx);
 
   const float attn_scale = static_cast<float>(
@@ -406,9 +409,9 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
 
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    Tensor q = ctx.alloc_f32(Shape{T, H * hd});
-    Tensor k = ctx.alloc_f32(Shape{T, KV * hd});
-    Tensor v = ctx.alloc_f32(Shape{T, KV * hd});
+    Tensor q = frame(Shape{T, H * hd});
+    Tensor k = frame(Shape{T, KV * hd});
+    Tensor v = frame(Shape{T, KV * hd});
     auto matmul = [&](const Tensor& in, const Tensor& W, const Tensor& b, Tensor* out, int label) {
       Op op = make_op(OpKind::Matmul, w.label[label].c_str());
       if (b.data) d.run(op, {in, W, b}, {out}, ctx);
@@ -446,7 +449,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
       d.run(op, {k}, {&kc}, ctx);
       d.run(op, {v}, {&vc}, ctx);
     }
-    Tensor att = ctx.alloc_f32(Shape{T, H * hd});
+    Tensor att = frame(Shape{T, H * hd});
     {
       Op op = make_op(OpKind::Attention, w.label[kAttn].c_str());
       op.a.pos0 = pos0;
@@ -458,24 +461,24 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
       op.a.window = w.sliding ? cfg_.sliding_window : 0;
       d.run(op, {q, kc, vc}, {&att}, ctx);
     }
-    Tensor o = ctx.alloc_f32(Shape{T, D});
+    Tensor o = frame(Shape{T, D});
     matmul(att, w.o, Tensor{}, &o, kO);
     if (spec_.sandwich_norm) d.run(norm_op(w.label[kO].c_str()), {o, w.post_attn_norm}, {&o}, ctx);
     // x = x + o; h = ffn_norm(x)
-    Tensor x2 = ctx.alloc_f32(Shape{T, D});
+    Tensor x2 = frame(Shape{T, D});
     d.run(skip_norm_op(w.label[kFfnNorm].c_str()), {o, x, w.ffn_norm}, {&h, &x2}, ctx);
     x = x2;
-    Tensor act = ctx.alloc_f32(Shape{T, I});
+    Tensor act = frame(Shape{T, I});
     if (spec_.gelu_tanh) {
-      Tensor g = ctx.alloc_f32(Shape{T, I});
-      Tensor u = ctx.alloc_f32(Shape{T, I});
+      Tensor g = frame(Shape{T, I});
+      Tensor u = frame(Shape{T, I});
       matmul(h, w.gate, Tensor{}, &g, kFfn);
       matmul(h, w.up, Tensor{}, &u, kFfn);
       d.run(make_op(OpKind::GeGlu, w.label[kFfn].c_str()), {g, u}, {&act}, ctx);
     } else {
       d.run(make_op(OpKind::FusedSwiGlu, w.label[kFfn].c_str()), {h, w.gate, w.up}, {&act}, ctx);
     }
-    Tensor f = ctx.alloc_f32(Shape{T, D});
+    Tensor f = frame(Shape{T, D});
     matmul(act, w.down, Tensor{}, &f, kDown);
     if (spec_.sandwich_norm)
       d.run(norm_op(w.label[kDown].c_str()), {f, w.post_ffn_norm}, {&f}, ctx);
@@ -483,7 +486,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
     const bool last = l + 1 == cfg_.n_layers;
     const Tensor& next_norm = last ? final_norm_ : layers_[static_cast<size_t>(l + 1)].attn_norm;
     const char* next_label = last ? "final_norm" : layers_[static_cast<size_t>(l + 1)].label[kAttnNorm].c_str();
-    Tensor x3 = ctx.alloc_f32(Shape{T, D});
+    Tensor x3 = frame(Shape{T, D});
     d.run(skip_norm_op(next_label), {f, x, next_norm}, {&h, &x3}, ctx);
     x = x3;
   }
@@ -492,15 +495,21 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
   const int64_t rows = all_logits ? T : 1;
   Tensor hin = all_logits ? h : h.rows(T - 1, 1);
   Tensor out;
-  out.dtype = DType::F32;
-  out.shape = Shape{rows, cfg_.vocab};
-  out.data = logits;
+  if (be.host_memory()) {  // the cpu path writes the caller's buffer directly
+    out.dtype = DType::F32;
+    out.shape = Shape{rows, cfg_.vocab};
+    out.data = logits;
+  } else {
+    out = frame(Shape{rows, cfg_.vocab});
+  }
   d.run(make_op(OpKind::Matmul, "lm_head"), {hin, lm_head_}, {&out}, ctx);
   if (cfg_.final_softcap > 0.f) {
     Op op = make_op(OpKind::Softcap, "final_softcap");
     op.a.softcap = cfg_.final_softcap;
     d.run(op, {out}, {&out}, ctx);
   }
+  if (!be.host_memory()) be.download_f32(out, logits);  // the forward's one read-back
+  be.end_forward(ctx);
   conv.advance(T);
 }
 
@@ -510,8 +519,11 @@ std::shared_ptr<Model> make_decoder(std::shared_ptr<ModelFile> file, const LoadO
                                     const FamilySpec& spec, DecoderConfig cfg) {
   auto m = std::make_shared<Decoder>(spec, std::move(cfg));
   auto pool = std::make_unique<ThreadPool>(opts.threads);
-  std::vector<Backend*> chain = select_backends(opts);
-  m->bind(std::move(file), opts, std::move(pool), std::make_unique<Dispatcher>(chain));
+  std::vector<std::unique_ptr<Backend>> owned;
+  std::vector<Backend*> chain = select_backends(opts, &owned);
+  auto dispatcher = std::make_unique<Dispatcher>(chain);
+  for (auto& b : owned) dispatcher->adopt(std::move(b));
+  m->bind(std::move(file), opts, std::move(pool), std::move(dispatcher));
   return m;
 }
 

@@ -14,6 +14,8 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/rope_table.h"
+#include "backends/wgpu/wgpu_backend.h"
+#include "dispatch/dispatcher.h"
 #include "core/errors.h"
 #include "core/exec_context.h"
 #include "core/thread_pool.h"
@@ -111,8 +113,37 @@ ThreadPool& test_pool() {
   return pool;
 }
 
+std::string g_last_backend;
+
+// The same op through the wgpu+rs backend (software adapters allowed): inputs are
+// uploaded, outputs allocated (or uploaded when initial contents are given), the op
+// runs through a dispatcher [wgpu+rs, cpu] (so an op the backend lacks falls back to
+// the cpu with transfers, as in a model) and the outputs are read back.
+py::list run_op_wgpu(const Op& op, std::vector<Tensor>& in, std::vector<Tensor>& out, bool precise) {
+  std::unique_ptr<Backend> be = make_wgpu_backend(true);
+  Dispatcher disp({be.get(), &cpu_backend()});
+  ExecContext ctx(&test_pool(), precise);
+  {
+    py::gil_scoped_release nogil;
+    std::vector<Tensor> din, dout;
+    be->begin_forward(ctx);
+    for (const Tensor& t : in) din.push_back(be->upload(t.data, t.shape, t.dtype));
+    for (const Tensor& t : out) dout.push_back(be->upload(t.data, t.shape, t.dtype));  // initial contents
+    disp.run(op, din.data(), static_cast<int>(din.size()), dout.data(), static_cast<int>(dout.size()), ctx);
+    for (size_t i = 0; i < out.size(); ++i) be->read_bytes(dout[i], out[i].data);
+    be->end_forward(ctx);
+    for (Tensor& t : din) be->release(t);
+    for (Tensor& t : dout) be->release(t);
+    g_last_backend.clear();
+    for (const DispatchRecord& r : disp.records()) g_last_backend = r.backend + (r.fallback ? " (fallback)" : "");
+  }
+  py::list res;
+  for (const Tensor& t : out) res.append(from_tensor(t));
+  return res;
+}
+
 py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict& attrs,
-                const py::object& outputs, const std::string& level) {
+                const py::object& outputs, const std::string& level, const std::string& backend_name) {
   Op op{};
   if (!parse_op_name(op_s.c_str(), &op.kind)) throw_unsupported_op(op_s, "cpu", "-");
   std::vector<float> rope_cos, rope_sin;
@@ -204,7 +235,11 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
     }
   }
 
+  if (backend_name == "wgpu+rs" || backend_name == "wgpu") return run_op_wgpu(op, in, out, precise);
+  if (!backend_name.empty() && backend_name != "cpu")
+    throw_backend_init(backend_name, "run_op knows the backends cpu and wgpu+rs");
   CpuBackend backend(level == "auto" ? cpu_backend().level() : parse_cpu_level(level));
+  g_last_backend = "cpu";
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = &test_pool();
   if (threads > 0) {
@@ -295,11 +330,36 @@ double bench_matmul(const std::string& enc, int64_t N, int64_t K, int64_t T, int
 
 void bind_ops(py::module_& m) {
   m.def("run_op", &run_op, py::arg("op"), py::arg("inputs"), py::arg("attrs") = py::dict(),
-        py::arg("outputs") = py::none(), py::arg("level") = "auto",
-        "Runs one op on the CPU backend. Inputs: numpy arrays (f32, f16, i32) or "
+        py::arg("outputs") = py::none(), py::arg("level") = "auto", py::arg("backend") = "cpu",
+        "Runs one op on the CPU backend (or backend='wgpu+rs': through [wgpu+rs, cpu]). Inputs: numpy arrays (f32, f16, i32) or "
         "(raw uint8 bytes, encoding, shape) for quantized / bf16 tensors. Outputs: a list of "
         "shapes (f32), arrays / (bytes, encoding, shape) giving initial contents (KV caches), "
         "or None to infer. Returns the outputs as numpy arrays.");
+  m.def("last_run_op_backend", [] { return g_last_backend; },
+        "Which backend ran the last run_op ('wgpu+rs', 'cpu (fallback)', 'cpu').");
+  m.def("wgpu_compiled", &wgpu_compiled, "True when the wgpu+rs backend is compiled in.");
+  m.def("wgpu_info", [](bool allow_software) {
+    WgpuInfo i = wgpu_info(allow_software);
+    py::dict d;
+    d["adapter"] = i.adapter;
+    d["vendor"] = i.vendor;
+    d["architecture"] = i.architecture;
+    d["description"] = i.description;
+    d["backend_type"] = i.backend_type;
+    d["adapter_type"] = i.adapter_type;
+    d["software"] = i.software;
+    d["shader_f16"] = i.shader_f16;
+    d["subgroups"] = i.subgroups;
+    d["subgroup_min"] = i.subgroup_min;
+    d["subgroup_max"] = i.subgroup_max;
+    d["max_storage_binding"] = i.max_storage_binding;
+    d["max_buffer"] = i.max_buffer;
+    d["max_workgroup_storage"] = i.max_workgroup_storage;
+    d["library"] = i.library;
+    return d;
+  }, py::arg("allow_software") = true,
+     "Initializes the wgpu+rs device and describes the adapter (BackendInit when there is none).");
+  m.def("wgpu_report", &wgpu_report, "wgpu-native's own live-object report (wgpuGenerateReport).");
   m.def("cpu_levels", [] {
     std::vector<std::string> v;
     for (CpuLevel l : cpu_levels_available()) v.push_back(cpu_level_name(l));
@@ -317,7 +377,7 @@ void bind_ops(py::module_& m) {
     return cpu_level_quantizes_activations(parse_cpu_level(level), parse_dtype(enc));
   }, py::arg("level"), py::arg("encoding"),
      "True when a fast-mode (precise=False) matmul at this level quantizes its activations to "
-     "8 bits per 32-block for weights of this encoding.");
+     "16 bits per 32-block for weights of this encoding.");
   m.def("rope_table", [](int rot_dims, int64_t max_pos, double theta, const py::dict& scaling) {
     RopeScaling sc;
     for (auto it : scaling) {

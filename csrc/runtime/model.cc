@@ -3,17 +3,24 @@
 #include <chrono>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/wgpu/wgpu_backend.h"
 #include "core/errors.h"
 #include "families/families.h"
 #include "runtime/backends.h"
 
 namespace cyb {
 
-std::vector<Backend*> select_backends(const LoadOptions& opts) {
+std::vector<Backend*> select_backends(const LoadOptions& opts, std::vector<std::unique_ptr<Backend>>* owned) {
   const std::string& b = opts.backend;
-  if (b.empty() || b == "cpu") return {&cpu_backend()};
-  if (b == "wgpu+rs" || b == "wgpu")
-    throw_backend_init("wgpu+rs", "this build has no wgpu+rs backend yet; use backend='cpu'");
+  if (b == "cpu") return {&cpu_backend()};
+  const bool asked = b == "wgpu+rs" || b == "wgpu";
+  // The platform default takes wgpu+rs only on a hardware adapter; asking for it
+  // by name also accepts a software adapter (lavapipe in CI).
+  if (asked || (b.empty() && wgpu_hardware_available())) {
+    owned->push_back(make_wgpu_backend(/*allow_software=*/asked));
+    return {owned->back().get(), &cpu_backend()};
+  }
+  if (b.empty()) return {&cpu_backend()};
   if (b == "honeycrisp") throw_backend_init("honeycrisp", "honeycrisp runs only on macOS with Apple Silicon");
   if (b == "nox")
     throw_backend_init("nox", "nox runs only models with a graph section through the graph executor, "

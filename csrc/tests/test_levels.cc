@@ -2,7 +2,7 @@
 // part of the op matrix that must also run where Python is not available (an
 // arm64 build under qemu-user). Same metric and tolerances as tests/test_ops.py
 // (RUNTIME.md): max|a - b| / max|ref| <= 1e-6 for single ops on f32 data; a
-// fast-mode matmul on 8-bit activations is judged against the reference run on
+// fast-mode matmul on 16-bit activations is judged against the reference run on
 // the dequantized activations; fused vs unfused <= 1e-4. Exit status 0 = passed.
 #include <algorithm>
 #include <cmath>
@@ -84,15 +84,15 @@ Buf random_weight(DType dt, int64_t n, int64_t k) {
   return b;
 }
 
-// The fast path's 8-bit activations, dequantized (same rule as the kernels).
-Buf q8_dequant(const Buf& x) {
+// The fast path's 16-bit activations, dequantized (same rule as the kernels).
+Buf q16_dequant(const Buf& x) {
   Buf y = x;
   const int64_t n = x.t.shape.numel();
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* xb = x.t.f32() + b * 32;
     float amax = 0.f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f, id = d != 0.f ? 1.0f / d : 0.f;
+    const float d = amax / 32767.0f, id = d != 0.f ? 1.0f / d : 0.f;
     for (int i = 0; i < 32; ++i) y.t.f32()[b * 32 + i] = d * std::nearbyint(xb[i] * id);
   }
   return y;
@@ -150,8 +150,8 @@ void test_level(CpuLevel L) {
         Op op{};
         op.kind = OpKind::Matmul;
         Buf y = run(L, precise, op, {x, w, bias}, {Buf(DType::F32, Shape{T, N})})[0];
-        const bool q8 = !precise && cpu_level_quantizes_activations(L, dt);
-        Buf xr = q8 ? q8_dequant(x) : x;
+        const bool qa = !precise && cpu_level_quantizes_activations(L, dt);
+        Buf xr = qa ? q16_dequant(x) : x;
         Buf ref = run(CpuLevel::Scalar, true, op, {xr, w, bias}, {Buf(DType::F32, Shape{T, N})})[0];
         check(tag, rel_err(y, ref), 1e-6);
         // fused ops vs their unfused chain at the same level

@@ -505,10 +505,10 @@ CpuBackend& cpu_backend() {
 
 bool cpu_level_quantizes_activations(CpuLevel l, DType t) {
 #if defined(CYB_X86)
-  if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512) return cpu::x86_q8_encoding(t);
+  if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512) return cpu::x86_q16_encoding(t);
 #endif
 #if defined(CYB_ARM64)
-  if (l == CpuLevel::Neon) return cpu::neon_q8_encoding(t);
+  if (l == CpuLevel::Neon) return cpu::neon_q16_encoding(t);
 #endif
   (void)l;
   (void)t;

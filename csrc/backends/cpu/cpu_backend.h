@@ -47,7 +47,7 @@ CpuBackend& cpu_backend();
 void set_cpu_level(const std::string& name);
 
 // True when, at level `l` and outside precise mode, a matmul with weights of
-// encoding `t` quantizes its activations to 8 bits per 32-block (BlockQ8).
+// encoding `t` quantizes its activations to 16 bits per 32-block (BlockQ16).
 bool cpu_level_quantizes_activations(CpuLevel l, DType t);
 
 // Output shapes an op produces for these inputs (for tests and the graph executor).

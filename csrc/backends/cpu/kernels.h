@@ -28,12 +28,12 @@ void fill_reference_kernels(KernelTable& t);
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);
 void fill_avx512_kernels(KernelTable& t);
-// Weight encodings whose fast-mode matmul quantizes activations to 8 bits.
-bool x86_q8_encoding(DType t);
+// Weight encodings whose fast-mode matmul quantizes activations to 16 bits.
+bool x86_q16_encoding(DType t);
 #endif
 #if defined(CYB_ARM64)
 void fill_neon_kernels(KernelTable& t);
-bool neon_q8_encoding(DType t);
+bool neon_q16_encoding(DType t);
 #endif
 
 // Reads element i of an F32 / F16 / BF16 tensor.

@@ -17,6 +17,6 @@ namespace cyb_avx2 {
 namespace cyb {
 namespace cpu {
 void fill_avx2_kernels(KernelTable& t) { cyb_avx2::fill_table(t); }
-bool x86_q8_encoding(DType t) { return cyb_avx2::q8_dots(t) != nullptr; }
+bool x86_q16_encoding(DType t) { return cyb_avx2::q16_dots(t) != nullptr; }
 }  // namespace cpu
 }  // namespace cyb

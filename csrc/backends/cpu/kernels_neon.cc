@@ -1,7 +1,8 @@
 // ARM NEON kernels (baseline ARMv8-A: every arm64 CPU; chosen at run time on arm64).
-// Fast mode: activations quantized to BlockQ8 (same rule as x86), each weight row
-// unpacked once into int8 values with one f32 scale per 16 values and a per-32
-// "min" coefficient, then integer dot products (vmull_s8 / vpadal) per token.
+// Fast mode: activations quantized to BlockQ16 (int16 per 32-block, same rule as
+// x86), each weight row unpacked once into int8 values with one f32 scale per 16
+// values and a per-32 "min" coefficient, then 16-bit integer dot products
+// (weights widened with vmovl_s8, vmull_s16 / vmlal_s16) per token.
 // Precise mode and float weights: f32 FMA (weights decoded block by block).
 #include <arm_neon.h>
 
@@ -21,7 +22,7 @@ using cyb::ExecContext;
 using cyb::Op;
 using cyb::OpKind;
 using cyb::Tensor;
-using cyb::cpu::BlockQ8;
+using cyb::cpu::BlockQ16;
 
 inline float f16(const uint8_t* p) {
   uint16_t h;
@@ -29,7 +30,7 @@ inline float f16(const uint8_t* p) {
   return cyb::fp16_to_f32(h);
 }
 
-void quantize_row_q8(const float* x, int64_t k, BlockQ8* out) {
+void quantize_row_q16(const float* x, int64_t k, BlockQ16* out) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
     float32x4_t v[8];
@@ -39,29 +40,29 @@ void quantize_row_q8(const float* x, int64_t k, BlockQ8* out) {
       m = vmaxq_f32(m, vabsq_f32(v[i]));
     }
     const float amax = vmaxvq_f32(m);
-    const float d = amax / 127.0f;
+    const float d = amax / 32767.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     int32_t sum = 0;
     for (int i = 0; i < 8; ++i) {
       const int32x4_t q = vcvtnq_s32_f32(vmulq_n_f32(v[i], id));  // round half to even
       sum += vaddvq_s32(q);
-      const int16x4_t q16 = vmovn_s32(q);
-      const int8x8_t q8 = vmovn_s16(vcombine_s16(q16, q16));
-      out[b].qs[4 * i + 0] = vget_lane_s8(q8, 0);
-      out[b].qs[4 * i + 1] = vget_lane_s8(q8, 1);
-      out[b].qs[4 * i + 2] = vget_lane_s8(q8, 2);
-      out[b].qs[4 * i + 3] = vget_lane_s8(q8, 3);
+      vst1_s16(out[b].qs + 4 * i, vqmovn_s32(q));
     }
     out[b].d = d;
     out[b].s = d * static_cast<float>(sum);
   }
 }
 
-inline int32_t dot16(const int8_t* a, const int8_t* b) {
-  const int8x16_t va = vld1q_s8(a), vb = vld1q_s8(b);
-  int16x8_t p = vmull_s8(vget_low_s8(va), vget_low_s8(vb));
-  p = vmlal_s8(p, vget_high_s8(va), vget_high_s8(vb));
-  return vaddlvq_s16(p);
+// sum of 16 products int8 weights x int16 activations (exact: |w x| <= 127 * 32767).
+inline int32_t dot16(const int8_t* a, const int16_t* b) {
+  const int8x16_t va = vld1q_s8(a);
+  const int16x8_t a0 = vmovl_s8(vget_low_s8(va)), a1 = vmovl_s8(vget_high_s8(va));
+  const int16x8_t b0 = vld1q_s16(b), b1 = vld1q_s16(b + 8);
+  int32x4_t p = vmull_s16(vget_low_s16(a0), vget_low_s16(b0));
+  p = vmlal_s16(p, vget_high_s16(a0), vget_high_s16(b0));
+  p = vmlal_s16(p, vget_low_s16(a1), vget_low_s16(b1));
+  p = vmlal_s16(p, vget_high_s16(a1), vget_high_s16(b1));
+  return vaddvq_s32(p);
 }
 
 // A weight row unpacked for integer dots: value i = d16[i/16] * q[i] (+ m32[i/32] per unit of x).
@@ -172,12 +173,12 @@ bool unpack_row(DType t, const uint8_t* row, int64_t k, RowQ8& r) {
   }
 }
 
-bool is_q8_encoding(DType t) {
+bool is_q16_encoding(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K ||
          t == DType::Q5_K || t == DType::Q6_K;
 }
 
-float dot_row_q8(const RowQ8& r, const BlockQ8* x, int64_t nb) {
+float dot_row_q16(const RowQ8& r, const BlockQ16* x, int64_t nb) {
   float32x4_t acc = vdupq_n_f32(0.f);
   float mins = 0.f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -227,13 +228,13 @@ void matmul_any(const float* x, int64_t T, int64_t K, const Tensor& W, const flo
   const int64_t N = W.shape.d[0];
   const size_t rb = cyb::row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  const bool q8 = !ctx.precise() && is_q8_encoding(W.dtype);
+  const bool qa = !ctx.precise() && is_q16_encoding(W.dtype);
   // Rows per work item: at least ~32K multiply-adds, so small matrices still split.
   const int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
-  if (q8) {
+  if (qa) {
     const int64_t nb = K / 32;
-    BlockQ8* xq = cyb::cpu::scratch<BlockQ8>(cyb::cpu::kScratchXq, static_cast<size_t>(T * nb));
-    for (int64_t t = 0; t < T; ++t) quantize_row_q8(x + t * K, K, xq + t * nb);
+    BlockQ16* xq = cyb::cpu::scratch<BlockQ16>(cyb::cpu::kScratchXq, static_cast<size_t>(T * nb));
+    for (int64_t t = 0; t < T; ++t) quantize_row_q16(x + t * K, K, xq + t * nb);
     const size_t per = static_cast<size_t>((K + K / 16 * 4 + K / 32 * 4 + 127) / 64 * 64);
     uint8_t* items = cyb::cpu::scratch<uint8_t>(cyb::cpu::kScratchItems, per * static_cast<size_t>(cyb::cpu::row_items(ctx, N, grain)));
     cyb::cpu::parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int item) {
@@ -241,7 +242,7 @@ void matmul_any(const float* x, int64_t T, int64_t K, const Tensor& W, const flo
       RowQ8 r{reinterpret_cast<int8_t*>(mem), reinterpret_cast<float*>(mem + K), reinterpret_cast<float*>(mem + K + K / 16 * 4)};
       for (int64_t n = b; n < e; ++n) {
         unpack_row(W.dtype, base + n * rb, K, r);
-        for (int64_t t = 0; t < T; ++t) y[t * N + n] = dot_row_q8(r, xq + t * nb, nb);
+        for (int64_t t = 0; t < T; ++t) y[t * N + n] = dot_row_q16(r, xq + t * nb, nb);
       }
     });
   } else {
@@ -381,6 +382,6 @@ void fill_neon_kernels(KernelTable& t) {
   t[OpKind::RmsNorm] = cyb_neon::k_rms_norm;
   t[OpKind::Attention] = cyb_neon::k_attention;
 }
-bool neon_q8_encoding(DType t) { return cyb_neon::is_q8_encoding(t); }
+bool neon_q16_encoding(DType t) { return cyb_neon::is_q16_encoding(t); }
 }  // namespace cpu
 }  // namespace cyb

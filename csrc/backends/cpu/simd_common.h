@@ -1,13 +1,15 @@
-// Shared pieces of the fast CPU kernels (all ISAs): the 8-bit activation block,
+// Shared pieces of the fast CPU kernels (all ISAs): the 16-bit activation block,
 // per-thread scratch and row-parallel loops. The helpers are defined in
 // simd_common.cc, compiled without ISA flags, so the ISA-specific translation
 // units do not instantiate library templates (std::vector, std::function) that
 // the linker could then share with code running on a CPU without that ISA.
 //
-// The fast-mode matmul quantizes each activation row to int8 per 32-element
-// block with an f32 scale (d = amax / 127, q = round-half-even(x * (1 / d))),
-// then uses integer dot products against the weight blocks. Precise mode never
-// does this.
+// The fast-mode matmul quantizes each activation row to int16 per 32-element
+// block with an f32 scale (d = amax / 32767, q = round-half-even(x * (1 / d))),
+// then uses 16-bit integer dot products (vpmaddwd, vmlal_s16) against the widened
+// weight values. The relative rounding error per element is <= 2^-16 of the
+// block's largest value (int8 activations: 2^-8, which measurably broke
+// whole-model fidelity). Precise mode never does this.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,12 +20,12 @@
 namespace cyb {
 namespace cpu {
 
-struct BlockQ8 {
+struct BlockQ16 {
   float d;  // scale
   float s;  // d * sum(qs): the block's sum, for encodings with a min / offset term
-  int8_t qs[32];
+  int16_t qs[32];
 };
-static_assert(sizeof(BlockQ8) == 40, "BlockQ8 layout");
+static_assert(sizeof(BlockQ16) == 72, "BlockQ16 layout");
 
 // Scratch of the calling thread. Work items that need their own scratch (attention
 // scores, unpacked rows) take slices of one kScratchItems buffer owned by the

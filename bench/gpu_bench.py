@@ -1,0 +1,238 @@
+"""GPU benchmark of the wgpu+rs backend (run on the lent H200; docs/gpu-bench.md has the
+exact device invocation).
+
+The real GGUFs cannot travel to the device, and speed does not depend on weight
+values, so for each of smollm2 / qwen05 / qwen15 this writes a `.model` with the
+exact config, tensor names, shapes and encodings of the real file (bench/gpu_models.json)
+and seeded random valid blocks (finite f16 scales), then in one run:
+  1. checks wgpu+rs against the cpu backend on that file (precise logits, rel. error),
+  2. times wgpu+rs: prompt (one bulk forward of P tokens) and generation (N greedy steps),
+  3. times PyTorch fp16 eager (a random-initialised transformers model of the same
+     config) on the same GPU: the same prompt forward and N greedy steps with its KV cache,
+  4. reports the share of the bandwidth limit (weight bytes read per token / decode time
+     against the measured ~4.5 TB/s of the H200),
+  5. (smollm2) 1000 decode steps with wgpu-native's own allocation report before/after,
+     and the report after dropping the model.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import cyb_llm
+from cyb_llm import _core
+from cyb_llm.format import write_model
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BLOCK = {"q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34),
+         "iq4_nl": (32, 18), "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144),
+         "q5_k": (256, 176), "q6_k": (256, 210)}
+F16_FIELDS = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0], "iq4_nl": [0],
+              "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
+BANDWIDTH = 4.5e12  # measured H200 read bandwidth (../shared/PEERS.md)
+
+
+def tensor_bytes(enc, shape):
+    n = int(np.prod(shape))
+    if enc in BLOCK:
+        b, bb = BLOCK[enc]
+        return n // b * bb
+    return n * {"f32": 4, "f16": 2, "bf16": 2}[enc]
+
+
+def random_tensor(name, enc, shape, rng):
+    n = int(np.prod(shape))
+    if enc == "f32":
+        if name.endswith("norm.weight"):
+            return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+        return (0.02 * rng.standard_normal(n)).astype(np.float32)
+    if enc == "f16":
+        return (0.02 * rng.standard_normal(n)).astype(np.float16)
+    b, bb = BLOCK[enc]
+    nb = n // b
+    raw = rng.integers(0, 256, size=(nb, bb), dtype=np.uint8)
+    scale = 0.004 if enc in ("q8_0",) else 0.01
+    if enc in ("q4_k", "q5_k", "q2_k", "q3_k", "q6_k"):
+        scale = 0.0005
+    for off in F16_FIELDS[enc]:
+        d = (rng.uniform(0.5, 1.0, size=nb) * scale).astype(np.float16)
+        raw[:, off:off + 2] = d.view(np.uint8).reshape(nb, 2)
+    return raw.reshape(-1)
+
+
+def make_model(name, spec, out_dir, seed=0):
+    path = os.path.join(out_dir, f"{name}-shaped.model")
+    if os.path.exists(path):
+        return path
+    rng = np.random.default_rng(seed)
+    tensors = [(n, enc, shape, random_tensor(n, enc, shape, rng)) for n, enc, shape in spec["tensors"]]
+    write_model(path, name=f"{name}-shaped (random)", config=spec["config"], tensors=tensors)
+    return path
+
+
+def rel_err(a, b):
+    return float(np.max(np.abs(a.astype(np.float64) - b)) / np.max(np.abs(b)))
+
+
+def bytes_per_token(spec):
+    """Weight bytes a decode step reads: every matrix but the embedding table (one row),
+    plus the lm_head (the embedding again when tied)."""
+    total = 0
+    tied = spec["config"]["architecture"].get("tie_word_embeddings", False)
+    names = {n for n, _, _ in spec["tensors"]}
+    for n, enc, shape in spec["tensors"]:
+        if n == "model.embed_tokens.weight":
+            if tied and "lm_head.weight" not in names:
+                total += tensor_bytes(enc, shape)
+            continue
+        total += tensor_bytes(enc, shape)
+    return total
+
+
+def bench_ours(path, prompt, n_gen, backend, precise=False):
+    m = cyb_llm.load(path, backend=backend, precise=precise)
+    c = m.new_conversation(len(prompt) + n_gen + 8)
+    c.forward(prompt[:8])  # warm-up (pipelines, weight upload)
+    c.reset_kv_cache()
+    t0 = time.perf_counter()
+    logits = c.forward(prompt)
+    t1 = time.perf_counter()
+    tok = int(np.argmax(logits))
+    t2 = time.perf_counter()
+    for _ in range(n_gen):
+        tok = int(np.argmax(c.forward([tok])))
+    t3 = time.perf_counter()
+    return len(prompt) / (t1 - t0), n_gen / (t3 - t2), m
+
+
+def bench_torch(spec, prompt, n_gen):
+    import torch
+    import transformers
+
+    a = spec["config"]["architecture"]
+    common = dict(vocab_size=a["vocab_size"], hidden_size=a["hidden_size"],
+                  intermediate_size=a["intermediate_size"], num_hidden_layers=a["num_hidden_layers"],
+                  num_attention_heads=a["num_attention_heads"], num_key_value_heads=a["num_key_value_heads"],
+                  max_position_embeddings=a.get("max_position_embeddings", 4096),
+                  rms_norm_eps=a["rms_norm_eps"], rope_theta=a.get("rope_theta", 10000.0),
+                  tie_word_embeddings=a.get("tie_word_embeddings", False))
+    if spec["config"]["model_type"] == "qwen2":
+        cfg = transformers.Qwen2Config(**common)
+        cls = transformers.Qwen2ForCausalLM
+    else:
+        cfg = transformers.LlamaConfig(head_dim=a.get("head_dim"), **common)
+        cls = transformers.LlamaForCausalLM
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = cls(cfg).to(torch.float16).eval()
+    ids = torch.tensor([prompt], device="cuda")
+    with torch.no_grad():
+        model(ids[:, :8])
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = model(ids, use_cache=True)
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        past = out.past_key_values
+        tok = out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        for _ in range(n_gen):
+            out = model(tok, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            tok = out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        t3 = time.perf_counter()
+    del model
+    torch.cuda.empty_cache()
+    return len(prompt) / (t1 - t0), n_gen / (t3 - t2)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="smollm2,qwen05,qwen15")
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+    ap.add_argument("--work", default="/tmp/gpu_bench")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--leak-steps", type=int, default=1000)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    specs = json.load(open(os.path.join(HERE, "gpu_models.json")))
+    info = _core.wgpu_info(True)
+    print("adapter:", json.dumps(info), flush=True)
+    rows = []
+    for name in args.models.split(","):
+        spec = specs[name]
+        t = time.perf_counter()
+        path = make_model(name, spec, args.work)
+        print(f"{name}: wrote {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t:.1f}s", flush=True)
+        vocab = spec["config"]["architecture"]["vocab_size"]
+        prompt = np.random.default_rng(1).integers(0, vocab, size=args.prompt).tolist()
+        # 1. correctness on this file: wgpu+rs vs cpu, precise mode
+        ids = prompt[:8]
+        ref = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(32).forward(ids, all_logits=True)
+        gm = cyb_llm.load(path, backend="wgpu+rs", precise=True)
+        gc_ = gm.new_conversation(32)
+        got = gc_.forward(ids, all_logits=True)
+        step = gc_.forward([int(got[-1].argmax())])
+        cpu_c = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(32)
+        cpu_c.forward(ids)
+        cpu_step = cpu_c.forward([int(got[-1].argmax())])
+        err = max(rel_err(got, ref), rel_err(step, cpu_step))
+        fallbacks = sorted({r["label"] + ":" + r["backend"] for r in gm.dispatch_records if r.get("fallback")})
+        del gm, gc_
+        print(f"{name}: wgpu+rs vs cpu precise logits rel err {err:.2e}; fallbacks: {fallbacks or 'none'}",
+              flush=True)
+        # 2. speed (default fast mode: f32 activations, f16 KV cache)
+        pp, tg, m = bench_ours(path, prompt, args.gen, "wgpu+rs")
+        print(f"{name}: wgpu+rs prompt {pp:.0f} tok/s, generate {tg:.0f} tok/s", flush=True)
+        if name == "smollm2" and args.leak_steps:
+            c = m.new_conversation(args.leak_steps + 8)
+            c.forward([1])
+            before = _core.wgpu_report()
+            tok = 1
+            for _ in range(args.leak_steps):
+                tok = int(np.argmax(c.forward([tok])))
+            after = _core.wgpu_report()
+            del c, m
+            gc.collect()
+            dropped = _core.wgpu_report()
+            print(f"{name}: wgpu-native report, live buffers / bind groups: after warm-up "
+                  f"{before['buffers.allocated']}/{before['bind_groups.allocated']}, after {args.leak_steps} "
+                  f"decode steps {after['buffers.allocated']}/{after['bind_groups.allocated']}, after dropping "
+                  f"the model {dropped['buffers.allocated']}/{dropped['bind_groups.allocated']}", flush=True)
+        else:
+            del m
+            gc.collect()
+        tpp = ttg = float("nan")
+        if not args.no_torch:
+            tpp, ttg = bench_torch(spec, prompt, args.gen)
+            print(f"{name}: torch fp16 eager prompt {tpp:.0f} tok/s, generate {ttg:.0f} tok/s", flush=True)
+        bpt = bytes_per_token(spec)
+        share = bpt * tg / BANDWIDTH
+        rows.append((name, err, pp, tg, tpp, ttg, tg / ttg if ttg == ttg else float("nan"), bpt / 1e6, share))
+        os.remove(path)
+    hdr = ("| model (same shapes/encodings) | wgpu+rs vs cpu (precise) | wgpu+rs prompt tok/s | "
+           "wgpu+rs gen tok/s | torch fp16 prompt tok/s | torch fp16 gen tok/s | gen ratio | "
+           "weights MB/token | share of 4.5 TB/s |")
+    lines = [hdr, "|" + "---|" * 9]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]:.1e} | {r[2]:.0f} | {r[3]:.0f} | {r[4]:.0f} | {r[5]:.0f} | "
+                     f"{r[6]:.2f}x | {r[7]:.0f} | {100 * r[8]:.1f}% |")
+    table = "\n".join(lines)
+    print(table)
+    with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
+        f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1181 @@
+#include "backends/wgpu/wgpu_backend.h"
+
+#include "core/errors.h"
+
+#if !defined(CYB_HAVE_WGPU)
+
+namespace cyb {
+bool wgpu_compiled() { return false; }
+bool wgpu_hardware_available() { return false; }
+WgpuInfo wgpu_info(bool) {
+  throw_backend_init("wgpu+rs", "this build has no wgpu+rs backend (the `wgpu` package was not "
+                                "found when the native core was configured)");
+}
+std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
+  wgpu_info(allow_software);
+  return nullptr;
+}
+std::map<std::string, uint64_t> wgpu_report() { return {}; }
+}  // namespace cyb
+
+#else
+
+#include <webgpu.h>
+#include <wgpu.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+
+#if defined(_WIN32)
+#define NOMINMAX
+#include <windows.h>
+#else
+#include <dlfcn.h>
+#endif
+
+namespace cyb {
+
+const char* wgsl_source(const char* name);  // generated from shaders/wgsl
+
+namespace {
+
+// ------------------------------------------------------------ the C API table
+
+#define CYB_WGPU_FUNCS(X)                                                                          \
+  X(wgpuCreateInstance) X(wgpuInstanceRelease) X(wgpuInstanceEnumerateAdapters)                    \
+  X(wgpuInstanceProcessEvents) X(wgpuAdapterGetInfo) X(wgpuAdapterInfoFreeMembers)                 \
+  X(wgpuAdapterGetLimits) X(wgpuAdapterHasFeature) X(wgpuAdapterRequestDevice) X(wgpuAdapterRelease) \
+  X(wgpuDeviceGetQueue) X(wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy)        \
+  X(wgpuDeviceCreateShaderModule) X(wgpuShaderModuleRelease) X(wgpuDeviceCreateComputePipeline)    \
+  X(wgpuComputePipelineGetBindGroupLayout) X(wgpuComputePipelineRelease)                           \
+  X(wgpuBindGroupLayoutRelease) X(wgpuDeviceCreateBindGroup) X(wgpuBindGroupRelease)               \
+  X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderBeginComputePass)                          \
+  X(wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)                       \
+  X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)                         \
+  X(wgpuComputePassEncoderRelease) X(wgpuCommandEncoderCopyBufferToBuffer)                         \
+  X(wgpuCommandEncoderFinish) X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease)             \
+  X(wgpuQueueSubmit) X(wgpuQueueWriteBuffer) X(wgpuBufferMapAsync) X(wgpuBufferGetConstMappedRange) \
+  X(wgpuBufferUnmap) X(wgpuDevicePoll) X(wgpuGenerateReport) X(wgpuGetVersion)
+
+struct Api {
+#define CYB_DECL(n) decltype(&::n) n = nullptr;
+  CYB_WGPU_FUNCS(CYB_DECL)
+#undef CYB_DECL
+};
+
+Api A;
+
+std::string sv(WGPUStringView s) {
+  if (!s.data) return {};
+  return s.length == WGPU_STRLEN ? std::string(s.data) : std::string(s.data, s.length);
+}
+WGPUStringView sv(const char* s) { return WGPUStringView{s, WGPU_STRLEN}; }
+
+#if defined(_WIN32)
+const char* kLibName = "wgpu_native-release.dll";
+#elif defined(__APPLE__)
+const char* kLibName = "libwgpu_native-release.dylib";
+#else
+const char* kLibName = "libwgpu_native-release.so";
+#endif
+
+void* open_lib(const std::string& path) {
+#if defined(_WIN32)
+  return reinterpret_cast<void*>(LoadLibraryA(path.c_str()));
+#else
+  return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+}
+void* lib_sym(void* lib, const char* name) {
+#if defined(_WIN32)
+  return reinterpret_cast<void*>(GetProcAddress(reinterpret_cast<HMODULE>(lib), name));
+#else
+  return dlsym(lib, name);
+#endif
+}
+
+// Where libwgpu_native may be: $CYB_WGPU_LIB, the wheel found at configure time,
+// a `wgpu` package installed next to this module (site-packages/wgpu/resources).
+std::vector<std::string> lib_candidates() {
+  std::vector<std::string> c;
+  if (const char* e = std::getenv("CYB_WGPU_LIB")) c.push_back(e);
+#if !defined(_WIN32)
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&lib_candidates), &info) && info.dli_fname) {
+    std::string p = info.dli_fname;
+    size_t s = p.rfind('/');
+    if (s != std::string::npos) {
+      p = p.substr(0, s);  // .../site-packages/cyb_llm
+      size_t s2 = p.rfind('/');
+      if (s2 != std::string::npos) c.push_back(p.substr(0, s2) + "/wgpu/resources/" + kLibName);
+    }
+  }
+#endif
+  c.push_back(std::string(CYB_WGPU_BUILD_DIR) + "/" + kLibName);
+  c.push_back(kLibName);
+  return c;
+}
+
+// ------------------------------------------------------------ the device
+
+struct Pipeline {
+  WGPUComputePipeline pipe = nullptr;
+  WGPUBindGroupLayout layout = nullptr;
+};
+
+struct Gpu {
+  std::mutex mu;
+  bool tried = false;
+  std::string error;  // why there is no device
+  void* lib = nullptr;
+  std::string lib_path;
+  WGPUInstance instance = nullptr;
+  WGPUAdapter adapter = nullptr;
+  WGPUDevice device = nullptr;
+  WGPUQueue queue = nullptr;
+  WgpuInfo info;
+  WGPULimits limits = WGPU_LIMITS_INIT;
+  std::unordered_map<std::string, Pipeline> pipelines;
+  std::string device_error;  // uncaptured errors since the last check
+  std::mutex err_mu;
+  bool hw_checked = false, hw = false;
+};
+
+Gpu& gpu() {
+  static Gpu* g = new Gpu;  // process lifetime (drivers dislike teardown at exit)
+  return *g;
+}
+
+bool load_api(Gpu& g) {
+  std::string tried;
+  for (const std::string& p : lib_candidates()) {
+    g.lib = open_lib(p);
+    if (g.lib) {
+      g.lib_path = p;
+      break;
+    }
+    tried += " " + p;
+  }
+  if (!g.lib) {
+    g.error = "libwgpu_native not found (pip install wgpu==0.32.0, or set CYB_WGPU_LIB); tried:" + tried;
+    return false;
+  }
+#define CYB_LOAD(n)                                                           \
+  A.n = reinterpret_cast<decltype(A.n)>(lib_sym(g.lib, #n));                  \
+  if (!A.n) {                                                                 \
+    g.error = std::string("libwgpu_native at ") + g.lib_path + " lacks " #n; \
+    return false;                                                             \
+  }
+  CYB_WGPU_FUNCS(CYB_LOAD)
+#undef CYB_LOAD
+  return true;
+}
+
+const char* adapter_type_name(WGPUAdapterType t) {
+  switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete";
+    case WGPUAdapterType_IntegratedGPU: return "integrated";
+    case WGPUAdapterType_CPU: return "cpu";
+    default: return "unknown";
+  }
+}
+const char* backend_type_name(WGPUBackendType t) {
+  switch (t) {
+    case WGPUBackendType_Vulkan: return "vulkan";
+    case WGPUBackendType_Metal: return "metal";
+    case WGPUBackendType_D3D12: return "dx12";
+    case WGPUBackendType_OpenGL: return "gl";
+    case WGPUBackendType_OpenGLES: return "gles";
+    default: return "other";
+  }
+}
+
+void on_device_error(WGPUDevice const*, WGPUErrorType, WGPUStringView msg, void* u1, void*) {
+  Gpu& g = *static_cast<Gpu*>(u1);
+  std::lock_guard<std::mutex> lk(g.err_mu);
+  if (g.device_error.empty()) g.device_error = sv(msg);
+}
+
+// Picks the best adapter (discrete > integrated > unknown > cpu) and creates the device.
+// Software adapters are kept too; the caller decides whether one is acceptable.
+void init_device(Gpu& g) {
+  g.tried = true;
+  if (!load_api(g)) return;
+  WGPUInstanceExtras extras = {};
+  extras.chain.sType = static_cast<WGPUSType>(WGPUSType_InstanceExtras);
+  extras.backends = WGPUInstanceBackend_Primary;
+  WGPUInstanceDescriptor idesc = {};
+  idesc.nextInChain = &extras.chain;
+  g.instance = A.wgpuCreateInstance(&idesc);
+  if (!g.instance) {
+    g.error = "wgpuCreateInstance failed";
+    return;
+  }
+  WGPUInstanceEnumerateAdapterOptions eo = {};
+  eo.backends = WGPUInstanceBackend_Primary;
+  const size_t n = A.wgpuInstanceEnumerateAdapters(g.instance, &eo, nullptr);
+  std::vector<WGPUAdapter> ads(n);
+  if (n) A.wgpuInstanceEnumerateAdapters(g.instance, &eo, ads.data());
+  auto rank = [](WGPUAdapterType t) {
+    return t == WGPUAdapterType_DiscreteGPU ? 0 : t == WGPUAdapterType_IntegratedGPU ? 1
+                                                : t == WGPUAdapterType_CPU ? 3 : 2;
+  };
+  int best = -1, best_rank = 99;
+  for (size_t i = 0; i < n; ++i) {
+    WGPUAdapterInfo ai = {};
+    if (A.wgpuAdapterGetInfo(ads[i], &ai) != WGPUStatus_Success) continue;
+    const int r = rank(ai.adapterType);
+    if (r < best_rank) {
+      best_rank = r;
+      best = static_cast<int>(i);
+    }
+    A.wgpuAdapterInfoFreeMembers(ai);
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (static_cast<int>(i) != best) A.wgpuAdapterRelease(ads[i]);
+  if (best < 0) {
+    g.error = "no Vulkan/Metal/DX12 adapter found (on Linux CI: apt-get install mesa-vulkan-drivers)";
+    return;
+  }
+  g.adapter = ads[static_cast<size_t>(best)];
+  WGPUAdapterInfo ai = {};
+  A.wgpuAdapterGetInfo(g.adapter, &ai);
+  g.info.adapter = sv(ai.device);
+  g.info.vendor = sv(ai.vendor);
+  g.info.architecture = sv(ai.architecture);
+  g.info.description = sv(ai.description);
+  g.info.backend_type = backend_type_name(ai.backendType);
+  g.info.adapter_type = adapter_type_name(ai.adapterType);
+  g.info.software = ai.adapterType == WGPUAdapterType_CPU;
+  g.info.subgroup_min = ai.subgroupMinSize;
+  g.info.subgroup_max = ai.subgroupMaxSize;
+  A.wgpuAdapterInfoFreeMembers(ai);
+  g.info.library = g.lib_path;
+
+  WGPULimits lim = WGPU_LIMITS_INIT;
+  A.wgpuAdapterGetLimits(g.adapter, &lim);
+  lim.nextInChain = nullptr;
+  std::vector<WGPUFeatureName> feats;
+  if (A.wgpuAdapterHasFeature(g.adapter, WGPUFeatureName_ShaderF16)) {
+    feats.push_back(WGPUFeatureName_ShaderF16);
+    g.info.shader_f16 = true;
+  }
+  const WGPUFeatureName sub = static_cast<WGPUFeatureName>(WGPUNativeFeature_Subgroup);
+  if (A.wgpuAdapterHasFeature(g.adapter, sub)) {
+    feats.push_back(sub);
+    g.info.subgroups = true;
+  }
+  WGPUDeviceDescriptor dd = {};
+  dd.label = sv("cyb_llm");
+  dd.requiredFeatureCount = feats.size();
+  dd.requiredFeatures = feats.data();
+  dd.requiredLimits = &lim;
+  dd.uncapturedErrorCallbackInfo.callback = on_device_error;
+  dd.uncapturedErrorCallbackInfo.userdata1 = &g;
+  struct Req {
+    WGPUDevice dev = nullptr;
+    std::string msg;
+    bool done = false;
+  } req;
+  WGPURequestDeviceCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_AllowSpontaneous;
+  cb.callback = [](WGPURequestDeviceStatus st, WGPUDevice dev, WGPUStringView msg, void* u1, void*) {
+    Req& r = *static_cast<Req*>(u1);
+    if (st == WGPURequestDeviceStatus_Success) r.dev = dev;
+    else r.msg = sv(msg);
+    r.done = true;
+  };
+  cb.userdata1 = &req;
+  A.wgpuAdapterRequestDevice(g.adapter, &dd, cb);
+  for (int i = 0; i < 1000 && !req.done; ++i) A.wgpuInstanceProcessEvents(g.instance);
+  if (!req.dev) {
+    g.error = "requesting a device from '" + g.info.adapter + "' failed: " + req.msg;
+    return;
+  }
+  g.device = req.dev;
+  g.queue = A.wgpuDeviceGetQueue(g.device);
+  g.limits = lim;
+  g.info.max_storage_binding = lim.maxStorageBufferBindingSize;
+  g.info.max_buffer = lim.maxBufferSize;
+  g.info.max_workgroup_storage = lim.maxComputeWorkgroupStorageSize;
+}
+
+Gpu& device_or_throw(bool allow_software) {
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lk(g.mu);
+  if (!g.tried) init_device(g);
+  if (!g.device) throw_backend_init("wgpu+rs", g.error);
+  if (g.info.software && !allow_software)
+    throw_backend_init("wgpu+rs", "only a software adapter ('" + g.info.adapter +
+                                      "', type cpu) exists; it is not a platform default");
+  return g;
+}
+
+void check_device_error(Gpu& g, const char* what) {
+  std::string e;
+  {
+    std::lock_guard<std::mutex> lk(g.err_mu);
+    e.swap(g.device_error);
+  }
+  if (!e.empty()) throw_backend_init("wgpu+rs", std::string(what) + ": " + e);
+}
+
+// ------------------------------------------------------------ shaders
+
+// `//#if NAME`, `//#if !NAME`, `//#else`, `//#endif` (nestable) on whole lines.
+std::string preprocess(const std::string& src, const std::vector<std::string>& defs) {
+  std::string out;
+  std::vector<std::pair<bool, bool>> stack;  // (active, parent active)
+  bool active = true;
+  size_t pos = 0;
+  while (pos < src.size()) {
+    size_t e = src.find('\n', pos);
+    if (e == std::string::npos) e = src.size();
+    std::string line = src.substr(pos, e - pos);
+    pos = e + 1;
+    size_t f = line.find_first_not_of(" \t");
+    std::string t = f == std::string::npos ? "" : line.substr(f);
+    if (t.rfind("//#if ", 0) == 0) {
+      std::string name = t.substr(6);
+      bool neg = !name.empty() && name[0] == '!';
+      if (neg) name = name.substr(1);
+      bool def = std::find(defs.begin(), defs.end(), name) != defs.end();
+      stack.push_back({active, active});
+      active = active && (def != neg);
+      continue;
+    }
+    if (t.rfind("//#else", 0) == 0) {
+      active = stack.back().second && !active;
+      continue;
+    }
+    if (t.rfind("//#endif", 0) == 0) {
+      active = stack.back().first;
+      stack.pop_back();
+      continue;
+    }
+    if (active) {
+      out += line;
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+void replace_all(std::string& s, const std::string& a, const std::string& b) {
+  for (size_t p = s.find(a); p != std::string::npos; p = s.find(a, p + b.size())) s.replace(p, a.size(), b);
+}
+
+const char* enc_fn(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::Q4_0: return "q4_0";
+    case DType::Q4_1: return "q4_1";
+    case DType::Q5_0: return "q5_0";
+    case DType::Q5_1: return "q5_1";
+    case DType::Q8_0: return "q8_0";
+    case DType::IQ4_NL: return "iq4_nl";
+    case DType::Q2_K: return "q2_k";
+    case DType::Q3_K: return "q3_k";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q5_K: return "q5_k";
+    case DType::Q6_K: return "q6_k";
+    default: return nullptr;
+  }
+}
+
+// The pipeline for shader `name` with these defines; `deq`/`deq2` pick the weight decoders.
+Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
+                   DType deq2 = DType::COUNT) {
+  std::string key = name;
+  for (const auto& d : defs) key += "+" + d;
+  if (deq != DType::COUNT) key += std::string(":") + enc_fn(deq);
+  if (deq2 != DType::COUNT) key += std::string(":") + enc_fn(deq2);
+  std::lock_guard<std::mutex> lk(g.mu);
+  auto it = g.pipelines.find(key);
+  if (it != g.pipelines.end()) return it->second;
+  std::string src;
+  if (deq != DType::COUNT) {
+    src = std::string(wgsl_source("common")) + wgsl_source("dequant");
+    if (deq2 != DType::COUNT) {
+      std::string s2 = src;
+      for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "u32at(", "nib(", "scale_min_k4(", "scale_q3_k("}) {
+        std::string f = fn;
+        std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_2(" : "deq2_";
+        replace_all(s2, f, r);
+      }
+      replace_all(s2, "W[", "W2[");
+      replace_all(s2, "IQ4NL", "IQ4NL_2");
+      src += s2;
+    }
+  }
+  std::string body = preprocess(wgsl_source(name), defs);
+  if (deq2 != DType::COUNT) replace_all(body, "DEQ2(", std::string("deq2_") + enc_fn(deq2) + "(");
+  if (deq != DType::COUNT) replace_all(body, "DEQ(", std::string("deq_") + enc_fn(deq) + "(");
+  src += body;
+  WGPUShaderSourceWGSL wgsl = {};
+  wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
+  wgsl.code = WGPUStringView{src.data(), src.size()};
+  WGPUShaderModuleDescriptor md = {};
+  md.nextInChain = &wgsl.chain;
+  md.label = sv(name);
+  WGPUShaderModule mod = A.wgpuDeviceCreateShaderModule(g.device, &md);
+  WGPUComputePipelineDescriptor pd = {};
+  pd.label = sv(name);
+  pd.compute.module = mod;
+  pd.compute.entryPoint = sv("main");
+  Pipeline p;
+  p.pipe = A.wgpuDeviceCreateComputePipeline(g.device, &pd);
+  A.wgpuShaderModuleRelease(mod);
+  {
+    std::string e;
+    {
+      std::lock_guard<std::mutex> lk2(g.err_mu);
+      e.swap(g.device_error);
+    }
+    if (!e.empty() || !p.pipe) throw_backend_init("wgpu+rs", "shader '" + key + "' failed: " + e);
+  }
+  p.layout = A.wgpuComputePipelineGetBindGroupLayout(p.pipe, 0);
+  return g.pipelines.emplace(key, p).first->second;
+}
+
+// ------------------------------------------------------------ buffers
+
+constexpr uint32_t kMagic = 0x67707562;  // "bupg"
+
+// A device tensor's storage. Activations and caches have one buffer; a weight
+// larger than the max storage binding is split into row chunks.
+struct DevBuf {
+  uint32_t magic = kMagic;
+  std::vector<WGPUBuffer> bufs;
+  std::vector<int64_t> row0;  // first row of each chunk
+  int64_t rows = 0;
+  uint64_t bytes = 0;         // requested size
+  struct State* owner = nullptr;  // frame buffers: the context that records into it
+};
+
+uint64_t padded(uint64_t n) { return ((n + 3) & ~uint64_t(3)) + 4; }
+
+WGPUBuffer create_buffer(Gpu& g, uint64_t bytes, WGPUBufferUsage usage) {
+  WGPUBufferDescriptor bd = {};
+  bd.usage = usage;
+  bd.size = padded(bytes);
+  WGPUBuffer b = A.wgpuDeviceCreateBuffer(g.device, &bd);
+  if (!b) throw_oom("wgpu+rs", bd.size);
+  check_device_error(g, "creating a buffer");
+  return b;
+}
+
+const WGPUBufferUsage kStorage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst | WGPUBufferUsage_CopySrc;
+
+// A device copy of host bytes; 2-D tensors above the binding limit are split by rows.
+DevBuf* upload_new(Gpu& g, const void* data, const Shape& shape, DType dtype) {
+  auto* d = new DevBuf;
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  d->bytes = t.nbytes();
+  d->rows = shape.ndim >= 2 ? shape.rows() : 1;
+  const uint64_t rb = shape.ndim >= 2 ? row_bytes(dtype, shape.cols()) : d->bytes;
+  const uint64_t limit = std::min<uint64_t>(g.limits.maxStorageBufferBindingSize, g.limits.maxBufferSize) - 8;
+  int64_t per = d->rows;
+  if (d->bytes > limit) {
+    if (shape.ndim < 2 || rb > limit) {
+      const uint64_t bytes = d->bytes;
+      delete d;
+      throw_oom("wgpu+rs", bytes);
+    }
+    per = static_cast<int64_t>(limit / rb);
+  }
+  for (int64_t r = 0; r < d->rows; r += per) {
+    const int64_t n = std::min(per, d->rows - r);
+    const uint64_t nb = static_cast<uint64_t>(n) * rb;
+    WGPUBuffer b = create_buffer(g, std::max<uint64_t>(nb, 4), kStorage);
+    if (data) {
+      const uint8_t* src = static_cast<const uint8_t*>(data) + static_cast<uint64_t>(r) * rb;
+      const uint64_t full = nb & ~uint64_t(3);
+      if (full) A.wgpuQueueWriteBuffer(g.queue, b, 0, src, full);
+      if (nb > full) {
+        uint8_t tail[4] = {0, 0, 0, 0};
+        std::memcpy(tail, src + full, nb - full);
+        A.wgpuQueueWriteBuffer(g.queue, b, full, tail, 4);
+      }
+    }
+    d->bufs.push_back(b);
+    d->row0.push_back(r);
+  }
+  return d;
+}
+
+void free_devbuf(DevBuf* d) {
+  if (!d) return;
+  for (WGPUBuffer b : d->bufs) {
+    A.wgpuBufferDestroy(b);
+    A.wgpuBufferRelease(b);
+  }
+  delete d;
+}
+
+DevBuf* dev(const Tensor& t) {
+  auto* d = static_cast<DevBuf*>(t.data);
+  if (t.device != Device::Wgpu || !d || d->magic != kMagic)
+    throw_backend_init("wgpu+rs", "tensor is not a wgpu+rs device tensor");
+  return d;
+}
+
+// ------------------------------------------------------------ per-context state
+
+struct Bind {
+  uint32_t binding;
+  WGPUBuffer buf;
+  uint64_t offset, size;
+};
+
+struct State : BackendState {
+  Gpu* g = nullptr;
+  // STORAGE frame pool keyed by exact size.
+  std::unordered_map<uint64_t, std::vector<DevBuf*>> free_;
+  std::vector<DevBuf*> in_use_;
+  std::vector<DevBuf*> all_;
+  // UNIFORM arena: 64 KiB buffers of 256-byte slots, rewritten each forward.
+  std::vector<WGPUBuffer> arenas_;
+  std::vector<std::vector<uint8_t>> arena_host_;
+  size_t slot_ = 0, flushed_slot_ = 0;
+  uint32_t slot_bytes_ = 256;
+  static constexpr uint32_t kArenaBytes = 65536;
+  // Bind groups, keyed by pipeline and bound ranges (frame buffers repeat each forward).
+  std::unordered_map<std::string, WGPUBindGroup> groups_;
+  // Read-back staging buffers keyed by size.
+  std::unordered_map<uint64_t, WGPUBuffer> staging_;
+  WGPUCommandEncoder enc_ = nullptr;
+  WGPUComputePassEncoder pass_ = nullptr;
+  uint64_t dispatches_ = 0, submits_ = 0;
+
+  ~State() override {
+    discard();
+    for (auto& kv : groups_) A.wgpuBindGroupRelease(kv.second);
+    for (DevBuf* d : all_) free_devbuf(d);
+    for (WGPUBuffer b : arenas_) {
+      A.wgpuBufferDestroy(b);
+      A.wgpuBufferRelease(b);
+    }
+    for (auto& kv : staging_) {
+      A.wgpuBufferDestroy(kv.second);
+      A.wgpuBufferRelease(kv.second);
+    }
+  }
+
+  void discard() {
+    if (pass_) {
+      A.wgpuComputePassEncoderEnd(pass_);
+      A.wgpuComputePassEncoderRelease(pass_);
+      pass_ = nullptr;
+    }
+    if (enc_) {
+      A.wgpuCommandEncoderRelease(enc_);
+      enc_ = nullptr;
+    }
+  }
+
+  void reset() {
+    discard();
+    // Reverse order: the next forward gets the same buffers in the same order, so its
+    // bind groups are the cached ones.
+    for (auto it = in_use_.rbegin(); it != in_use_.rend(); ++it) free_[(*it)->bytes].push_back(*it);
+    in_use_.clear();
+    slot_ = flushed_slot_ = 0;
+  }
+
+  DevBuf* alloc(uint64_t bytes) {
+    auto& v = free_[bytes];
+    DevBuf* d;
+    if (!v.empty()) {
+      d = v.back();
+      v.pop_back();
+    } else {
+      d = new DevBuf;
+      d->bytes = bytes;
+      d->rows = 1;
+      d->bufs.push_back(create_buffer(*g, std::max<uint64_t>(bytes, 4), kStorage));
+      d->row0.push_back(0);
+      d->owner = this;
+      all_.push_back(d);
+    }
+    in_use_.push_back(d);
+    return d;
+  }
+
+  // Copies a uniform struct into the next arena slot; returns (buffer, offset).
+  std::pair<WGPUBuffer, uint64_t> params(const void* p, size_t n) {
+    const size_t per = kArenaBytes / slot_bytes_;
+    const size_t a = slot_ / per, s = slot_ % per;
+    if (a >= arenas_.size()) {
+      arenas_.push_back(create_buffer(*g, kArenaBytes, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst));
+      arena_host_.emplace_back(kArenaBytes, 0);
+    }
+    std::memcpy(arena_host_[a].data() + s * slot_bytes_, p, n);
+    ++slot_;
+    return {arenas_[a], s * slot_bytes_};
+  }
+
+  void flush_params() {
+    const size_t per = kArenaBytes / slot_bytes_;
+    for (size_t s = flushed_slot_; s < slot_;) {
+      const size_t a = s / per, e = std::min(slot_, (a + 1) * per);
+      const size_t o = (s % per) * slot_bytes_, n = (e - s) * slot_bytes_;
+      A.wgpuQueueWriteBuffer(g->queue, arenas_[a], o, arena_host_[a].data() + o, n);
+      s = e;
+    }
+    flushed_slot_ = slot_;
+  }
+
+  WGPUComputePassEncoder pass() {
+    if (!enc_) {
+      WGPUCommandEncoderDescriptor ed = {};
+      enc_ = A.wgpuDeviceCreateCommandEncoder(g->device, &ed);
+    }
+    if (!pass_) {
+      WGPUComputePassDescriptor pd = {};
+      pass_ = A.wgpuCommandEncoderBeginComputePass(enc_, &pd);
+    }
+    return pass_;
+  }
+
+  template <size_t N>
+  void dispatch(Pipeline& pl, const void* prm, size_t prm_bytes, const Bind (&binds)[N], uint32_t x,
+                uint32_t y, uint32_t z) {
+    auto [ub, uo] = params(prm, prm_bytes);
+    std::string key(reinterpret_cast<const char*>(&pl.pipe), sizeof(void*));
+    key.append(reinterpret_cast<const char*>(&ub), sizeof(ub));
+    key.append(reinterpret_cast<const char*>(&uo), sizeof(uo));
+    for (const Bind& b : binds) key.append(reinterpret_cast<const char*>(&b), sizeof(Bind));
+    WGPUBindGroup bg;
+    auto it = groups_.find(key);
+    if (it != groups_.end()) {
+      bg = it->second;
+    } else {
+      WGPUBindGroupEntry e[N + 1] = {};
+      e[0].binding = 0;
+      e[0].buffer = ub;
+      e[0].offset = uo;
+      e[0].size = 64;
+      for (size_t i = 0; i < N; ++i) {
+        e[i + 1].binding = binds[i].binding;
+        e[i + 1].buffer = binds[i].buf;
+        e[i + 1].offset = binds[i].offset;
+        e[i + 1].size = binds[i].size;
+      }
+      WGPUBindGroupDescriptor bd = {};
+      bd.layout = pl.layout;
+      bd.entryCount = N + 1;
+      bd.entries = e;
+      bg = A.wgpuDeviceCreateBindGroup(g->device, &bd);
+      check_device_error(*g, "creating a bind group");
+      groups_.emplace(key, bg);
+    }
+    WGPUComputePassEncoder p = pass();
+    A.wgpuComputePassEncoderSetPipeline(p, pl.pipe);
+    A.wgpuComputePassEncoderSetBindGroup(p, 0, bg, 0, nullptr);
+    A.wgpuComputePassEncoderDispatchWorkgroups(p, x, y, z);
+    ++dispatches_;
+  }
+
+  // Ends the pass, optionally appends a copy, and submits everything recorded.
+  void submit(WGPUBuffer copy_src = nullptr, uint64_t src_off = 0, WGPUBuffer copy_dst = nullptr,
+              uint64_t n = 0) {
+    if (pass_) {
+      A.wgpuComputePassEncoderEnd(pass_);
+      A.wgpuComputePassEncoderRelease(pass_);
+      pass_ = nullptr;
+    }
+    if (!enc_ && !copy_src) {
+      flush_params();
+      return;
+    }
+    if (!enc_) {
+      WGPUCommandEncoderDescriptor ed = {};
+      enc_ = A.wgpuDeviceCreateCommandEncoder(g->device, &ed);
+    }
+    if (copy_src) A.wgpuCommandEncoderCopyBufferToBuffer(enc_, copy_src, src_off, copy_dst, 0, n);
+    WGPUCommandBufferDescriptor cd = {};
+    WGPUCommandBuffer cb = A.wgpuCommandEncoderFinish(enc_, &cd);
+    A.wgpuCommandEncoderRelease(enc_);
+    enc_ = nullptr;
+    flush_params();
+    A.wgpuQueueSubmit(g->queue, 1, &cb);
+    A.wgpuCommandBufferRelease(cb);
+    ++submits_;
+    check_device_error(*g, "submitting the forward");
+  }
+
+  // Submits pending work and reads n bytes of buffer b at offset off (4-aligned).
+  void read(WGPUBuffer b, uint64_t off, void* dst, uint64_t n) {
+    const uint64_t n4 = (n + 3) & ~uint64_t(3);
+    WGPUBuffer& st = staging_[n4];
+    if (!st) st = create_buffer(*g, n4, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
+    submit(b, off, st, n4);
+    struct Done {
+      bool done = false;
+      WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Success;
+      std::string msg;
+    } done;
+    WGPUBufferMapCallbackInfo ci = {};
+    ci.mode = WGPUCallbackMode_AllowSpontaneous;
+    ci.callback = [](WGPUMapAsyncStatus s, WGPUStringView m, void* u1, void*) {
+      Done& d = *static_cast<Done*>(u1);
+      d.status = s;
+      d.msg = sv(m);
+      d.done = true;
+    };
+    ci.userdata1 = &done;
+    A.wgpuBufferMapAsync(st, WGPUMapMode_Read, 0, n4, ci);
+    while (!done.done) {
+      A.wgpuDevicePoll(g->device, 1, nullptr);
+      if (!done.done) A.wgpuInstanceProcessEvents(g->instance);
+    }
+    if (done.status != WGPUMapAsyncStatus_Success)
+      throw_backend_init("wgpu+rs", "reading back a buffer failed: " + done.msg);
+    const void* p = A.wgpuBufferGetConstMappedRange(st, 0, n4);
+    std::memcpy(dst, p, n);
+    A.wgpuBufferUnmap(st);
+    check_device_error(*g, "reading back");
+  }
+};
+
+// ------------------------------------------------------------ the backend
+
+template <class T>
+uint32_t u(T v) {
+  return static_cast<uint32_t>(v);
+}
+
+bool float_act(const Tensor& t) { return t.dtype == DType::F32; }
+
+class WgpuBackend : public Backend {
+ public:
+  explicit WgpuBackend(Gpu& g) : g_(g) {}
+  ~WgpuBackend() override {
+    for (auto& kv : weights_) free_devbuf(kv.second);
+  }
+  const char* name() const override { return "wgpu+rs"; }
+  bool host_memory() const override { return false; }
+
+  State& state(ExecContext& ctx) {
+    auto& s = ctx.backend_state();
+    if (!s) {
+      auto* st = new State;
+      st->g = &g_;
+      st->slot_bytes_ = std::max<uint32_t>(256, g_.limits.minUniformBufferOffsetAlignment);
+      s.reset(st);
+    }
+    last_ = static_cast<State*>(s.get());
+    return *last_;
+  }
+
+  void begin_forward(ExecContext& ctx) override {
+    ctx.frame().reset();
+    state(ctx).reset();
+  }
+  Tensor alloc_frame(ExecContext& ctx, const Shape& shape) override {
+    Tensor t;
+    t.dtype = DType::F32;
+    t.shape = shape;
+    t.device = Device::Wgpu;
+    t.data = state(ctx).alloc(t.nbytes());
+    return t;
+  }
+  void end_forward(ExecContext& ctx) override { state(ctx).submit(); }
+
+  Tensor alloc(const Shape& shape, DType dtype) override {
+    Tensor t;
+    t.dtype = dtype;
+    t.shape = shape;
+    t.device = Device::Wgpu;
+    t.data = upload_new(g_, nullptr, shape, dtype);
+    return t;
+  }
+  Tensor upload(const void* data, const Shape& shape, DType dtype) override {
+    Tensor t;
+    t.dtype = dtype;
+    t.shape = shape;
+    t.device = Device::Wgpu;
+    t.data = upload_new(g_, data, shape, dtype);
+    return t;
+  }
+  void release(Tensor& t) override {
+    if (t.device == Device::Wgpu && t.data) free_devbuf(dev(t));
+    t.data = nullptr;
+  }
+  void read_bytes(const Tensor& t, void* dst) override {
+    DevBuf* d = dev(t);
+    if (d->bufs.size() != 1) throw_unsupported_op("read (split tensor)", "wgpu+rs", dtype_name(t.dtype));
+    State* st = d->owner ? d->owner : last_;
+    if (!st) {
+      fresh_.g = &g_;
+      st = &fresh_;
+    }
+    if (t.offset % 4) throw_unsupported_op("read (unaligned view)", "wgpu+rs", dtype_name(t.dtype));
+    st->read(d->bufs[0], t.offset, dst, t.nbytes());
+  }
+  void write_bytes(const Tensor& t, const void* src) override {
+    DevBuf* d = dev(t);
+    const uint64_t n = t.nbytes();
+    if (d->bufs.size() != 1 || t.offset % 4 || n % 4)
+      throw_unsupported_op("write (split or unaligned)", "wgpu+rs", dtype_name(t.dtype));
+    A.wgpuQueueWriteBuffer(g_.queue, d->bufs[0], t.offset, src, n);
+  }
+  void download_f32(const Tensor& t, float* out) override {
+    const int64_t n = t.shape.numel();
+    if (t.dtype == DType::F32) {
+      read_bytes(t, out);
+      return;
+    }
+    std::vector<uint8_t> raw(t.nbytes());
+    read_bytes(t, raw.data());
+    Tensor h = t;
+    h.device = Device::Host;
+    h.offset = 0;
+    h.data = raw.data();
+    cpu_backend().download_f32(h, out);
+    (void)n;
+  }
+
+  bool supports(const Op& op, const Tensor* in, int n_in) const override;
+  void execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) override;
+
+ private:
+  // A weight (or any long-lived host tensor) on the device, uploaded at first use.
+  DevBuf* weight(const Tensor& t) {
+    if (t.device == Device::Wgpu) return dev(t);
+    std::lock_guard<std::mutex> lk(mu_);
+    const std::pair<const void*, uint64_t> key{t.data, t.nbytes()};
+    auto it = weights_.find(key);
+    if (it != weights_.end()) return it->second;
+    DevBuf* d = upload_new(g_, t.data, t.shape.ndim >= 2 ? t.shape : Shape{1, t.shape.numel()}, t.dtype);
+    weights_.emplace(key, d);
+    return d;
+  }
+  // An activation buffer: a device tensor, or host data copied into a frame buffer (ids).
+  WGPUBuffer act(State& st, const Tensor& t) {
+    if (t.device == Device::Wgpu) return dev(t)->bufs[0];
+    DevBuf* d = st.alloc(t.nbytes());
+    const uint64_t n = (t.nbytes() + 3) & ~uint64_t(3);
+    std::vector<uint8_t> tmp(n, 0);
+    std::memcpy(tmp.data(), t.data, t.nbytes());
+    A.wgpuQueueWriteBuffer(g_.queue, d->bufs[0], 0, tmp.data(), n);
+    return d->bufs[0];
+  }
+  static uint64_t whole(WGPUBuffer) { return WGPU_WHOLE_SIZE; }
+
+  void matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2, Tensor& y);
+
+  Gpu& g_;
+  std::mutex mu_;
+  struct PairHash {
+    size_t operator()(const std::pair<const void*, uint64_t>& k) const {
+      return std::hash<const void*>()(k.first) ^ (k.second * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  std::unordered_map<std::pair<const void*, uint64_t>, DevBuf*, PairHash> weights_;
+  State* last_ = nullptr;
+  State fresh_;
+};
+
+bool weight_ok(const Tensor& w) { return enc_fn(w.dtype) != nullptr && w.shape.ndim == 2; }
+
+bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
+  auto plain = [](const Tensor& t) { return t.offset == 0 && t.dtype == DType::F32; };
+  switch (op.kind) {
+    case OpKind::Embedding:
+      return n_in == 2 && in[0].dtype == DType::I32 && weight_ok(in[1]) && in[1].offset == 0;
+    case OpKind::Matmul:
+      return (n_in == 2 || n_in == 3) && float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) &&
+             in[1].offset == 0 && (n_in == 2 || plain(in[2]));
+    case OpKind::FusedSwiGlu:
+      return n_in == 3 && float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && weight_ok(in[2]) &&
+             in[1].offset == 0 && in[2].offset == 0;
+    case OpKind::RmsNorm:
+      return n_in == 2 && plain(in[0]) && plain(in[1]);
+    case OpKind::FusedSkipNorm:
+      return n_in == 3 && plain(in[0]) && plain(in[1]) && plain(in[2]);
+    case OpKind::Rope: {
+      const RopeTable* rt = op.a.rope;
+      if (n_in != 1 || !plain(in[0]) || !rt || op.a.head_dim <= 0 || op.a.n_heads <= 0) return false;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(op.a.n_heads) * op.a.head_dim);
+      return T * op.a.n_heads <= 65535 && op.a.head_dim <= 65535 * 64;
+    }
+    case OpKind::Attention:
+      return n_in == 3 && in[0].dtype == DType::F32 && op.a.head_dim > 0 && op.a.head_dim <= 256 &&
+             (in[1].dtype == DType::F32 || (in[1].dtype == DType::F16 && op.a.head_dim % 2 == 0)) &&
+             in[1].dtype == in[2].dtype && in[1].device == Device::Wgpu && in[2].device == Device::Wgpu &&
+             op.a.n_kv_heads > 0 && op.a.n_heads % op.a.n_kv_heads == 0 && op.a.n_heads <= 65535;
+    case OpKind::KvWrite:
+      return n_in == 1 && plain(in[0]) && op.a.head_dim > 0 && op.a.n_kv_heads > 0 &&
+             (op.a.head_dim % 2 == 0 || true);
+    case OpKind::Add:
+    case OpKind::Mul:
+    case OpKind::SwiGlu:
+    case OpKind::GeGlu:
+      return n_in == 2 && plain(in[0]) && plain(in[1]);
+    case OpKind::Scale:
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::GeluTanh:
+    case OpKind::Softcap:
+      return n_in == 1 && plain(in[0]);
+    default:
+      return false;  // LayerNorm, Softmax, FusedNormMatmul, Copy: the cpu backend runs them
+  }
+}
+
+void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2,
+                         Tensor& y) {
+  const int64_t K = W.shape.d[1], N = W.shape.d[0];
+  const int64_t T = x.shape.numel() / K;
+  DevBuf* w = weight(W);
+  DevBuf* w2 = W2 ? weight(*W2) : nullptr;
+  if (w2 && w2->bufs.size() != w->bufs.size()) throw_unsupported_op("fused_swiglu (split)", "wgpu+rs", "-");
+  WGPUBuffer xb = act(st, x), yb = dev(y)->bufs[0];
+  WGPUBuffer bb = bias ? weight(*bias)->bufs[0] : nullptr;
+  std::vector<std::string> defs;
+  if (bias) defs.push_back("BIAS");
+  if (w2) defs.push_back("SWIGLU");
+  Pipeline& pl = pipeline(g_, "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
+  for (size_t c = 0; c < w->bufs.size(); ++c) {
+    const int64_t r0 = w->row0[c];
+    const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
+    const uint32_t wgs = u((nr + 1) / 2);
+    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
+    uint32_t p[12] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
+                      u(r0), u(nr), nx, bias ? 1u : 0u,
+                      w2 ? u(row_bytes(W2->dtype, K)) : 0u, 0};
+    const uint32_t nz = u((T + 7) / 8);
+    if (w2 && bias) {
+      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
+                  {4, bb, 0, WGPU_WHOLE_SIZE}, {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE}};
+      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
+    } else if (w2) {
+      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
+                  {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE}};
+      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
+    } else if (bias) {
+      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
+                  {4, bb, 0, WGPU_WHOLE_SIZE}};
+      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
+    } else {
+      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE}};
+      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
+    }
+  }
+}
+
+void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
+  if (!supports(op, in, n_in))
+    throw_unsupported_op(op_name(op.kind), "wgpu+rs", n_in > 0 ? dtype_name(in[0].dtype) : "-");
+  State& st = state(ctx);
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  auto f2u = [](float f) {
+    uint32_t v;
+    std::memcpy(&v, &f, 4);
+    return v;
+  };
+  for (int i = 0; i < n_out; ++i)
+    if (out[i].device != Device::Wgpu)
+      throw_unsupported_op(std::string(op_name(op.kind)) + " (host output)", "wgpu+rs", "-");
+  switch (op.kind) {
+    case OpKind::Matmul:
+      matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0]);
+      return;
+    case OpKind::FusedSwiGlu:
+      matmul(st, in[0], in[1], nullptr, &in[2], out[0]);
+      return;
+    case OpKind::Embedding: {
+      const Tensor& tab = in[1];
+      const int64_t T = in[0].shape.numel(), D = tab.shape.d[1];
+      DevBuf* w = weight(tab);
+      WGPUBuffer ids = act(st, in[0]), yb = dev(out[0])->bufs[0];
+      Pipeline& pl = pipeline(g_, "embedding", {}, tab.dtype);
+      for (size_t c = 0; c < w->bufs.size(); ++c) {
+        const int64_t r0 = w->row0[c];
+        const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : tab.shape.d[0]) - r0;
+        uint32_t p[8] = {u(D), u(T), u(row_bytes(tab.dtype, D)), u(r0), u(nr), f2u(op.a.scale), 0, 0};
+        Bind b[] = {{1, w->bufs[c], 0, W}, {2, ids, 0, W}, {3, yb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, u(((D + 31) / 32 + 63) / 64), u(T), 1);
+      }
+      return;
+    }
+    case OpKind::RmsNorm:
+    case OpKind::FusedSkipNorm: {
+      const bool skip = op.kind == OpKind::FusedSkipNorm;
+      const Tensor& nw = skip ? in[2] : in[1];
+      const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
+      WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0], wb = weight(nw)->bufs[0];
+      const bool inplace = !skip && xb == yb;
+      std::vector<std::string> defs;
+      if (inplace) defs.push_back("INPLACE");
+      if (skip) defs.push_back("SKIP");
+      Pipeline& pl = pipeline(g_, "norm", defs);
+      uint32_t p[4] = {u(D), u(R), f2u(op.a.eps), op.a.norm_plus_one ? 1u : 0u};
+      const uint32_t nx = u(std::min<int64_t>(R, 65535)), ny = u((R + 65534) / 65535);
+      if (skip) {
+        Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {3, xb, 0, W}, {4, act(st, in[1]), 0, W},
+                    {5, dev(out[1])->bufs[0], 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      } else if (inplace) {
+        Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      } else {
+        Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {3, xb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      }
+      return;
+    }
+    case OpKind::Rope: {
+      const RopeTable& rt = *op.a.rope;
+      const int hd = op.a.head_dim, nh = op.a.n_heads, half = rt.rot_dims / 2;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd);
+      if (op.a.pos0 < 0 || op.a.pos0 + T > rt.max_pos)
+        throw_invalid_config("position", "positions exceed the RoPE table");
+      Tensor ct, stt;
+      ct.dtype = stt.dtype = DType::F32;
+      ct.shape = stt.shape = Shape{rt.max_pos, half};
+      ct.data = const_cast<float*>(rt.cos);
+      stt.data = const_cast<float*>(rt.sin);
+      WGPUBuffer cb = weight(ct)->bufs[0], sb = weight(stt)->bufs[0];
+      WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0];
+      const bool inplace = xb == yb;
+      Pipeline& pl = pipeline(g_, "rope", inplace ? std::vector<std::string>{"INPLACE"} : std::vector<std::string>{});
+      uint32_t p[8] = {u(T), u(nh), u(hd), u(half), u(op.a.pos0), rt.neox ? 1u : 0u, 0, 0};
+      const uint32_t gx = u((hd + 63) / 64), gy = u(T * nh);
+      if (inplace) {
+        Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, yb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
+      } else {
+        Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, yb, 0, W}, {4, xb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
+      }
+      return;
+    }
+    case OpKind::KvWrite: {
+      const int nkv = op.a.n_kv_heads, hd = op.a.head_dim;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nkv) * hd);
+      const Tensor& c = out[0];
+      if (c.shape.ndim != 3 || c.shape.d[0] != nkv || c.shape.d[2] != hd || op.a.pos0 < 0 ||
+          op.a.pos0 + T > c.shape.d[1])
+        throw_invalid_config("position", "positions exceed the KV cache");
+      const bool f16 = c.dtype == DType::F16;
+      if (f16 && hd % 2) throw_unsupported_op("kv_write (odd head_dim, f16)", "wgpu+rs", "F16");
+      Pipeline& pl = pipeline(g_, "kv_write", f16 ? std::vector<std::string>{"F16"} : std::vector<std::string>{});
+      uint32_t p[8] = {u(T), u(nkv), u(hd), u(c.shape.d[1]), u(op.a.pos0), 0, 0, 0};
+      Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(c)->bufs[0], 0, W}};
+      st.dispatch(pl, p, sizeof(p), b, u(((f16 ? hd / 2 : hd) + 63) / 64), u(T * nkv), 1);
+      return;
+    }
+    case OpKind::Attention: {
+      const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd);
+      const int64_t max_ctx = in[1].shape.d[1];
+      if (in[1].shape.ndim != 3 || in[1].shape.d[0] != nkv || in[1].shape.d[2] != hd || op.a.pos0 < 0 ||
+          op.a.pos0 + T > max_ctx)
+        throw_invalid_config("position", "positions exceed the KV cache");
+      const bool f16 = in[1].dtype == DType::F16;
+      Pipeline& pl = pipeline(g_, "attention", f16 ? std::vector<std::string>{"F16"} : std::vector<std::string>{});
+      uint32_t p[12] = {u(T), u(nh), u(nkv), u(hd), u(max_ctx), u(op.a.pos0), u(op.a.window),
+                        u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), 0, 0};
+      Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(in[1])->bufs[0], 0, W}, {3, dev(in[2])->bufs[0], 0, W},
+                  {4, dev(out[0])->bufs[0], 0, W}};
+      st.dispatch(pl, p, sizeof(p), b, u(nh), u(T), 1);
+      return;
+    }
+    default: {
+      // Element-wise.
+      uint32_t code = 0;
+      bool binary = false;
+      switch (op.kind) {
+        case OpKind::Scale: code = 0; break;
+        case OpKind::Silu: code = 1; break;
+        case OpKind::Gelu: code = 2; break;
+        case OpKind::GeluTanh: code = 3; break;
+        case OpKind::Softcap: code = 4; break;
+        case OpKind::Add: code = 16; binary = true; break;
+        case OpKind::Mul: code = 17; binary = true; break;
+        case OpKind::SwiGlu: code = 18; binary = true; break;
+        case OpKind::GeGlu: code = op.a.gelu_erf ? 20 : 19; binary = true; break;
+        default: throw_unsupported_op(op_name(op.kind), "wgpu+rs", "-");
+      }
+      const int64_t n = in[0].shape.numel();
+      WGPUBuffer ab = act(st, in[0]), yb = dev(out[0])->bufs[0];
+      const bool inplace = !binary && ab == yb;
+      std::vector<std::string> defs;
+      if (binary) defs.push_back("BINARY");
+      if (inplace) defs.push_back("INPLACE");
+      Pipeline& pl = pipeline(g_, "eltwise", defs);
+      const uint32_t wgs = u((n + 255) / 256), nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
+      uint32_t p[8] = {u(n), binary ? u(in[1].shape.numel()) : 1u, code, nx, f2u(op.a.scale), f2u(op.a.softcap), 0, 0};
+      if (binary) {
+        WGPUBuffer bb = act(st, in[1]);
+        if (bb == yb || ab == yb) throw_unsupported_op(std::string(op_name(op.kind)) + " (in place)", "wgpu+rs", "-");
+        Bind b[] = {{1, yb, 0, W}, {2, ab, 0, W}, {3, bb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      } else if (inplace) {
+        Bind b[] = {{1, yb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      } else {
+        Bind b[] = {{1, yb, 0, W}, {2, ab, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+bool wgpu_compiled() { return true; }
+
+bool wgpu_hardware_available() {
+  Gpu& g = gpu();
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    if (!g.tried) init_device(g);
+    return g.device && !g.info.software;
+  }
+}
+
+WgpuInfo wgpu_info(bool allow_software) { return device_or_throw(allow_software).info; }
+
+std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
+  Gpu& g = device_or_throw(allow_software);
+  return std::unique_ptr<Backend>(new WgpuBackend(g));
+}
+
+std::map<std::string, uint64_t> wgpu_report() {
+  Gpu& g = gpu();
+  std::map<std::string, uint64_t> r;
+  if (!g.instance) return r;
+  WGPUGlobalReport rep = {};
+  A.wgpuGenerateReport(g.instance, &rep);
+  auto add = [&](const char* k, const WGPURegistryReport& x) {
+    r[std::string(k) + ".allocated"] = x.numAllocated;
+    r[std::string(k) + ".kept"] = x.numKeptFromUser;
+    r[std::string(k) + ".released"] = x.numReleasedFromUser;
+  };
+  add("buffers", rep.hub.buffers);
+  add("bind_groups", rep.hub.bindGroups);
+  add("compute_pipelines", rep.hub.computePipelines);
+  add("shader_modules", rep.hub.shaderModules);
+  add("command_buffers", rep.hub.commandBuffers);
+  add("devices", rep.hub.devices);
+  return r;
+}
+
+}  // namespace cyb
+
+#endif  // CYB_HAVE_WGPU

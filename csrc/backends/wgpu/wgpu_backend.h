@@ -1,0 +1,44 @@
+// The wgpu+rs backend: WGSL compute shaders (shaders/wgsl, embedded at build
+// time) driven through wgpu-native, loaded at run time from the `wgpu` wheel
+// (no link-time dependency). One backend object per model: it owns the model's
+// weights on the device (uploaded once, at first use, keyed by host pointer).
+// The device itself is process-wide. Per conversation, the ExecContext holds
+// the frame pools (STORAGE buffers keyed by exact size, a UNIFORM arena), the
+// bind-group cache and the open command encoder: a whole forward is recorded
+// into one compute pass and submitted once, at the logits read-back.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "dispatch/backend.h"
+
+namespace cyb {
+
+struct WgpuInfo {
+  std::string adapter;       // device name
+  std::string vendor, architecture, description;
+  std::string backend_type;  // "vulkan", "metal", "dx12", ...
+  std::string adapter_type;  // "discrete", "integrated", "cpu", "unknown"
+  bool software = false;     // adapter type CPU (lavapipe, llvmpipe, WARP)
+  bool shader_f16 = false, subgroups = false;
+  uint32_t subgroup_min = 0, subgroup_max = 0;
+  uint64_t max_storage_binding = 0, max_buffer = 0;
+  uint32_t max_workgroup_storage = 0;
+  std::string library;       // path of libwgpu_native that was loaded
+};
+
+// True when this build has the backend compiled in.
+bool wgpu_compiled();
+// True when a hardware (non-CPU) adapter exists (never throws; the platform default asks this).
+bool wgpu_hardware_available();
+// Initializes the device if needed (software adapters allowed when asked) and describes it.
+// Throws BackendInit when the library or an adapter is missing.
+WgpuInfo wgpu_info(bool allow_software);
+// A new backend for one model. Throws BackendInit as wgpu_info does.
+std::unique_ptr<Backend> make_wgpu_backend(bool allow_software);
+// wgpu-native's own resource report (wgpuGenerateReport): live objects per kind.
+std::map<std::string, uint64_t> wgpu_report();
+
+}  // namespace cyb

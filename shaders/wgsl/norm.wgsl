@@ -1,0 +1,56 @@
+// RMSNorm over rows of D: y = x / sqrt(mean(x^2) + eps) * (plus_one ? 1 + w : w).
+// Variant SKIP (FusedSkipNorm): s = x + res; S = s; y = norm(s).
+// Variant INPLACE: y aliases x.
+struct P { D: u32, R: u32, eps: f32, plus_one: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> NW: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+//#if !INPLACE
+@group(0) @binding(3) var<storage, read> X: array<f32>;
+//#endif
+//#if SKIP
+@group(0) @binding(4) var<storage, read> RES: array<f32>;
+@group(0) @binding(5) var<storage, read_write> S: array<f32>;
+//#endif
+
+var<workgroup> red: array<f32, 256>;
+
+fn xin(i: u32) -> f32 {
+//#if INPLACE
+  return Y[i];
+//#else
+//#if SKIP
+  return X[i] + RES[i];
+//#else
+  return X[i];
+//#endif
+//#endif
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let row = wid.x + wid.y * 65535u;
+  if (row >= p.R) { return; }
+  let base = row * p.D;
+  var ss = 0.0;
+  for (var i = li; i < p.D; i += 256u) {
+    let v = xin(base + i);
+    ss = fma(v, v, ss);
+  }
+  red[li] = ss;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    if (li < s) { red[li] += red[li + s]; }
+    workgroupBarrier();
+  }
+  let r = 1.0 / sqrt(red[0] / f32(p.D) + p.eps);
+  for (var i = li; i < p.D; i += 256u) {
+    let v = xin(base + i);
+//#if SKIP
+    S[base + i] = v;
+//#endif
+    var w = NW[i];
+    if (p.plus_one != 0u) { w = 1.0 + w; }
+    Y[base + i] = v * r * w;
+  }
+}

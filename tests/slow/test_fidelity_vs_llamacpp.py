@@ -1,0 +1,80 @@
+"""Slow tier: the fast default path against llama.cpp, both judged by transformers f32.
+
+RUNTIME.md "Correctness", fast paths: a whole forward never further from
+transformers f32 than llama.cpp is on the same prompt (measured here, in the same
+test, on the same GGUF bytes and the same token ids), and greedy 32-token
+continuations identical to transformers on at least as many of the 12 prompts of
+tests/oracles.py as llama.cpp achieves.
+
+Needs llama-cpp-python (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llama-cpp-python`);
+skipped when it is not importable. Prints the measured numbers (run with -s).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import cyb_llm
+from cyb_llm import hub
+
+from oracles import PROMPTS, greedy, hf_from_gguf, hf_greedy, hf_logits, rel_err
+
+pytestmark = pytest.mark.slow
+
+MODELS = os.environ.get("CYB_GOLDEN_MODELS", "smollm2,qwen05,gemma3").split(",")
+N_TOKENS = 32
+
+
+def _llama(gguf: str):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    return llama_cpp.Llama(model_path=gguf, n_ctx=512, n_threads=2, logits_all=True, verbose=False)
+
+
+def _llama_logits(llm, ids) -> np.ndarray:
+    llm.reset()
+    llm.eval(list(ids))
+    return np.array(llm.scores[: len(ids)], dtype=np.float32)
+
+
+def _llama_greedy(llm, ids, n: int, eos: set[int]) -> list[int]:
+    llm.reset()
+    llm.eval(list(ids))
+    out: list[int] = []
+    for _ in range(n):
+        t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        out.append(t)
+        if t in eos:
+            break
+        llm.eval([t])
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fast_path_at_least_as_faithful_as_llamacpp(name):
+    gguf = hub.fetch_source(name)
+    llm = _llama(gguf)
+    fast = cyb_llm.load(hub.fetch(name), precise=False)
+    hf = hf_from_gguf(gguf)
+    eos = fast.eos_token_ids
+    ours_err, llama_err = [], []
+    ours_same = llama_same = 0
+    for prompt in PROMPTS:
+        ids = fast.tokenizer.encode(prompt, add_special_tokens=True)
+        ref = hf_logits(hf, ids)
+        a = fast.new_conversation(256).forward(ids, all_logits=True)
+        b = _llama_logits(llm, ids)
+        assert np.isfinite(a).all()
+        ours_err.append(rel_err(a, ref))
+        llama_err.append(rel_err(b, ref))
+        want = hf_greedy(hf, ids, N_TOKENS, eos)
+        ours_same += greedy(fast.new_conversation(256), ids, N_TOKENS, eos) == want
+        llama_same += _llama_greedy(llm, ids, N_TOKENS, eos) == want
+    print(f"\n{name}: logits error vs transformers f32, max over prompts: "
+          f"cyb_llm fast {max(ours_err):.2e}, llama.cpp {max(llama_err):.2e}; "
+          f"greedy identical ({N_TOKENS} tokens): cyb_llm fast {ours_same}/{len(PROMPTS)}, "
+          f"llama.cpp {llama_same}/{len(PROMPTS)}")
+    worse = [(p, o, l) for p, o, l in zip(PROMPTS, ours_err, llama_err) if o > l]
+    assert not worse, f"{name}: further from transformers than llama.cpp on {worse}"
+    assert ours_same >= llama_same, f"{name}: greedy identical {ours_same} < llama.cpp {llama_same}"
