@@ -52,7 +52,7 @@ def _tokenizer_json(path):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     vocab = {f"t{i}": i for i in range(VOCAB)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tok = Tokenizer(models.BPE(vocab, [], unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(os.path.join(path, "tokenizer.json"))
 
