@@ -106,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", help="download and import a known model into the cache")
     fetch.add_argument("name")
     fetch.set_defaults(func=cmd_fetch)
+
+    bench = sub.add_parser("bench", help="CPU benchmark against llama.cpp (same GGUF, same threads)",
+                           add_help=False)
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER, help="options of bench/bench_cpu.py (--help)")
+    bench.set_defaults(func=cmd_bench)
     return ap
 
 
@@ -311,11 +316,22 @@ def cmd_fetch(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(a: argparse.Namespace) -> int:
+    from .benchmark import main as bench_main
+
+    return bench_main(list(a.bench_args))
+
+
 class _Usage(Exception):
     pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["bench"]:  # its options belong to cyb_llm.benchmark (argparse cannot forward "--x")
+        from .benchmark import main as bench_main
+
+        return bench_main(args[1:])
     parser = build_parser()
     a = parser.parse_args(argv)
     try:
