@@ -135,19 +135,19 @@ void Executor::forward(ExecState& st, ExecContext& ctx, Dispatcher& d, const int
   };
 
   Tensor all[8], in[8], out[4];
-  std::vector<char> in_state(8), out_state(4);
+  char in_state[8] = {0}, out_state[4] = {0};  // no allocation in a steady decode
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const Node& n = g_.nodes[i];
     const bool takes_pos = n.kind == OpKind::Rope || n.kind == OpKind::Attention || n.kind == OpKind::KvWrite;
     int na = 0, ni = 0;
     for (int id : n.inputs) {
       const Value& v = g_.values[static_cast<size_t>(id)];
-      in_state[static_cast<size_t>(na)] = v.kind == ValueKind::State;
+      in_state[na] = v.kind == ValueKind::State;
       all[na++] = vals[static_cast<size_t>(id)];
       if (!(takes_pos && v.kind == ValueKind::Positions)) in[ni++] = vals[static_cast<size_t>(id)];
     }
     int no = 0;
-    for (int k = 0; k < 4; ++k) out_state[static_cast<size_t>(k)] = 0;
+    for (int k = 0; k < 4; ++k) out_state[k] = 0;
     if (n.kind == OpKind::Reshape) {
       Tensor t = in[0];
       t.shape = concrete(g_.values[static_cast<size_t>(n.outputs[0])].shape, T, R, C);
@@ -161,7 +161,7 @@ void Executor::forward(ExecState& st, ExecContext& ctx, Dispatcher& d, const int
     } else {
       for (int id : n.outputs) {
         const Value& v = g_.values[static_cast<size_t>(id)];
-        out_state[static_cast<size_t>(no)] = v.kind == ValueKind::State;
+        out_state[no] = v.kind == ValueKind::State;
         out[no++] = v.kind == ValueKind::State ? vals[static_cast<size_t>(id)]
                                                : alloc(concrete(v.shape, T, R, C));
       }

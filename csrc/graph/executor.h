@@ -23,7 +23,7 @@ class NodeObserver {
   virtual ~NodeObserver() = default;
   virtual void begin(int64_t pos0, int64_t T) = 0;
   virtual void on_node(const Node& n, const Tensor* in, int n_in, const Tensor* out, int n_out,
-                       const std::vector<char>& in_is_state, const std::vector<char>& out_is_state,
+                       const char* in_is_state, const char* out_is_state,
                        int64_t visible) = 0;
 };
 

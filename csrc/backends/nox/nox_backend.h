@@ -60,7 +60,7 @@ class NoxTracer : public graph::NodeObserver {
   explicit NoxTracer(NoxWeightDigests* weights) : weights_(weights) {}
   void begin(int64_t pos0, int64_t T) override;
   void on_node(const graph::Node& n, const Tensor* in, int n_in, const Tensor* out, int n_out,
-               const std::vector<char>& in_is_state, const std::vector<char>& out_is_state,
+               const char* in_is_state, const char* out_is_state,
                int64_t visible) override;
   std::string hex() const { return Sha256::hex(chain_); }
   const Sha256::Digest& digest() const { return chain_; }
