@@ -204,8 +204,14 @@ def test_llama_cpp_reference(models, real_source, name):
     print(f"{name}: llama.cpp differs on {len(bad)} of {len(LINES)} lines")
     if name == "smollm2":
         assert bad == []
-    elif name == "qwen05":  # llama.cpp has no NFC step either
-        assert all(unicodedata.normalize("NFC", s) != s for s in bad)
+    elif name == "gemma3":
+        assert bad == []
+    else:
+        # llama.cpp has no NFC step, and it retypes the ordinary vocabulary token "</s>" as a control
+        # token (it looks like an end-of-generation token), so it matches "</s>" in text whole.
+        # Qwen2's original tokenizer does neither (test_qwen05_matches_original), and decides.
+        assert all(unicodedata.normalize("NFC", s) != s or "</s>" in s for s in bad)
+        assert any("</s>" in s for s in bad)
 
 
 # ---------------------------------------------------------------- Llama-2-style SentencePiece

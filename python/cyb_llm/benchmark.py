@@ -1,0 +1,343 @@
+"""CPU benchmark: cyb_llm (fast and precise) against llama.cpp on the same GGUF bytes.
+
+One run measures, for every model, interleaved (ours fast, ours precise, llama.cpp, repeat)
+and each measurement in its own child process (so load time and peak RSS are clean):
+prompt processing tok/s (128 and 512 tokens), generation tok/s (128 tokens after a
+16-token prompt), load time and peak RSS; it prints medians, the ratio to llama.cpp and
+the share of the memory-bandwidth limit for generation (limit = weight bytes read per
+token / bandwidth; bandwidth = the larger of a native matvec measurement and numpy's
+2-thread read of a 1 GiB array). Token ids are random (seeded) and identical for both.
+
+llama.cpp comes from llama-cpp-python; when it is missing the script says how to install it
+(`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llama-cpp-python`) and benches cyb_llm alone.
+Entry points: `python bench/bench_cpu.py` and `cyb-llm bench`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RUNTIMES = ("cyb-fast", "cyb-precise", "llama.cpp")
+DEFAULT_MODELS = "smollm2,qwen05,qwen15,smollm2-f16,smollm2-q8_0"
+INSTALL_HINT = 'CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llama-cpp-python   (builds from source, ~6 min)'
+
+
+# ---------------------------------------------------------------- model files
+
+def _cache_dir() -> Path:
+    d = Path(os.environ.get("CYB_LLM_CACHE", Path.home() / ".cache" / "cyb_llm")) / "bench"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def requantize_gguf(src: str, dst: Path, encoding: str) -> Path:
+    """Rewrites a GGUF with every 2-D weight in `encoding` (F16 or Q8_0) using the gguf package:
+    the metadata is copied, the tensors are dequantized and quantized again."""
+    import gguf
+    from gguf.quants import dequantize, quantize
+
+    if dst.exists():
+        return dst
+    target = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}[encoding]
+    r = gguf.GGUFReader(src)
+    arch = str(r.fields["general.architecture"].contents())
+    tmp = dst.with_suffix(".tmp")
+    w = gguf.GGUFWriter(str(tmp), arch)
+    for key, f in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        vtype = f.types[0]
+        sub = f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        val = f.contents()
+        if key == "general.file_type":
+            val = {"f16": 1, "q8_0": 7}[encoding]
+        w.add_key_value(key, val, vtype, sub)
+    for t in r.tensors:
+        shape = [int(x) for x in reversed(t.shape.tolist())]  # numpy order
+        x = dequantize(t.data, t.tensor_type).reshape(shape).astype(np.float32)
+        if len(shape) >= 2 and shape[-1] % 32 == 0:
+            if target == gguf.GGMLQuantizationType.F16:
+                w.add_tensor(t.name, x.astype(np.float16))
+            else:
+                w.add_tensor(t.name, quantize(x, target), raw_dtype=target)
+        else:
+            w.add_tensor(t.name, x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.rename(dst)
+    return dst
+
+
+def model_files(name: str) -> tuple[str, str]:
+    """(gguf path, .model path) of a bench model: a hub name, or `<hub name>-f16` / `-q8_0`."""
+    from . import hub
+
+    base, _, enc = name.partition("-")
+    gguf_path = hub.fetch_source(base, progress=False)
+    if not enc:
+        return gguf_path, hub.fetch(base)
+    g = requantize_gguf(gguf_path, _cache_dir() / f"{base}-{enc}.gguf", enc)
+    m = _cache_dir() / f"{base}-{enc}.model"
+    if not m.exists():
+        from .convert import import_model
+
+        import_model(str(g), str(m), progress=False)
+    return str(g), str(m)
+
+
+def weight_bytes_per_token(gguf_path: str) -> int:
+    """Bytes of weights one decode step reads: every tensor except the token embedding
+    table (one row is gathered), which counts when it doubles as the output head."""
+    import gguf
+
+    r = gguf.GGUFReader(gguf_path)
+    names = {t.name for t in r.tensors}
+    total = 0
+    for t in r.tensors:
+        if t.name == "token_embd.weight" and "output.weight" in names:
+            continue
+        total += int(t.n_bytes)
+    return total
+
+
+# ---------------------------------------------------------------- bandwidth
+
+def numpy_bandwidth(threads: int = 2, gib: float = 1.0, reps: int = 5) -> float:
+    """GB/s of `threads` threads each summing its share of a 1 GiB array (numpy releases the GIL)."""
+    a = np.ones(int(gib * (1 << 30)) // 8, dtype=np.float64)
+    parts = np.array_split(a, threads)
+    best = 0.0
+    for _ in range(reps):
+        ts = [threading.Thread(target=np.add.reduce, args=(p,)) for p in parts]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        best = max(best, a.nbytes / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def native_bandwidth(threads: int) -> float:
+    """GB/s of our own Q8_0 matvec over ~256 MB of weights (best of a few calls)."""
+    from . import _core
+
+    n, k = 7680, 32768  # 7680 rows x 32768 -> 267 MB of Q8_0
+    sec = _core.bench_matmul("q8_0", n, k, 1, 5, "auto", threads, False)
+    return n * (k // 32 * 34) / sec / 1e9
+
+
+# ---------------------------------------------------------------- one measurement (child)
+
+def _peak_rss_mb() -> float:
+    try:
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return r / 1024.0 if sys.platform != "darwin" else r / 1048576.0
+    except ImportError:  # Windows
+        return float("nan")
+
+
+def _token_ids(vocab: int, n: int, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    return [int(x) for x in rng.integers(100, min(vocab, 30000), n)]
+
+
+def measure(runtime: str, gguf_path: str, model_path: str, threads: int, prompts: list[int], gen: int) -> dict:
+    """Runs in a child process: load, prompt processing per length, generation."""
+    out: dict[str, Any] = {"runtime": runtime}
+    max_ctx = max(prompts + [16 + gen]) + 8
+    if runtime == "llama.cpp":
+        import llama_cpp
+
+        t0 = time.perf_counter()
+        llm = llama_cpp.Llama(model_path=gguf_path, n_ctx=max_ctx, n_batch=512, n_threads=threads,
+                              n_threads_batch=threads, verbose=False)
+        out["load_s"] = time.perf_counter() - t0
+        vocab = llm.n_vocab()
+
+        def prompt(ids):
+            llm.reset()
+            llm.eval(ids)
+            return np.asarray(llm.scores[llm.n_tokens - 1])
+
+        def step(t):
+            llm.eval([t])
+            return np.asarray(llm.scores[llm.n_tokens - 1])
+    else:
+        import cyb_llm
+
+        t0 = time.perf_counter()
+        m = cyb_llm.load(model_path, precise=runtime == "cyb-precise", threads=threads)
+        out["load_s"] = time.perf_counter() - t0
+        vocab = m.vocab_size
+        state: dict[str, Any] = {}
+
+        def prompt(ids):
+            state["c"] = m.new_conversation(max_ctx)
+            return state["c"].forward(ids)
+
+        def step(t):
+            return state["c"].forward([t])
+    vocab = min(vocab, 30000)
+    prompt(_token_ids(vocab, 8, 0))  # warm-up (pages, pools)
+    for n in prompts:
+        ids = _token_ids(vocab, n, n)
+        t0 = time.perf_counter()
+        prompt(ids)
+        out[f"pp{n}"] = n / (time.perf_counter() - t0)
+    logits = prompt(_token_ids(vocab, 16, 1))
+    t0 = time.perf_counter()
+    for _ in range(gen):
+        logits = step(int(np.argmax(logits)))
+    out[f"tg{gen}"] = gen / (time.perf_counter() - t0)
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def _child(args: argparse.Namespace) -> int:
+    r = measure(args.child, args.gguf, args.model_path, args.threads, [int(x) for x in args.prompts.split(",")],
+                args.gen)
+    print("RESULT " + json.dumps(r))
+    return 0
+
+
+def _run_child(runtime: str, gguf_path: str, model_path: str, a: argparse.Namespace) -> dict | None:
+    cmd = [sys.executable, "-m", "cyb_llm.benchmark", "--child", runtime, "--gguf", gguf_path,
+           "--model-path", model_path, "--threads", str(a.threads), "--prompts", a.prompts, "--gen", str(a.gen)]
+    env = dict(os.environ)
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    print(f"  {runtime}: failed (exit {p.returncode}): {p.stderr.strip()[-600:]}", file=sys.stderr)
+    return None
+
+
+# ---------------------------------------------------------------- report
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _commit() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() or "?"
+    except OSError:
+        return "?"
+
+
+def have_llama_cpp() -> bool:
+    try:
+        import llama_cpp  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="cyb-llm bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions (median reported)")
+    ap.add_argument("--prompts", default="128,512")
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES))
+    ap.add_argument("--markdown", help="append the results table to this markdown file")
+    ap.add_argument("--json", help="write all measurements to this JSON file")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--gguf", help=argparse.SUPPRESS)
+    ap.add_argument("--model-path", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        return _child(a)
+
+    runtimes = [r for r in a.runtimes.split(",") if r]
+    if "llama.cpp" in runtimes and not have_llama_cpp():
+        print(f"llama-cpp-python is not installed; benching cyb_llm alone. Install the peer with:\n  {INSTALL_HINT}")
+        runtimes.remove("llama.cpp")
+    prompts = [int(x) for x in a.prompts.split(",")]
+    bw_np = numpy_bandwidth(a.threads)
+    bw_native = native_bandwidth(a.threads)
+    bw = max(bw_np, bw_native)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float("nan")
+    print(f"CPU: {_cpu_name()}, threads={a.threads}, load average {load:.2f}; bandwidth: numpy {bw_np:.1f} GB/s, "
+          f"cyb_llm q8_0 matvec {bw_native:.1f} GB/s -> limit uses {bw:.1f} GB/s")
+    rows = []
+    allres: dict[str, Any] = {"bandwidth_gbs": bw, "threads": a.threads, "models": {}}
+    for name in a.models.split(","):
+        gguf_path, model_path = model_files(name)
+        wb = weight_bytes_per_token(gguf_path)
+        res: dict[str, list[dict]] = {r: [] for r in runtimes}
+        for _ in range(a.reps):
+            for rt in runtimes:
+                r = _run_child(rt, gguf_path, model_path, a)
+                if r:
+                    res[rt].append(r)
+        med = {rt: {k: statistics.median(x[k] for x in v) for k in v[0] if k != "runtime"}
+               for rt, v in res.items() if v}
+        allres["models"][name] = {"gguf": gguf_path, "weight_bytes_per_token": wb, "runs": res, "median": med}
+        limit = bw * 1e9 / wb
+        print(f"\n{name}: {Path(gguf_path).name}, {wb / 1e6:.0f} MB weights read per token, "
+              f"generation limit {limit:.0f} tok/s")
+        keys = [f"pp{n}" for n in prompts] + [f"tg{a.gen}"]
+        print(f"  {'runtime':12s} " + " ".join(f"{k:>8s}" for k in keys) + f" {'load s':>7s} {'RSS MB':>7s} {'%bw':>5s}")
+        peer = med.get("llama.cpp")
+        for rt, m in med.items():
+            share = m[f"tg{a.gen}"] / limit
+            print(f"  {rt:12s} " + " ".join(f"{m[k]:8.1f}" for k in keys)
+                  + f" {m['load_s']:7.3f} {m['peak_rss_mb']:7.0f} {100 * share:4.0f}%")
+            ratio = {k: m[k] / peer[k] for k in keys} if peer and rt != "llama.cpp" else {}
+            if ratio:
+                print(f"  {'  / llama.cpp':12s} " + " ".join(f"{ratio[k]:7.2f}x" for k in keys)
+                      + f" {peer['load_s'] / max(m['load_s'], 1e-9):6.2f}x")
+            rows.append((name, rt, m, share, ratio))
+    if a.json:
+        Path(a.json).write_text(json.dumps(allres, indent=1))
+    if a.markdown:
+        keys = [f"pp{n}" for n in prompts] + [f"tg{a.gen}"]
+        lines = [f"\n## {time.strftime('%Y-%m-%d')}, {_cpu_name()}, commit {_commit()}, {a.threads} threads, "
+                 f"median of {a.reps} interleaved runs, load average {load:.1f} at start",
+                 f"Bandwidth {bw:.1f} GB/s (numpy 2-thread read {bw_np:.1f}, own q8_0 matvec {bw_native:.1f}).\n",
+                 "| model | runtime | " + " | ".join(f"{k} tok/s" for k in keys)
+                 + " | load s | peak RSS MB | gen % of bw limit | ratio vs llama.cpp (" + ", ".join(keys) + ") |",
+                 "|" + "---|" * (len(keys) + 6)]
+        for name, rt, m, share, ratio in rows:
+            rat = ", ".join(f"{ratio[k]:.2f}x" for k in keys) if ratio else ""
+            lines.append(f"| {name} | {rt} | " + " | ".join(f"{m[k]:.1f}" for k in keys)
+                         + f" | {m['load_s']:.3f} | {m['peak_rss_mb']:.0f} | {100 * share:.0f}% | {rat} |")
+        with open(a.markdown, "a") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
