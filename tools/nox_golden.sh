@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${WORK:-$(mktemp -d)}
-PYTHONPATH=python python3 tests/nox_golden.py write "$WORK/golden.model" >/dev/null
+python3 tests/nox_golden.py write "$WORK/golden.model" >/dev/null
 SRCS="tools/nox_golden.cc csrc/backends/nox/nox_backend.cc csrc/backends/nox/nox_math.cc csrc/backends/nox/sha256.cc
       csrc/backends/cpu/quant.cc csrc/graph/graph.cc csrc/graph/fusion.cc csrc/graph/executor.cc
       csrc/format/toml.cc csrc/format/model_file.cc csrc/dispatch/op.cc csrc/dispatch/dispatcher.cc
