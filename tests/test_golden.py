@@ -24,6 +24,7 @@ SHORT = os.environ.get("CYB_GOLDEN", "full") == "short"
 N_PROMPTS = 2 if SHORT else len(PROMPTS)
 N_TOKENS = 8 if SHORT else 32
 MODELS = os.environ.get("CYB_GOLDEN_MODELS", "smollm2,qwen05,gemma3").split(",")
+BACKEND = os.environ.get("CYB_GOLDEN_BACKEND") or None  # e.g. wgpu+rs (lavapipe in CI)
 
 PRECISE_TOL = 1e-4  # RUNTIME.md: precise whole forward vs transformers f32
 FAST_TOL = 5e-2     # RUNTIME.md: fast path vs precise path
@@ -34,7 +35,7 @@ def case(request):
     name = request.param
     path = hub.fetch(name)
     gguf = hub.fetch_source(name)
-    precise = cyb_llm.load(path, precise=True)
+    precise = cyb_llm.load(path, precise=True, backend=BACKEND)
     return name, precise, gguf
 
 
@@ -82,7 +83,7 @@ def test_bulk_prefill_matches_token_by_token(case):
 
 def test_fast_path_close_to_precise(case):
     name, precise, _ = case
-    fast = cyb_llm.load(hub.fetch(name), precise=False)
+    fast = cyb_llm.load(hub.fetch(name), precise=False, backend=BACKEND)
     for prompt in PROMPTS[:N_PROMPTS]:
         ids = _prompt_ids(precise, prompt)
         a = fast.new_conversation(256).forward(ids, all_logits=True)

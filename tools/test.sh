@@ -43,6 +43,9 @@ export CYB_NATIVE_BUILD_DIR=$PWD/build/native
 tier "libFuzzer on the .model reader (bounded)"
 bash tools/fuzz.sh "${FUZZ_SECONDS:-60}"
 
+tier "nox: gcc and clang at -O0 and -O3 reproduce the committed golden digest"
+bash tools/nox_golden.sh
+
 tier "pytest: default path (op matrix on every CPU level, full golden sets)"
 python -m pytest tests -q --ignore=tests/slow
 
@@ -50,9 +53,12 @@ default_level=$(python -c "import cyb_llm._core as c; print(c.cpu_level())")
 for level in $(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels()))"); do
   [ "$level" = "$default_level" ] && continue
   tier "pytest: short golden checks on CPU level $level"
-  CYB_CPU_LEVEL=$level CYB_GOLDEN=short python -m pytest -q \
+  CYB_CPU_LEVEL=$level CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q \
     tests/test_golden.py tests/test_families_tiny.py tests/test_model.py
 done
+
+tier "pytest: short golden checks on wgpu+rs (lavapipe software Vulkan)"
+CYB_GOLDEN_BACKEND=wgpu+rs CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q tests/test_golden.py
 
 if [ "$SLOW" = 1 ]; then
   tier "slow tier: tests/slow"

@@ -25,6 +25,8 @@ const char* op_name(OpKind k) {
     case OpKind::FusedSwiGlu: return "fused_swiglu";
     case OpKind::KvWrite: return "kv_write";
     case OpKind::Copy: return "copy";
+    case OpKind::Reshape: return "reshape";
+    case OpKind::LastRows: return "last_rows";
     case OpKind::COUNT_PLUS_ONE: break;
   }
   return "unknown";

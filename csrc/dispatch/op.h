@@ -45,6 +45,9 @@ enum class OpKind : uint16_t {
   // at positions pos0..pos0+T-1, converting to the cache dtype.
   KvWrite = 20,
   Copy = 21,  // out = in (dtype conversion allowed: F32 <-> F16)
+  // Graph-only views, resolved by the graph executor (no kernel, no backend):
+  Reshape = 22,   // out = in viewed with attribute `shape` (one dim may be -1)
+  LastRows = 23,  // out = the last n rows of x [rows, cols]; n from the I32 input "rows"
   COUNT_PLUS_ONE
 };
 

@@ -5,12 +5,20 @@
 
 namespace cyb {
 
-std::shared_ptr<Model> make_qwen3(std::shared_ptr<ModelFile> f, const LoadOptions& o) {
+void describe_qwen3(const toml::Value& config, FamilySpec& spec_out, DecoderConfig& cfg_out) {
   FamilySpec spec{"qwen3"};
   spec.qk_norm = true;
-  DecoderConfig cfg = parse_decoder_config(f->config());
-  const toml::Value& arch = config_arch(f->config());
+  DecoderConfig cfg = parse_decoder_config(config);
+  const toml::Value& arch = config_arch(config);
   if (!config_bool_or(arch, "use_sliding_window", false)) cfg.sliding_window = 0;
+  spec_out = spec;
+  cfg_out = std::move(cfg);
+}
+
+std::shared_ptr<Model> make_qwen3(std::shared_ptr<ModelFile> f, const LoadOptions& o) {
+  FamilySpec spec{""};
+  DecoderConfig cfg;
+  describe_qwen3(f->config(), spec, cfg);
   return make_decoder(std::move(f), o, spec, std::move(cfg));
 }
 

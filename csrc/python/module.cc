@@ -8,6 +8,7 @@ void bind_format(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_model(py::module_& m);
 void bind_sampling(py::module_& m);
+void bind_graph(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "cyb_llm native core";
@@ -16,4 +17,5 @@ PYBIND11_MODULE(_core, m) {
   bind_ops(m);
   bind_model(m);
   bind_sampling(m);
+  bind_graph(m);  // after bind_model: adds methods to Model
 }

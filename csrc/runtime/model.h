@@ -20,6 +20,11 @@ struct LoadOptions {
   std::string backend;  // "" (platform default), "cpu", "wgpu+rs", "nox"
   bool precise = false; // f32 activations and f32 KV cache
   int threads = 0;      // 0: physical cores
+  // Execution path: "" (curated family when model_type has one, else the graph
+  // section), "curated", or "graph" (the graph section; for a curated family
+  // without one, its emitted decoder graph). nox always takes the graph path.
+  std::string path;
+  bool fuse = true;     // graph path: run the fusion pass at load
 };
 
 class Conversation;
@@ -41,6 +46,14 @@ class Model {
   // last position, or [n, vocab] when all_logits.
   virtual void forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits,
                        float* logits) = 0;
+
+  // "curated" or "graph"; the graph path's fusion report and, on nox, the
+  // SHA-256 digest chain of the last forward (hex; "" elsewhere).
+  virtual std::string execution_path() const { return "curated"; }
+  virtual std::string fusion_report() const { return ""; }
+  virtual std::vector<std::pair<std::string, std::string>> fusion_entries() const { return {}; }
+  virtual std::string last_digest() const { return ""; }
+  virtual std::string graph_origin() const { return ""; }
 
   Dispatcher& dispatcher() { return *dispatcher_; }
   const LoadOptions& options() const { return opts_; }

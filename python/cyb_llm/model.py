@@ -50,13 +50,17 @@ class Model:
     """A loaded `.model` (see `cyb_llm.load`)."""
 
     def __init__(self, path: str | os.PathLike, backend: str | None = None, precise: bool = False,
-                 threads: int | None = None):
+                 threads: int | None = None, exec_path: str | None = None, fuse: bool = True):
         from .format import ModelFile
 
         t0 = time.perf_counter()
         self.path = os.fspath(path)
         self.file = ModelFile(self.path)
-        self._native = _core.Model(self.path, backend or "", bool(precise), int(threads or 0))
+        if exec_path or not fuse or backend == "nox":
+            self._native = _core.load_model(self.path, backend or "", bool(precise), int(threads or 0),
+                                            exec_path or "", bool(fuse))
+        else:
+            self._native = _core.Model(self.path, backend or "", bool(precise), int(threads or 0))
         self.config: dict = self.file.config
         self.precise = bool(precise)
         self.backend = backend or self._native.backends()[0]
@@ -112,6 +116,27 @@ class Model:
         """Per-op timings in dispatch_records (costs a clock read per op)."""
         self._native.set_profiling(bool(on))
 
+    # --- graph path -------------------------------------------------------
+    @property
+    def execution_path(self) -> str:
+        """'curated' or 'graph' (docs/graph.md)."""
+        return self._native.execution_path()
+
+    @property
+    def fusion_report(self) -> str:
+        """Graph path: what the fusion pass rewrote (counts per pattern, what was not fused and why)."""
+        return self._native.fusion_report()
+
+    @property
+    def fusions(self) -> list[tuple[str, str]]:
+        """Graph path: (pattern, fused node name) for every rewrite of the fusion pass."""
+        return [tuple(e) for e in self._native.fusion_entries()]
+
+    @property
+    def last_digest(self) -> str:
+        """nox: the SHA-256 digest chain (hex) of the last forward of any conversation ('' elsewhere)."""
+        return self._native.last_digest()
+
     # --- generation ------------------------------------------------------
     def generator(self):
         from .generate import Generator
@@ -128,6 +153,9 @@ class Model:
 
 
 def load(path: str | os.PathLike, backend: str | None = None, precise: bool = False,
-         threads: int | None = None) -> Model:
-    """Loads a `.model` file (validate, choose the curated family, map the weights)."""
-    return Model(path, backend=backend, precise=precise, threads=threads)
+         threads: int | None = None, path_mode: str | None = None, fuse: bool = True, *,
+         exec_path: str | None = None) -> Model:
+    """Loads a `.model` file (validate, choose the curated family or the graph
+    path, map the weights). `exec_path` ('curated' | 'graph'; alias `path_mode`)
+    forces an execution path; `fuse=False` turns the graph fusion pass off."""
+    return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path or path_mode, fuse=fuse)

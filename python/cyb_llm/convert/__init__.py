@@ -11,7 +11,19 @@ from typing import Any
 from ..errors import FormatError, InvalidConfig
 from .common import Progress, make_error, write_atomically
 
-__all__ = ["import_model", "detect_source"]
+__all__ = ["import_model", "detect_source", "emit_graph"]
+
+
+def emit_graph(config: dict, tensor_names) -> str:
+    """The unfused graph section (TOML text, docs/graph.md) of a curated decoder
+    family, built natively from the same family description the curated path runs."""
+    from .. import _core
+    from ..toml_writer import dumps as toml_dumps
+
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise make_error(InvalidConfig, "config has no model_type to emit a graph for", field="model_type", reason="missing")
+    return _core.emit_decoder_graph(model_type, toml_dumps(config, "config"), list(tensor_names))
 
 
 def detect_source(src: str) -> str:
@@ -41,8 +53,6 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
     from ..format import write_model
 
     kind = detect_source(src)
-    if graph:
-        raise make_error(InvalidConfig, "graph export is not available in this importer yet", field="graph", reason="unsupported")
     if kind == "gguf":
         if quantize:
             raise make_error(
@@ -63,13 +73,17 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
         records = s.tensor_records
         total = s.total_bytes
 
+    graph_text = None
+    if graph:
+        graph_text = emit_graph(config, [r.name for r in records()])
+
     def write(tmp: str) -> None:
         bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
         try:
             write_model(
                 tmp, name=name, config=config,
                 tensors=[(r.name, r.encoding, r.shape, r.data) for r in records()],
-                vocab=vocab, tokenizer_json=tok_json, chat=chat, card=card, progress=bar,
+                vocab=vocab, tokenizer_json=tok_json, chat=chat, card=card, graph=graph_text, progress=bar,
             )
         finally:
             bar.close()

@@ -1,0 +1,507 @@
+#include "backends/nox/nox_backend.h"
+
+#include <cstring>
+
+#include "backends/cpu/quant.h"
+#include "backends/nox/nox_math.h"
+#include "core/errors.h"
+#include "core/frame_allocator.h"
+
+namespace cyb {
+
+namespace {
+
+float load(const Tensor& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::F32: return static_cast<const float*>(t.data)[i];
+    case DType::F16: return fp16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
+    default: return bf16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
+  }
+}
+
+void store(const Tensor& t, int64_t i, float v) {
+  switch (t.dtype) {
+    case DType::F32: static_cast<float*>(t.data)[i] = v; break;
+    case DType::F16: static_cast<uint16_t*>(t.data)[i] = f32_to_fp16(v); break;
+    default: static_cast<uint16_t*>(t.data)[i] = f32_to_bf16(v); break;
+  }
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + nox::exp(-x)); }
+double silu(double x) { return x * sigmoid(x); }
+double gelu_erf(double x) { return 0.5 * x * (1.0 + nox::erf(x * 0.70710678118654752440)); }
+double gelu_tanh(double x) {
+  const double k = 0.79788456080286535588;  // sqrt(2 / pi)
+  return 0.5 * x * (1.0 + nox::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+[[noreturn]] void position_error(const Op& op, int64_t last, int64_t limit, const char* what) {
+  throw_invalid_config("position", std::string(op.label ? op.label : op_name(op.kind)) + ": positions up to " +
+                                       std::to_string(last) + " exceed the " + what + " (" +
+                                       std::to_string(limit) + " positions)");
+}
+
+// One row of y = x W^T: W decoded one block at a time, each dot product summed
+// in double strictly left to right.
+void matmul(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y) {
+  const int64_t N = W.shape.d[0], bs = block_size(W.dtype), bb = block_bytes(W.dtype);
+  const size_t rb = row_bytes(W.dtype, K);
+  std::vector<float> row(static_cast<size_t>(K));
+  float blk[kMaxBlock];
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* wr = static_cast<const uint8_t*>(W.data) + static_cast<size_t>(n) * rb;
+    for (int64_t b = 0; b < K / bs; ++b) {
+      dequant_block(W.dtype, wr + b * bb, blk);
+      std::memcpy(row.data() + b * bs, blk, static_cast<size_t>(bs) * sizeof(float));
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xr = x + t * K;
+      double s = 0.0;
+      for (int64_t k = 0; k < K; ++k) s += static_cast<double>(xr[k]) * static_cast<double>(row[static_cast<size_t>(k)]);
+      if (bias) s += static_cast<double>(bias[n]);
+      y[t * N + n] = static_cast<float>(s);
+    }
+  }
+}
+
+void rms(const float* x, const float* w, int64_t D, double eps, bool plus_one, float* y) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < D; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  const double r = 1.0 / nox::sqrt(ss / static_cast<double>(D) + eps);
+  for (int64_t i = 0; i < D; ++i) {
+    const double wi = plus_one ? 1.0 + static_cast<double>(w[i]) : static_cast<double>(w[i]);
+    y[i] = static_cast<float>(static_cast<double>(x[i]) * r * wi);
+  }
+}
+
+template <class F>
+void unary(const Tensor* in, Tensor* out, F f) {
+  const int64_t n = in[0].shape.numel();
+  for (int64_t i = 0; i < n; ++i) out[0].f32()[i] = static_cast<float>(f(static_cast<double>(in[0].f32()[i])));
+}
+
+template <class F>
+void binary(const Tensor* in, Tensor* out, F f) {
+  const int64_t n = in[0].shape.numel(), nb = in[1].shape.numel();
+  for (int64_t i = 0; i < n; ++i)
+    out[0].f32()[i] = static_cast<float>(
+        f(static_cast<double>(in[0].f32()[i]), static_cast<double>(in[1].f32()[i % nb])));
+}
+
+}  // namespace
+
+bool NoxBackend::supports(const Op& op, const Tensor* in, int n_in) const {
+  for (int i = 0; i < n_in; ++i)
+    if (in[i].device != Device::Host) return false;
+  switch (op.kind) {
+    case OpKind::FusedSkipNorm:
+    case OpKind::FusedNormMatmul:
+    case OpKind::FusedSwiGlu:
+    case OpKind::Reshape:
+    case OpKind::LastRows:
+    case OpKind::COUNT_PLUS_ONE:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void NoxBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext&) {
+  if (!supports(op, in, n_in))
+    throw_unsupported_op(op_name(op.kind), "nox", n_in > 0 ? dtype_name(in[0].dtype) : "none");
+  (void)n_out;
+  switch (op.kind) {
+    case OpKind::Embedding: {
+      const int32_t* ids = static_cast<const int32_t*>(in[0].data);
+      const Tensor& tab = in[1];
+      const int64_t T = in[0].shape.numel(), V = tab.shape.d[0], D = tab.shape.d[1];
+      const int64_t bs = block_size(tab.dtype), bb = block_bytes(tab.dtype);
+      const size_t rb = row_bytes(tab.dtype, D);
+      float blk[kMaxBlock];
+      for (int64_t t = 0; t < T; ++t) {
+        if (ids[t] < 0 || ids[t] >= V)
+          throw_invalid_config("token id", "id " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
+                                               std::to_string(V) + ")");
+        const uint8_t* row = static_cast<const uint8_t*>(tab.data) + static_cast<size_t>(ids[t]) * rb;
+        for (int64_t b = 0; b < D / bs; ++b) {
+          dequant_block(tab.dtype, row + b * bb, blk);
+          for (int64_t i = 0; i < bs; ++i)
+            out[0].f32()[t * D + b * bs + i] =
+                static_cast<float>(static_cast<double>(blk[i]) * static_cast<double>(op.a.scale));
+        }
+      }
+      return;
+    }
+    case OpKind::Matmul: {
+      const int64_t K = in[1].shape.d[1];
+      matmul(in[0].f32(), in[0].shape.numel() / K, K, in[1], n_in > 2 ? in[2].f32() : nullptr, out[0].f32());
+      return;
+    }
+    case OpKind::RmsNorm: {
+      const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
+      for (int64_t r = 0; r < R; ++r)
+        rms(in[0].f32() + r * D, in[1].f32(), D, op.a.eps, op.a.norm_plus_one, out[0].f32() + r * D);
+      return;
+    }
+    case OpKind::LayerNorm: {
+      const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
+      for (int64_t r = 0; r < R; ++r) {
+        const float* x = in[0].f32() + r * D;
+        double mean = 0.0;
+        for (int64_t i = 0; i < D; ++i) mean += static_cast<double>(x[i]);
+        mean /= static_cast<double>(D);
+        double var = 0.0;
+        for (int64_t i = 0; i < D; ++i) var += (x[i] - mean) * (x[i] - mean);
+        var /= static_cast<double>(D);
+        const double rs = 1.0 / nox::sqrt(var + static_cast<double>(op.a.eps));
+        for (int64_t i = 0; i < D; ++i) {
+          double v = (x[i] - mean) * rs * static_cast<double>(in[1].f32()[i]);
+          if (n_in > 2) v += static_cast<double>(in[2].f32()[i]);
+          out[0].f32()[r * D + i] = static_cast<float>(v);
+        }
+      }
+      return;
+    }
+    case OpKind::Rope: {
+      const RopeTable& rt = *op.a.rope;
+      const int hd = op.a.head_dim, nh = op.a.n_heads, rot = rt.rot_dims, half = rot / 2;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd);
+      if (op.a.pos0 < 0 || op.a.pos0 + T > rt.max_pos) position_error(op, op.a.pos0 + T - 1, rt.max_pos, "RoPE table");
+      const float* x = in[0].f32();
+      float* y = out[0].f32();
+      for (int64_t t = 0; t < T; ++t) {
+        const float* c = rt.cos + (op.a.pos0 + t) * half;
+        const float* s = rt.sin + (op.a.pos0 + t) * half;
+        for (int h = 0; h < nh; ++h) {
+          const float* xh = x + (t * nh + h) * hd;
+          float* yh = y + (t * nh + h) * hd;
+          for (int i = 0; i < half; ++i) {
+            const int i0 = rt.neox ? i : 2 * i, i1 = rt.neox ? i + half : 2 * i + 1;
+            const double x0 = xh[i0], x1 = xh[i1];
+            const double y0 = x0 * c[i] - x1 * s[i];
+            const double y1 = x1 * c[i] + x0 * s[i];
+            yh[i0] = static_cast<float>(y0);
+            yh[i1] = static_cast<float>(y1);
+          }
+          for (int i = rot; i < hd; ++i) yh[i] = xh[i];
+        }
+      }
+      return;
+    }
+    case OpKind::Attention: {
+      const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim, group = nh / nkv;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd), C = in[1].shape.d[1];
+      if (op.a.pos0 < 0 || op.a.pos0 + T > C) position_error(op, op.a.pos0 + T - 1, C, "KV cache");
+      const double scale = op.a.scale, cap = op.a.softcap;
+      std::vector<double> sc(static_cast<size_t>(C)), acc(static_cast<size_t>(hd));
+      for (int64_t t = 0; t < T; ++t) {
+        for (int h = 0; h < nh; ++h) {
+          const int kh = h / group;
+          const int64_t p = op.a.pos0 + t;
+          const int64_t lo = op.a.window > 0 && p - op.a.window + 1 > 0 ? p - op.a.window + 1 : 0;
+          const float* q = in[0].f32() + (t * nh + h) * hd;
+          const int64_t base = static_cast<int64_t>(kh) * C * hd;
+          double mx = 0.0;
+          for (int64_t j = lo; j <= p; ++j) {
+            double d = 0.0;
+            for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * static_cast<double>(load(in[1], base + j * hd + i));
+            d *= scale;
+            if (cap > 0) d = cap * nox::tanh(d / cap);
+            sc[static_cast<size_t>(j)] = d;
+            if (j == lo || d > mx) mx = d;
+          }
+          double den = 0.0;
+          for (int64_t j = lo; j <= p; ++j) {
+            sc[static_cast<size_t>(j)] = nox::exp(sc[static_cast<size_t>(j)] - mx);
+            den += sc[static_cast<size_t>(j)];
+          }
+          for (int i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = 0.0;
+          for (int64_t j = lo; j <= p; ++j) {
+            const double w = sc[static_cast<size_t>(j)] / den;
+            for (int i = 0; i < hd; ++i)
+              acc[static_cast<size_t>(i)] += w * static_cast<double>(load(in[2], base + j * hd + i));
+          }
+          float* o = out[0].f32() + (t * nh + h) * hd;
+          for (int i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+        }
+      }
+      return;
+    }
+    case OpKind::KvWrite: {
+      const int nkv = op.a.n_kv_heads, hd = op.a.head_dim;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nkv) * hd), C = out[0].shape.d[1];
+      if (op.a.pos0 < 0 || op.a.pos0 + T > C) position_error(op, op.a.pos0 + T - 1, C, "KV cache");
+      for (int64_t t = 0; t < T; ++t)
+        for (int h = 0; h < nkv; ++h)
+          for (int i = 0; i < hd; ++i)
+            store(out[0], (h * C + op.a.pos0 + t) * hd + i, in[0].f32()[(t * nkv + h) * hd + i]);
+      return;
+    }
+    case OpKind::Softmax: {
+      const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
+      std::vector<double> e(static_cast<size_t>(D));
+      for (int64_t r = 0; r < R; ++r) {
+        const float* x = in[0].f32() + r * D;
+        double mx = x[0];
+        for (int64_t i = 1; i < D; ++i)
+          if (x[i] > mx) mx = x[i];
+        double s = 0.0;
+        for (int64_t i = 0; i < D; ++i) {
+          e[static_cast<size_t>(i)] = nox::exp(x[i] - mx);
+          s += e[static_cast<size_t>(i)];
+        }
+        for (int64_t i = 0; i < D; ++i) out[0].f32()[r * D + i] = static_cast<float>(e[static_cast<size_t>(i)] / s);
+      }
+      return;
+    }
+    case OpKind::Add: binary(in, out, [](double a, double b) { return a + b; }); return;
+    case OpKind::Mul: binary(in, out, [](double a, double b) { return a * b; }); return;
+    case OpKind::Scale: {
+      const double s = op.a.scale;
+      unary(in, out, [s](double a) { return a * s; });
+      return;
+    }
+    case OpKind::Silu: unary(in, out, silu); return;
+    case OpKind::Gelu: unary(in, out, gelu_erf); return;
+    case OpKind::GeluTanh: unary(in, out, gelu_tanh); return;
+    case OpKind::SwiGlu: binary(in, out, [](double g, double u) { return silu(g) * u; }); return;
+    case OpKind::GeGlu:
+      if (op.a.gelu_erf) binary(in, out, [](double g, double u) { return gelu_erf(g) * u; });
+      else binary(in, out, [](double g, double u) { return gelu_tanh(g) * u; });
+      return;
+    case OpKind::Softcap: {
+      const double c = op.a.softcap;
+      unary(in, out, [c](double a) { return c * nox::tanh(a / c); });
+      return;
+    }
+    case OpKind::Copy: {
+      const int64_t n = in[0].shape.numel();
+      for (int64_t i = 0; i < n; ++i) store(out[0], i, load(in[0], i));
+      return;
+    }
+    default: break;
+  }
+  throw_unsupported_op(op_name(op.kind), "nox", n_in > 0 ? dtype_name(in[0].dtype) : "none");
+}
+
+Tensor NoxBackend::alloc(const Shape& shape, DType dtype) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  const size_t n = t.nbytes();
+  t.data = aligned_alloc_bytes(n, 64);
+  if (!t.data) throw_oom("nox", n);
+  std::memset(t.data, 0, n);
+  return t;
+}
+
+Tensor NoxBackend::upload(const void* data, const Shape& shape, DType dtype) {
+  Tensor t = alloc(shape, dtype);
+  std::memcpy(t.data, data, t.nbytes());
+  return t;
+}
+
+void NoxBackend::download_f32(const Tensor& t, float* out) {
+  const int64_t n = t.shape.numel();
+  if (t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = load(t, i);
+    return;
+  }
+  throw_unsupported_op("download_f32", "nox", dtype_name(t.dtype));
+}
+
+void NoxBackend::release(Tensor& t) {
+  aligned_free_bytes(t.data);
+  t.data = nullptr;
+}
+
+NoxBackend& nox_backend() {
+  static NoxBackend* b = new NoxBackend;
+  return *b;
+}
+
+// ------------------------------------------------------------- RoPE tables
+
+namespace {
+
+int64_t floor_i(double x) {
+  const int64_t i = static_cast<int64_t>(x);
+  return static_cast<double>(i) > x ? i - 1 : i;
+}
+
+std::vector<float> inv_freq_default(int dim, double theta, std::vector<float>* pos_freqs = nullptr) {
+  const int half = dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  if (pos_freqs) pos_freqs->resize(static_cast<size_t>(half));
+  const float base = static_cast<float>(theta);
+  for (int i = 0; i < half; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float p = static_cast<float>(nox::pow(static_cast<double>(base), static_cast<double>(e)));
+    inv[static_cast<size_t>(i)] = 1.0f / p;
+    if (pos_freqs) (*pos_freqs)[static_cast<size_t>(i)] = p;
+  }
+  return inv;
+}
+
+double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * nox::log(scale) + 1.0; }
+
+}  // namespace
+
+void nox_build_rope_table(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
+                          std::vector<float>& cos, std::vector<float>& sin) {
+  if (rot_dims <= 0 || rot_dims % 2 != 0) throw_invalid_config("rope.rot_dims", "must be a positive even number");
+  if (!(theta > 0.0)) throw_invalid_config("rope_theta", "must be positive");
+  if (max_pos <= 0) throw_invalid_config("max_position_embeddings", "must be positive");
+  const double kPi = 3.14159265358979323846;
+  std::vector<float> inv;
+  float af = 1.0f;
+  const std::string& t = sc.type;
+  if (t == "default" || t.empty() || t == "none") {
+    inv = inv_freq_default(rot_dims, theta);
+  } else if (t == "linear") {
+    inv = inv_freq_default(rot_dims, theta);
+    const float f = static_cast<float>(sc.factor);
+    for (float& v : inv) v = v / f;
+  } else if (t == "llama3") {
+    if (sc.original_max_position_embeddings <= 0)
+      throw_invalid_config("rope_scaling.original_max_position_embeddings", "required for llama3 scaling");
+    inv = inv_freq_default(rot_dims, theta);
+    const float factor = static_cast<float>(sc.factor);
+    const float lff = static_cast<float>(sc.low_freq_factor), hff = static_cast<float>(sc.high_freq_factor);
+    const double old_ctx = static_cast<double>(sc.original_max_position_embeddings);
+    const float low_wl = static_cast<float>(old_ctx / sc.low_freq_factor);
+    const float high_wl = static_cast<float>(old_ctx / sc.high_freq_factor);
+    const float two_pi = static_cast<float>(2 * kPi);
+    for (float& v : inv) {
+      const float wl = two_pi / v;
+      const float llama = wl > low_wl ? v / factor : v;
+      const float smooth = (static_cast<float>(old_ctx) / wl - lff) / (hff - lff);
+      const float a = (1.0f - smooth) * llama;
+      const float b = a / factor;
+      const float c = smooth * llama;
+      const float smoothed = b + c;
+      const bool medium = !(wl < high_wl) && !(wl > low_wl);
+      v = medium ? smoothed : llama;
+    }
+  } else if (t == "yarn") {
+    std::vector<float> pos_freqs;
+    std::vector<float> extra = inv_freq_default(rot_dims, theta, &pos_freqs);
+    double f = sc.attention_factor;
+    if (f == 0.0) {
+      if (sc.mscale != 0.0 && sc.mscale_all_dim != 0.0)
+        f = yarn_mscale(sc.factor, sc.mscale) / yarn_mscale(sc.factor, sc.mscale_all_dim);
+      else
+        f = yarn_mscale(sc.factor, 1.0);
+    }
+    const double omax = static_cast<double>(sc.original_max_position_embeddings);
+    if (!(omax > 0)) throw_invalid_config("rope_scaling.original_max_position_embeddings", "required for yarn");
+    auto corr_dim = [&](double rot) {
+      return (rot_dims * nox::log(omax / (rot * 2 * kPi))) / (2 * nox::log(theta));
+    };
+    double low = corr_dim(sc.beta_fast), high = corr_dim(sc.beta_slow);
+    if (sc.truncate) {
+      low = static_cast<double>(floor_i(low));
+      const int64_t hc = floor_i(high);
+      high = static_cast<double>(static_cast<double>(hc) == high ? hc : hc + 1);
+    }
+    if (low < 0.0) low = 0.0;
+    if (high > static_cast<double>(rot_dims - 1)) high = static_cast<double>(rot_dims - 1);
+    if (low == high) high += 0.001;
+    const float flow = static_cast<float>(low), fhigh = static_cast<float>(high), ffac = static_cast<float>(sc.factor);
+    inv.resize(extra.size());
+    for (size_t i = 0; i < extra.size(); ++i) {
+      float ramp = (static_cast<float>(i) - flow) / (fhigh - flow);
+      ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+      const float ext = 1.0f - ramp;
+      const float interp = 1.0f / (ffac * pos_freqs[i]);
+      const float a = interp * (1.0f - ext);
+      const float b = extra[i] * ext;
+      inv[i] = a + b;
+    }
+    af = static_cast<float>(f);
+  } else {
+    throw_invalid_config("rope_scaling.type", "unsupported rope scaling '" + t + "' (default, linear, llama3, yarn)");
+  }
+  const size_t half = inv.size();
+  cos.resize(static_cast<size_t>(max_pos) * half);
+  sin.resize(static_cast<size_t>(max_pos) * half);
+  for (int64_t p = 0; p < max_pos; ++p)
+    for (size_t i = 0; i < half; ++i) {
+      const float ang = static_cast<float>(p) * inv[i];
+      float c = static_cast<float>(nox::cos(static_cast<double>(ang)));
+      float s = static_cast<float>(nox::sin(static_cast<double>(ang)));
+      if (af != 1.0f) {
+        c *= af;
+        s *= af;
+      }
+      cos[static_cast<size_t>(p) * half + i] = c;
+      sin[static_cast<size_t>(p) * half + i] = s;
+    }
+}
+
+// ------------------------------------------------------------- the digest
+
+Sha256::Digest nox_tensor_digest(const Tensor& t, int64_t visible) {
+  Sha256 h;
+  const char* enc = dtype_info(t.dtype).encoding;
+  h.update(enc, std::strlen(enc) + 1);
+  h.update_u8(static_cast<uint8_t>(t.shape.ndim));
+  if (visible >= 0 && t.shape.ndim == 3) {
+    const int64_t heads = t.shape.d[0], C = t.shape.d[1], hd = t.shape.d[2];
+    h.update_u64le(static_cast<uint64_t>(heads));
+    h.update_u64le(static_cast<uint64_t>(visible));
+    h.update_u64le(static_cast<uint64_t>(hd));
+    const size_t row = row_bytes(t.dtype, hd);
+    for (int64_t k = 0; k < heads; ++k)
+      h.update(static_cast<const uint8_t*>(t.data) + static_cast<size_t>(k * C) * row,
+               static_cast<size_t>(visible) * row);
+    return h.finish();
+  }
+  for (int i = 0; i < t.shape.ndim; ++i) h.update_u64le(static_cast<uint64_t>(t.shape.d[i]));
+  h.update(t.data, t.nbytes());
+  return h.finish();
+}
+
+Sha256::Digest NoxWeightDigests::get(const Tensor& t) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = cache_.find(t.data);
+  if (it != cache_.end()) return it->second;
+  const Sha256::Digest d = nox_tensor_digest(t);
+  cache_[t.data] = d;
+  return d;
+}
+
+void NoxTracer::begin(int64_t pos0, int64_t T) {
+  Sha256 h;
+  const char tag[] = "cyb-nox/1";
+  h.update(tag, sizeof tag - 1);
+  h.update_u64le(static_cast<uint64_t>(pos0));
+  h.update_u64le(static_cast<uint64_t>(T));
+  chain_ = h.finish();
+  nodes_ = 0;
+}
+
+void NoxTracer::on_node(const graph::Node& n, const Tensor* in, int n_in, const Tensor* out, int n_out,
+                        const char* in_is_state, const char* out_is_state,
+                        int64_t visible) {
+  Sha256 h;
+  h.update(chain_.data(), chain_.size());
+  h.update_u16le(static_cast<uint16_t>(n.kind));
+  h.update_u8(static_cast<uint8_t>(n_in));
+  for (int i = 0; i < n_in; ++i) {
+    Sha256::Digest d;
+    if (in_is_state[i]) d = nox_tensor_digest(in[i], visible);
+    else if (in[i].name && weights_) d = weights_->get(in[i]);  // weights are named and immutable
+    else d = nox_tensor_digest(in[i]);
+    h.update(d.data(), d.size());
+  }
+  h.update_u8(static_cast<uint8_t>(n_out));
+  for (int i = 0; i < n_out; ++i) {
+    const Sha256::Digest d = nox_tensor_digest(out[i], out_is_state[i] ? visible : -1);
+    h.update(d.data(), d.size());
+  }
+  chain_ = h.finish();
+  ++nodes_;
+}
+
+}  // namespace cyb

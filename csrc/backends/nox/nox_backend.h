@@ -1,0 +1,75 @@
+// The nox backend (RUNTIME.md "nox"): graph-only and deterministic. Every op
+// runs single-threaded, reduces in a fixed sequential order in double and
+// rounds once to f32; no FMA contraction (its files are compiled with
+// -ffp-contract=off) and no libm (nox_math.h). Its outputs, and the SHA-256
+// digest chained over every node (docs/graph.md "nox digest"), are
+// bit-identical across runs, thread settings, optimization levels and compilers.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/rope_table.h"
+#include "backends/nox/sha256.h"
+#include "dispatch/backend.h"
+#include "graph/executor.h"
+
+namespace cyb {
+
+class NoxBackend : public Backend {
+ public:
+  const char* name() const override { return "nox"; }
+  // Every unfused op on host f32 activations; fused ops are declined (the graph
+  // stays unfused on nox, so the digest chain covers the unfused graph).
+  bool supports(const Op& op, const Tensor* inputs, int n_inputs) const override;
+  void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
+               ExecContext& ctx) override;
+  Tensor alloc(const Shape& shape, DType dtype) override;
+  Tensor upload(const void* data, const Shape& shape, DType dtype) override;
+  void download_f32(const Tensor& t, float* out) override;
+  void release(Tensor& t) override;
+};
+
+// The process-wide nox backend (stateless).
+NoxBackend& nox_backend();
+
+// RoPE tables as build_rope_table computes them (same f32 steps), with nox's
+// own pow / log / cos / sin.
+void nox_build_rope_table(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
+                          std::vector<float>& cos, std::vector<float>& sin);
+
+// Digests of immutable weights, computed once per model (keyed by memory).
+class NoxWeightDigests {
+ public:
+  Sha256::Digest get(const Tensor& t);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<const void*, Sha256::Digest> cache_;
+};
+
+// SHA-256 of one tensor as the digest chain defines it (docs/graph.md);
+// `visible` >= 0: a KV cache, only positions [0, visible) of every head.
+Sha256::Digest nox_tensor_digest(const Tensor& t, int64_t visible = -1);
+
+// The digest chain of one forward (a graph::NodeObserver).
+class NoxTracer : public graph::NodeObserver {
+ public:
+  explicit NoxTracer(NoxWeightDigests* weights) : weights_(weights) {}
+  void begin(int64_t pos0, int64_t T) override;
+  void on_node(const graph::Node& n, const Tensor* in, int n_in, const Tensor* out, int n_out,
+               const char* in_is_state, const char* out_is_state,
+               int64_t visible) override;
+  std::string hex() const { return Sha256::hex(chain_); }
+  const Sha256::Digest& digest() const { return chain_; }
+  uint64_t nodes() const { return nodes_; }
+
+ private:
+  NoxWeightDigests* weights_;
+  Sha256::Digest chain_{};
+  uint64_t nodes_ = 0;
+};
+
+}  // namespace cyb
