@@ -143,6 +143,15 @@ def native_bandwidth(threads: int) -> float:
 # ---------------------------------------------------------------- one measurement (child)
 
 def _peak_rss_mb() -> float:
+    """Peak resident set of this process. Linux: VmHWM (ru_maxrss would also count the
+    parent's resident pages at the fork, e.g. the bandwidth test's 1 GiB array)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     try:
         import resource
 
