@@ -82,3 +82,18 @@ def greedy(conv, ids, n: int, eos: set[int]) -> list[int]:
             break
         logits = conv.forward([t])
     return out
+
+
+LONG_TEXT = (
+    "Section {n}. The river that runs through the old town was once the main road for trade: "
+    "boats carried grain, wool and salt to the coast, and the bridges were built so that the "
+    "masts could pass beneath them. "
+)
+
+
+def long_prompt(tokenizer, n_tokens: int) -> list[int]:
+    """A deterministic prompt of exactly n_tokens ids (numbered paragraphs, cut to length)."""
+    text = "".join(LONG_TEXT.format(n=i) for i in range(1, 400))
+    ids = tokenizer.encode(text, add_special_tokens=True)
+    assert len(ids) >= n_tokens, (len(ids), n_tokens)
+    return ids[:n_tokens]

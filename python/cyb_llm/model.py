@@ -70,10 +70,7 @@ class Model:
 
             self.chat = chat_from_modelfile(self.file)
         tok_cfg = self.config.get("tokenizer", {})
-        eos = set(int(i) for i in tok_cfg.get("eos_token_ids", []) or [])
-        if "tokenizer" in self.file.sections or "vocab" in self.file.sections:
-            eos.update(int(i) for i in (getattr(self.tokenizer, "eos_token_ids", None) or []))
-        self.eos_token_ids: set[int] = eos
+        self._eos: set[int] | None = None
         self.bos_token_id = tok_cfg.get("bos_token_id")
         self.name = self.file.sections.get("frontmatter", {}).get("cyb", {}).get("name") \
             or os.path.splitext(os.path.basename(self.path))[0]
@@ -81,6 +78,18 @@ class Model:
             "load_ms": (time.perf_counter() - t0) * 1000.0,
             "native_load_ms": self._native.load_ms,
         }
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        """End-of-generation ids: the config's [tokenizer] eos_token_ids plus the tokenizer's own.
+        Computed on first use so that loading never waits for the tokenizer."""
+        if self._eos is None:
+            tok_cfg = self.config.get("tokenizer", {})
+            eos = set(int(i) for i in tok_cfg.get("eos_token_ids", []) or [])
+            if "tokenizer" in self.file.sections or "vocab" in self.file.sections:
+                eos.update(int(i) for i in (getattr(self.tokenizer, "eos_token_ids", None) or []))
+            self._eos = eos
+        return self._eos
 
     @property
     def tokenizer(self):
