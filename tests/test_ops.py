@@ -87,11 +87,12 @@ def random_weight(enc, rows, k, rng):
     return (raw.reshape(-1), enc, (rows, k)), deq
 
 
-def q16_activations(x):
-    """The fast path's 16-bit activations, dequantized: per 32-block d = amax/32767 (f32),
-    q = round-half-even(x * (1/d)) (f32 product), value d*q (exact in f64)."""
+def q16_activations(x, bs=32):
+    """The fast path's 16-bit activations, dequantized: per bs-block (32, or 256 for the
+    avx512 K-quant path) d = amax/32767 (f32), q = round-half-even(x * (1/d)) (f32
+    product), value d*q (exact in f64)."""
     x = np.asarray(x, dtype=np.float32)
-    xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // bs, bs)
     d = (np.abs(xb).max(-1) / np.float32(32767)).astype(np.float32)
     with np.errstate(divide="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
@@ -103,8 +104,9 @@ def q16_activations(x):
 def matmul_input(x, enc, level, precise):
     """Activations as the kernel sees them: f32, or 16-bit blocks in the fast integer path
     (judged on the dequantized activations, as quantized weights are on their bytes)."""
-    if not precise and _core.quantizes_activations(level, enc):
-        return q16_activations(x)
+    bs = 0 if precise else _core.activation_block(level, enc)
+    if bs:
+        return q16_activations(x, bs)
     return np.asarray(x, dtype=np.float64)
 
 
@@ -509,8 +511,9 @@ def test_fused_norm_matmul(enc, level, precise):
         attrs = {"eps": 1e-5, "precise": precise}
         (y,) = run("fused_norm_matmul", [x, wn, w, bias], attrs, level=level)
         (n_u,) = run("rms_norm", [x, wn], attrs, level=level)
-        if not precise and _core.quantizes_activations(level, enc):
-            xn = q16_activations(n_u)  # the normalized row, as the kernel quantized it
+        bs = 0 if precise else _core.activation_block(level, enc)
+        if bs:
+            xn = q16_activations(n_u, bs)  # the normalized row, as the kernel quantized it
         assert rel_err(y, xn @ deq.T + bias) <= TOL_F32, T
         (y_u,) = run("matmul", [n_u, w, bias], attrs, level=level)
         assert rel_err(y, y_u) <= TOL_FUSED

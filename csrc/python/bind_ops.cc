@@ -377,7 +377,12 @@ void bind_ops(py::module_& m) {
     return cpu_level_quantizes_activations(parse_cpu_level(level), parse_dtype(enc));
   }, py::arg("level"), py::arg("encoding"),
      "True when a fast-mode (precise=False) matmul at this level quantizes its activations to "
-     "16 bits per 32-block for weights of this encoding.");
+     "16 bits for weights of this encoding.");
+  m.def("activation_block", [](const std::string& level, const std::string& enc) {
+    return cpu_level_activation_block(parse_cpu_level(level), parse_dtype(enc));
+  }, py::arg("level"), py::arg("encoding"),
+     "Values per int16 activation scale of a fast-mode matmul at this level for weights of this "
+     "encoding (32 or 256), 0 when the activations stay f32.");
   m.def("rope_table", [](int rot_dims, int64_t max_pos, double theta, const py::dict& scaling) {
     RopeScaling sc;
     for (auto it : scaling) {

@@ -85,15 +85,15 @@ Buf random_weight(DType dt, int64_t n, int64_t k) {
 }
 
 // The fast path's 16-bit activations, dequantized (same rule as the kernels).
-Buf q16_dequant(const Buf& x) {
+Buf q16_dequant(const Buf& x, int bs) {  // int16 per bs-block, as the fast kernels quantize
   Buf y = x;
   const int64_t n = x.t.shape.numel();
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x.t.f32() + b * 32;
+  for (int64_t b = 0; b < n / bs; ++b) {
+    const float* xb = x.t.f32() + b * bs;
     float amax = 0.f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    for (int i = 0; i < bs; ++i) amax = std::max(amax, std::fabs(xb[i]));
     const float d = amax / 32767.0f, id = d != 0.f ? 1.0f / d : 0.f;
-    for (int i = 0; i < 32; ++i) y.t.f32()[b * 32 + i] = d * std::nearbyint(xb[i] * id);
+    for (int i = 0; i < bs; ++i) y.t.f32()[b * bs + i] = d * std::nearbyint(xb[i] * id);
   }
   return y;
 }
@@ -150,8 +150,8 @@ void test_level(CpuLevel L) {
         Op op{};
         op.kind = OpKind::Matmul;
         Buf y = run(L, precise, op, {x, w, bias}, {Buf(DType::F32, Shape{T, N})})[0];
-        const bool qa = !precise && cpu_level_quantizes_activations(L, dt);
-        Buf xr = qa ? q16_dequant(x) : x;
+        const int qa = precise ? 0 : cpu_level_activation_block(L, dt);
+        Buf xr = qa ? q16_dequant(x, qa) : x;
         Buf ref = run(CpuLevel::Scalar, true, op, {xr, w, bias}, {Buf(DType::F32, Shape{T, N})})[0];
         check(tag, rel_err(y, ref), 1e-6);
         // fused ops vs their unfused chain at the same level

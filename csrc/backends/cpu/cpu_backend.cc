@@ -506,16 +506,17 @@ CpuBackend& cpu_backend() {
   return *b;
 }
 
-bool cpu_level_quantizes_activations(CpuLevel l, DType t) {
+int cpu_level_activation_block(CpuLevel l, DType t) {
 #if defined(CYB_X86)
-  if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512) return cpu::x86_q16_encoding(t);
+  if (l == CpuLevel::Avx512 && cpu::avx512_kquant_encoding(t)) return 256;
+  if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512) return cpu::x86_q16_encoding(t) ? 32 : 0;
 #endif
 #if defined(CYB_ARM64)
-  if (l == CpuLevel::Neon) return cpu::neon_q16_encoding(t);
+  if (l == CpuLevel::Neon) return cpu::neon_q16_encoding(t) ? 32 : 0;
 #endif
   (void)l;
   (void)t;
-  return false;
+  return 0;
 }
 
 void set_cpu_level(const std::string& name) { cpu_backend().set_level(parse_cpu_level(name)); }

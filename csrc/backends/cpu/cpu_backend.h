@@ -46,9 +46,11 @@ CpuBackend& cpu_backend();
 // Sets the level of cpu_backend() ("auto" = best available).
 void set_cpu_level(const std::string& name);
 
-// True when, at level `l` and outside precise mode, a matmul with weights of
-// encoding `t` quantizes its activations to 16 bits per 32-block (BlockQ16).
-bool cpu_level_quantizes_activations(CpuLevel l, DType t);
+// Outside precise mode, a matmul at level `l` with weights of encoding `t`
+// quantizes its activations to int16 with one scale per this many values: 32
+// (BlockQ16), 256 (BlockQ16K, the avx512 K-quant path), or 0 (f32 activations).
+int cpu_level_activation_block(CpuLevel l, DType t);
+inline bool cpu_level_quantizes_activations(CpuLevel l, DType t) { return cpu_level_activation_block(l, t) != 0; }
 
 // Output shapes an op produces for these inputs (for tests and the graph executor).
 // KvWrite has no inferable output (it writes into the cache passed as output).

@@ -30,6 +30,10 @@ void fill_avx2_kernels(KernelTable& t);
 void fill_avx512_kernels(KernelTable& t);
 // Weight encodings whose fast-mode matmul quantizes activations to 16 bits.
 bool x86_q16_encoding(DType t);
+// avx512 level, fast mode: Q4_K / Q5_K / Q6_K matmuls on BlockQ16K activations
+// (kquant_avx512.cc). y[T, N] = x[T, K] @ W^T, threaded over rows.
+bool avx512_kquant_encoding(DType t);
+void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
 #endif
 #if defined(CYB_ARM64)
 void fill_neon_kernels(KernelTable& t);

@@ -27,6 +27,17 @@ struct BlockQ16 {
 };
 static_assert(sizeof(BlockQ16) == 72, "BlockQ16 layout");
 
+// 256 activations with one scale (the avx512 K-quant path): d = amax / 32767,
+// q = round-half-even(x * (1 / d)); each 64-element group stores its 32 even
+// elements, then its 32 odd ones; s[j] = d * sum(q) over natural 32-block j.
+struct alignas(64) BlockQ16K {
+  float d;
+  float pad[7];
+  float s[8];
+  int16_t qs[256];
+};
+static_assert(sizeof(BlockQ16K) == 576, "BlockQ16K layout");
+
 // Scratch of the calling thread. Work items that need their own scratch (attention
 // scores, unpacked rows) take slices of one kScratchItems buffer owned by the
 // caller, so no pool thread ever allocates lazily (a steady decode allocates

@@ -1,0 +1,297 @@
+// AVX-512 (BW, VBMI-free, VNNI) fast-mode matmul for the K-quant super-block
+// encodings Q4_K, Q5_K and Q6_K. Chosen at run time at the avx512 level only.
+//
+// Activations: one int16 scale per 256 values (BlockQ16K: d = amax / 32767,
+// q = round-half-even(x * (1 / d))), stored so that each 64-value group holds
+// its 32 even elements, then its 32 odd ones. The weights are expanded with no
+// lane shuffle: a 64-byte register of 6-bit/4-bit codes (one byte per element,
+// natural order) is multiplied by the per-sub-block scales with vpmaddubsw
+// twice (once with the scale in the even byte of each 16-bit lane, once in the
+// odd byte), which yields the even and the odd elements as int16 weight x scale.
+// vpdpwssd then accumulates weight x activation in int32 over a whole
+// super-block (bounds below), converted to f32 once per super-block.
+//
+// int32 bounds per lane and super-block (16 products): Q4_K |w*sc| <= 15*63,
+// Q5_K <= 31*63, Q6_K |(q-32)*sc| <= 32*128 = 4096; |x| <= 32767, so the worst
+// case is 16 * 4096 * 32767 = 2147418112 < 2^31 - 1.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 headers self-initialize "undefined" vectors (__Y = __Y), which
+// -Wuninitialized reports at every inlined use; the values are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_common.h"
+#include "core/dtype.h"
+
+namespace cyb {
+namespace cpu {
+namespace {
+
+inline float f16v(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+#if defined(__GNUC__)
+#define KQ_UNROLL _Pragma("GCC unroll 8")
+#else
+#define KQ_UNROLL
+#endif
+
+constexpr __mmask64 kEvenBytes = 0x5555555555555555ull, kOddBytes = 0xAAAAAAAAAAAAAAAAull;
+
+// ------------------------------------------------------------ activations
+
+void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
+  // element index pairs: lane i of "even" takes element 2i of the 64, "odd" 2i+1
+  alignas(64) static const int16_t kEven[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
+                                                32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+  const __m512i ie = _mm512_load_si512(kEven), io = _mm512_add_epi16(ie, _mm512_set1_epi16(1));
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    const float* xs = x + sb * 256;
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
+    const float amax = _mm512_reduce_max_ps(m);
+    const float d = amax / 32767.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    BlockQ16K& o = out[sb];
+    o.d = d;
+    KQ_UNROLL for (int g = 0; g < 4; ++g) {  // 64 elements per group
+      __m512i q[4];
+      KQ_UNROLL for (int j = 0; j < 4; ++j)  // cvtps rounds half to even (default MXCSR)
+        q[j] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 64 * g + 16 * j), vid));
+      o.s[2 * g] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1])));
+      o.s[2 * g + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q[2], q[3])));
+      // |q| <= 32767: the narrowing is exact
+      const __m512i n0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(q[0])),
+                                            _mm512_cvtepi32_epi16(q[1]), 1);
+      const __m512i n1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(q[2])),
+                                            _mm512_cvtepi32_epi16(q[3]), 1);
+      _mm512_store_si512(o.qs + 64 * g, _mm512_permutex2var_epi16(n0, ie, n1));
+      _mm512_store_si512(o.qs + 64 * g + 32, _mm512_permutex2var_epi16(n0, io, n1));
+    }
+  }
+}
+
+// ------------------------------------------------------------ weights
+
+// The 8 scales and 8 mins (6 bits each) of a Q4_K / Q5_K super-block, as bytes
+// [s0..s7, m0..m7] of an xmm.
+inline __m128i k_scales_mins(const uint8_t* p) {
+  uint32_t a, b, c;
+  std::memcpy(&a, p, 4);
+  std::memcpy(&b, p + 4, 4);
+  std::memcpy(&c, p + 8, 4);
+  const uint32_t s03 = a & 0x3f3f3f3fu, m03 = b & 0x3f3f3f3fu;
+  const uint32_t s47 = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t m47 = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
+  return _mm_set_epi32(static_cast<int>(m47), static_cast<int>(m03), static_cast<int>(s47),
+                       static_cast<int>(s03));
+}
+
+// Weight registers of one super-block: W[2g] / W[2g+1] are the even / odd
+// elements of group g (64 values) times their scale, as int16.
+struct SuperW {
+  __m512i w[8];
+};
+
+// Q4_K / Q5_K: X[g] = codes of elements 64g..64g+63; the scale of byte b of group g is sc[2g + (b >= 32)].
+template <bool Q5>
+inline void load_q45(const uint8_t* blk, __m128i sm, SuperW& W) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0f);
+  const __m512i smz = _mm512_broadcast_i32x4(sm);
+  const uint8_t* qs = blk + (Q5 ? 48 : 16);
+  __m512i X[4];
+  KQ_UNROLL for (int c = 0; c < 2; ++c) {
+    const __m512i raw = _mm512_loadu_si512(qs + 64 * c);
+    const __m512i lo = _mm512_and_si512(raw, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo4);
+    X[2 * c] = _mm512_shuffle_i64x2(lo, hi, 0x44);      // elements 128c + 0..63
+    X[2 * c + 1] = _mm512_shuffle_i64x2(lo, hi, 0xee);  // elements 128c + 64..127
+  }
+  if (Q5) {
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+    const __m512i one = _mm512_set1_epi8(1);
+    KQ_UNROLL for (int g = 0; g < 4; ++g) {
+      // bit j of qh[l] is the fifth bit of element 32j + l (the 16-bit shifts
+      // keep bit j of each byte in its bit 0)
+      const __m512i h = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_srli_epi16(qh, 2 * g)), _mm256_srli_epi16(qh, 2 * g + 1), 1);
+      X[g] = _mm512_or_si512(X[g], _mm512_slli_epi16(_mm512_and_si512(h, one), 4));
+    }
+  }
+  KQ_UNROLL for (int g = 0; g < 4; ++g) {
+    // byte index into the broadcast scales: 2g for bytes 0-31, 2g+1 for 32-63 of each 64
+    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(2 * g)),
+                                           _mm256_set1_epi8(static_cast<char>(2 * g + 1)), 1);
+    const __m512i pe = _mm512_maskz_shuffle_epi8(kEvenBytes, smz, idx);
+    const __m512i po = _mm512_maskz_shuffle_epi8(kOddBytes, smz, idx);
+    W.w[2 * g] = _mm512_maddubs_epi16(X[g], pe);
+    W.w[2 * g + 1] = _mm512_maddubs_epi16(X[g], po);
+  }
+}
+
+// Q6_K: codes 0..63, value (q - 32) * sc[e / 16].
+inline void load_q6(const uint8_t* blk, SuperW& W) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0f), three = _mm512_set1_epi8(3);
+  const __m512i smz = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+  const __m512i c32 = _mm512_set1_epi8(32);
+  __m512i X[4];
+  KQ_UNROLL for (int h = 0; h < 2; ++h) {
+    const __m512i L = _mm512_loadu_si512(blk + 64 * h);
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+    const __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
+    const __m512i hz2 = _mm512_srli_epi16(hz, 4);
+    X[2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_slli_epi16(_mm512_and_si512(hz, three), 4));
+    X[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4),
+                                   _mm512_slli_epi16(_mm512_and_si512(hz2, three), 4));
+  }
+  KQ_UNROLL for (int g = 0; g < 4; ++g) {
+    // element 64g + b (byte b) has scale index 4g + b / 16: within each 128-bit lane L, 4g + L
+    const __m512i idx = _mm512_add_epi8(_mm512_set1_epi8(static_cast<char>(4 * g)),
+                                        _mm512_set_epi32(3 * 0x01010101, 3 * 0x01010101, 3 * 0x01010101,
+                                                         3 * 0x01010101, 2 * 0x01010101, 2 * 0x01010101,
+                                                         2 * 0x01010101, 2 * 0x01010101, 0x01010101, 0x01010101,
+                                                         0x01010101, 0x01010101, 0, 0, 0, 0));
+    const __m512i pe = _mm512_maskz_shuffle_epi8(kEvenBytes, smz, idx);
+    const __m512i po = _mm512_maskz_shuffle_epi8(kOddBytes, smz, idx);
+    const __m512i off = _mm512_maddubs_epi16(c32, pe);  // 32 * sc per 16-bit lane
+    W.w[2 * g] = _mm512_sub_epi16(_mm512_maddubs_epi16(X[g], pe), off);
+    W.w[2 * g + 1] = _mm512_sub_epi16(_mm512_maddubs_epi16(X[g], po), off);
+  }
+}
+
+inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
+  __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[0], _mm512_load_si512(xb.qs));
+  __m512i b = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[1], _mm512_load_si512(xb.qs + 32));
+  a = _mm512_dpwssd_epi32(a, W.w[2], _mm512_load_si512(xb.qs + 64));
+  b = _mm512_dpwssd_epi32(b, W.w[3], _mm512_load_si512(xb.qs + 96));
+  a = _mm512_dpwssd_epi32(a, W.w[4], _mm512_load_si512(xb.qs + 128));
+  b = _mm512_dpwssd_epi32(b, W.w[5], _mm512_load_si512(xb.qs + 160));
+  a = _mm512_dpwssd_epi32(a, W.w[6], _mm512_load_si512(xb.qs + 192));
+  b = _mm512_dpwssd_epi32(b, W.w[7], _mm512_load_si512(xb.qs + 224));
+  return _mm512_add_epi32(a, b);  // |a|, |b| <= 2^30 each: no overflow
+}
+
+// out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks).
+template <DType E, int NT>
+void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+  constexpr bool kMins = E != DType::Q6_K;
+  constexpr int64_t kBytes = E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
+  __m512 acc[NT];
+  __m256 macc[NT];
+  KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps(), macc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = w + sb * kBytes;
+    SuperW W;
+    float d;
+    __m256 mins = _mm256_setzero_ps();
+    if constexpr (kMins) {
+      d = f16v(blk);
+      const __m128i sm = k_scales_mins(blk + 4);
+      mins = _mm256_mul_ps(_mm256_set1_ps(f16v(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+      load_q45<E == DType::Q5_K>(blk, sm, W);
+    } else {
+      d = f16v(blk + 208);
+      load_q6(blk, W);
+    }
+    KQ_UNROLL for (int t = 0; t < NT; ++t) {
+      const BlockQ16K& xb = x[t * xs + sb];
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(d * xb.d), acc[t]);
+      if constexpr (kMins) macc[t] = _mm256_fmadd_ps(mins, _mm256_load_ps(xb.s), macc[t]);
+    }
+  }
+  KQ_UNROLL for (int t = 0; t < NT; ++t) {
+    float m = 0.f;
+    if constexpr (kMins) {
+      __m128 v = _mm_add_ps(_mm256_castps256_ps128(macc[t]), _mm256_extractf128_ps(macc[t], 1));
+      v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+      v = _mm_add_ss(v, _mm_movehdup_ps(v));
+      m = _mm_cvtss_f32(v);
+    }
+    out[t] = _mm512_reduce_add_ps(acc[t]) - m;
+  }
+}
+
+constexpr int kTileT = 8;  // tokens sharing one expanded super-block
+
+using DotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
+
+template <DType E>
+struct Dots {
+  static constexpr DotFn f[kTileT + 1] = {nullptr,         dot_row<E, 1>, dot_row<E, 2>, dot_row<E, 3>,
+                                          dot_row<E, 4>,   dot_row<E, 5>, dot_row<E, 6>, dot_row<E, 7>,
+                                          dot_row<E, 8>};
+};
+
+const DotFn* dots_for(DType t) {
+  switch (t) {
+    case DType::Q4_K: return Dots<DType::Q4_K>::f;
+    case DType::Q5_K: return Dots<DType::Q5_K>::f;
+    case DType::Q6_K: return Dots<DType::Q6_K>::f;
+    default: return nullptr;
+  }
+}
+
+// Rows [n0, n1) of y[T, N]. One token: whole-row dots. Several tokens: blocked
+// so that a tile of activations (kTileT tokens x kChunk super-blocks, 18 KiB)
+// stays in L1 while the weights of a block of rows (<= ~54 KiB) stay in L2;
+// partial sums over the K chunks accumulate in y.
+constexpr int64_t kChunk = 4, kRowBlock = 64;
+
+void rows(const BlockQ16K* xq, int64_t T, int64_t nsb, const uint8_t* base, size_t rb, size_t sbb,
+          const DotFn* f, float* y, int64_t N, int64_t n0, int64_t n1) {
+  float r[kTileT];
+  if (T == 1) {
+    for (int64_t n = n0; n < n1; ++n) f[1](base + n * rb, xq, nsb, nsb, y + n);
+    return;
+  }
+  for (int64_t c0 = 0; c0 < nsb; c0 += kChunk) {
+    const int64_t nc = std::min(kChunk, nsb - c0);
+    for (int64_t r0 = n0; r0 < n1; r0 += kRowBlock) {
+      const int64_t r1 = std::min(n1, r0 + kRowBlock);
+      for (int64_t t0 = 0; t0 < T; t0 += kTileT) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
+        const BlockQ16K* xt = xq + t0 * nsb + c0;
+        for (int64_t n = r0; n < r1; ++n) {
+          f[nt](base + n * rb + c0 * sbb, xt, nc, nsb, r);
+          float* yt = y + t0 * N + n;
+          if (c0 == 0)
+            for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
+          else
+            for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool avx512_kquant_encoding(DType t) { return dots_for(t) != nullptr; }
+
+void avx512_quantize_q16k(const float* x, int64_t k, BlockQ16K* out) { quantize_row_q16k(x, k, out); }
+
+void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  const DotFn* f = dots_for(W.dtype);
+  const int64_t N = W.shape.d[0], nsb = K / 256;
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
+  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
+  const size_t rb = row_bytes(W.dtype, K);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  // Rows per work item: at least ~32K multiply-adds, whole row blocks when there is enough work.
+  int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
+  if (T > 1) grain = std::max<int64_t>(grain, 16);
+  const size_t sbb = rb / static_cast<size_t>(nsb);
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) { rows(xq, T, nsb, base, rb, sbb, f, y, N, b, e); });
+}
+
+}  // namespace cpu
+}  // namespace cyb
