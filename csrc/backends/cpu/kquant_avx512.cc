@@ -180,6 +180,8 @@ inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
   return _mm512_add_epi32(a, b);  // |a|, |b| <= 2^30 each: no overflow
 }
 
+constexpr int64_t kPrefetch = 8192;  // bytes ahead
+
 // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks).
 template <DType E, int NT>
 void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
@@ -190,6 +192,12 @@ void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, floa
   KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps(), macc[t] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * kBytes;
+    if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 128), _MM_HINT_T0);
+      if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 192), _MM_HINT_T0);
+    }
     SuperW W;
     float d;
     __m256 mins = _mm256_setzero_ps();
