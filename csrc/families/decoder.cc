@@ -407,11 +407,35 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
   const float attn_scale = static_cast<float>(
       cfg_.attn_scale > 0.0 ? cfg_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd)));
 
+  // Per-layer activations. On a host-memory backend every op runs to completion
+  // before the next starts, so one set serves all layers (a layer's values are
+  // dead once the next layer begins): a long prefill holds one layer's worth of
+  // intermediates, not n_layers of them. Device backends get fresh frames per
+  // layer (their work is recorded and runs later).
+  const bool reuse = be.host_memory();
+  Tensor q, k, v, att, o, xa, xb, act, g, u, f;
+  auto layer_frames = [&] {
+    q = frame(Shape{T, H * hd});
+    k = frame(Shape{T, KV * hd});
+    v = frame(Shape{T, KV * hd});
+    att = frame(Shape{T, H * hd});
+    o = frame(Shape{T, D});
+    xa = frame(Shape{T, D});
+    xb = frame(Shape{T, D});
+    act = frame(Shape{T, I});
+    if (spec_.gelu_tanh) {
+      g = frame(Shape{T, I});
+      u = frame(Shape{T, I});
+    }
+    f = frame(Shape{T, D});
+  };
+  if (reuse) layer_frames();
+  // the residual stream alternates between xa and xb (an op never writes its input)
+  auto next_x = [&](const Tensor& cur) { return cur.data == xa.data ? xb : xa; };
+
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    Tensor q = frame(Shape{T, H * hd});
-    Tensor k = frame(Shape{T, KV * hd});
-    Tensor v = frame(Shape{T, KV * hd});
+    if (!reuse) layer_frames();
     auto matmul = [&](const Tensor& in, const Tensor& W, const Tensor& b, Tensor* out, int label) {
       Op op = make_op(OpKind::Matmul, w.label[label].c_str());
       if (b.data) d.run(op, {in, W, b}, {out}, ctx);
@@ -449,7 +473,6 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
       d.run(op, {k}, {&kc}, ctx);
       d.run(op, {v}, {&vc}, ctx);
     }
-    Tensor att = frame(Shape{T, H * hd});
     {
       Op op = make_op(OpKind::Attention, w.label[kAttn].c_str());
       op.a.pos0 = pos0;
@@ -461,24 +484,19 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
       op.a.window = w.sliding ? cfg_.sliding_window : 0;
       d.run(op, {q, kc, vc}, {&att}, ctx);
     }
-    Tensor o = frame(Shape{T, D});
     matmul(att, w.o, Tensor{}, &o, kO);
     if (spec_.sandwich_norm) d.run(norm_op(w.label[kO].c_str()), {o, w.post_attn_norm}, {&o}, ctx);
     // x = x + o; h = ffn_norm(x)
-    Tensor x2 = frame(Shape{T, D});
+    Tensor x2 = next_x(x);
     d.run(skip_norm_op(w.label[kFfnNorm].c_str()), {o, x, w.ffn_norm}, {&h, &x2}, ctx);
     x = x2;
-    Tensor act = frame(Shape{T, I});
     if (spec_.gelu_tanh) {
-      Tensor g = frame(Shape{T, I});
-      Tensor u = frame(Shape{T, I});
       matmul(h, w.gate, Tensor{}, &g, kFfn);
       matmul(h, w.up, Tensor{}, &u, kFfn);
       d.run(make_op(OpKind::GeGlu, w.label[kFfn].c_str()), {g, u}, {&act}, ctx);
     } else {
       d.run(make_op(OpKind::FusedSwiGlu, w.label[kFfn].c_str()), {h, w.gate, w.up}, {&act}, ctx);
     }
-    Tensor f = frame(Shape{T, D});
     matmul(act, w.down, Tensor{}, &f, kDown);
     if (spec_.sandwich_norm)
       d.run(norm_op(w.label[kDown].c_str()), {f, w.post_ffn_norm}, {&f}, ctx);
@@ -486,7 +504,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
     const bool last = l + 1 == cfg_.n_layers;
     const Tensor& next_norm = last ? final_norm_ : layers_[static_cast<size_t>(l + 1)].attn_norm;
     const char* next_label = last ? "final_norm" : layers_[static_cast<size_t>(l + 1)].label[kAttnNorm].c_str();
-    Tensor x3 = frame(Shape{T, D});
+    Tensor x3 = next_x(x);
     d.run(skip_norm_op(next_label), {f, x, next_norm}, {&h, &x3}, ctx);
     x = x3;
   }
