@@ -182,14 +182,26 @@ inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
 
 constexpr int64_t kPrefetch = 8192;  // bytes ahead
 
+// The 8 horizontal sums of a[0..7] (lane i of the result = sum of a[i]).
+inline __m256 reduce8(const __m512* a) {
+  __m512 p[4];
+  KQ_UNROLL for (int i = 0; i < 4; ++i)
+    p[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
+  const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
+  // each 128-bit lane of q0 holds partial sums of a[0..3], of q1 of a[4..7]
+  const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
+  const __m512 w = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xb1));
+  return _mm512_castps512_ps256(_mm512_shuffle_f32x4(w, w, 0x08));
+}
+
 // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks).
 template <DType E, int NT>
 void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
   constexpr bool kMins = E != DType::Q6_K;
   constexpr int64_t kBytes = E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
-  __m512 acc[NT];
-  __m256 macc[NT];
-  KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps(), macc[t] = _mm256_setzero_ps();
+  __m512 acc[8];
+  KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * kBytes;
     if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
@@ -200,11 +212,12 @@ void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, floa
     }
     SuperW W;
     float d;
-    __m256 mins = _mm256_setzero_ps();
+    __m512 mins = _mm512_setzero_ps();  // dmin * m[j] in lanes 0-7 (Q4_K / Q5_K)
     if constexpr (kMins) {
       d = f16v(blk);
       const __m128i sm = k_scales_mins(blk + 4);
-      mins = _mm256_mul_ps(_mm256_set1_ps(f16v(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+      mins = _mm512_zextps256_ps512(_mm256_mul_ps(
+          _mm256_set1_ps(f16v(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)))));
       load_q45<E == DType::Q5_K>(blk, sm, W);
     } else {
       d = f16v(blk + 208);
@@ -213,19 +226,16 @@ void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, floa
     KQ_UNROLL for (int t = 0; t < NT; ++t) {
       const BlockQ16K& xb = x[t * xs + sb];
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(d * xb.d), acc[t]);
-      if constexpr (kMins) macc[t] = _mm256_fmadd_ps(mins, _mm256_load_ps(xb.s), macc[t]);
+      if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_load_ps(xb.s)), acc[t]);
     }
   }
-  KQ_UNROLL for (int t = 0; t < NT; ++t) {
-    float m = 0.f;
-    if constexpr (kMins) {
-      __m128 v = _mm_add_ps(_mm256_castps256_ps128(macc[t]), _mm256_extractf128_ps(macc[t], 1));
-      v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-      v = _mm_add_ss(v, _mm_movehdup_ps(v));
-      m = _mm_cvtss_f32(v);
-    }
-    out[t] = _mm512_reduce_add_ps(acc[t]) - m;
+  if (NT == 1) {
+    out[0] = _mm512_reduce_add_ps(acc[0]);
+    return;
   }
+  alignas(32) float r[8];
+  _mm256_store_ps(r, reduce8(acc));
+  KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
 }
 
 constexpr int kTileT = 8;  // tokens sharing one expanded super-block
@@ -252,7 +262,7 @@ const DotFn* dots_for(DType t) {
 // so that a tile of activations (kTileT tokens x kChunk super-blocks, 18 KiB)
 // stays in L1 while the weights of a block of rows (<= ~54 KiB) stay in L2;
 // partial sums over the K chunks accumulate in y.
-constexpr int64_t kChunk = 4, kRowBlock = 64;
+constexpr int64_t kChunk = 8, kRowBlock = 64;
 
 void rows(const BlockQ16K* xq, int64_t T, int64_t nsb, const uint8_t* base, size_t rb, size_t sbb,
           const DotFn* f, float* y, int64_t N, int64_t n0, int64_t n1) {
