@@ -140,6 +140,11 @@ class DecoderConversation : public Conversation {
   ~DecoderConversation() override {
     for (Tensor& t : caches) backend->release(t);
   }
+  int64_t kv_cache_bytes() const override {
+    int64_t n = 0;
+    for (const Tensor& t : caches) n += static_cast<int64_t>(t.nbytes());
+    return n;
+  }
   Backend* backend = nullptr;
   std::vector<Tensor> caches;  // k0, v0, k1, v1, ...
 };

@@ -39,6 +39,7 @@ void bind_model(py::module_& m) {
       .def_property_readonly("position", &Conversation::position)
       .def_property_readonly("max_context", &Conversation::max_context)
       .def("reset_kv_cache", &Conversation::reset_kv_cache)
+      .def_property_readonly("kv_cache_bytes", &Conversation::kv_cache_bytes)
       .def("frame_pool_bytes", [](Conversation& c) { return c.ctx().frame().pool_bytes(); });
 
   py::class_<Model, std::shared_ptr<Model>>(m, "Model")

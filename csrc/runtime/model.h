@@ -80,6 +80,8 @@ class Conversation {
   void reset_kv_cache() { position_ = 0; }
   ExecContext& ctx() { return ctx_; }
   void advance(int64_t n) { position_ += n; }
+  // Bytes of this conversation's KV cache (what new_conversation allocated).
+  virtual int64_t kv_cache_bytes() const { return 0; }
 
  private:
   ExecContext ctx_;

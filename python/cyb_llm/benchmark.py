@@ -161,6 +161,18 @@ def _peak_rss_mb() -> float:
         return float("nan")
 
 
+def _rss_mb() -> float:
+    """Current resident set of this process (Linux VmRSS; nan elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
 def _token_ids(vocab: int, n: int, seed: int) -> list[int]:
     rng = np.random.default_rng(seed)
     return [int(x) for x in rng.integers(100, min(vocab, 30000), n)]
@@ -190,6 +202,7 @@ def measure(runtime: str, gguf_path: str, model_path: str, threads: int, prompts
     else:
         import cyb_llm
 
+        out["rss_base_mb"] = _rss_mb()  # after `import cyb_llm`: the issue's baseline
         t0 = time.perf_counter()
         m = cyb_llm.load(model_path, precise=runtime == "cyb-precise", threads=threads)
         out["load_s"] = time.perf_counter() - t0
@@ -215,6 +228,11 @@ def measure(runtime: str, gguf_path: str, model_path: str, threads: int, prompts
         logits = step(int(np.argmax(logits)))
     out[f"tg{gen}"] = gen / (time.perf_counter() - t0)
     out["peak_rss_mb"] = _peak_rss_mb()
+    if "rss_base_mb" in out:
+        out["rss_growth_mb"] = out["peak_rss_mb"] - out["rss_base_mb"]
+        c = m.new_conversation(max_ctx)
+        out["kv_cache_mb"] = c.kv_cache_bytes / 1048576.0
+        out["file_mb"] = os.path.getsize(model_path) / 1048576.0
     return out
 
 
@@ -324,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
             share = m[f"tg{a.gen}"] / limit
             print(f"  {rt:12s} " + " ".join(f"{m[k]:8.1f}" for k in keys)
                   + f" {m['load_s']:7.3f} {m['peak_rss_mb']:7.0f} {100 * share:4.0f}%")
+            if "rss_growth_mb" in m:
+                bar = 1.15 * (m["file_mb"] + m["kv_cache_mb"])
+                print(f"  {'':12s} RSS growth after import {m['rss_growth_mb']:.0f} MB; bar: (file "
+                      f"{m['file_mb']:.0f} + KV cache {m['kv_cache_mb']:.0f} MB) + 15% = {bar:.0f} MB "
+                      f"-> {'within' if m['rss_growth_mb'] <= bar else 'OVER'}")
             ratio = {k: m[k] / peer[k] for k in keys} if peer and rt != "llama.cpp" else {}
             if ratio:
                 print(f"  {'  / llama.cpp':12s} " + " ".join(f"{ratio[k]:7.2f}x" for k in keys)

@@ -42,6 +42,11 @@ class Conversation:
         self._native.reset_kv_cache()
 
     @property
+    def kv_cache_bytes(self) -> int:
+        """Bytes of this conversation's KV cache."""
+        return self._native.kv_cache_bytes
+
+    @property
     def frame_pool_bytes(self) -> int:
         return self._native.frame_pool_bytes()
 
