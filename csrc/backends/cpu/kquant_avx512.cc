@@ -14,17 +14,12 @@
 // int32 bounds per lane and super-block (16 products): Q4_K |w*sc| <= 15*63,
 // Q5_K <= 31*63, Q6_K |(q-32)*sc| <= 32*128 = 4096; |x| <= 32767, so the worst
 // case is 16 * 4096 * 32767 = 2147418112 < 2^31 - 1.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 headers self-initialize "undefined" vectors (__Y = __Y), which
-// -Wuninitialized reports at every inlined use; the values are never read.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/avx512_common.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/simd_common.h"
 #include "core/dtype.h"
@@ -32,18 +27,9 @@
 namespace cyb {
 namespace cpu {
 namespace {
-
-inline float f16v(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-#if defined(__GNUC__)
-#define KQ_UNROLL _Pragma("GCC unroll 8")
-#else
-#define KQ_UNROLL
-#endif
+using avx512::f16v;
+using avx512::kTileT;
+using avx512::reduce8;
 
 constexpr __mmask64 kEvenBytes = 0x5555555555555555ull, kOddBytes = 0xAAAAAAAAAAAAAAAAull;
 
@@ -182,19 +168,6 @@ inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
 
 constexpr int64_t kPrefetch = 8192;  // bytes ahead
 
-// The 8 horizontal sums of a[0..7] (lane i of the result = sum of a[i]).
-inline __m256 reduce8(const __m512* a) {
-  __m512 p[4];
-  KQ_UNROLL for (int i = 0; i < 4; ++i)
-    p[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-  const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
-  const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
-  // each 128-bit lane of q0 holds partial sums of a[0..3], of q1 of a[4..7]
-  const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
-  const __m512 w = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xb1));
-  return _mm512_castps512_ps256(_mm512_shuffle_f32x4(w, w, 0x08));
-}
-
 // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks).
 template <DType E, int NT>
 void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
@@ -238,8 +211,6 @@ void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, floa
   KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
 }
 
-constexpr int kTileT = 8;  // tokens sharing one expanded super-block
-
 using DotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
 
 template <DType E>
@@ -258,44 +229,9 @@ const DotFn* dots_for(DType t) {
   }
 }
 
-// Rows [n0, n1) of y[T, N]. One token: whole-row dots. Several tokens: blocked
-// so that a tile of activations (kTileT tokens x kChunk super-blocks, 18 KiB)
-// stays in L1 while the weights of a block of rows (<= ~54 KiB) stay in L2;
-// partial sums over the K chunks accumulate in y.
-constexpr int64_t kChunk = 8, kRowBlock = 64;
-
-void rows(const BlockQ16K* xq, int64_t T, int64_t nsb, const uint8_t* base, size_t rb, size_t sbb,
-          const DotFn* f, float* y, int64_t N, int64_t n0, int64_t n1) {
-  float r[kTileT];
-  if (T == 1) {
-    for (int64_t n = n0; n < n1; ++n) f[1](base + n * rb, xq, nsb, nsb, y + n);
-    return;
-  }
-  for (int64_t c0 = 0; c0 < nsb; c0 += kChunk) {
-    const int64_t nc = std::min(kChunk, nsb - c0);
-    for (int64_t r0 = n0; r0 < n1; r0 += kRowBlock) {
-      const int64_t r1 = std::min(n1, r0 + kRowBlock);
-      for (int64_t t0 = 0; t0 < T; t0 += kTileT) {
-        const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
-        const BlockQ16K* xt = xq + t0 * nsb + c0;
-        for (int64_t n = r0; n < r1; ++n) {
-          f[nt](base + n * rb + c0 * sbb, xt, nc, nsb, r);
-          float* yt = y + t0 * N + n;
-          if (c0 == 0)
-            for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
-          else
-            for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 bool avx512_kquant_encoding(DType t) { return dots_for(t) != nullptr; }
-
-void avx512_quantize_q16k(const float* x, int64_t k, BlockQ16K* out) { quantize_row_q16k(x, k, out); }
 
 void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
   const DotFn* f = dots_for(W.dtype);
@@ -308,7 +244,13 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
   int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
   if (T > 1) grain = std::max<int64_t>(grain, 16);
   const size_t sbb = rb / static_cast<size_t>(nsb);
-  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) { rows(xq, T, nsb, base, rb, sbb, f, y, N, b, e); });
+  // K chunks of 8 super-blocks: an 8-token activation tile is 36 KiB
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
+    avx512::blocked_rows(T, nsb, 8, base, rb, sbb, y, N, b, e,
+                         [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
+                           f[nt](w, xq + t0 * nsb + c0, nc, nsb, r);
+                         });
+  });
 }
 
 }  // namespace cpu

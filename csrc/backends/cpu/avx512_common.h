@@ -1,0 +1,80 @@
+// Helpers shared by the AVX-512 kernel files (*_avx512.cc only: include it from
+// translation units compiled with the AVX-512 flags).
+#pragma once
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 headers self-initialize "undefined" vectors (__Y = __Y), which
+// -Wuninitialized reports at every inlined use; the values are never read.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__GNUC__)
+#define KQ_UNROLL _Pragma("GCC unroll 8")
+#else
+#define KQ_UNROLL
+#endif
+
+namespace cyb {
+namespace cpu {
+namespace avx512 {
+
+inline float f16v(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// The 8 horizontal sums of a[0..7] (lane i of the result = sum of the lanes of a[i]).
+inline __m256 reduce8(const __m512* a) {
+  __m512 p[4];
+  KQ_UNROLL for (int i = 0; i < 4; ++i)
+    p[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
+  const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
+  // each 128-bit lane of q0 holds partial sums of a[0..3], of q1 of a[4..7]
+  const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
+  const __m512 w = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xb1));
+  return _mm512_castps512_ps256(_mm512_shuffle_f32x4(w, w, 0x08));
+}
+
+// Runs dot(w_row_chunk, x_tile, nc, out) over rows [n0, n1) of y[T, N] with the
+// blocking of the prefill kernels: a tile of kTileT tokens x `chunk` blocks of
+// activations stays in L1 while the weights of a block of rows stay in L2;
+// partial sums over the chunks accumulate in y. One token: whole-row dots.
+// dots[nt](row + c0 * blk_bytes, c0, t0, nc, r) computes r[0..nt) for tokens t0..t0+nt.
+constexpr int kTileT = 8;
+template <class Dot>
+void blocked_rows(int64_t T, int64_t nblocks, int64_t chunk, const uint8_t* base, size_t row_bytes,
+                  size_t blk_bytes, float* y, int64_t N, int64_t n0, int64_t n1, Dot&& dot) {
+  constexpr int64_t kRowBlock = 64;
+  float r[kTileT];
+  if (T == 1) {
+    for (int64_t n = n0; n < n1; ++n) dot(1, base + n * row_bytes, int64_t{0}, int64_t{0}, nblocks, y + n);
+    return;
+  }
+  for (int64_t c0 = 0; c0 < nblocks; c0 += chunk) {
+    const int64_t nc = chunk < nblocks - c0 ? chunk : nblocks - c0;
+    for (int64_t r0 = n0; r0 < n1; r0 += kRowBlock) {
+      const int64_t r1 = n1 < r0 + kRowBlock ? n1 : r0 + kRowBlock;
+      for (int64_t t0 = 0; t0 < T; t0 += kTileT) {
+        const int nt = static_cast<int>(kTileT < T - t0 ? kTileT : T - t0);
+        for (int64_t n = r0; n < r1; ++n) {
+          dot(nt, base + n * row_bytes + c0 * blk_bytes, c0, t0, nc, r);
+          float* yt = y + t0 * N + n;
+          if (c0 == 0)
+            for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
+          else
+            for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace avx512
+}  // namespace cpu
+}  // namespace cyb

@@ -1,0 +1,157 @@
+// AVX-512 (BW, VNNI) fast-mode matmul for the 32-value block encodings Q4_0,
+// Q4_1, Q5_0 and Q8_0. Chosen at run time at the avx512 level only.
+//
+// Activations are quantized exactly as BlockQ16 (int16 per 32-block, d = amax /
+// 32767, q = round-half-even(x * (1 / d))), stored as three arrays per token so
+// that each block's 32 int16 values are one aligned 64-byte load: qs[nb][32],
+// d[nb], s[nb] = d * sum(q). A weight block is widened to 32 int16 lanes once
+// and shared by up to 8 tokens: vpdpwssd gives the exact int32 block dot (|w| <=
+// 128, two products per lane), converted and scaled by d_w * d_x per block.
+// Prefill uses the same L1/L2 blocking as the K-quant kernels (avx512_common.h).
+#include "backends/cpu/avx512_common.h"
+
+#include <algorithm>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_common.h"
+#include "core/dtype.h"
+
+namespace cyb {
+namespace cpu {
+namespace {
+using avx512::f16v;
+using avx512::kTileT;
+using avx512::reduce8;
+
+struct XQ {  // one matmul's activations: T tokens x nb blocks
+  const int16_t* qs;  // [T][nb][32]
+  const float* d;     // [T][nb]
+  const float* s;     // [T][nb]
+  int64_t nb;
+};
+
+void quantize(const float* x, int64_t T, int64_t K, int16_t* qs, float* d, float* s) {
+  const int64_t nb = K / 32;
+  for (int64_t i = 0; i < T * nb; ++i) {
+    const float* xb = x + (i / nb) * K + (i % nb) * 32;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float dd = amax / 32767.0f;
+    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    // cvtps rounds half to even (default MXCSR); |q| <= 32767, so the narrowing is exact
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+    _mm512_store_si512(qs + 32 * i, _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(q0)),
+                                                       _mm512_cvtepi32_epi16(q1), 1));
+    d[i] = dd;
+    s[i] = dd * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+  }
+}
+
+// The block's 32 weight values as int16 (natural order), its scale, and for
+// Q4_1 its min (others: 0).
+template <DType E>
+inline __m512i widen(const uint8_t* b, float& dw, float& mw) {
+  mw = 0.f;
+  if constexpr (E == DType::Q8_0) {
+    dw = f16v(b);
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)));
+  } else {
+    const int off = E == DType::Q4_1 ? 4 : E == DType::Q5_0 ? 6 : 2;
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + off));
+    const __m128i m = _mm_set1_epi8(0x0f);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(t, m)),
+                                        _mm_and_si128(_mm_srli_epi16(t, 4), m), 1);
+    dw = f16v(b);
+    if constexpr (E == DType::Q4_1) mw = f16v(b + 2);
+    if constexpr (E == DType::Q5_0) {
+      uint32_t qh;  // bit j is the fifth bit of value j
+      std::memcpy(&qh, b + 2, 4);
+      v = _mm256_mask_add_epi8(v, static_cast<__mmask32>(qh), v, _mm256_set1_epi8(16));
+    }
+    __m512i w = _mm512_cvtepu8_epi16(v);
+    if constexpr (E == DType::Q4_0) w = _mm512_sub_epi16(w, _mm512_set1_epi16(8));
+    if constexpr (E == DType::Q5_0) w = _mm512_sub_epi16(w, _mm512_set1_epi16(16));
+    return w;
+  }
+}
+
+constexpr int64_t kPrefetch = 8192;  // bytes ahead (decode)
+
+// out[t] = row . x_{t0+t}, blocks [c0, c0 + nc) (w points at block c0).
+template <DType E, int NT>
+void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, float* out) {
+  constexpr int64_t kBytes = E == DType::Q4_0 ? 18 : E == DType::Q4_1 ? 20 : E == DType::Q5_0 ? 22 : 34;
+  __m512 acc[8];
+  float macc[8] = {};
+  KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nc; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    if (NT == 1 && (b & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
+    float dw, mw;
+    const __m512i wv = widen<E>(blk, dw, mw);
+    KQ_UNROLL for (int t = 0; t < NT; ++t) {
+      const int64_t i = (t0 + t) * x.nb + c0 + b;
+      const __m512i p = _mm512_dpwssd_epi32(_mm512_setzero_si512(), wv, _mm512_load_si512(x.qs + 32 * i));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(dw * x.d[i]), acc[t]);
+      if constexpr (E == DType::Q4_1) macc[t] += mw * x.s[i];
+    }
+  }
+  if (NT == 1) {
+    out[0] = _mm512_reduce_add_ps(acc[0]) + macc[0];
+    return;
+  }
+  alignas(32) float r[8];
+  _mm256_store_ps(r, reduce8(acc));
+  KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t] + macc[t];
+}
+
+using DotFn = void (*)(const uint8_t*, const XQ&, int64_t, int64_t, int64_t, float*);
+
+template <DType E>
+struct Dots {
+  static constexpr DotFn f[kTileT + 1] = {nullptr,         dot_row<E, 1>, dot_row<E, 2>, dot_row<E, 3>,
+                                          dot_row<E, 4>,   dot_row<E, 5>, dot_row<E, 6>, dot_row<E, 7>,
+                                          dot_row<E, 8>};
+};
+
+const DotFn* dots_for(DType t) {
+  switch (t) {
+    case DType::Q4_0: return Dots<DType::Q4_0>::f;
+    case DType::Q4_1: return Dots<DType::Q4_1>::f;
+    case DType::Q5_0: return Dots<DType::Q5_0>::f;
+    case DType::Q8_0: return Dots<DType::Q8_0>::f;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+bool avx512_q32_encoding(DType t) { return dots_for(t) != nullptr; }
+
+void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  const DotFn* f = dots_for(W.dtype);
+  const int64_t N = W.shape.d[0], nb = K / 32;
+  // qs (64-byte aligned blocks), then d, then s
+  uint8_t* buf = scratch<uint8_t>(kScratchXq, static_cast<size_t>(T * nb) * (64 + 8));
+  int16_t* qs = reinterpret_cast<int16_t*>(buf);
+  float* d = reinterpret_cast<float*>(buf + T * nb * 64);
+  float* s = d + T * nb;
+  quantize(x, T, K, qs, d, s);
+  const XQ xq{qs, d, s, nb};
+  const size_t rb = row_bytes(W.dtype, K);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
+  if (T > 1) grain = std::max<int64_t>(grain, 16);
+  const size_t bb = rb / static_cast<size_t>(nb);
+  // K chunks of 32 blocks: an 8-token activation tile is 16 KiB
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
+    avx512::blocked_rows(T, nb, 32, base, rb, bb, y, N, b, e,
+                         [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
+                           f[nt](w, xq, c0, t0, nc, r);
+                         });
+  });
+}
+
+}  // namespace cpu
+}  // namespace cyb
