@@ -77,24 +77,59 @@ inline __m512i widen(const uint8_t* b, float& dw, float& mw) {
 }
 
 constexpr int64_t kPrefetch = 8192;  // bytes ahead (decode)
+constexpr int64_t kChunk = 32;       // blocks per dot call
 
 // out[t] = row . x_{t0+t}, blocks [c0, c0 + nc) (w points at block c0).
+// Blocks go in pairs: the two int32 block dots are folded into one vector
+// (lanes 0-7: block b, 8-15: block b+1) so that one conversion and one FMA with
+// the per-lane scale d_w * d_x serve both. Q4_1's min term sum_b m_b * s_b is a
+// separate f32 dot per token at the end.
 template <DType E, int NT>
 void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, float* out) {
   constexpr int64_t kBytes = E == DType::Q4_0 ? 18 : E == DType::Q4_1 ? 20 : E == DType::Q5_0 ? 22 : 34;
+  alignas(64) float mwv[kChunk];
+  const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   __m512 acc[8];
-  float macc[8] = {};
   KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nc; ++b) {
+  int64_t b = 0;
+  for (; b + 2 <= nc; b += 2) {
     const uint8_t* blk = w + b * kBytes;
-    if (NT == 1 && (b & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
-    float dw, mw;
-    const __m512i wv = widen<E>(blk, dw, mw);
+    if (NT == 1) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
+    float d0, d1;
+    const __m512i w0 = widen<E>(blk, d0, mwv[b]);
+    const __m512i w1 = widen<E>(blk + kBytes, d1, mwv[b + 1]);
+    // from registers: a 64-bit reload of two 32-bit stores would miss store forwarding
+    const __m128 dw2 = _mm_unpacklo_ps(_mm_set_ss(d0), _mm_set_ss(d1));
     KQ_UNROLL for (int t = 0; t < NT; ++t) {
       const int64_t i = (t0 + t) * x.nb + c0 + b;
-      const __m512i p = _mm512_dpwssd_epi32(_mm512_setzero_si512(), wv, _mm512_load_si512(x.qs + 32 * i));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(dw * x.d[i]), acc[t]);
-      if constexpr (E == DType::Q4_1) macc[t] += mw * x.s[i];
+      const __m512i p0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, _mm512_load_si512(x.qs + 32 * i));
+      const __m512i p1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w1, _mm512_load_si512(x.qs + 32 * i + 32));
+      const __m512i sum = _mm512_add_epi32(_mm512_shuffle_i64x2(p0, p1, 0x44), _mm512_shuffle_i64x2(p0, p1, 0xee));
+      const __m128 sc = _mm_mul_ps(dw2, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.d + i))));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(lanes01, _mm512_castps128_ps512(sc)),
+                               acc[t]);
+    }
+  }
+  if (b < nc) {  // odd tail block
+    const uint8_t* blk = w + b * kBytes;
+    float d0;
+    const __m512i w0 = widen<E>(blk, d0, mwv[b]);
+    KQ_UNROLL for (int t = 0; t < NT; ++t) {
+      const int64_t i = (t0 + t) * x.nb + c0 + b;
+      const __m512i p = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, _mm512_load_si512(x.qs + 32 * i));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_set1_ps(d0 * x.d[i]), acc[t]);
+    }
+  }
+  float macc[8] = {};
+  if constexpr (E == DType::Q4_1) {
+    KQ_UNROLL for (int t = 0; t < NT; ++t) {
+      const float* s = x.s + (t0 + t) * x.nb + c0;
+      __m512 m = _mm512_setzero_ps();
+      int64_t j = 0;
+      for (; j + 16 <= nc; j += 16) m = _mm512_fmadd_ps(_mm512_load_ps(mwv + j), _mm512_loadu_ps(s + j), m);
+      float r = _mm512_reduce_add_ps(m);
+      for (; j < nc; ++j) r += mwv[j] * s[j];
+      macc[t] = r;
     }
   }
   if (NT == 1) {
@@ -146,9 +181,18 @@ void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, fl
   const size_t bb = rb / static_cast<size_t>(nb);
   // K chunks of 32 blocks: an 8-token activation tile is 16 KiB
   parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
-    avx512::blocked_rows(T, nb, 32, base, rb, bb, y, N, b, e,
+    avx512::blocked_rows(T, nb, kChunk, base, rb, bb, y, N, b, e,
                          [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
-                           f[nt](w, xq, c0, t0, nc, r);
+                           if (nc <= kChunk) {
+                             f[nt](w, xq, c0, t0, nc, r);
+                             return;
+                           }
+                           float sum = 0.f, part;  // a whole row (one token): chunk by chunk
+                           for (int64_t c = 0; c < nc; c += kChunk) {
+                             f[1](w + c * bb, xq, c0 + c, t0, std::min(kChunk, nc - c), &part);
+                             sum += part;
+                           }
+                           r[0] = sum;
                          });
   });
 }
