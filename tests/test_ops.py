@@ -312,6 +312,11 @@ ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, T, pos0, window, softcap)
     (4, 2, 80, 6, 11, 4, 0.0),
     (4, 2, 64, 1, 20, 5, 50.0),
     (2, 1, 40, 3, 3, 0, 20.0),
+    # >= 8 query tokens: the f16 cache is widened once per op (kernels_x86.inc)
+    (6, 2, 64, 12, 5, 0, 0.0),
+    (4, 2, 128, 9, 3, 6, 0.0),
+    (3, 1, 72, 10, 0, 0, 30.0),
+    (2, 2, 36, 8, 1, 0, 0.0),
 ]
 
 
