@@ -138,7 +138,7 @@ def test_embedding_every_encoding(enc, level):
 
 
 @pytest.mark.parametrize("enc", ENCODINGS)
-@pytest.mark.parametrize("T", [1, 5])
+@pytest.mark.parametrize("T", [1, 5, 9])  # 9: the tile paths (avx512 8-token tiles, amx)
 def test_matmul_every_encoding(enc, T, level, precise):
     rng = np.random.default_rng(2 + T)
     for k in row_lengths(enc):
@@ -159,7 +159,7 @@ def test_matmul_many_rows_threads(enc, level, precise):
     rng = np.random.default_rng(7)
     k = 512
     w, deq = random_weight(enc, 301, k, rng)
-    for T in (1, 3, 17):
+    for T in (1, 3, 17, 40):
         x = rng.standard_normal((T, k)).astype(np.float32)
         (y,) = run("matmul", [x, w], {"precise": precise}, level=level)
         assert rel_err(y, matmul_input(x, enc, level, precise) @ deq.T) <= TOL_F32, T

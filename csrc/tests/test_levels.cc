@@ -143,7 +143,7 @@ void test_level(CpuLevel L) {
     const int64_t N = 37;
     Buf w = random_weight(dt, N, K);
     Buf bias = randn(Shape{N});
-    for (int64_t T : {1, 3, 6}) {
+    for (int64_t T : {1, 3, 6, 9}) {
       Buf x = randn(Shape{T, K});
       for (bool precise : {true, false}) {
         const std::string tag = ln + " matmul " + dtype_name(dt) + " T=" + std::to_string(T) + (precise ? " precise" : " fast");

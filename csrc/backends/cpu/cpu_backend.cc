@@ -24,7 +24,7 @@ namespace {
 
 #if defined(CYB_X86)
 struct X86Features {
-  bool avx2 = false, avx512 = false;
+  bool avx2 = false, avx512 = false, amx = false;
 };
 
 void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
@@ -67,13 +67,16 @@ X86Features detect_x86() {
   const bool vnni = (r[2] >> 11) & 1;
   f.avx2 = ymm_os && avx2 && fma && f16c;
   f.avx512 = f.avx2 && zmm_os && avx512f && avx512dq && avx512bw && avx512vl && vnni;
+  const bool amx_tile = (r[3] >> 24) & 1, amx_int8 = (r[3] >> 25) & 1;
+  const bool tile_os = ((xcr0 >> 17) & 3) == 3;  // XTILECFG and XTILEDATA enabled by the OS
+  f.amx = f.avx512 && amx_tile && amx_int8 && tile_os;
   return f;
 }
 #endif
 
 struct Tables {
-  cpu::KernelTable t[4];
-  bool ok[4] = {true, false, false, false};
+  cpu::KernelTable t[5];
+  bool ok[5] = {true, false, false, false, false};
   Tables() {
     for (auto& k : t) cpu::fill_reference_kernels(k);
 #if defined(CYB_X86)
@@ -86,6 +89,11 @@ struct Tables {
       cpu::fill_avx2_kernels(t[2]);
       cpu::fill_avx512_kernels(t[2]);
       ok[2] = true;
+    }
+    if (f.amx && cpu::amx_available()) {  // the tile state must also be granted by the OS
+      cpu::fill_avx2_kernels(t[4]);
+      cpu::fill_amx_kernels(t[4]);
+      ok[4] = true;
     }
 #endif
 #if defined(CYB_ARM64)
@@ -108,13 +116,14 @@ const char* cpu_level_name(CpuLevel l) {
     case CpuLevel::Avx2: return "avx2";
     case CpuLevel::Avx512: return "avx512";
     case CpuLevel::Neon: return "neon";
+    case CpuLevel::Amx: return "amx";
   }
   return "scalar";
 }
 
 std::vector<CpuLevel> cpu_levels_available() {
   std::vector<CpuLevel> v;
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     if (tables().ok[i]) v.push_back(static_cast<CpuLevel>(i));
   return v;
 }
@@ -123,7 +132,7 @@ CpuLevel cpu_level_best() { return cpu_levels_available().back(); }
 
 CpuLevel parse_cpu_level(const std::string& name) {
   if (name.empty() || name == "auto") return cpu_level_best();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     const CpuLevel l = static_cast<CpuLevel>(i);
     if (name == cpu_level_name(l)) {
       if (!tables().ok[i])
@@ -131,7 +140,7 @@ CpuLevel parse_cpu_level(const std::string& name) {
       return l;
     }
   }
-  throw_invalid_config("cpu_level", "unknown CPU level '" + name + "' (scalar, avx2, avx512, neon, auto)");
+  throw_invalid_config("cpu_level", "unknown CPU level '" + name + "' (scalar, avx2, avx512, amx, neon, auto)");
 }
 
 // ---------------------------------------------------------------- validation
@@ -446,7 +455,7 @@ CpuBackend::CpuBackend(CpuLevel level) : level_(level) { set_level(level); }
 
 void CpuBackend::set_level(CpuLevel l) {
   const int i = static_cast<int>(l);
-  if (i < 0 || i > 3 || !tables().ok[i])
+  if (i < 0 || i > 4 || !tables().ok[i])
     throw_invalid_config("cpu_level", std::string("level '") + cpu_level_name(l) + "' is not available");
   level_.store(l);
 }
@@ -508,8 +517,8 @@ CpuBackend& cpu_backend() {
 
 int cpu_level_activation_block(CpuLevel l, DType t) {
 #if defined(CYB_X86)
-  if (l == CpuLevel::Avx512 && cpu::avx512_kquant_encoding(t)) return 256;
-  if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512) return cpu::x86_q16_encoding(t) ? 32 : 0;
+  if ((l == CpuLevel::Avx512 || l == CpuLevel::Amx) && cpu::avx512_kquant_encoding(t)) return 256;
+  if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512 || l == CpuLevel::Amx) return cpu::x86_q16_encoding(t) ? 32 : 0;
 #endif
 #if defined(CYB_ARM64)
   if (l == CpuLevel::Neon) return cpu::neon_q16_encoding(t) ? 32 : 0;

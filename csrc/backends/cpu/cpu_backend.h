@@ -1,7 +1,7 @@
 // The CPU backend: implements every op. Each op runs the fastest kernel of the
 // selected level (scalar reference, AVX2, AVX-512, NEON); levels fall back to
 // the reference for ops they do not speed up. The level comes from
-// CYB_CPU_LEVEL (scalar|avx2|avx512|neon|auto) or set_cpu_level().
+// CYB_CPU_LEVEL (scalar|avx2|avx512|amx|neon|auto) or set_cpu_level().
 #pragma once
 #include <atomic>
 #include <string>
@@ -12,13 +12,13 @@
 
 namespace cyb {
 
-enum class CpuLevel : int { Scalar = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
+enum class CpuLevel : int { Scalar = 0, Avx2 = 1, Avx512 = 2, Neon = 3, Amx = 4 };
 
 const char* cpu_level_name(CpuLevel l);
 // Levels compiled in and supported by this CPU, scalar first, best last.
 std::vector<CpuLevel> cpu_levels_available();
 CpuLevel cpu_level_best();
-// Parses "scalar" | "avx2" | "avx512" | "neon" | "auto"; throws InvalidConfig
+// Parses "scalar" | "avx2" | "avx512" | "amx" | "neon" | "auto"; throws InvalidConfig
 // (field "cpu_level") for an unknown name or a level this machine cannot run.
 CpuLevel parse_cpu_level(const std::string& name);
 

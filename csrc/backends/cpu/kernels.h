@@ -38,6 +38,12 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
 // quantized as BlockQ16).
 bool avx512_q32_encoding(DType t);
 void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+// amx level (kquant_amx.cc): the OS grants the tile state (asked once), and a
+// fast-mode matmul on AMX-INT8 tiles; false when it does not apply (fewer than
+// 8 tokens, or an encoding other than Q4_K / Q6_K).
+bool amx_available();
+bool amx_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+void fill_amx_kernels(KernelTable& t);
 #endif
 #if defined(CYB_ARM64)
 void fill_neon_kernels(KernelTable& t);
