@@ -1,14 +1,17 @@
 // AMX-INT8 fast-mode matmul (the amx CPU level) for Q4_K and Q6_K weights and
-// several tokens (prefill). Exact integer products, the same activations as
-// the avx512 K-quant path: int16 per 256 values (d = amax / 32767, q =
-// round-half-even(x * (1 / d))), split exactly as q = 256 * hi + lo with lo in
-// [0, 255] (u8) and hi in [-128, 127] (s8), so two int8 tile products give the
-// exact int32 dot of each sub-block (|.| <= 2^24, exact in f32):
-//   C[row][token] = sum_k w[row][k] * lo[token][k] + 256 * sum_k w[row][k] * hi[token][k]
-// Tiles: A = 16 weight rows x one sub-block (decoded to bytes, natural order),
-// B = the activations of 16 tokens in the tile unit's 4-byte-interleaved layout
-// (prepared once per matmul), C = 16 x 16 int32. Each sub-block's C is scaled
-// in f32 by the row's sub-block scale, each super-block by the token's d.
+// several tokens (prefill), in exact integer arithmetic. Activations are the
+// avx512 K-quant ones: int16 per 256 values (d = amax / 32767, q =
+// round-half-even(x * (1 / d))). Weights are decoded per super-block into their
+// int16 values times the sub-block scale (Q4_K q * sc <= 945, Q6_K |(q - 32) *
+// sc| <= 4096). Both sides are split exactly into bytes, a = 256 * ah + al
+// (al u8, ah s8), so the super-block dot is
+//   sum w x = sum wl xl + 256 * (sum wl xh + sum wh xl) + 65536 * sum wh xh,
+// four int8 tile products into three int32 tiles, each below 2^24 over 256
+// values (wl xl <= 256 * 255 * 255), so exact in f32; the combination and the
+// scales d_w * d_x are f32.
+// Tiles: A = 16 weight rows x 64 values (natural layout), B = 64 values of 16
+// tokens in the tile unit's 4-byte-interleaved layout (prepared once per
+// matmul), C = 16 rows x 16 tokens.
 #include "backends/cpu/avx512_common.h"
 
 #include <algorithm>
@@ -35,15 +38,14 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Tiles: 0 = weights (16 x sub bytes), 1 / 2 = activations lo / hi (sub/4 x 64), 4 / 5 = C lo / hi.
-void load_tiles(int sub) {
+// Every tile is 16 rows x 64 bytes: 0 / 1 = activations lo / hi, 2 / 3 = weights
+// lo / hi, 4 = C lo*lo, 5 = C lo*hi + hi*lo, 6 = C hi*hi.
+void load_tiles() {
   TileConfig c;
-  c.rows[0] = 16;
-  c.colsb[0] = static_cast<uint16_t>(sub);
-  c.rows[1] = c.rows[2] = static_cast<uint8_t>(sub / 4);
-  c.colsb[1] = c.colsb[2] = 64;
-  c.rows[4] = c.rows[5] = 16;
-  c.colsb[4] = c.colsb[5] = 64;
+  for (int i = 0; i < 7; ++i) {
+    c.rows[i] = 16;
+    c.colsb[i] = 64;
+  }
   _tile_loadconfig(&c);
 }
 
@@ -91,13 +93,21 @@ void quantize(const float* x, int64_t T, int64_t K, int64_t Tp, uint32_t* lo, ui
   }
 }
 
-// One super-block of 16 weight rows, decoded: bytes in natural order (Q4_K:
-// u8 0..15, Q6_K: s8 -32..31), per-sub-block f32 scales, and Q4_K's mins.
+// One super-block of 16 weight rows: value * sub-block scale, split into low
+// (u8) and high (s8) bytes, row-major; the super-block scale of each row, and
+// Q4_K's mins (dmin * m) per sub-block.
 struct RowBlock {
-  alignas(64) uint8_t q[16][256];
-  alignas(64) float sc[16][16];  // [sub][row]
-  alignas(64) float mn[8][16];   // [sub][row] (Q4_K)
+  alignas(64) uint8_t wl[16][256];
+  alignas(64) int8_t wh[16][256];
+  alignas(64) float d[16];
+  alignas(64) float mn[8][16];  // [sub][row]
 };
+
+// 32 int16 values -> their low and high bytes at wl / wh.
+inline void split_store(__m512i v, uint8_t* wl, int8_t* wh) {
+  _mm256_store_si256(reinterpret_cast<__m256i*>(wl), _mm512_cvtepi16_epi8(v));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(wh), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+}
 
 inline __m128i k_scales_mins(const uint8_t* p) {
   uint32_t a, b, c;
@@ -115,43 +125,55 @@ template <DType E>
 void decode_rows(const uint8_t* base, size_t rb, int64_t sb, int64_t n0, int64_t nrows, RowBlock& R) {
   const __m512i lo4 = _mm512_set1_epi8(0x0f);
   for (int r = 0; r < 16; ++r) {
-    if (r >= nrows) {  // past the last row: zero weights and scales
-      std::memset(R.q[r], 0, 256);
-      for (int j = 0; j < 16; ++j) R.sc[j][r] = 0.f;
+    if (r >= nrows) {  // past the last row: zero weights
+      std::memset(R.wl[r], 0, 256);
+      std::memset(R.wh[r], 0, 256);
+      R.d[r] = 0.f;
       for (int j = 0; j < 8; ++j) R.mn[j][r] = 0.f;
       continue;
     }
     if constexpr (E == DType::Q4_K) {
       const uint8_t* blk = base + (n0 + r) * rb + sb * 144;
-      const float d = f16v(blk), dmin = f16v(blk + 2);
+      R.d[r] = f16v(blk);
+      const float dmin = f16v(blk + 2);
       alignas(16) uint8_t sm[16];
       _mm_store_si128(reinterpret_cast<__m128i*>(sm), k_scales_mins(blk + 4));
-      for (int j = 0; j < 8; ++j) {
-        R.sc[j][r] = d * static_cast<float>(sm[j]);
-        R.mn[j][r] = dmin * static_cast<float>(sm[8 + j]);
-      }
+      for (int j = 0; j < 8; ++j) R.mn[j][r] = dmin * static_cast<float>(sm[8 + j]);
       for (int c = 0; c < 2; ++c) {
         const __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * c);
         const __m512i lo = _mm512_and_si512(raw, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo4);
-        _mm512_store_si512(R.q[r] + 128 * c, _mm512_shuffle_i64x2(lo, hi, 0x44));      // 128c + 0..63
-        _mm512_store_si512(R.q[r] + 128 * c + 64, _mm512_shuffle_i64x2(lo, hi, 0xee));  // 128c + 64..127
+        // values 128c + 32i (i = 0..3): low nibbles of bytes 0-31, high of 0-31, low of 32-63, high of 32-63
+        const __m256i q[4] = {_mm512_castsi512_si256(lo), _mm512_castsi512_si256(hi),
+                              _mm512_extracti64x4_epi64(lo, 1), _mm512_extracti64x4_epi64(hi, 1)};
+        for (int i = 0; i < 4; ++i) {
+          const int j = 4 * c + i;  // sub-block
+          const __m512i v = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(q[i]), _mm512_set1_epi16(sm[j]));
+          split_store(v, R.wl[r] + 32 * j, R.wh[r] + 32 * j);
+        }
       }
-    } else {  // Q6_K
+    } else {  // Q6_K: scale per 16 values
       const uint8_t* blk = base + (n0 + r) * rb + sb * 210;
-      const float d = f16v(blk + 208);
+      R.d[r] = f16v(blk + 208);
       const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-      for (int j = 0; j < 16; ++j) R.sc[j][r] = d * static_cast<float>(sc[j]);
       const __m512i three = _mm512_set1_epi8(3), c32 = _mm512_set1_epi8(32);
       for (int h = 0; h < 2; ++h) {
         const __m512i L = _mm512_loadu_si512(blk + 64 * h);
         const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
         const __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
         const __m512i hz2 = _mm512_srli_epi16(hz, 4);
-        const __m512i x0 = _mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_slli_epi16(_mm512_and_si512(hz, three), 4));
-        const __m512i x1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4),
-                                           _mm512_slli_epi16(_mm512_and_si512(hz2, three), 4));
-        _mm512_store_si512(R.q[r] + 128 * h, _mm512_sub_epi8(x0, c32));
-        _mm512_store_si512(R.q[r] + 128 * h + 64, _mm512_sub_epi8(x1, c32));
+        const __m512i x[2] = {
+            _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(L, lo4), _mm512_slli_epi16(_mm512_and_si512(hz, three), 4)),
+                            c32),
+            _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4),
+                                            _mm512_slli_epi16(_mm512_and_si512(hz2, three), 4)),
+                            c32)};
+        for (int g = 0; g < 2; ++g)      // values 128h + 64g ..
+          for (int i = 0; i < 2; ++i) {  // 32 values: scales 2k and 2k+1, k = 4h + 2g + i
+            const int k = 4 * h + 2 * g + i;
+            const __m256i q = i == 0 ? _mm512_castsi512_si256(x[g]) : _mm512_extracti64x4_epi64(x[g], 1);
+            const __m512i scv = _mm512_inserti64x4(_mm512_set1_epi16(sc[2 * k]), _mm256_set1_epi16(sc[2 * k + 1]), 1);
+            split_store(_mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), scv), R.wl[r] + 32 * k, R.wh[r] + 32 * k);
+          }
       }
     }
   }
@@ -161,54 +183,52 @@ void decode_rows(const uint8_t* base, size_t rb, int64_t sb, int64_t n0, int64_t
 template <DType E>
 void rows_amx(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t rb, float* y, int64_t N, int64_t n0,
               int64_t n1, float* acc, RowBlock& R) {
-  constexpr int kSub = E == DType::Q4_K ? 32 : 16;  // values per scale
-  constexpr int kSubs = 256 / kSub;
   const int64_t nsb = K / 256, Tp = a.Tp;
-  alignas(64) int32_t clo[16][16], chi[16][16];
-  load_tiles(kSub);
+  alignas(64) int32_t c[3][16][16];
+  load_tiles();
+  const __m512i rows_idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(static_cast<int>(Tp)));
   for (int64_t r0 = n0; r0 < n1; r0 += 16) {
     const int64_t nrows = std::min<int64_t>(16, n1 - r0);
     std::fill(acc, acc + 16 * Tp, 0.f);
     for (int64_t sb = 0; sb < nsb; ++sb) {
       decode_rows<E>(base, rb, sb, r0, nrows, R);
       for (int64_t t0 = 0; t0 < Tp; t0 += 16) {
-        __m512 as[16];
-        KQ_UNROLL for (int r = 0; r < 16; ++r) as[r] = _mm512_setzero_ps();
-        for (int j = 0; j < kSubs; ++j) {
-          const int64_t kq = sb * 64 + j * (kSub / 4);  // first dword row of this sub-block
-          _tile_loadd(0, R.q[0] + j * kSub, 256);
-          _tile_loadd(1, a.lo + kq * Tp + t0, Tp * 4);
-          _tile_loadd(2, a.hi + kq * Tp + t0, Tp * 4);
-          _tile_zero(4);
-          _tile_zero(5);
-          if constexpr (E == DType::Q4_K) {
-            _tile_dpbuud(4, 0, 1);
-            _tile_dpbusd(5, 0, 2);
-          } else {
-            _tile_dpbsud(4, 0, 1);
-            _tile_dpbssd(5, 0, 2);
-          }
-          _tile_stored(4, clo, 64);
-          _tile_stored(5, chi, 64);
-          KQ_UNROLL for (int r = 0; r < 16; ++r) {
-            const __m512i c = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(chi[r]), 8),
-                                               _mm512_load_si512(clo[r]));
-            as[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), _mm512_set1_ps(R.sc[j][r]), as[r]);
-          }
+        _tile_zero(4);
+        _tile_zero(5);
+        _tile_zero(6);
+        for (int k = 0; k < 4; ++k) {  // 64 values at a time
+          const int64_t kq = sb * 64 + 16 * k;
+          _tile_loadd(0, a.lo + kq * Tp + t0, Tp * 4);
+          _tile_loadd(1, a.hi + kq * Tp + t0, Tp * 4);
+          _tile_loadd(2, R.wl[0] + 64 * k, 256);
+          _tile_loadd(3, R.wh[0] + 64 * k, 256);
+          _tile_dpbuud(4, 2, 0);  // wl x xl
+          _tile_dpbusd(5, 2, 1);  // wl x xh
+          _tile_dpbsud(5, 3, 0);  // wh x xl
+          _tile_dpbssd(6, 3, 1);  // wh x xh
         }
+        _tile_stored(4, c[0], 64);
+        _tile_stored(5, c[1], 64);
+        _tile_stored(6, c[2], 64);
         const __m512 dx = _mm512_loadu_ps(a.d + sb * Tp + t0);
         for (int r = 0; r < 16; ++r) {
+          __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2][r])), _mm512_set1_ps(65536.f),
+                                     _mm512_cvtepi32_ps(_mm512_load_si512(c[0][r])));
+          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[1][r])), _mm512_set1_ps(256.f), v);
           float* ar = acc + r * Tp + t0;
-          __m512 v = _mm512_fmadd_ps(as[r], dx, _mm512_load_ps(ar));
+          __m512 o = _mm512_fmadd_ps(v, _mm512_mul_ps(dx, _mm512_set1_ps(R.d[r])), _mm512_load_ps(ar));
           if constexpr (E == DType::Q4_K)
             for (int j = 0; j < 8; ++j)
-              v = _mm512_fnmadd_ps(_mm512_set1_ps(R.mn[j][r]), _mm512_loadu_ps(a.s + (sb * 8 + j) * Tp + t0), v);
-          _mm512_store_ps(ar, v);
+              o = _mm512_fnmadd_ps(_mm512_set1_ps(R.mn[j][r]), _mm512_loadu_ps(a.s + (sb * 8 + j) * Tp + t0), o);
+          _mm512_store_ps(ar, o);
         }
       }
     }
-    for (int64_t r = 0; r < nrows; ++r)
-      for (int64_t t = 0; t < T; ++t) y[t * N + r0 + r] = acc[r * Tp + t];
+    // y[t][r0 + r] = acc[r][t], 16 rows per token in one store
+    const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
+    for (int64_t t = 0; t < T; ++t)
+      _mm512_mask_storeu_ps(y + t * N + r0, m, _mm512_i32gather_ps(rows_idx, acc + t, 4));
   }
   _tile_release();
 }
