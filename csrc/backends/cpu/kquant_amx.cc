@@ -39,10 +39,11 @@ struct alignas(64) TileConfig {
 };
 
 // Every tile is 16 rows x 64 bytes: 0 / 1 = activations lo / hi, 2 / 3 = weights
-// lo / hi, 4 = C lo*lo, 5 = C lo*hi + hi*lo, 6 = C hi*hi.
+// lo / hi, 4 / 5 / 6 / 7 = C of wl*xl, wl*xh, wh*xl, wh*xh (four independent
+// accumulation chains: a tile product's latency is several times its issue rate).
 void load_tiles() {
   TileConfig c;
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < 8; ++i) {
     c.rows[i] = 16;
     c.colsb[i] = 64;
   }
@@ -184,7 +185,7 @@ template <DType E>
 void rows_amx(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t rb, float* y, int64_t N, int64_t n0,
               int64_t n1, float* acc, RowBlock& R) {
   const int64_t nsb = K / 256, Tp = a.Tp;
-  alignas(64) int32_t c[3][16][16];
+  alignas(64) int32_t c[2][4][16][16];
   load_tiles();
   const __m512i rows_idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm512_set1_epi32(static_cast<int>(Tp)));
@@ -193,10 +194,13 @@ void rows_amx(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t r
     std::fill(acc, acc + 16 * Tp, 0.f);
     for (int64_t sb = 0; sb < nsb; ++sb) {
       decode_rows<E>(base, rb, sb, r0, nrows, R);
-      for (int64_t t0 = 0; t0 < Tp; t0 += 16) {
+      // Software pipeline over token tiles: the products of tile i+1 are
+      // issued before the vector unit scales the stored products of tile i.
+      auto products = [&](int64_t t0, int buf) {
         _tile_zero(4);
         _tile_zero(5);
         _tile_zero(6);
+        _tile_zero(7);
         for (int k = 0; k < 4; ++k) {  // 64 values at a time
           const int64_t kq = sb * 64 + 16 * k;
           _tile_loadd(0, a.lo + kq * Tp + t0, Tp * 4);
@@ -205,17 +209,22 @@ void rows_amx(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t r
           _tile_loadd(3, R.wh[0] + 64 * k, 256);
           _tile_dpbuud(4, 2, 0);  // wl x xl
           _tile_dpbusd(5, 2, 1);  // wl x xh
-          _tile_dpbsud(5, 3, 0);  // wh x xl
-          _tile_dpbssd(6, 3, 1);  // wh x xh
+          _tile_dpbsud(6, 3, 0);  // wh x xl
+          _tile_dpbssd(7, 3, 1);  // wh x xh
         }
-        _tile_stored(4, c[0], 64);
-        _tile_stored(5, c[1], 64);
-        _tile_stored(6, c[2], 64);
+        _tile_stored(4, c[buf][0], 64);
+        _tile_stored(5, c[buf][1], 64);
+        _tile_stored(6, c[buf][2], 64);
+        _tile_stored(7, c[buf][3], 64);
+      };
+      auto scale = [&](int64_t t0, int buf) {
         const __m512 dx = _mm512_loadu_ps(a.d + sb * Tp + t0);
         for (int r = 0; r < 16; ++r) {
-          __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2][r])), _mm512_set1_ps(65536.f),
-                                     _mm512_cvtepi32_ps(_mm512_load_si512(c[0][r])));
-          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[1][r])), _mm512_set1_ps(256.f), v);
+          // lo*hi + hi*lo stays below 2^24 (exact in f32 and in the int32 sum)
+          const __m512i mid = _mm512_add_epi32(_mm512_load_si512(c[buf][1][r]), _mm512_load_si512(c[buf][2][r]));
+          __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[buf][3][r])), _mm512_set1_ps(65536.f),
+                                     _mm512_cvtepi32_ps(_mm512_load_si512(c[buf][0][r])));
+          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mid), _mm512_set1_ps(256.f), v);
           float* ar = acc + r * Tp + t0;
           __m512 o = _mm512_fmadd_ps(v, _mm512_mul_ps(dx, _mm512_set1_ps(R.d[r])), _mm512_load_ps(ar));
           if constexpr (E == DType::Q4_K)
@@ -223,7 +232,14 @@ void rows_amx(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t r
               o = _mm512_fnmadd_ps(_mm512_set1_ps(R.mn[j][r]), _mm512_loadu_ps(a.s + (sb * 8 + j) * Tp + t0), o);
           _mm512_store_ps(ar, o);
         }
+      };
+      products(0, 0);
+      for (int64_t t0 = 16; t0 < Tp; t0 += 16) {
+        const int buf = static_cast<int>((t0 / 16) & 1);
+        products(t0, buf);
+        scale(t0 - 16, buf ^ 1);
       }
+      scale(Tp - 16, static_cast<int>(((Tp - 16) / 16) & 1));
     }
     // y[t][r0 + r] = acc[r][t], 16 rows per token in one store
     const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
