@@ -105,7 +105,7 @@ void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, 
       const __m512i p0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, _mm512_load_si512(x.qs + 32 * i));
       const __m512i p1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w1, _mm512_load_si512(x.qs + 32 * i + 32));
       const __m512i sum = _mm512_add_epi32(_mm512_shuffle_i64x2(p0, p1, 0x44), _mm512_shuffle_i64x2(p0, p1, 0xee));
-      const __m128 sc = _mm_mul_ps(dw2, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.d + i))));
+      const __m128 sc = _mm_mul_ps(dw2, _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.d + i))));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(lanes01, _mm512_castps128_ps512(sc)),
                                acc[t]);
     }
