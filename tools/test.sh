@@ -53,7 +53,8 @@ default_level=$(python -c "import cyb_llm._core as c; print(c.cpu_level())")
 for level in $(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels()))"); do
   [ "$level" = "$default_level" ] && continue
   tier "pytest: short golden checks on CPU level $level"
-  CYB_CPU_LEVEL=$level CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q \
+  # smollm2 (Q4_1) and gemma3 (Q4_K/Q6_K: the K-quant kernels of each level)
+  CYB_CPU_LEVEL=$level CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2,gemma3 python -m pytest -q \
     tests/test_golden.py tests/test_families_tiny.py tests/test_model.py
 done
 
