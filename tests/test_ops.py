@@ -541,6 +541,21 @@ def test_fused_swiglu(enc, level, precise):
         assert rel_err(y, y_u) <= TOL_FUSED
 
 
+@pytest.mark.parametrize("enc", ["q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q6_k"])
+def test_fused_swiglu_many_rows(enc, level, precise):
+    """Gate and up rows spread over several work items (one decode step shares one
+    parallel region between the two matrices)."""
+    rng = np.random.default_rng(19)
+    k = 512
+    wg, dg = random_weight(enc, 301, k, rng)
+    wu, du = random_weight(enc, 301, k, rng)
+    for T in (1, 2, 9):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        x64 = matmul_input(x, enc, level, precise)
+        (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, level=level)
+        assert rel_err(y, silu64(x64 @ dg.T) * (x64 @ du.T)) <= TOL_F32, T
+
+
 # ------------------------------------------------------------------ errors and levels
 
 
