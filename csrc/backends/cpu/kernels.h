@@ -38,6 +38,10 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
 // quantized as BlockQ16).
 bool avx512_q32_encoding(DType t);
 void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+// avx512 level, both modes: F32 / F16 / BF16 weights and several tokens
+// (fgemm_avx512.cc; 4 x 4 register blocks, f32 products and sums).
+bool avx512_float_weights(DType t);
+void avx512_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
 // amx level (kquant_amx.cc): the OS grants the tile state (asked once), and a
 // fast-mode matmul on AMX-INT8 tiles; false when it does not apply (fewer than
 // 8 tokens, or an encoding other than Q4_K / Q6_K).

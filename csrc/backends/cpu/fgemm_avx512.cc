@@ -1,0 +1,109 @@
+// AVX-512 matmul of several tokens on F32 / F16 / BF16 weights (both modes: the
+// weights are exact in f32, products and sums are f32). A 4-row x 4-token block
+// keeps 16 accumulators in registers: per 16 values of K, 4 weight vectors
+// (widened once) and 4 activation vectors feed 16 FMAs. Blocking: the 4-token
+// activation tile stays in L1 while the weights of a block of rows stay in L2.
+#include "backends/cpu/avx512_common.h"
+
+#include <algorithm>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd_common.h"
+#include "core/dtype.h"
+
+namespace cyb {
+namespace cpu {
+namespace {
+
+template <DType E>
+inline __m512 wload(const uint8_t* row, int64_t k, __mmask16 m) {
+  if constexpr (E == DType::F32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+  } else if constexpr (E == DType::F16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
+  } else {  // BF16: the upper half of an f32
+    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// out[t * ldo + r] = W row r . x_t for RR rows (<= 4) and TT tokens (<= 4).
+template <DType E, int RR, int TT>
+void block(const uint8_t* w, size_t rb, const float* x, int64_t K, float* out, int64_t ldo) {
+  __m512 acc[4][4];
+  KQ_UNROLL for (int r = 0; r < RR; ++r)
+    KQ_UNROLL for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 m = K - k >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1);
+    __m512 xv[4], wv[4];
+    KQ_UNROLL for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * K + k);
+    KQ_UNROLL for (int r = 0; r < RR; ++r) wv[r] = wload<E>(w + r * rb, k, m);
+    KQ_UNROLL for (int r = 0; r < RR; ++r)
+      KQ_UNROLL for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_fmadd_ps(wv[r], xv[t], acc[r][t]);
+  }
+  // 16 horizontal sums, 8 at a time
+  __m512 v[8];
+  alignas(32) float s[16];
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 8; ++i) {
+      const int r = (8 * h + i) / 4, t = (8 * h + i) % 4;
+      v[i] = r < RR && t < TT ? acc[r][t] : _mm512_setzero_ps();
+    }
+    _mm256_store_ps(s + 8 * h, avx512::reduce8(v));
+  }
+  for (int r = 0; r < RR; ++r)
+    for (int t = 0; t < TT; ++t) out[t * ldo + r] = s[4 * r + t];
+}
+
+template <DType E, int RR>
+void block_t(int tt, const uint8_t* w, size_t rb, const float* x, int64_t K, float* out, int64_t ldo) {
+  switch (tt) {
+    case 1: block<E, RR, 1>(w, rb, x, K, out, ldo); return;
+    case 2: block<E, RR, 2>(w, rb, x, K, out, ldo); return;
+    case 3: block<E, RR, 3>(w, rb, x, K, out, ldo); return;
+    default: block<E, RR, 4>(w, rb, x, K, out, ldo); return;
+  }
+}
+
+template <DType E>
+void rows(const float* x, int64_t T, int64_t K, const uint8_t* base, size_t rb, float* y, int64_t N, int64_t n0,
+          int64_t n1) {
+  constexpr int64_t kRowBlock = 64;
+  for (int64_t b0 = n0; b0 < n1; b0 += kRowBlock) {
+    const int64_t b1 = std::min(n1, b0 + kRowBlock);
+    for (int64_t t0 = 0; t0 < T; t0 += 4) {
+      const int tt = static_cast<int>(std::min<int64_t>(4, T - t0));
+      for (int64_t r = b0; r < b1; r += 4) {
+        const uint8_t* w = base + r * rb;
+        float* out = y + t0 * N + r;
+        switch (std::min<int64_t>(4, b1 - r)) {
+          case 1: block_t<E, 1>(tt, w, rb, x + t0 * K, K, out, N); break;
+          case 2: block_t<E, 2>(tt, w, rb, x + t0 * K, K, out, N); break;
+          case 3: block_t<E, 3>(tt, w, rb, x + t0 * K, K, out, N); break;
+          default: block_t<E, 4>(tt, w, rb, x + t0 * K, K, out, N); break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool avx512_float_weights(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void avx512_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  const int64_t N = W.shape.d[0];
+  const size_t rb = row_bytes(W.dtype, K);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  const int64_t grain = std::max<int64_t>(16, 32768 / std::max<int64_t>(1, T * K) / 4 * 4);
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
+    switch (W.dtype) {
+      case DType::F32: rows<DType::F32>(x, T, K, base, rb, y, N, b, e); break;
+      case DType::F16: rows<DType::F16>(x, T, K, base, rb, y, N, b, e); break;
+      default: rows<DType::BF16>(x, T, K, base, rb, y, N, b, e); break;
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace cyb
