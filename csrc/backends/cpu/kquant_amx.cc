@@ -38,6 +38,16 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// GCC does not model ldtilecfg as reading its operand and drops the stores that
+// fill the configuration; an empty asm that "reads" memory keeps them.
+inline void tile_config_barrier(const void* p) {
+#if defined(__GNUC__)
+  __asm__ volatile("" : : "r"(p) : "memory");
+#else
+  (void)p;
+#endif
+}
+
 // Every tile is 16 rows x 64 bytes: 0 / 1 = activations lo / hi, 2 / 3 = weights
 // lo / hi, 4 / 5 / 6 / 7 = C of wl*xl, wl*xh, wh*xl, wh*xh (four independent
 // accumulation chains: a tile product's latency is several times its issue rate).
@@ -47,6 +57,7 @@ void load_tiles() {
     c.rows[i] = 16;
     c.colsb[i] = 64;
   }
+  tile_config_barrier(&c);
   _tile_loadconfig(&c);
 }
 
@@ -249,6 +260,173 @@ void rows_amx(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t r
   _tile_release();
 }
 
+// ------------------------------------------------------------ 32-value blocks
+// Q4_0 / Q4_1 / Q5_0 / Q8_0: activations quantized exactly as BlockQ16 (one
+// scale per 32 values); each weight block's values fit a byte as they are, so a
+// block is two tile products (low and high activation bytes, K = 32), scaled
+// in f32 by d_w * d_x per block (Q4_1: plus m_w * s_x).
+
+void quantize32(const float* x, int64_t T, int64_t K, int64_t Tp, uint32_t* lo, uint32_t* hi, float* d, float* s) {
+  const int64_t nb = K / 32;
+  for (int64_t t = T; t < Tp; ++t) {  // padding tokens: zeros
+    for (int64_t k = 0; k < K / 4; ++k) lo[k * Tp + t] = hi[k * Tp + t] = 0;
+    for (int64_t b = 0; b < nb; ++b) d[b * Tp + t] = s[b * Tp + t] = 0.f;
+  }
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + t * K + b * 32;
+      const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float dd = amax / 32767.0f;
+      const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+      const __m512 vid = _mm512_set1_ps(id);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+      d[b * Tp + t] = dd;
+      s[b * Tp + t] = dd * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+      alignas(16) uint32_t l4[8], h4[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(l4), _mm512_cvtepi32_epi8(q0));
+      _mm_store_si128(reinterpret_cast<__m128i*>(l4 + 4), _mm512_cvtepi32_epi8(q1));
+      _mm_store_si128(reinterpret_cast<__m128i*>(h4), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q0, 8)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(h4 + 4), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q1, 8)));
+      for (int i = 0; i < 8; ++i) {
+        lo[(b * 8 + i) * Tp + t] = l4[i];
+        hi[(b * 8 + i) * Tp + t] = h4[i];
+      }
+    }
+}
+
+constexpr int kBlocks32 = 16;  // weight blocks decoded at once per row block
+
+struct RowBlock32 {
+  alignas(64) int8_t w[16][32 * kBlocks32];  // values (Q4_1: u8 0..15), natural order
+  alignas(64) float d[kBlocks32][16];         // [block][row]
+  alignas(64) float m[kBlocks32][16];         // Q4_1 mins
+};
+
+template <DType E>
+void decode_rows32(const uint8_t* base, size_t rb, int64_t b0, int nbk, int64_t n0, int64_t nrows, RowBlock32& R) {
+  constexpr int64_t kBytes = E == DType::Q4_0 ? 18 : E == DType::Q4_1 ? 20 : E == DType::Q5_0 ? 22 : 34;
+  const __m128i lo4 = _mm_set1_epi8(0x0f);
+  for (int r = 0; r < 16; ++r) {
+    if (r >= nrows) {
+      std::memset(R.w[r], 0, sizeof(R.w[r]));
+      for (int b = 0; b < nbk; ++b) R.d[b][r] = R.m[b][r] = 0.f;
+      continue;
+    }
+    for (int b = 0; b < nbk; ++b) {
+      const uint8_t* blk = base + (n0 + r) * rb + (b0 + b) * kBytes;
+      int8_t* o = R.w[r] + 32 * b;
+      R.d[b][r] = f16v(blk);
+      R.m[b][r] = E == DType::Q4_1 ? f16v(blk + 2) : 0.f;
+      if constexpr (E == DType::Q8_0) {
+        std::memcpy(o, blk + 2, 32);
+      } else {
+        const int off = E == DType::Q4_1 ? 4 : E == DType::Q5_0 ? 6 : 2;
+        const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + off));
+        __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(t, lo4)),
+                                            _mm_and_si128(_mm_srli_epi16(t, 4), lo4), 1);
+        if constexpr (E == DType::Q5_0) {
+          uint32_t qh;  // bit j is the fifth bit of value j
+          std::memcpy(&qh, blk + 2, 4);
+          v = _mm256_sub_epi8(_mm256_mask_add_epi8(v, static_cast<__mmask32>(qh), v, _mm256_set1_epi8(16)),
+                              _mm256_set1_epi8(16));
+        }
+        if constexpr (E == DType::Q4_0) v = _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o), v);
+      }
+    }
+  }
+}
+
+// Tiles: 0 = weights (16 rows x 32 bytes), 1 / 2 = activations lo / hi (8 x 64),
+// 4 / 5 and 6 / 7 = C lo / hi of even and odd blocks.
+void load_tiles32() {
+  TileConfig c;
+  c.rows[0] = 16;
+  c.colsb[0] = 32;
+  c.rows[1] = c.rows[2] = 8;
+  c.colsb[1] = c.colsb[2] = 64;
+  for (int i = 4; i < 8; ++i) {
+    c.rows[i] = 16;
+    c.colsb[i] = 64;
+  }
+  tile_config_barrier(&c);
+  _tile_loadconfig(&c);
+}
+
+template <DType E>
+void rows_amx32(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t rb, float* y, int64_t N, int64_t n0,
+                int64_t n1, float* acc, RowBlock32& R) {
+  const int64_t nb = K / 32, Tp = a.Tp;
+  alignas(64) int32_t c[2][2][16][16];
+  load_tiles32();
+  const __m512i rows_idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(static_cast<int>(Tp)));
+  for (int64_t r0 = n0; r0 < n1; r0 += 16) {
+    const int64_t nrows = std::min<int64_t>(16, n1 - r0);
+    std::fill(acc, acc + 16 * Tp, 0.f);
+    for (int64_t b0 = 0; b0 < nb; b0 += kBlocks32) {
+      const int nbk = static_cast<int>(std::min<int64_t>(kBlocks32, nb - b0));
+      decode_rows32<E>(base, rb, b0, nbk, r0, nrows, R);
+      for (int64_t t0 = 0; t0 < Tp; t0 += 16) {
+        auto products = [&](int b, int buf) {
+          const int64_t kq = (b0 + b) * 8;
+          _tile_loadd(0, R.w[0] + 32 * b, 32 * kBlocks32);
+          _tile_loadd(1, a.lo + kq * Tp + t0, Tp * 4);
+          _tile_loadd(2, a.hi + kq * Tp + t0, Tp * 4);
+          if (buf == 0) {
+            _tile_zero(4);
+            _tile_zero(5);
+            if constexpr (E == DType::Q4_1) {
+              _tile_dpbuud(4, 0, 1);
+              _tile_dpbusd(5, 0, 2);
+            } else {
+              _tile_dpbsud(4, 0, 1);
+              _tile_dpbssd(5, 0, 2);
+            }
+            _tile_stored(4, c[0][0], 64);
+            _tile_stored(5, c[0][1], 64);
+          } else {
+            _tile_zero(6);
+            _tile_zero(7);
+            if constexpr (E == DType::Q4_1) {
+              _tile_dpbuud(6, 0, 1);
+              _tile_dpbusd(7, 0, 2);
+            } else {
+              _tile_dpbsud(6, 0, 1);
+              _tile_dpbssd(7, 0, 2);
+            }
+            _tile_stored(6, c[1][0], 64);
+            _tile_stored(7, c[1][1], 64);
+          }
+        };
+        auto scale = [&](int b, int buf) {
+          const __m512 dx = _mm512_loadu_ps(a.d + (b0 + b) * Tp + t0);
+          const __m512 sx = _mm512_loadu_ps(a.s + (b0 + b) * Tp + t0);
+          for (int r = 0; r < 16; ++r) {
+            const __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[buf][1][r])), _mm512_set1_ps(256.f),
+                                             _mm512_cvtepi32_ps(_mm512_load_si512(c[buf][0][r])));
+            float* ar = acc + r * Tp + t0;
+            __m512 o = _mm512_fmadd_ps(v, _mm512_mul_ps(dx, _mm512_set1_ps(R.d[b][r])), _mm512_load_ps(ar));
+            if constexpr (E == DType::Q4_1) o = _mm512_fmadd_ps(sx, _mm512_set1_ps(R.m[b][r]), o);
+            _mm512_store_ps(ar, o);
+          }
+        };
+        products(0, 0);
+        for (int b = 1; b < nbk; ++b) {
+          products(b, b & 1);
+          scale(b - 1, (b - 1) & 1);
+        }
+        scale(nbk - 1, (nbk - 1) & 1);
+      }
+    }
+    const __mmask16 m = static_cast<__mmask16>((1u << nrows) - 1);
+    for (int64_t t = 0; t < T; ++t)
+      _mm512_mask_storeu_ps(y + t * N + r0, m, _mm512_i32gather_ps(rows_idx, acc + t, 4));
+  }
+  _tile_release();
+}
+
 bool amx_permitted() {
 #if defined(__linux__)
   constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
@@ -265,8 +443,41 @@ bool amx_available() {
   return ok;
 }
 
+static bool amx_matmul32(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  const int64_t N = W.shape.d[0], Tp = (T + 15) / 16 * 16;
+  // activations: lo, hi (K/4 x Tp dwords each), d and s (K/32 x Tp each)
+  const size_t n_lo = static_cast<size_t>(K / 4 * Tp), n_d = static_cast<size_t>(K / 32 * Tp);
+  uint32_t* lo = scratch<uint32_t>(kScratchXq, 2 * n_lo + 2 * n_d + 16);
+  uint32_t* hi = lo + n_lo;
+  float* d = reinterpret_cast<float*>(hi + n_lo);
+  float* s = d + n_d;
+  quantize32(x, T, K, Tp, lo, hi, d, s);
+  const Acts a{lo, hi, d, s, Tp};
+  const int64_t grain = 16;
+  const int items = row_items(ctx, N, grain);
+  const size_t per = (static_cast<size_t>(16 * Tp) * 4 + sizeof(RowBlock32) + 63) / 64 * 64;
+  uint8_t* buf = scratch<uint8_t>(kScratchItems, per * static_cast<size_t>(items) + 64);
+  const size_t rb = row_bytes(W.dtype, K);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int item) {
+    uint8_t* p = buf + per * static_cast<size_t>(item);
+    float* acc = reinterpret_cast<float*>(p);
+    RowBlock32& R = *reinterpret_cast<RowBlock32*>(p + static_cast<size_t>(16 * Tp) * 4);
+    switch (W.dtype) {
+      case DType::Q4_0: rows_amx32<DType::Q4_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+      case DType::Q4_1: rows_amx32<DType::Q4_1>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+      case DType::Q5_0: rows_amx32<DType::Q5_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+      default: rows_amx32<DType::Q8_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+    }
+  });
+  return true;
+}
+
 bool amx_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  if (T < 8 || (W.dtype != DType::Q4_K && W.dtype != DType::Q6_K)) return false;
+  if (T < 8) return false;
+  if (W.dtype == DType::Q4_0 || W.dtype == DType::Q4_1 || W.dtype == DType::Q5_0 || W.dtype == DType::Q8_0)
+    return amx_matmul32(x, T, K, W, y, ctx);
+  if (W.dtype != DType::Q4_K && W.dtype != DType::Q6_K) return false;
   const int64_t N = W.shape.d[0], Tp = (T + 15) / 16 * 16;
   // activations: lo, hi (K/4 x Tp dwords each), d (K/256 x Tp), s (K/32 x Tp)
   const size_t n_lo = static_cast<size_t>(K / 4 * Tp), n_d = static_cast<size_t>(K / 256 * Tp),
