@@ -317,6 +317,10 @@ ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, T, pos0, window, softcap)
     (4, 2, 128, 9, 3, 6, 0.0),
     (3, 1, 72, 10, 0, 0, 30.0),
     (2, 2, 36, 8, 1, 0, 0.0),
+    # the avx512 query tiles (head_dim a multiple of 16, <= 128): tile widths 4 and 2
+    (4, 1, 32, 11, 2, 0, 25.0),
+    (2, 1, 80, 8, 0, 5, 0.0),
+    (4, 4, 16, 13, 4, 0, 0.0),
 ]
 
 

@@ -42,6 +42,10 @@ void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, fl
 // (fgemm_avx512.cc; 4 x 4 register blocks, f32 products and sums).
 bool avx512_float_weights(DType t);
 void avx512_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+// avx512 level: attention of >= 8 query tokens over an f32 cache [nkv][cache_ctx][hd]
+// (attention_avx512.cc); false when head_dim is not a multiple of 16 or > 128.
+bool avx512_attention_tiles(const Op& op, int64_t T, const float* q, const float* k, const float* v, int64_t cache_ctx,
+                            float* out, ExecContext& ctx);
 // amx level (kquant_amx.cc): the OS grants the tile state (asked once), and a
 // fast-mode matmul on AMX-INT8 tiles; false when it does not apply (fewer than
 // 8 tokens, or an encoding other than Q4_K / Q6_K).
