@@ -30,6 +30,7 @@ namespace cpu {
 namespace {
 
 using avx512::f16v;
+using avx512::k_scales_mins;
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
@@ -119,18 +120,6 @@ struct RowBlock {
 inline void split_store(__m512i v, uint8_t* wl, int8_t* wh) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(wl), _mm512_cvtepi16_epi8(v));
   _mm256_store_si256(reinterpret_cast<__m256i*>(wh), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
-}
-
-inline __m128i k_scales_mins(const uint8_t* p) {
-  uint32_t a, b, c;
-  std::memcpy(&a, p, 4);
-  std::memcpy(&b, p + 4, 4);
-  std::memcpy(&c, p + 8, 4);
-  const uint32_t s03 = a & 0x3f3f3f3fu, m03 = b & 0x3f3f3f3fu;
-  const uint32_t s47 = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
-  const uint32_t m47 = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
-  return _mm_set_epi32(static_cast<int>(m47), static_cast<int>(m03), static_cast<int>(s47),
-                       static_cast<int>(s03));
 }
 
 template <DType E>

@@ -28,6 +28,7 @@ namespace cyb {
 namespace cpu {
 namespace {
 using avx512::f16v;
+using avx512::k_scales_mins;
 using avx512::kTileT;
 using avx512::reduce8;
 
@@ -68,20 +69,6 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
 }
 
 // ------------------------------------------------------------ weights
-
-// The 8 scales and 8 mins (6 bits each) of a Q4_K / Q5_K super-block, as bytes
-// [s0..s7, m0..m7] of an xmm.
-inline __m128i k_scales_mins(const uint8_t* p) {
-  uint32_t a, b, c;
-  std::memcpy(&a, p, 4);
-  std::memcpy(&b, p + 4, 4);
-  std::memcpy(&c, p + 8, 4);
-  const uint32_t s03 = a & 0x3f3f3f3fu, m03 = b & 0x3f3f3f3fu;
-  const uint32_t s47 = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
-  const uint32_t m47 = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
-  return _mm_set_epi32(static_cast<int>(m47), static_cast<int>(m03), static_cast<int>(s47),
-                       static_cast<int>(s03));
-}
 
 // Weight registers of one super-block: W[2g] / W[2g+1] are the even / odd
 // elements of group g (64 values) times their scale, as int16.
