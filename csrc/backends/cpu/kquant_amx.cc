@@ -66,44 +66,48 @@ void load_tiles() {
 struct Acts {
   const uint32_t* lo;  // [K/4][Tp]: 4 consecutive low bytes of token t
   const uint32_t* hi;  // [K/4][Tp]
-  const float* d;      // [K/256][Tp]
+  const float* d;      // [K/QB][Tp]: the scales (QB = 256 or 32)
   const float* s;      // [K/32][Tp]: d * sum(q) of each 32-block
   int64_t Tp;
 };
 
+// One scale per QB values (256: the K-quant activations, 32: BlockQ16's), in
+// the tile layout: lo / hi [K/4][Tp] dwords, d [K/QB][Tp], s [K/32][Tp].
+template <int QB>
 void quantize(const float* x, int64_t T, int64_t K, int64_t Tp, uint32_t* lo, uint32_t* hi, float* d, float* s) {
-  const int64_t nsb = K / 256;
   for (int64_t t = T; t < Tp; ++t) {  // padding tokens: zeros
     for (int64_t k = 0; k < K / 4; ++k) lo[k * Tp + t] = hi[k * Tp + t] = 0;
-    for (int64_t b = 0; b < nsb; ++b) d[b * Tp + t] = 0.f;
+    for (int64_t b = 0; b < K / QB; ++b) d[b * Tp + t] = 0.f;
     for (int64_t b = 0; b < K / 32; ++b) s[b * Tp + t] = 0.f;
   }
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      const float* xs = x + t * K + sb * 256;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t blk = 0; blk < K / QB; ++blk) {
+      const float* xs = x + t * K + blk * QB;
       __m512 m = _mm512_setzero_ps();
-      for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
+      for (int i = 0; i < QB; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
       const float amax = _mm512_reduce_max_ps(m);
       const float dd = amax / 32767.0f;
       const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
       const __m512 vid = _mm512_set1_ps(id);
-      d[sb * Tp + t] = dd;
-      for (int c = 0; c < 16; ++c) {  // 16 values = 4 dwords of lo and of hi
-        const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 16 * c), vid));
-        if (c % 2 == 0) s[(sb * 8 + c / 2) * Tp + t] = 0.f;
-        s[(sb * 8 + c / 2) * Tp + t] += static_cast<float>(_mm512_reduce_add_epi32(q));
-        alignas(16) uint32_t l4[4], h4[4];
-        _mm_store_si128(reinterpret_cast<__m128i*>(l4), _mm512_cvtepi32_epi8(q));
-        _mm_store_si128(reinterpret_cast<__m128i*>(h4), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q, 8)));
-        const int64_t k0 = sb * 64 + 4 * c;
-        for (int i = 0; i < 4; ++i) {
-          lo[(k0 + i) * Tp + t] = l4[i];
-          hi[(k0 + i) * Tp + t] = h4[i];
+      d[blk * Tp + t] = dd;
+      for (int c = 0; c < QB / 32; ++c) {  // cvtps rounds half to even (default MXCSR)
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 32 * c), vid));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 32 * c + 16), vid));
+        // sums of |q| <= 2^20: exact in f32
+        s[(blk * (QB / 32) + c) * Tp + t] =
+            dd * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+        alignas(16) uint32_t l8[8], h8[8];
+        _mm_store_si128(reinterpret_cast<__m128i*>(l8), _mm512_cvtepi32_epi8(q0));
+        _mm_store_si128(reinterpret_cast<__m128i*>(l8 + 4), _mm512_cvtepi32_epi8(q1));
+        _mm_store_si128(reinterpret_cast<__m128i*>(h8), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q0, 8)));
+        _mm_store_si128(reinterpret_cast<__m128i*>(h8 + 4), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q1, 8)));
+        const int64_t k0 = (blk * QB + 32 * c) / 4;
+        for (int i = 0; i < 8; ++i) {
+          lo[(k0 + i) * Tp + t] = l8[i];
+          hi[(k0 + i) * Tp + t] = h8[i];
         }
       }
-      for (int j = 0; j < 8; ++j) s[(sb * 8 + j) * Tp + t] *= dd;  // sums of |q| <= 2^20: exact in f32
     }
-  }
 }
 
 // One super-block of 16 weight rows: value * sub-block scale, split into low
@@ -255,35 +259,6 @@ void rows_amx(const Acts& a, int64_t T, int64_t K, const uint8_t* base, size_t r
 // block is two tile products (low and high activation bytes, K = 32), scaled
 // in f32 by d_w * d_x per block (Q4_1: plus m_w * s_x).
 
-void quantize32(const float* x, int64_t T, int64_t K, int64_t Tp, uint32_t* lo, uint32_t* hi, float* d, float* s) {
-  const int64_t nb = K / 32;
-  for (int64_t t = T; t < Tp; ++t) {  // padding tokens: zeros
-    for (int64_t k = 0; k < K / 4; ++k) lo[k * Tp + t] = hi[k * Tp + t] = 0;
-    for (int64_t b = 0; b < nb; ++b) d[b * Tp + t] = s[b * Tp + t] = 0.f;
-  }
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* xb = x + t * K + b * 32;
-      const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-      const float dd = amax / 32767.0f;
-      const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-      const __m512 vid = _mm512_set1_ps(id);
-      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-      d[b * Tp + t] = dd;
-      s[b * Tp + t] = dd * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
-      alignas(16) uint32_t l4[8], h4[8];
-      _mm_store_si128(reinterpret_cast<__m128i*>(l4), _mm512_cvtepi32_epi8(q0));
-      _mm_store_si128(reinterpret_cast<__m128i*>(l4 + 4), _mm512_cvtepi32_epi8(q1));
-      _mm_store_si128(reinterpret_cast<__m128i*>(h4), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q0, 8)));
-      _mm_store_si128(reinterpret_cast<__m128i*>(h4 + 4), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q1, 8)));
-      for (int i = 0; i < 8; ++i) {
-        lo[(b * 8 + i) * Tp + t] = l4[i];
-        hi[(b * 8 + i) * Tp + t] = h4[i];
-      }
-    }
-}
-
 constexpr int kBlocks32 = 16;  // weight blocks decoded at once per row block
 
 struct RowBlock32 {
@@ -432,66 +407,63 @@ bool amx_available() {
   return ok;
 }
 
-static bool amx_matmul32(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  const int64_t N = W.shape.d[0], Tp = (T + 15) / 16 * 16;
-  // activations: lo, hi (K/4 x Tp dwords each), d and s (K/32 x Tp each)
-  const size_t n_lo = static_cast<size_t>(K / 4 * Tp), n_d = static_cast<size_t>(K / 32 * Tp);
-  uint32_t* lo = scratch<uint32_t>(kScratchXq, 2 * n_lo + 2 * n_d + 16);
-  uint32_t* hi = lo + n_lo;
-  float* d = reinterpret_cast<float*>(hi + n_lo);
-  float* s = d + n_d;
-  quantize32(x, T, K, Tp, lo, hi, d, s);
-  const Acts a{lo, hi, d, s, Tp};
-  const int64_t grain = 16;
-  const int items = row_items(ctx, N, grain);
-  const size_t per = (static_cast<size_t>(16 * Tp) * 4 + sizeof(RowBlock32) + 63) / 64 * 64;
-  uint8_t* buf = scratch<uint8_t>(kScratchItems, per * static_cast<size_t>(items) + 64);
-  const size_t rb = row_bytes(W.dtype, K);
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int item) {
-    uint8_t* p = buf + per * static_cast<size_t>(item);
-    float* acc = reinterpret_cast<float*>(p);
-    RowBlock32& R = *reinterpret_cast<RowBlock32*>(p + static_cast<size_t>(16 * Tp) * 4);
-    switch (W.dtype) {
-      case DType::Q4_0: rows_amx32<DType::Q4_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
-      case DType::Q4_1: rows_amx32<DType::Q4_1>(a, T, K, base, rb, y, N, b, e, acc, R); break;
-      case DType::Q5_0: rows_amx32<DType::Q5_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
-      default: rows_amx32<DType::Q8_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
-    }
-  });
-  return true;
-}
+namespace {
 
-bool amx_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  if (T < 8) return false;
-  if (W.dtype == DType::Q4_0 || W.dtype == DType::Q4_1 || W.dtype == DType::Q5_0 || W.dtype == DType::Q8_0)
-    return amx_matmul32(x, T, K, W, y, ctx);
-  if (W.dtype != DType::Q4_K && W.dtype != DType::Q6_K) return false;
-  const int64_t N = W.shape.d[0], Tp = (T + 15) / 16 * 16;
-  // activations: lo, hi (K/4 x Tp dwords each), d (K/256 x Tp), s (K/32 x Tp)
-  const size_t n_lo = static_cast<size_t>(K / 4 * Tp), n_d = static_cast<size_t>(K / 256 * Tp),
+// Quantizes the activations (one scale per QB values), then runs
+// rows(acts, b, e, acc, row_block) over work items of whole 16-row blocks, each
+// with its own accumulators (16 x Tp floats) and decoded-weights buffer RB.
+template <int QB, class RB, class Rows>
+void run_amx(const float* x, int64_t T, int64_t K, int64_t N, ExecContext& ctx, Rows&& rows) {
+  const int64_t Tp = (T + 15) / 16 * 16;
+  const size_t n_lo = static_cast<size_t>(K / 4 * Tp), n_d = static_cast<size_t>(K / QB * Tp),
                n_s = static_cast<size_t>(K / 32 * Tp);
   uint32_t* lo = scratch<uint32_t>(kScratchXq, 2 * n_lo + n_d + n_s + 16);
   uint32_t* hi = lo + n_lo;
   float* d = reinterpret_cast<float*>(hi + n_lo);
   float* s = d + n_d;
-  quantize(x, T, K, Tp, lo, hi, d, s);
+  quantize<QB>(x, T, K, Tp, lo, hi, d, s);
   const Acts a{lo, hi, d, s, Tp};
-  // per work item: the f32 accumulators of a 16-row block and its decoded super-block
   const int64_t grain = 16;
   const int items = row_items(ctx, N, grain);
-  const size_t per = (static_cast<size_t>(16 * Tp) * 4 + sizeof(RowBlock) + 63) / 64 * 64;
+  const size_t per = (static_cast<size_t>(16 * Tp) * 4 + sizeof(RB) + 63) / 64 * 64;
   uint8_t* buf = scratch<uint8_t>(kScratchItems, per * static_cast<size_t>(items) + 64);
-  const size_t rb = row_bytes(W.dtype, K);
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
   parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int item) {
     uint8_t* p = buf + per * static_cast<size_t>(item);
-    float* acc = reinterpret_cast<float*>(p);
-    RowBlock& R = *reinterpret_cast<RowBlock*>(p + static_cast<size_t>(16 * Tp) * 4);
-    if (W.dtype == DType::Q4_K) rows_amx<DType::Q4_K>(a, T, K, base, rb, y, N, b, e, acc, R);
-    else rows_amx<DType::Q6_K>(a, T, K, base, rb, y, N, b, e, acc, R);
+    rows(a, b, e, reinterpret_cast<float*>(p), *reinterpret_cast<RB*>(p + static_cast<size_t>(16 * Tp) * 4));
   });
-  return true;
+}
+
+}  // namespace
+
+bool amx_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  if (T < 8) return false;
+  const int64_t N = W.shape.d[0];
+  const size_t rb = row_bytes(W.dtype, K);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  switch (W.dtype) {
+    case DType::Q4_K:
+    case DType::Q6_K:
+      run_amx<256, RowBlock>(x, T, K, N, ctx, [&](const Acts& a, int64_t b, int64_t e, float* acc, RowBlock& R) {
+        if (W.dtype == DType::Q4_K) rows_amx<DType::Q4_K>(a, T, K, base, rb, y, N, b, e, acc, R);
+        else rows_amx<DType::Q6_K>(a, T, K, base, rb, y, N, b, e, acc, R);
+      });
+      return true;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q8_0:
+      run_amx<32, RowBlock32>(x, T, K, N, ctx, [&](const Acts& a, int64_t b, int64_t e, float* acc, RowBlock32& R) {
+        switch (W.dtype) {
+          case DType::Q4_0: rows_amx32<DType::Q4_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+          case DType::Q4_1: rows_amx32<DType::Q4_1>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+          case DType::Q5_0: rows_amx32<DType::Q5_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+          default: rows_amx32<DType::Q8_0>(a, T, K, base, rb, y, N, b, e, acc, R); break;
+        }
+      });
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace cpu
