@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/simd_common.h"
+
 #if defined(__GNUC__)
 #define KQ_UNROLL _Pragma("GCC unroll 8")
 #else
@@ -87,6 +89,21 @@ void blocked_rows(int64_t T, int64_t nblocks, int64_t chunk, const uint8_t* base
       }
     }
   }
+}
+
+// y[T, N] over the thread pool with blocked_rows: rows of `row_bytes` bytes made
+// of `nblocks` equal blocks, K chunks of `chunk` blocks. Rows per work item: at
+// least ~32K multiply-adds, and whole 16-row groups when there are several tokens.
+template <class Dot>
+void parallel_blocked(ExecContext& ctx, int64_t T, int64_t K, int64_t N, int64_t nblocks, int64_t chunk,
+                      const uint8_t* base, size_t row_bytes, float* y, Dot&& dot) {
+  int64_t grain = 32768 / (T * K > 0 ? T * K : 1);
+  grain = grain > 4 ? grain : 4;
+  if (T > 1 && grain < 16) grain = 16;
+  const size_t blk_bytes = row_bytes / static_cast<size_t>(nblocks);
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
+    blocked_rows(T, nblocks, chunk, base, row_bytes, blk_bytes, y, N, b, e, dot);
+  });
 }
 
 }  // namespace avx512

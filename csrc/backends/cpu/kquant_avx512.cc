@@ -227,17 +227,11 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
   for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  // Rows per work item: at least ~32K multiply-adds, whole row blocks when there is enough work.
-  int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
-  if (T > 1) grain = std::max<int64_t>(grain, 16);
-  const size_t sbb = rb / static_cast<size_t>(nsb);
   // K chunks of 8 super-blocks: an 8-token activation tile is 36 KiB
-  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
-    avx512::blocked_rows(T, nsb, 8, base, rb, sbb, y, N, b, e,
-                         [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
-                           f[nt](w, xq + t0 * nsb + c0, nc, nsb, r);
-                         });
-  });
+  avx512::parallel_blocked(ctx, T, K, N, nsb, 8, base, rb, y,
+                           [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
+                             f[nt](w, xq + t0 * nsb + c0, nc, nsb, r);
+                           });
 }
 
 }  // namespace cpu

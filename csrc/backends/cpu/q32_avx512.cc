@@ -15,6 +15,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/simd_common.h"
 #include "core/dtype.h"
+#include "core/errors.h"
 
 namespace cyb {
 namespace cpu {
@@ -165,6 +166,8 @@ const DotFn* dots_for(DType t) {
 bool avx512_q32_encoding(DType t) { return dots_for(t) != nullptr; }
 
 void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  // one token takes the 256-bit dots (kernels_x86.inc); a whole row would overrun the chunk buffers
+  if (T < 2) throw_unsupported_op("matmul", "cpu avx512 block tiles", "a single token");
   const DotFn* f = dots_for(W.dtype);
   const int64_t N = W.shape.d[0], nb = K / 32;
   // qs (64-byte aligned blocks), then d, then s
@@ -176,25 +179,12 @@ void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, fl
   const XQ xq{qs, d, s, nb};
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(1, T * K));
-  if (T > 1) grain = std::max<int64_t>(grain, 16);
-  const size_t bb = rb / static_cast<size_t>(nb);
-  // K chunks of 32 blocks: an 8-token activation tile is 16 KiB
-  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
-    avx512::blocked_rows(T, nb, kChunk, base, rb, bb, y, N, b, e,
-                         [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
-                           if (nc <= kChunk) {
+  // K chunks of 32 blocks: an 8-token activation tile is 16 KiB (called for T > 1
+  // only, so every dot covers at most one chunk)
+  avx512::parallel_blocked(ctx, T, K, N, nb, kChunk, base, rb, y,
+                           [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
                              f[nt](w, xq, c0, t0, nc, r);
-                             return;
-                           }
-                           float sum = 0.f, part;  // a whole row (one token): chunk by chunk
-                           for (int64_t c = 0; c < nc; c += kChunk) {
-                             f[1](w + c * bb, xq, c0 + c, t0, std::min(kChunk, nc - c), &part);
-                             sum += part;
-                           }
-                           r[0] = sum;
-                         });
-  });
+                           });
 }
 
 }  // namespace cpu
