@@ -142,16 +142,24 @@ def native_bandwidth(threads: int) -> float:
 
 # ---------------------------------------------------------------- one measurement (child)
 
-def _peak_rss_mb() -> float:
-    """Peak resident set of this process. Linux: VmHWM (ru_maxrss would also count the
-    parent's resident pages at the fork, e.g. the bandwidth test's 1 GiB array)."""
+def _status_mb(key: str) -> float | None:
+    """A memory line of /proc/self/status (Linux) in MB, or None elsewhere."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
+    return None
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident set of this process. Linux: VmHWM (ru_maxrss would also count the
+    parent's resident pages at the fork, e.g. the bandwidth test's 1 GiB array)."""
+    v = _status_mb("VmHWM")
+    if v is not None:
+        return v
     try:
         import resource
 
@@ -163,14 +171,8 @@ def _peak_rss_mb() -> float:
 
 def _rss_mb() -> float:
     """Current resident set of this process (Linux VmRSS; nan elsewhere)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return float("nan")
+    v = _status_mb("VmRSS")
+    return float("nan") if v is None else v
 
 
 def _token_ids(vocab: int, n: int, seed: int) -> list[int]:
