@@ -1,8 +1,12 @@
 """cyb_llm: an inference runtime for single-file `.model` packages."""
 from __future__ import annotations
 
-from . import _core  # noqa: F401  (the native core)
-from . import errors
+import os as _os
+
+if _os.environ.get("CYB_LLM_CORE_DIR"):  # a dev build tree's _core first (CMakeLists.txt, CYB_PY_MODULE_DIR)
+    __path__.insert(0, _os.environ["CYB_LLM_CORE_DIR"])
+from . import _core  # noqa: E402,F401  (the native core)
+from . import errors, hub
 from .errors import (BackendInit, Error, FormatError, InvalidConfig, MissingTensor, OutOfMemory,
                      ShapeMismatch, TokenizerError, UnsupportedOp, WeightFormatMismatch)
 from .format import ModelFile, describe, write_model
@@ -11,7 +15,7 @@ from .model import Conversation, Model, load
 __version__ = "0.1.0"
 
 __all__ = [
-    "load",
+    "load", "hub",
     "Model",
     "Conversation",
     "ModelFile", "describe", "write_model", "errors",

@@ -71,6 +71,9 @@ def _sampling_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="cyb-llm", description="Run .model packages: text generation, chat, import.")
+    from . import __version__
+
+    ap.add_argument("--version", action="version", version=f"cyb-llm {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -95,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="convert a GGUF file or an HF checkpoint into a .model")
     imp.add_argument("src")
     imp.add_argument("-o", "--output", required=True)
-    imp.add_argument("--quantize", help="weight encoding to quantize to (QUANT.md names)")
+    imp.add_argument("--quantize", help="weight encoding to quantize to (names in docs/format.md)")
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
     imp.set_defaults(func=cmd_import)
 

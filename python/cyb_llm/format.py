@@ -249,6 +249,13 @@ def describe(path: str | os.PathLike | ModelFile) -> str:
         towers = [k for k, v in arch.items() if isinstance(v, dict)]
         if towers:
             lines.append(f"towers:      {', '.join(towers)}")
+    sampling = cfg.get("sampling")
+    if isinstance(sampling, dict) and sampling:
+        keys = ", ".join(f"{k}={v}" for k, v in sampling.items() if k != "source")
+        src = f" ({sampling['source']})" if "source" in sampling else ""
+        lines.append(f"sampling:    {keys}{src}")
+    else:
+        lines.append("sampling:    (none recorded: cyb_llm.sampling.DEFAULTS apply)")
     sizes = []
     for name in mf.sections:
         n = len(mf.section_text(name).encode("utf-8"))

@@ -169,7 +169,14 @@ class Model:
 def load(path: str | os.PathLike, backend: str | None = None, precise: bool = False,
          threads: int | None = None, path_mode: str | None = None, fuse: bool = True, *,
          exec_path: str | None = None) -> Model:
-    """Loads a `.model` file (validate, choose the curated family or the graph
-    path, map the weights). `exec_path` ('curated' | 'graph'; alias `path_mode`)
+    """Loads a model: a `.model` path, a known model name (`"smollm2"`, fetched and
+    imported into the cache once, as `cyb-llm run` does) or a `.gguf` file (imported
+    into the cache once). Validates the file, chooses the curated family or the graph
+    path and maps the weights. `exec_path` ('curated' | 'graph'; alias `path_mode`)
     forces an execution path; `fuse=False` turns the graph fusion pass off."""
+    from . import hub
+
+    p = os.fspath(path)
+    if (p in hub.MODELS and not os.path.exists(p)) or (p.endswith(".gguf") and os.path.isfile(p)):
+        path = hub.resolve(p)
     return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path or path_mode, fuse=fuse)

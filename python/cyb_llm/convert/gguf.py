@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import FormatError, InvalidConfig, UnsupportedOp
 from .common import TensorRecord, make_error
+from .generation import from_gguf as sampling_from_gguf
 from .gguf_tokenizer import GEMMA_FAMILY, build_from_gguf
 
 # GGML type name -> .model encoding (FORMAT.md section 3).
@@ -247,6 +248,9 @@ class GGUFSource:
             arch_cfg["vocab_size"] = len(self.meta["tokenizer.ggml.tokens"])
         self.config["tokenizer"] = self.tok.config
         self.config["parameters"] = int(sum(int(t.n_elements) for _, t in self.plan))
+        sampling = sampling_from_gguf(self.meta)
+        if sampling:
+            self.config["sampling"] = sampling
 
     @property
     def name(self) -> str:

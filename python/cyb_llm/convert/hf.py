@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import FormatError, InvalidConfig, TokenizerError
 from .common import TensorRecord, make_error
+from .generation import from_generation_config
 from .gguf_tokenizer import vocab_section
 
 SAFETENSORS_ENCODINGS = {"F32": "f32", "F16": "f16", "BF16": "bf16", "I32": "i32", "I64": "i64", "U8": "u8", "BOOL": "u8"}
@@ -219,6 +220,9 @@ class HFSource:
         cfg_eos = raw_cfg.get("eos_token_id")
         gen_path = os.path.join(self.folder, "generation_config.json")
         gen = _read_json(gen_path, "generation_config.json") if os.path.isfile(gen_path) else {}
+        sampling = from_generation_config(gen)
+        if sampling:
+            self.config["sampling"] = sampling
         for src in (cfg_eos, gen.get("eos_token_id")):
             for x in (src if isinstance(src, list) else [src]):
                 if isinstance(x, int) and x not in eos_ids:
