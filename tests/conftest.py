@@ -33,3 +33,14 @@ def real_model():
         return cache[name]
 
     return get
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The README snippet runner's count of blocks run and marked `not run` (tests/test_readme.py)."""
+    mod = __import__("sys").modules.get("test_readme") or __import__("sys").modules.get("tests.test_readme")
+    if mod is not None:
+        blocks = mod.BLOCKS
+        skipped = [b for b in blocks if b[3] is not None]
+        terminalreporter.write_line(
+            f"README/docs snippets: {len(blocks) - len(skipped)} run, {len(skipped)} marked not run"
+            + "".join(f"; {b[0]} ({b[3]})" for b in skipped))
