@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from tokenizers import Tokenizer as _HFTokenizer
+from tokenizers.decoders import DecodeStream
 
 from .errors import TokenizerError
 
@@ -73,39 +74,37 @@ class Tokenizer:
 
 
 class StreamDecoder:
-    """Incremental detokenizer for streaming generation.
+    """Incremental detokenizer for streaming generation, on HF `tokenizers.decoders.DecodeStream`.
 
-    `push(id)` returns the text that the new token completes, and never a partial UTF-8 sequence:
-    a byte-level or byte-fallback piece that ends inside a multi-byte character is held back until
-    the character is complete. Concatenating all outputs plus `flush()` equals `decode(all ids)`.
-    Decoding restarts from a few tokens back, so decoders that depend on the neighbours (leading
-    space stripping in SentencePiece) give the same text as a whole-sequence decode.
+    `push(id)` returns the text that the new token completes, and never a partial UTF-8 sequence
+    (a byte-level or byte-fallback piece that ends inside a multi-byte character is held back until
+    the character is complete). Concatenating all outputs plus `flush()` equals `decode(all ids)`.
     """
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False):
         self._tok = tokenizer
         self._skip = skip_special_tokens
+        self._stream = DecodeStream(skip_special_tokens=skip_special_tokens)
         self._ids: list[int] = []
-        self._prefix = 0  # start of the window decoded for context
-        self._read = 0  # tokens already turned into emitted text
+        self._emitted = 0  # characters returned so far
+        self._vocab = tokenizer.vocab_size
 
     def push(self, token_id: int) -> str:
-        self._ids.append(int(token_id))
-        prefix_text = self._tok.decode(self._ids[self._prefix:self._read], self._skip)
-        new_text = self._tok.decode(self._ids[self._prefix:], self._skip)
-        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
-            out = new_text[len(prefix_text):]
-            self._prefix = self._read
-            self._read = len(self._ids)
-            return out
-        return ""
+        token_id = int(token_id)
+        if not 0 <= token_id < self._vocab:
+            raise TokenizerError(f"token id {token_id} out of range (vocabulary size {self._vocab})")
+        self._ids.append(token_id)
+        out = self._stream.step(self._tok.raw, token_id)
+        if out is None:
+            return ""
+        self._emitted += len(out)
+        return out
 
     def flush(self) -> str:
         """Whatever is still held back (an incomplete character at the very end)."""
-        prefix_text = self._tok.decode(self._ids[self._prefix:self._read], self._skip)
-        new_text = self._tok.decode(self._ids[self._prefix:], self._skip)
-        self._prefix = self._read = len(self._ids)
-        return new_text[len(prefix_text):]
+        rest = self._tok.decode(self._ids, self._skip)[self._emitted:]
+        self._emitted += len(rest)
+        return rest
 
 
 def tokenizer_from_modelfile(mf) -> Tokenizer:
