@@ -17,11 +17,7 @@ const DTypeInfo kInfo[] = {
 static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::COUNT),
               "dtype table out of sync");
 
-struct Alias {
-  const char* name;
-  DType t;
-};
-const Alias kAliases[] = {
+const EncodingAlias kAliases[] = {
     {"u32", DType::F32},    {"u16", DType::F16},    {"q4", DType::Q4_0},
     {"q8", DType::Q8_0},    {"q2k", DType::Q2_K},   {"q3k", DType::Q3_K},
     {"q4k", DType::Q4_K},   {"q5k", DType::Q5_K},   {"q6k", DType::Q6_K},
@@ -31,6 +27,11 @@ const Alias kAliases[] = {
 
 const DTypeInfo& dtype_info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 
+const EncodingAlias* encoding_aliases(size_t* count) {
+  *count = sizeof(kAliases) / sizeof(kAliases[0]);
+  return kAliases;
+}
+
 bool parse_encoding(std::string_view s, DType* out) {
   for (size_t i = 0; i < static_cast<size_t>(DType::COUNT); ++i) {
     if (s == kInfo[i].encoding) {
@@ -38,7 +39,7 @@ bool parse_encoding(std::string_view s, DType* out) {
       return true;
     }
   }
-  for (const Alias& a : kAliases) {
+  for (const EncodingAlias& a : kAliases) {
     if (s == a.name) {
       *out = a.t;
       return true;

@@ -1,4 +1,4 @@
-// Element encodings of tensors (FORMAT.md section 3, QUANT.md).
+// Element encodings of tensors (docs/format.md section 3, docs/quant.md).
 // Quantized blocks are byte-identical to GGML's.
 #pragma once
 #include <cstddef>
@@ -39,10 +39,18 @@ struct DTypeInfo {
 
 const DTypeInfo& dtype_info(DType t);
 
-// Parses an encoding name of FORMAT.md, aliases included ("u32" == "f32",
+// Parses an encoding name of docs/format.md, aliases included ("u32" == "f32",
 // "u16" == "f16", "q4" == "q4_0", "q8" == "q8_0", "q4k" == "q4_k", ...).
 // Returns false when the name is unknown.
 bool parse_encoding(std::string_view s, DType* out);
+
+// The alias spellings parse_encoding accepts, with what they stand for
+// (cyb_llm.format.ENCODING_ALIASES reads this table through _core).
+struct EncodingAlias {
+  const char* name;
+  DType t;
+};
+const EncodingAlias* encoding_aliases(size_t* count);
 
 inline uint32_t block_size(DType t) { return dtype_info(t).block; }
 inline uint32_t block_bytes(DType t) { return dtype_info(t).block_bytes; }

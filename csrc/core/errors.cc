@@ -1,7 +1,5 @@
 #include "core/errors.h"
 
-#include <sstream>
-
 namespace cyb {
 
 const char* error_kind_name(ErrorKind k) {
@@ -19,6 +17,21 @@ const char* error_kind_name(ErrorKind k) {
   return "Error";
 }
 
+const std::vector<ErrorVariant>& error_variants() {
+  static const std::vector<ErrorVariant> kVariants = {
+      {ErrorKind::Format, "FormatError", {"section", "key", "reason"}, {}},
+      {ErrorKind::UnsupportedOp, "UnsupportedOp", {"op", "backend", "input_dtype"}, {}},
+      {ErrorKind::ShapeMismatch, "ShapeMismatch", {"op", "expected", "got"}, {}},
+      {ErrorKind::MissingTensor, "MissingTensor", {"name", "required_by"}, {}},
+      {ErrorKind::WeightFormatMismatch, "WeightFormatMismatch", {"name", "declared", "actual_bytes"}, {"actual_bytes"}},
+      {ErrorKind::OutOfMemory, "OutOfMemory", {"backend", "requested_bytes"}, {"requested_bytes"}},
+      {ErrorKind::BackendInit, "BackendInit", {"backend", "reason"}, {}},
+      {ErrorKind::InvalidConfig, "InvalidConfig", {"field", "reason"}, {}},
+      {ErrorKind::Tokenizer, "Tokenizer", {"reason"}, {}},
+  };
+  return kVariants;
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   // No iostreams: a module whose libstdc++ locale state is not initialised (seen on the
   // H200 device image, GCC 13) crashes inside ostream's number formatting.
@@ -27,63 +40,85 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return o + "]";
 }
 
+std::string error_message(ErrorKind k, const Error::Fields& fields) {
+  auto f = [&fields](const char* name) -> std::string {
+    for (const auto& kv : fields)
+      if (kv.first == name) return kv.second;
+    return "";
+  };
+  switch (k) {
+    case ErrorKind::Format: {
+      std::string where = f("section").empty() ? "file" : "section '" + f("section") + "'";
+      if (!f("key").empty()) where += ", key '" + f("key") + "'";
+      return "malformed .model (" + where + "): " + f("reason");
+    }
+    case ErrorKind::UnsupportedOp:
+      return "op '" + f("op") + "' is not supported by backend '" + f("backend") + "' for input dtype " +
+             f("input_dtype");
+    case ErrorKind::ShapeMismatch:
+      return "shape mismatch in '" + f("op") + "': expected " + f("expected") + ", got " + f("got");
+    case ErrorKind::MissingTensor:
+      return "missing tensor '" + f("name") + "' (required by " + f("required_by") + ")";
+    case ErrorKind::WeightFormatMismatch:
+      return "tensor '" + f("name") + "' declared as " + f("declared") + " but has " + f("actual_bytes") + " bytes";
+    case ErrorKind::OutOfMemory:
+      return "backend '" + f("backend") + "' is out of memory (requested " + f("requested_bytes") + " bytes)";
+    case ErrorKind::BackendInit:
+      return "backend '" + f("backend") + "' failed to start: " + f("reason");
+    case ErrorKind::InvalidConfig:
+      return "invalid config '" + f("field") + "': " + f("reason");
+    case ErrorKind::Tokenizer:
+      return "tokenizer error: " + f("reason");
+  }
+  return "";
+}
+
+namespace {
+[[noreturn]] void raise(ErrorKind k, Error::Fields fields, const std::string& detail = "") {
+  std::string msg = error_message(k, fields);
+  if (!detail.empty()) msg += ": " + detail;
+  throw Error(k, std::move(msg), std::move(fields));
+}
+}  // namespace
+
 void throw_format(const std::string& section, const std::string& key, const std::string& reason) {
-  std::string where = section.empty() ? "file" : "section '" + section + "'";
-  if (!key.empty()) where += ", key '" + key + "'";
-  throw Error(ErrorKind::Format, "malformed .model (" + where + "): " + reason,
-              {{"section", section}, {"key", key}, {"reason", reason}});
+  raise(ErrorKind::Format, {{"section", section}, {"key", key}, {"reason", reason}});
 }
 
 void throw_unsupported_op(const std::string& op, const std::string& backend,
                           const std::string& input_dtype) {
-  throw Error(ErrorKind::UnsupportedOp,
-              "op '" + op + "' is not supported by backend '" + backend + "' for input dtype " +
-                  input_dtype,
-              {{"op", op}, {"backend", backend}, {"input_dtype", input_dtype}});
+  raise(ErrorKind::UnsupportedOp, {{"op", op}, {"backend", backend}, {"input_dtype", input_dtype}});
 }
 
 void throw_shape_mismatch(const std::string& op, const std::vector<int64_t>& expected,
                           const std::vector<int64_t>& got) {
-  throw Error(ErrorKind::ShapeMismatch,
-              "shape mismatch in '" + op + "': expected " + shape_str(expected) + ", got " +
-                  shape_str(got),
-              {{"op", op}, {"expected", shape_str(expected)}, {"got", shape_str(got)}});
+  raise(ErrorKind::ShapeMismatch, {{"op", op}, {"expected", shape_str(expected)}, {"got", shape_str(got)}});
 }
 
 void throw_missing_tensor(const std::string& name, const std::string& required_by) {
-  throw Error(ErrorKind::MissingTensor,
-              "missing tensor '" + name + "' (required by " + required_by + ")",
-              {{"name", name}, {"required_by", required_by}});
+  raise(ErrorKind::MissingTensor, {{"name", name}, {"required_by", required_by}});
 }
 
 void throw_weight_format(const std::string& name, const std::string& declared,
                          uint64_t actual_bytes, const std::string& reason) {
-  std::string msg = "tensor '" + name + "' declared as " + declared + " but has " +
-                    std::to_string(actual_bytes) + " bytes";
-  if (!reason.empty()) msg += ": " + reason;
-  throw Error(ErrorKind::WeightFormatMismatch, msg,
-              {{"name", name}, {"declared", declared}, {"actual_bytes", std::to_string(actual_bytes)}});
+  raise(ErrorKind::WeightFormatMismatch,
+        {{"name", name}, {"declared", declared}, {"actual_bytes", std::to_string(actual_bytes)}}, reason);
 }
 
 void throw_oom(const std::string& backend, uint64_t requested_bytes) {
-  throw Error(ErrorKind::OutOfMemory,
-              "backend '" + backend + "' is out of memory (requested " +
-                  std::to_string(requested_bytes) + " bytes)",
-              {{"backend", backend}, {"requested_bytes", std::to_string(requested_bytes)}});
+  raise(ErrorKind::OutOfMemory, {{"backend", backend}, {"requested_bytes", std::to_string(requested_bytes)}});
 }
 
 void throw_backend_init(const std::string& backend, const std::string& reason) {
-  throw Error(ErrorKind::BackendInit, "backend '" + backend + "' failed to start: " + reason,
-              {{"backend", backend}, {"reason", reason}});
+  raise(ErrorKind::BackendInit, {{"backend", backend}, {"reason", reason}});
 }
 
 void throw_invalid_config(const std::string& field, const std::string& reason) {
-  throw Error(ErrorKind::InvalidConfig, "invalid config '" + field + "': " + reason,
-              {{"field", field}, {"reason", reason}});
+  raise(ErrorKind::InvalidConfig, {{"field", field}, {"reason", reason}});
 }
 
 void throw_tokenizer(const std::string& reason) {
-  throw Error(ErrorKind::Tokenizer, "tokenizer error: " + reason, {{"reason", reason}});
+  raise(ErrorKind::Tokenizer, {{"reason", reason}});
 }
 
 }  // namespace cyb

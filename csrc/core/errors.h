@@ -1,6 +1,9 @@
-// Structured errors (execution contract, "Error semantics").
+// Structured errors (docs/errors.md).
 // Every error carries its variant and named fields; the Python bindings turn
 // each variant into its own exception class with the fields as attributes.
+// The variant table and the message of each variant are defined here once:
+// cyb_llm.errors reads both through cyb_llm._core (error_variants,
+// error_message).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -24,6 +27,16 @@ enum class ErrorKind {
 
 const char* error_kind_name(ErrorKind k);
 
+// One row per variant: its name (as error_kind_name) and its field names in
+// positional order; int_fields are the ones that hold decimal integers.
+struct ErrorVariant {
+  ErrorKind kind;
+  const char* name;
+  std::vector<const char*> fields;
+  std::vector<const char*> int_fields;
+};
+const std::vector<ErrorVariant>& error_variants();
+
 class Error : public std::runtime_error {
  public:
   using Fields = std::vector<std::pair<std::string, std::string>>;
@@ -38,6 +51,10 @@ class Error : public std::runtime_error {
 };
 
 std::string shape_str(const std::vector<int64_t>& s);
+
+// The message of variant `k` built from its fields (looked up by name; an
+// absent field reads as ""). Every throw_* below uses it.
+std::string error_message(ErrorKind k, const Error::Fields& fields);
 
 // Constructors, one per variant; each builds a message naming what is wrong.
 [[noreturn]] void throw_format(const std::string& section, const std::string& key,

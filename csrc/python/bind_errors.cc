@@ -5,8 +5,13 @@
 // other std::exception from native code becomes the base cyb_llm.errors.Error,
 // so no bare RuntimeError escapes. pybind11's own exceptions (casts,
 // StopIteration, IndexError, ...) and Python errors pass through untouched.
+//
+// The variant table and the message formats are native (core/errors.h);
+// cyb_llm.errors reads them through error_variants() and error_message().
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <map>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -67,6 +72,30 @@ void translate(std::exception_ptr p) {
 
 void bind_errors(py::module_& m) {
   py::register_local_exception_translator(translate);
+  m.def(
+      "error_variants",
+      []() {
+        py::list out;
+        for (const cyb::ErrorVariant& v : cyb::error_variants()) {
+          py::tuple fields(v.fields.size()), ints(v.int_fields.size());
+          for (size_t i = 0; i < v.fields.size(); ++i) fields[i] = py::str(v.fields[i]);
+          for (size_t i = 0; i < v.int_fields.size(); ++i) ints[i] = py::str(v.int_fields[i]);
+          out.append(py::make_tuple(v.name, fields, ints));
+        }
+        return out;
+      },
+      "[(variant name, field names in positional order, integer fields)] of the native errors.");
+  m.def(
+      "error_message",
+      [](const std::string& kind, const std::map<std::string, std::string>& fields) {
+        for (const cyb::ErrorVariant& v : cyb::error_variants()) {
+          if (kind != v.name) continue;
+          cyb::Error::Fields f(fields.begin(), fields.end());
+          return cyb::error_message(v.kind, f);
+        }
+        throw py::value_error("unknown error variant '" + kind + "'");
+      },
+      py::arg("kind"), py::arg("fields"), "The native message of an error variant built from its fields (str values).");
   // Test hook: raises each native variant so the translation can be checked.
   m.def("_raise_native_error", [](const std::string& kind) {
     if (kind == "FormatError") cyb::throw_format("config", "architecture.hidden_size", "expected an integer");

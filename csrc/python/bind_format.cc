@@ -1,5 +1,6 @@
 // cyb_llm._core.ModelFile: the native container reader seen from Python.
-// python/cyb_llm/format.py wraps it into cyb_llm.ModelFile.
+// python/cyb_llm/format.py wraps it into cyb_llm.ModelFile, and reads the
+// encoding table (encodings(), encoding_aliases()) from here.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -111,6 +112,27 @@ py::array view(const std::shared_ptr<ModelFile>& mf, const TensorEntry& e, bool 
 }  // namespace
 
 void bind_format(py::module_& m) {
+  m.def(
+      "encodings",
+      []() {
+        py::list out;
+        for (size_t i = 0; i < static_cast<size_t>(cyb::DType::COUNT); ++i) {
+          const cyb::DTypeInfo& d = cyb::dtype_info(static_cast<cyb::DType>(i));
+          out.append(py::make_tuple(d.encoding, d.name, d.block, d.block_bytes, d.quantized));
+        }
+        return out;
+      },
+      "[(encoding, display name, elements per block, bytes per block, quantized)], canonical names in table order.");
+  m.def(
+      "encoding_aliases",
+      []() {
+        py::dict out;
+        size_t n = 0;
+        const cyb::EncodingAlias* a = cyb::encoding_aliases(&n);
+        for (size_t i = 0; i < n; ++i) out[py::str(a[i].name)] = py::str(cyb::dtype_info(a[i].t).encoding);
+        return out;
+      },
+      "{alias: canonical encoding} of the alias spellings the reader accepts.");
   m.def(
       "toml_loads",
       [](const std::string& text, const std::string& section) {

@@ -1,4 +1,7 @@
-// Python face of the native Model / Conversation (cyb_llm.model wraps these).
+// Python face of the native Model / Conversation (cyb_llm.model wraps these):
+// the one load entry point (load: an already-open ModelFile, so the file is
+// mapped and validated once), every Model method (graph path included), and
+// the list of curated model types.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -6,6 +9,8 @@
 #include <cstring>
 
 #include "core/errors.h"
+#include "families/families.h"
+#include "format/model_file.h"
 #include "runtime/model.h"
 
 namespace py = pybind11;
@@ -35,6 +40,41 @@ py::array_t<float> run_forward(Model& m, Conversation& c,
 }  // namespace
 
 void bind_model(py::module_& m) {
+  m.def(
+      "load",
+      [](std::shared_ptr<ModelFile> file, const std::string& backend, bool precise, int threads,
+         const std::string& exec_path, bool fuse) {
+        if (!file) throw py::type_error("load: model_file must be a cyb_llm._core.ModelFile");
+        LoadOptions o;
+        o.backend = backend;
+        o.precise = precise;
+        o.threads = threads;
+        o.path = exec_path;  // LoadOptions::path (csrc/model/model.h) is the exec_path
+        o.fuse = fuse;
+        py::gil_scoped_release release;
+        return Model::load(std::move(file), o);
+      },
+      py::arg("model_file"), py::arg("backend") = "", py::arg("precise") = false, py::arg("threads") = 0,
+      py::arg("exec_path") = "", py::arg("fuse") = true,
+      "Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), "
+      "fuse runs the graph path's fusion pass.");
+  m.def(
+      "curated_model_types",
+      []() {
+        std::vector<std::string> out;
+        const std::string all = curated_model_types();
+        size_t start = 0;
+        while (start < all.size()) {
+          size_t end = all.find(',', start);
+          if (end == std::string::npos) end = all.size();
+          std::string t = all.substr(start, end - start);
+          const size_t a = t.find_first_not_of(' ');
+          if (a != std::string::npos) out.push_back(t.substr(a));
+          start = end + 1;
+        }
+        return out;
+      },
+      "The model_type values with a curated family (csrc/families/).");
   py::class_<Conversation>(m, "Conversation")
       .def_property_readonly("position", &Conversation::position)
       .def_property_readonly("max_context", &Conversation::max_context)
@@ -43,15 +83,6 @@ void bind_model(py::module_& m) {
       .def("frame_pool_bytes", [](Conversation& c) { return c.ctx().frame().pool_bytes(); });
 
   py::class_<Model, std::shared_ptr<Model>>(m, "Model")
-      .def(py::init([](const std::string& path, const std::string& backend, bool precise, int threads) {
-             LoadOptions o;
-             o.backend = backend;
-             o.precise = precise;
-             o.threads = threads;
-             py::gil_scoped_release release;
-             return Model::load(path, o);
-           }),
-           py::arg("path"), py::arg("backend") = "", py::arg("precise") = false, py::arg("threads") = 0)
       .def_property_readonly("family", &Model::family)
       .def_property_readonly("vocab_size", &Model::vocab_size)
       .def_property_readonly("max_position", &Model::max_position)
@@ -81,5 +112,12 @@ void bind_model(py::module_& m) {
           out.append(d);
         }
         return out;
-      });
+      })
+      // Graph path (docs/graph.md): which path runs, what the fusion pass did,
+      // where the graph came from; nox: the digest chain of the last forward.
+      .def("execution_path", &Model::execution_path)
+      .def("fusion_report", &Model::fusion_report)
+      .def("fusion_entries", &Model::fusion_entries)
+      .def("last_digest", &Model::last_digest)
+      .def("graph_origin", &Model::graph_origin);
 }

@@ -17,5 +17,5 @@ PYBIND11_MODULE(_core, m) {
   bind_ops(m);
   bind_model(m);
   bind_sampling(m);
-  bind_graph(m);  // after bind_model: adds methods to Model
+  bind_graph(m);
 }

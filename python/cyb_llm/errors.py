@@ -8,10 +8,29 @@ throws ``cyb::Error``; the bindings turn it into the matching class here
 
 Each class can also be raised from Python with its fields, positionally or
 by keyword: ``MissingTensor("lm_head.weight", "llama")``.
+
+The variants, their fields and their messages are defined once, natively
+(csrc/core/errors.cc); this module reads them through ``_core``
+(``error_variants``, ``error_message``) and adds only the Python classes.
 """
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from . import _core
+
+#: native variant name -> (field names in positional order, integer fields)
+_VARIANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    name: (tuple(fields), tuple(ints)) for name, fields, ints in _core.error_variants()}
+
+
+def _field_str(v: Any) -> str:
+    """A field value as the native side spells it: shapes as "[2, 3]", absent as ""."""
+    if v is None:
+        return ""
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    return str(v)
 
 
 class Error(Exception):
@@ -46,7 +65,14 @@ class Error(Exception):
         super().__init__(message)
 
     def _message(self) -> str:
+        if self.native_kind:
+            return _core.error_message(self.native_kind, {k: _field_str(v) for k, v in self.fields.items()})
         return ", ".join(f"{k}={v!r}" for k, v in self.fields.items() if v is not None)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.native_kind:  # fields come from the native variant table
+            cls.field_names, cls.int_fields = _VARIANTS[cls.native_kind]
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.message, self.fields))
@@ -62,97 +88,55 @@ def _rebuild(cls: type[Error], message: str, fields: dict[str, Any]) -> Error:
 class FormatError(Error):
     """A malformed `.model` file: container, TOML, ranges, duplicates, overflow."""
 
-    field_names = ("section", "key", "reason")
     native_kind = "FormatError"
-
-    def _message(self) -> str:
-        where = f"section '{self.section}'" if self.section else "file"
-        if self.key:
-            where += f", key '{self.key}'"
-        return f"malformed .model ({where}): {self.reason}"
 
 
 class UnsupportedOp(Error):
     """No backend (not even the fallback) can run this op for these inputs."""
 
-    field_names = ("op", "backend", "input_dtype")
     native_kind = "UnsupportedOp"
-
-    def _message(self) -> str:
-        return (f"op '{self.op}' is not supported by backend '{self.backend}' "
-                f"for input dtype {self.input_dtype}")
 
 
 class ShapeMismatch(Error):
     """An op or a tensor got a shape other than the one required."""
 
-    field_names = ("op", "expected", "got")
     native_kind = "ShapeMismatch"
-
-    def _message(self) -> str:
-        return f"shape mismatch in '{self.op}': expected {self.expected}, got {self.got}"
 
 
 class MissingTensor(Error):
     """A tensor that the family, the graph or the caller needs is absent."""
 
-    field_names = ("name", "required_by")
     native_kind = "MissingTensor"
-
-    def _message(self) -> str:
-        return f"missing tensor '{self.name}' (required by {self.required_by})"
 
 
 class WeightFormatMismatch(Error):
     """A tensor's bytes disagree with its declared shape and encoding."""
 
-    field_names = ("name", "declared", "actual_bytes")
-    int_fields = ("actual_bytes",)
     native_kind = "WeightFormatMismatch"
-
-    def _message(self) -> str:
-        return f"tensor '{self.name}' declared as {self.declared} but has {self.actual_bytes} bytes"
 
 
 class OutOfMemory(Error):
     """An allocation failed."""
 
-    field_names = ("backend", "requested_bytes")
-    int_fields = ("requested_bytes",)
     native_kind = "OutOfMemory"
-
-    def _message(self) -> str:
-        return f"backend '{self.backend}' is out of memory (requested {self.requested_bytes} bytes)"
 
 
 class BackendInit(Error):
     """A backend could not start (no adapter, driver failure, ...)."""
 
-    field_names = ("backend", "reason")
     native_kind = "BackendInit"
-
-    def _message(self) -> str:
-        return f"backend '{self.backend}' failed to start: {self.reason}"
 
 
 class InvalidConfig(Error):
     """A config key is missing or has a value the runtime cannot use."""
 
-    field_names = ("field", "reason")
     native_kind = "InvalidConfig"
-
-    def _message(self) -> str:
-        return f"invalid config '{self.field}': {self.reason}"
 
 
 class TokenizerError(Error):
     """The tokenizer data cannot be built or used."""
 
-    field_names = ("reason",)
     native_kind = "Tokenizer"
-
-    def _message(self) -> str:
-        return f"tokenizer error: {self.reason}"
 
 
 _BY_NATIVE_KIND: dict[str, type[Error]] = {

@@ -26,17 +26,12 @@ from .toml_writer import dumps as toml_dumps
 ALIGN = 64
 MARKER = b"~~~weights\n"
 
-#: encoding -> (elements per block, bytes per block); canonical names first.
+#: encoding -> (elements per block, bytes per block), canonical names in the
+#: native table's order (csrc/core/dtype.cc, read through _core).
 ENCODINGS: dict[str, tuple[int, int]] = {
-    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2),
-    "q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34),
-    "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144), "q5_k": (256, 176),
-    "q6_k": (256, 210), "iq4_nl": (32, 18),
-    "i32": (1, 4), "i64": (1, 8), "u8": (1, 1),
-}
-#: cyb-format spellings accepted everywhere an encoding is read.
-ENCODING_ALIASES = {"u32": "f32", "u16": "f16", "q4": "q4_0", "q8": "q8_0", "q2k": "q2_k",
-                    "q3k": "q3_k", "q4k": "q4_k", "q5k": "q5_k", "q6k": "q6_k", "iq4nl": "iq4_nl"}
+    enc: (int(block), int(block_bytes)) for enc, _name, block, block_bytes, _quantized in _core.encodings()}
+#: alias spellings accepted everywhere an encoding is read -> canonical name (native table too).
+ENCODING_ALIASES: dict[str, str] = dict(_core.encoding_aliases())
 #: numpy dtype of the typed view of each plain encoding.
 _NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "u8": np.uint8}
 

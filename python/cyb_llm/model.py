@@ -54,18 +54,17 @@ class Conversation:
 class Model:
     """A loaded `.model` (see `cyb_llm.load`)."""
 
-    def __init__(self, path: str | os.PathLike, backend: str | None = None, precise: bool = False,
+    def __init__(self, path: "str | os.PathLike | ModelFile", backend: str | None = None, precise: bool = False,
                  threads: int | None = None, exec_path: str | None = None, fuse: bool = True):
         from .format import ModelFile
 
         t0 = time.perf_counter()
-        self.path = os.fspath(path)
-        self.file = ModelFile(self.path)
-        if exec_path or not fuse or backend == "nox":
-            self._native = _core.load_model(self.path, backend or "", bool(precise), int(threads or 0),
-                                            exec_path or "", bool(fuse))
-        else:
-            self._native = _core.Model(self.path, backend or "", bool(precise), int(threads or 0))
+        # The file is mapped and validated once (ModelFile); the native load
+        # builds the runtime model over that same mapping.
+        self.file = path if isinstance(path, ModelFile) else ModelFile(path)
+        self.path = self.file.path
+        self._native = _core.load(self.file._native, backend or "", bool(precise), int(threads or 0),
+                                  exec_path or "", bool(fuse))
         self.config: dict = self.file.config
         self.precise = bool(precise)
         self.backend = backend or self._native.backends()[0]
@@ -167,16 +166,15 @@ class Model:
 
 
 def load(path: str | os.PathLike, backend: str | None = None, precise: bool = False,
-         threads: int | None = None, path_mode: str | None = None, fuse: bool = True, *,
-         exec_path: str | None = None) -> Model:
+         threads: int | None = None, exec_path: str | None = None, fuse: bool = True) -> Model:
     """Loads a model: a `.model` path, a known model name (`"smollm2"`, fetched and
     imported into the cache once, as `cyb-llm run` does) or a `.gguf` file (imported
     into the cache once). Validates the file, chooses the curated family or the graph
-    path and maps the weights. `exec_path` ('curated' | 'graph'; alias `path_mode`)
-    forces an execution path; `fuse=False` turns the graph fusion pass off."""
+    path and maps the weights. `exec_path` ('curated' | 'graph') forces an execution
+    path; `fuse=False` turns the graph fusion pass off."""
     from . import hub
 
     p = os.fspath(path)
     if (p in hub.MODELS and not os.path.exists(p)) or (p.endswith(".gguf") and os.path.isfile(p)):
         path = hub.resolve(p)
-    return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path or path_mode, fuse=fuse)
+    return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path, fuse=fuse)

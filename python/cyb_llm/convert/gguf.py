@@ -14,12 +14,13 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .. import _core
 from ..errors import FormatError, InvalidConfig, UnsupportedOp
 from .common import TensorRecord, make_error
 from .generation import from_gguf as sampling_from_gguf
 from .gguf_tokenizer import GEMMA_FAMILY, build_from_gguf
 
-# GGML type name -> .model encoding (FORMAT.md section 3).
+# GGML type name -> .model encoding (docs/format.md section 3).
 GGUF_ENCODINGS = {
     "F32": "f32", "F16": "f16", "BF16": "bf16",
     "Q4_0": "q4_0", "Q4_1": "q4_1", "Q5_0": "q5_0", "Q5_1": "q5_1", "Q8_0": "q8_0",
@@ -27,7 +28,12 @@ GGUF_ENCODINGS = {
     "IQ4_NL": "iq4_nl", "I32": "i32", "I64": "i64",
 }
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3")
+# GGUF architectures the importer takes: every curated family of the native
+# runtime (csrc/families/families.cc, read through _core) under its GGUF name.
+# "mistral" and "gemma3_text" are HF-only spellings: GGUF files of those models
+# say "llama" and "gemma3".
+_HF_ONLY_TYPES = ("mistral", "gemma3_text")
+SUPPORTED_ARCHS = tuple(t for t in _core.curated_model_types() if t not in _HF_ONLY_TYPES)
 
 _TOP = {
     "token_embd.weight": "model.embed_tokens.weight",

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .. import _core
 from ..errors import FormatError, InvalidConfig, TokenizerError
 from .common import TensorRecord, make_error
 from .generation import from_generation_config
@@ -36,6 +37,8 @@ _DROP = {"architectures", "torch_dtype", "dtype", "transformers_version", "_name
          "sep_token_id", "decoder_start_token_id", "quantization_config"}
 
 _MODEL_TYPES = {"gemma3_text": "gemma3", "qwen2_5": "qwen2", "phi3small": "phi3"}
+#: model types with a curated decoder family (the native list, csrc/families/families.cc)
+_CURATED = frozenset(_core.curated_model_types())
 
 
 def _toml_safe(v: Any) -> Any:
@@ -85,9 +88,9 @@ def normalize_config(cfg: dict) -> dict[str, Any]:
     heads = a.get("num_attention_heads")
     if heads and "hidden_size" in a and not a.get("head_dim"):
         a["head_dim"] = a["hidden_size"] // heads
-    if heads and "num_key_value_heads" not in a and model_type in ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "mistral"):
+    if heads and "num_key_value_heads" not in a and model_type in _CURATED:
         a["num_key_value_heads"] = heads
-    if model_type in ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "mistral"):
+    if model_type in _CURATED:
         a.setdefault("rope_theta", 10000.0)
         a["rope_style"] = "neox"
         a.setdefault("tie_word_embeddings", model_type in ("gemma", "gemma2", "gemma3"))
