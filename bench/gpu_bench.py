@@ -35,7 +35,7 @@ BLOCK = {"q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24),
          "q5_k": (256, 176), "q6_k": (256, 210)}
 F16_FIELDS = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0], "iq4_nl": [0],
               "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
-BANDWIDTH = 4.5e12  # measured H200 read bandwidth (../shared/PEERS.md)
+BANDWIDTH = 4.5e12  # measured H200 read bandwidth (docs/gpu-bench.md)
 
 
 def tensor_bytes(enc, shape):

@@ -65,7 +65,7 @@ def hf_greedy(model, ids, n: int, eos: set[int]) -> list[int]:
 
 
 def rel_err(a: np.ndarray, ref: np.ndarray) -> float:
-    """RUNTIME.md error metric: max |a - b| / max |reference|."""
+    """docs/runtime.md error metric: max |a - b| / max |reference|."""
     a = np.asarray(a, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     return float(np.max(np.abs(a - ref)) / np.max(np.abs(ref)))

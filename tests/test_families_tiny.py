@@ -1,6 +1,6 @@
 """Every curated family on tiny random checkpoints built with transformers.
 
-No real weights of these families are reachable here (MODELS.md), so each is
+No real weights of these families are reachable here (docs/models.md), so each is
 built from a config with seeded random weights N(0, 0.2) (sharp: attention is
 peaked, so rope, softcaps and windows all move the logits), saved as F32
 safetensors, imported with cyb_llm.convert.import_model and compared with
@@ -22,8 +22,8 @@ import torch  # noqa: E402  (test oracle)
 import transformers  # noqa: E402  (test oracle)
 
 VOCAB = 512
-PRECISE_TOL = 1e-4  # RUNTIME.md: precise whole forward vs transformers f32
-FAST_TOL = 5e-2  # RUNTIME.md: fast path vs precise
+PRECISE_TOL = 1e-4  # docs/runtime.md: precise whole forward vs transformers f32
+FAST_TOL = 5e-2  # docs/runtime.md: fast path vs precise
 INIT_STD = 0.2  # weights N(0, 0.2)
 PROMPT = 24  # > 2 x the sliding window below
 DECODE = 10

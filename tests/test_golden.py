@@ -3,7 +3,7 @@
 transformers loads the same GGUF and dequantizes it to f32, so both sides run
 the same weights. Precise mode (f32 activations and KV cache) must match its
 logits within 1e-4 and its greedy 32-token text on >= 11 of 12 prompts
-(RUNTIME.md). The references of every model are fixtures written by
+(docs/runtime.md). The references of every model are fixtures written by
 tools/make_golden_fixtures.py (tests/data/golden/*.json); smollm2 is also
 compared live against transformers in the full tier.
 
@@ -32,8 +32,8 @@ LIVE = set(os.environ.get("CYB_GOLDEN_LIVE", "smollm2").split(","))
 BACKEND = os.environ.get("CYB_GOLDEN_BACKEND") or None
 DATA = os.path.join(os.path.dirname(__file__), "data", "golden")
 
-PRECISE_TOL = 1e-4  # RUNTIME.md: precise whole forward vs transformers f32
-FAST_TOL = 5e-2     # RUNTIME.md: fast path vs precise path
+PRECISE_TOL = 1e-4  # docs/runtime.md: precise whole forward vs transformers f32
+FAST_TOL = 5e-2     # docs/runtime.md: fast path vs precise path
 
 
 @pytest.fixture(scope="module", params=MODELS)
@@ -134,7 +134,7 @@ def test_fast_path_close_to_precise(case):
         assert rel_err(a, b) <= FAST_TOL, f"{name}: fast vs precise {rel_err(a, b):.2e}"
 
 
-# RUNTIME.md: llama.cpp reproduces transformers' 32-token greedy text on 5/12
+# docs/runtime.md: llama.cpp reproduces transformers' 32-token greedy text on 5/12
 # (smollm2), 9/12 (qwen05), 6/12 (gemma3) of these prompts; the fast path must
 # do at least as well (measured live against llama.cpp in tests/slow).
 LLAMACPP_GREEDY = {"smollm2": 5, "qwen05": 9, "gemma3": 6}

@@ -3,7 +3,7 @@
 Tiny random checkpoints of every curated decoder family (built with
 transformers as in test_families_tiny.py) are imported with `--graph`; the
 curated path, the graph path (fused and unfused) and nox must agree within
-RUNTIME.md's cross-path and fused-op tolerances and give the same greedy
+docs/runtime.md's cross-path and fused-op tolerances and give the same greedy
 tokens. Real weights: tests/slow/test_graph_real.py.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ import graph_util
 import nox_golden
 from oracles import greedy, rel_err
 
-CROSS_PATH_TOL = 1e-4  # RUNTIME.md: precise vs precise across paths (curated, graph, nox)
-FUSED_TOL = 1e-4       # RUNTIME.md: fused vs unfused (f32)
+CROSS_PATH_TOL = 1e-4  # docs/runtime.md: precise vs precise across paths (curated, graph, nox)
+FUSED_TOL = 1e-4       # docs/runtime.md: fused vs unfused (f32)
 CURATED = ["llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"]
 
 

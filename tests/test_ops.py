@@ -2,7 +2,7 @@
 level, against independent oracles (numpy in float64 for the math,
 gguf.quants.dequantize for the weight encodings).
 
-Tolerances (RUNTIME.md, "Correctness"), error = max|a - b| / max|ref|:
+Tolerances (docs/runtime.md, "Tolerances"), error = max|a - b| / max|ref|:
   1e-6  single op on f32 data vs the f64 reference (quantized weights judged on
         their dequantized bytes),
   1e-3  when activations are stored as f16 (an F16 KV cache judged against the
@@ -34,7 +34,7 @@ ENCODINGS = FLOAT + QUANT
 BLOCK = {"q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34),
          "iq4_nl": (32, 18), "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144),
          "q5_k": (256, 176), "q6_k": (256, 210), "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2)}
-# Byte offsets of the f16 scale fields inside a block (QUANT.md layouts).
+# Byte offsets of the f16 scale fields inside a block (docs/quant.md layouts).
 F16_FIELDS = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0], "iq4_nl": [0],
               "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
 GGUF_TYPE = {"q4_0": GQ.Q4_0, "q4_1": GQ.Q4_1, "q5_0": GQ.Q5_0, "q5_1": GQ.Q5_1, "q8_0": GQ.Q8_0,

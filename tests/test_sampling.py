@@ -11,7 +11,7 @@ VOCAB = 1000
 
 
 def hf_process(logits, history, *, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0):
-    """The same stages with HF's processors, in RUNTIME.md order (HF's own order too)."""
+    """The same stages with HF's processors, in docs/generation.md order (HF's own order too)."""
     import torch
     from transformers.generation.logits_process import (
         MinPLogitsWarper,

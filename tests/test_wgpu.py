@@ -4,7 +4,7 @@ random families (precise logits within the cross-path 1e-4, identical greedy
 tokens). Runs on any adapter, software ones included (lavapipe in CI); skips,
 saying why, only when no adapter exists.
 
-Tolerances (RUNTIME.md): single op 1e-6 (f32 data; quantized weights judged on
+Tolerances (docs/runtime.md): single op 1e-6 (f32 data; quantized weights judged on
 their dequantized bytes through the f64 scalar reference), 1e-3 with an f16 KV
 cache, precise whole forward across backends 1e-4.
 """
@@ -151,7 +151,7 @@ def test_unsupported_op_falls_back_to_cpu_and_says_so():
 
 # ------------------------------------------------------------ whole forwards
 
-CROSS_TOL = 1e-4  # RUNTIME.md: precise vs precise across backends
+CROSS_TOL = 1e-4  # docs/runtime.md: precise vs precise across backends
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral"])

@@ -1,4 +1,4 @@
-// Frame allocator (execution contract, "Memory lifecycle"): pools keyed by
+// Frame allocator (docs/runtime.md, "Memory"): pools keyed by
 // exact byte size and usage; everything handed out during a forward returns
 // to the pool at reset(), called at the start of the next forward.
 #pragma once

@@ -1,4 +1,4 @@
-// Scalar block decoders, one per encoding, following QUANT.md line by line.
+// Scalar block decoders, one per encoding, following docs/quant.md line by line.
 #include "backends/cpu/quant.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Block decoding of every weight encoding of QUANT.md (byte-identical to GGML),
+// Block decoding of every weight encoding of docs/quant.md (byte-identical to GGML),
 // plus the f16 / bf16 conversions. Decoding is per block: kernels never
 // materialize a whole dequantized weight.
 #pragma once

@@ -11,7 +11,7 @@ namespace cyb {
 
 enum class Device : uint8_t { Host = 0, Wgpu = 1 };
 
-// Up to 4 dimensions, outermost first, row-major (FORMAT.md: Linear weight = [out, in]).
+// Up to 4 dimensions, outermost first, row-major (docs/format.md: Linear weight = [out, in]).
 struct Shape {
   int ndim = 0;
   int64_t d[4] = {0, 0, 0, 0};

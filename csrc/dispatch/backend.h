@@ -1,4 +1,4 @@
-// The Backend interface of the execution contract, in C++.
+// The Backend interface (docs/runtime.md, "Dispatch"), in C++.
 // Outputs are allocated by the caller (from the execution context's frame
 // allocator) and passed to execute(); a backend writes into them.
 #pragma once

@@ -1,4 +1,4 @@
-// Per-op dispatch with the fallback chain of the execution contract:
+// Per-op dispatch with the fallback chain of docs/runtime.md:
 // the first backend of the chain whose supports() says yes runs the op; the
 // CPU backend, last in every chain, supports every op. Every decision is
 // recorded (aggregated per label, without allocating in steady state).

@@ -1,4 +1,4 @@
-// The `.model` container reader (FORMAT.md sections 1 and 3).
+// The `.model` container reader (docs/format.md sections 1 and 3).
 //
 // open(): map the file read-only, find the `~~~weights\n` marker within the
 // first 256 MiB, split the text head into sections, parse the frontmatter,
@@ -31,7 +31,7 @@ namespace cyb {
 
 namespace {
 
-constexpr uint64_t kMaxHead = 256ull << 20;  // bound of the text head (FORMAT.md "bounds")
+constexpr uint64_t kMaxHead = 256ull << 20;  // bound of the text head (docs/format.md section 1)
 constexpr std::string_view kMarker = "~~~weights\n";
 constexpr size_t kMaxDims = 16;
 

@@ -1,4 +1,4 @@
-// The `.model` container reader (FORMAT.md): bounded marker scan, section
+// The `.model` container reader (docs/format.md): bounded marker scan, section
 // split, TOML sections, read-only mmap of the weights, validation of every
 // tensor of the index.
 #pragma once

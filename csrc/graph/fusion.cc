@@ -1,4 +1,4 @@
-// The structural fusion pass of the graph path (execution contract, "Fused op
+// The structural fusion pass of the graph path (docs/runtime.md, "Fused op
 // policy"): run once at load, rewrites matching sub-DAGs into fused ops where
 // the primary backend's supports() accepts the fused op. Patterns, in order:
 //   add -> rms_norm (the sum also used elsewhere)      => fused_skip_norm

@@ -1,4 +1,4 @@
-// Token sampling over one row of logits (RUNTIME.md "Sampling order"):
+// Token sampling over one row of logits (docs/generation.md):
 //   penalties -> temperature -> top-k -> top-p -> min-p -> draw.
 // The math of each stage matches the HF logits processors of the same name
 // (RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper,

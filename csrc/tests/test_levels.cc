@@ -1,7 +1,7 @@
 // Every SIMD level against the scalar reference (the arbiter), natively: the
 // part of the op matrix that must also run where Python is not available (an
 // arm64 build under qemu-user). Same metric and tolerances as tests/test_ops.py
-// (RUNTIME.md): max|a - b| / max|ref| <= 1e-6 for single ops on f32 data; a
+// (docs/runtime.md): max|a - b| / max|ref| <= 1e-6 for single ops on f32 data; a
 // fast-mode matmul on 16-bit activations is judged against the reference run on
 // the dequantized activations; fused vs unfused <= 1e-4. Exit status 0 = passed.
 #include <algorithm>

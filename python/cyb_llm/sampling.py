@@ -1,7 +1,7 @@
 """Sampling policy: which token to draw from a row of logits.
 
 Python chooses the policy (`SamplingParams`); the native `Sampler` runs it
-per token in the order of RUNTIME.md: penalties -> temperature -> top-k ->
+per token in the order of docs/generation.md: penalties -> temperature -> top-k ->
 top-p -> min-p -> draw. `temperature == 0` is greedy (argmax after the
 penalties). A seed makes the draws reproducible; without one a fresh random
 seed is taken (and recorded on the sampler, `sampler.seed`).

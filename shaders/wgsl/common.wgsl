@@ -1,4 +1,4 @@
-// Shared helpers: packed-u32 byte access to quantized blocks (QUANT.md layouts).
+// Shared helpers: packed-u32 byte access to quantized blocks (docs/quant.md layouts).
 // W is the weight buffer as array<u32>; every offset is in bytes.
 fn b8(o: u32) -> u32 { return (W[o >> 2u] >> ((o & 3u) * 8u)) & 0xffu; }
 fn i8v(o: u32) -> i32 { return bitcast<i32>(b8(o) << 24u) >> 24u; }

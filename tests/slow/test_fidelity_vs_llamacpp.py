@@ -1,6 +1,6 @@
 """Slow tier: the fast default path against llama.cpp, both judged by transformers f32.
 
-RUNTIME.md "Correctness", fast paths: a whole forward never further from
+docs/runtime.md "Tolerances", fast paths: a whole forward never further from
 transformers f32 than llama.cpp is on the same prompt (measured here, in the same
 test, on the same GGUF bytes and the same token ids), and greedy 32-token
 continuations identical to transformers on at least as many of the 12 prompts of

@@ -16,7 +16,7 @@ from cyb_llm.convert import import_model
 
 from oracles import greedy, rel_err
 
-CROSS_PATH_TOL = 1e-4  # RUNTIME.md: precise paths across curated, graph, nox
+CROSS_PATH_TOL = 1e-4  # docs/runtime.md: precise paths across curated, graph, nox
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -1,5 +1,7 @@
-// AVX-512 VNNI kernels: the AVX2 kernels with the u8 x s8 block dot as one
-// vpdpbusd (compiled with the AVX-512 flags only; chosen at run time).
+// AVX-512 VNNI kernels: kernels_x86.inc with CYB_VNNI, where the int16 x int16
+// block dot accumulates with vpdpwssd (not vpdpbusd: activations are 16-bit),
+// plus the 512-bit matmul / attention kernels it hands the big cases to
+// (compiled with the AVX-512 flags only; chosen at run time).
 #define CYB_VNNI 1
 #include <immintrin.h>
 

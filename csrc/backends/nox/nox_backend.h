@@ -1,4 +1,4 @@
-// The nox backend (RUNTIME.md "nox"): graph-only and deterministic. Every op
+// The nox backend (docs/graph.md, the nox section): graph-only and deterministic. Every op
 // runs single-threaded, reduces in a fixed sequential order in double and
 // rounds once to f32; no FMA contraction (its files are compiled with
 // -ffp-contract=off) and no libm (nox_math.h). Its outputs, and the SHA-256
