@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/errors.h"
+#include "dispatch/op_schema.h"
 
 namespace cyb {
 
@@ -97,6 +98,9 @@ void Dispatcher::run(const Op& op, std::initializer_list<Tensor> inputs,
 
 void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs,
                      int n_outputs, ExecContext& ctx) {
+  // Validity once, from the op schema, before any backend is asked: supports()
+  // only answers capability, and kernels only compute.
+  validate_op(op, inputs, n_inputs, outputs, n_outputs);
   Backend* chosen = chain_.back();
   for (Backend* b : chain_) {
     if (b->supports(op, inputs, n_inputs)) {

@@ -1,7 +1,12 @@
-// The op list of the runtime. Each op is defined once here (inputs, outputs,
-// attributes, math); every backend implements it or says it does not
-// (Backend::supports), and the CPU backend implements all of them.
+// The op list of the runtime: one math line per op here; everything else about
+// an op (name, stable tag, arity, attributes, dtypes, the output-shape rule) is
+// its row of the schema table (dispatch/op_schema.cc), which the graph parser,
+// the validator (run once per op by the dispatcher), the Python bindings and
+// the backends all read. Every backend implements an op or says it cannot
+// (Backend::supports, capability only); the CPU backend implements all of them.
 // Numeric tags are stable and never reused (the graph section refers to them).
+// Adding an op: the enum value + math line here, one schema row, the reference
+// kernel (backends/cpu/ref_kernels.cc).
 #pragma once
 #include <cstdint>
 
@@ -48,9 +53,15 @@ enum class OpKind : uint16_t {
   // Graph-only views, resolved by the graph executor (no kernel, no backend):
   Reshape = 22,   // out = in viewed with attribute `shape` (one dim may be -1)
   LastRows = 23,  // out = the last n rows of x [rows, cols]; n from the I32 input "rows"
+  // out = x / max(||x||_2, eps) over the last dim.
+  L2Normalize = 24,
+  // in: x [.., S, D], mask [.., S] (f32, nonzero = a real token).  out [.., D] per sequence:
+  // mode cls: row 0; mean: mean of the masked rows; max: max of the masked rows (0 when none).
+  MaskedPool = 25,
   COUNT_PLUS_ONE
 };
 
+// From the schema table (dispatch/op_schema.cc).
 const char* op_name(OpKind k);  // "matmul", "rms_norm", ... (snake_case, stable)
 bool parse_op_name(const char* s, OpKind* out);  // inverse of op_name
 
@@ -74,6 +85,7 @@ struct OpAttrs {
   int head_dim = 0;
   int64_t pos0 = 0;            // Rope, Attention, KvWrite
   int64_t window = 0;          // Attention sliding window (0 = full causal)
+  int pool_mode = 0;           // MaskedPool: 0 cls, 1 mean, 2 max
   const RopeTable* rope = nullptr;
 };
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "dispatch/op_schema.h"
 
 namespace cyb {
 namespace graph {
@@ -85,6 +86,17 @@ Dim cst(int64_t c) { return Dim{c, Sym::None}; }
 
 }  // namespace
 
+// The schema's shape rule (dispatch/op_schema.h apply_shape_rule) on symbolic shapes.
+int sh_ndim(const SymShape& s) { return static_cast<int>(s.size()); }
+Dim sh_dim(const SymShape& s, int i) { return s[static_cast<size_t>(i)]; }
+void sh_set_last(SymShape& s, Dim v) { s = with_cols(std::move(s), v); }
+bool sh_push(SymShape& s, Dim v) {
+  if (s.size() >= 4) return false;
+  s.push_back(v);
+  return true;
+}
+void sh_erase(SymShape& s, int i) { s.erase(s.begin() + i); }
+
 void infer_shapes(Graph& g) {
   for (Node& n : g.nodes) {
     auto in = [&](size_t i) -> Value& { return g.values[static_cast<size_t>(n.inputs[i])]; };
@@ -138,23 +150,18 @@ void infer_shapes(Graph& g) {
           throw_unsupported_op(n.name + " (ids must be i32)", "graph", dtype_name(ids.dtype));
         const Value& t = in(1);
         if (t.kind != ValueKind::Weight || t.shape.size() != 2) mismatch(n, "table", {cst(-1), cst(-1)}, t.shape);
-        SymShape s = ids.shape;
-        s.push_back(t.shape[1]);
-        out_shape(0, s);
         break;
       }
       case OpKind::Matmul: {
         need_f32_act(0, "x");
         const Dim N = need_matrix(1, cols(in(0).shape), "weight");
         if (n.inputs.size() == 3) need_vec(2, N, "bias");
-        out_shape(0, with_cols(in(0).shape, N));
         break;
       }
       case OpKind::RmsNorm:
       case OpKind::LayerNorm: {
         need_f32_act(0, "x");
         for (size_t i = 1; i < n.inputs.size(); ++i) need_vec(i, cols(in(0).shape), i == 1 ? "weight" : "bias");
-        out_shape(0, in(0).shape);
         break;
       }
       case OpKind::Rope: {
@@ -164,7 +171,6 @@ void infer_shapes(Graph& g) {
         if (r.rot_dims <= 0 || r.rot_dims % 2 || r.rot_dims > n.attrs.head_dim)
           throw_invalid_config("graph.nodes." + n.name + ".attrs.rot_dims",
                                "must be even, positive and <= head_dim");
-        out_shape(0, in(0).shape);
         break;
       }
       case OpKind::Attention: {
@@ -175,7 +181,6 @@ void infer_shapes(Graph& g) {
         need_heads(0, n.attrs.n_heads, "q");
         need_state(1, "k cache");
         need_state(2, "v cache");
-        out_shape(0, in(0).shape);
         break;
       }
       case OpKind::KvWrite: {
@@ -195,7 +200,6 @@ void infer_shapes(Graph& g) {
       case OpKind::Softcap:
       case OpKind::Copy:
         need_f32_act(0, "x");
-        out_shape(0, in(0).shape);
         break;
       case OpKind::Add:
       case OpKind::Mul:
@@ -209,7 +213,6 @@ void infer_shapes(Graph& g) {
           need_f32_act(1, "b");
           need_same(1, in(0).shape, "b");
         }
-        out_shape(0, in(0).shape);
         break;
       }
       case OpKind::FusedSkipNorm:
@@ -217,15 +220,12 @@ void infer_shapes(Graph& g) {
         need_f32_act(1, "residual");
         need_same(1, in(0).shape, "residual");
         need_vec(2, cols(in(0).shape), "weight");
-        out_shape(0, in(0).shape);
-        out_shape(1, in(0).shape);
         break;
       case OpKind::FusedNormMatmul: {
         need_f32_act(0, "x");
         need_vec(1, cols(in(0).shape), "norm weight");
         const Dim N = need_matrix(2, cols(in(0).shape), "weight");
         if (n.inputs.size() == 4) need_vec(3, N, "bias");
-        out_shape(0, with_cols(in(0).shape, N));
         break;
       }
       case OpKind::FusedSwiGlu: {
@@ -233,7 +233,6 @@ void infer_shapes(Graph& g) {
         const Dim I = need_matrix(1, cols(in(0).shape), "gate weight");
         const Dim I2 = need_matrix(2, cols(in(0).shape), "up weight");
         if (I != I2) mismatch(n, "up weight", {I, cols(in(0).shape)}, in(2).shape);
-        out_shape(0, with_cols(in(0).shape, I));
         break;
       }
       case OpKind::Reshape: {
@@ -272,7 +271,29 @@ void infer_shapes(Graph& g) {
         out_shape(0, {Dim{1, Sym::R}, in(0).shape[1]});
         break;
       }
-      case OpKind::COUNT_PLUS_ONE: break;
+      default: {
+        // An op without graph-specific checks: its schema inputs (f32 activations,
+        // per-row vectors, same-shaped operands).
+        const OpSchema& sc = op_schema(n.kind);
+        const size_t nin = n.inputs.size() - (sc.positions ? 1 : 0);
+        for (size_t i = 0; i < nin && i < sc.inputs.size(); ++i) {
+          const InputSpec& is = sc.inputs[i];
+          if (is.shape == InShape::Cols0) need_vec(i, cols(in(0).shape), is.name);
+          else if (is.dtypes == kDtF32) need_f32_act(i, is.name);
+          if (is.shape == InShape::Like0) need_same(i, in(0).shape, is.name);
+        }
+        break;
+      }
+    }
+    // Output shapes: the schema's rule, shared with the concrete inference.
+    const OpSchema& sc = op_schema(n.kind);
+    if (sc.rule != ShapeRule::Given && sc.rule != ShapeRule::View) {
+      std::vector<SymShape> ins;
+      for (size_t i = 0; i < n.inputs.size() - (sc.positions ? 1 : 0); ++i) ins.push_back(in(i).shape);
+      SymShape o;
+      if (!apply_shape_rule(sc.rule, sc.rule_arg, ins.data(), static_cast<int>(ins.size()), &o))
+        mismatch(n, "x", {Dim{1, Sym::T}, cst(-1)}, in(0).shape);
+      for (size_t i = 0; i < n.outputs.size(); ++i) out_shape(i, o);
     }
   }
 }
@@ -281,75 +302,13 @@ void infer_shapes(Graph& g) {
 
 namespace {
 
-enum class AttrType { Float, Int, Bool, IntArray, Table };
-struct AttrSpec {
-  const char* key;
-  AttrType type;
-  bool required;
-};
-
-struct OpSpec {
-  int min_in, max_in, n_out;
-  bool positions;  // the last input is the positions input
-  std::vector<AttrSpec> attrs;
-};
-
-const OpSpec& op_spec(OpKind k) {
-  static const std::vector<AttrSpec> none;
-  static const OpSpec specs[] = {
-      {0, 0, 0, false, none},                                                         // 0 unused
-      {2, 2, 1, false, {{"scale", AttrType::Float, false}}},                           // embedding
-      {2, 3, 1, false, none},                                                          // matmul
-      {2, 2, 1, false, {{"eps", AttrType::Float, true}, {"plus_one", AttrType::Bool, false}}},  // rms_norm
-      {2, 3, 1, false, {{"eps", AttrType::Float, true}}},                              // layer_norm
-      {2, 2, 1, true,
-       {{"n_heads", AttrType::Int, true}, {"head_dim", AttrType::Int, true}, {"rot_dims", AttrType::Int, true},
-        {"theta", AttrType::Float, true}, {"neox", AttrType::Bool, false},
-        {"max_position", AttrType::Int, true}, {"scaling", AttrType::Table, false}}},  // rope
-      {4, 4, 1, true,
-       {{"n_heads", AttrType::Int, true}, {"n_kv_heads", AttrType::Int, true}, {"head_dim", AttrType::Int, true},
-        {"scale", AttrType::Float, true}, {"softcap", AttrType::Float, false},
-        {"window", AttrType::Int, false}}},                                            // attention
-      {1, 1, 1, false, none},                                                          // softmax
-      {2, 2, 1, false, none},                                                          // add
-      {2, 2, 1, false, none},                                                          // mul
-      {1, 1, 1, false, {{"scale", AttrType::Float, true}}},                            // scale
-      {1, 1, 1, false, none},                                                          // silu
-      {1, 1, 1, false, none},                                                          // gelu
-      {1, 1, 1, false, none},                                                          // gelu_tanh
-      {2, 2, 1, false, none},                                                          // swiglu
-      {2, 2, 1, false, {{"gelu_erf", AttrType::Bool, false}}},                         // geglu
-      {1, 1, 1, false, {{"softcap", AttrType::Float, true}}},                          // softcap
-      {3, 3, 2, false, {{"eps", AttrType::Float, true}, {"plus_one", AttrType::Bool, false}}},  // fused_skip_norm
-      {3, 4, 1, false, {{"eps", AttrType::Float, true}, {"plus_one", AttrType::Bool, false}}},  // fused_norm_matmul
-      {3, 3, 1, false, none},                                                          // fused_swiglu
-      {2, 2, 1, true, {{"n_kv_heads", AttrType::Int, true}, {"head_dim", AttrType::Int, true}}},  // kv_write
-      {1, 1, 1, false, none},                                                          // copy
-      {1, 1, 1, false, {{"shape", AttrType::IntArray, true}}},                         // reshape
-      {2, 2, 1, false, none},                                                          // last_rows
-  };
-  static_assert(sizeof(specs) / sizeof(specs[0]) == static_cast<size_t>(OpKind::COUNT_PLUS_ONE),
-                "one OpSpec per op");
-  return specs[static_cast<int>(k)];
-}
-
-const char* type_word(AttrType t) {
-  switch (t) {
-    case AttrType::Float: return "a number";
-    case AttrType::Int: return "an integer";
-    case AttrType::Bool: return "a boolean";
-    case AttrType::IntArray: return "an array of integers";
-    case AttrType::Table: return "a table";
-  }
-  return "?";
-}
-
 bool type_ok(const toml::Value& v, AttrType t) {
   switch (t) {
     case AttrType::Float: return v.is_number();
     case AttrType::Int: return v.is_int();
     case AttrType::Bool: return v.is_bool();
     case AttrType::Table: return v.is_table();
+    case AttrType::Enum: return v.is_string();
     case AttrType::IntArray:
       if (!v.is_array()) return false;
       for (const toml::Value& e : v.as_array())
@@ -588,7 +547,7 @@ Graph parse_graph(const toml::Value& doc, const WeightLookup& lookup) {
                              "tag " + std::to_string(tag->as_int()) + " does not match op '" + opname +
                                  "' (tag " + std::to_string(static_cast<int>(n.kind)) + ")");
     }
-    const OpSpec& spec = op_spec(n.kind);
+    const OpSchema& spec = op_schema(n.kind);
     const std::vector<std::string> ins = string_list(t, "inputs", where);
     const std::vector<std::string> outs = string_list(t, "outputs", where);
     if (static_cast<int>(ins.size()) < spec.min_in || static_cast<int>(ins.size()) > spec.max_in)
@@ -633,23 +592,35 @@ Graph parse_graph(const toml::Value& doc, const WeightLookup& lookup) {
                                      "op '" + opname + "' has no attribute '" + kv.first + "'");
         if (!type_ok(kv.second, s->type))
           throw_invalid_config("graph." + where + ".attrs." + kv.first,
-                               std::string("must be ") + type_word(s->type));
+                               std::string("must be ") + attr_type_word(s->type));
       }
     for (const AttrSpec& a : spec.attrs)
       if (a.required && !attr(a.key))
         throw_invalid_config("graph." + where + ".attrs." + a.key, "required attribute is missing");
     const std::string af = "graph." + where + ".attrs.";
-    if (const toml::Value* v = attr("eps")) n.attrs.eps = static_cast<float>(v->as_float());
-    if (const toml::Value* v = attr("plus_one")) n.attrs.norm_plus_one = v->as_bool();
-    if (const toml::Value* v = attr("scale")) n.attrs.scale = static_cast<float>(v->as_float());
-    if (const toml::Value* v = attr("softcap")) n.attrs.softcap = static_cast<float>(v->as_float());
-    if (const toml::Value* v = attr("gelu_erf")) n.attrs.gelu_erf = v->as_bool();
-    if (const toml::Value* v = attr("n_heads")) n.attrs.n_heads = positive_int(*v, af + "n_heads", 1 << 12);
-    if (const toml::Value* v = attr("n_kv_heads")) n.attrs.n_kv_heads = positive_int(*v, af + "n_kv_heads", 1 << 12);
-    if (const toml::Value* v = attr("head_dim")) n.attrs.head_dim = positive_int(*v, af + "head_dim", 1 << 12);
-    if (const toml::Value* v = attr("window")) {
-      if (v->as_int() < 0) throw_invalid_config(af + "window", "must be >= 0");
-      n.attrs.window = v->as_int();
+    // Values that land in OpAttrs, as the schema says (graph-only ones are read below).
+    for (const AttrSpec& a : spec.attrs) {
+      const toml::Value* v = attr(a.key);
+      if (!v || a.field == AttrSpec::Field::None) continue;
+      switch (a.type) {
+        case AttrType::Float: set_attr(n.attrs, a, v->as_float(), 0, false); break;
+        case AttrType::Bool: set_attr(n.attrs, a, 0.0, 0, v->as_bool()); break;
+        case AttrType::Int: {
+          int64_t x = v->as_int();
+          if (a.max > a.min) x = positive_int(*v, af + a.key, a.max);
+          else if (x < 0) throw_invalid_config(af + a.key, "must be >= 0");
+          set_attr(n.attrs, a, 0.0, x, false);
+          break;
+        }
+        case AttrType::Enum: {
+          const int c = attr_choice(a, v->as_string().c_str());
+          if (c < 0) throw_invalid_config(af + a.key, std::string("must be one of ") + a.choices);
+          set_attr(n.attrs, a, 0.0, c, false);
+          break;
+        }
+        case AttrType::IntArray:
+        case AttrType::Table: break;
+      }
     }
     if (n.kind == OpKind::Softcap && !(n.attrs.softcap > 0.f))
       throw_invalid_config(af + "softcap", "must be positive");

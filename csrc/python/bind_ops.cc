@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/quant.h"
-#include "backends/cpu/rope_table.h"
+#include "core/quant.h"
+#include "core/rope.h"
+#include "backends/nox/nox_backend.h"
 #include "backends/wgpu/wgpu_backend.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/op_schema.h"
 #include "core/errors.h"
 #include "core/exec_context.h"
 #include "core/thread_pool.h"
@@ -115,25 +117,49 @@ ThreadPool& test_pool() {
 
 std::string g_last_backend;
 
-// The same op through the wgpu+rs backend (software adapters allowed): inputs are
-// uploaded, outputs allocated (or uploaded when initial contents are given), the op
-// runs through a dispatcher [wgpu+rs, cpu] (so an op the backend lacks falls back to
-// the cpu with transfers, as in a model) and the outputs are read back.
-py::list run_op_wgpu(const Op& op, std::vector<Tensor>& in, std::vector<Tensor>& out, bool precise) {
-  std::unique_ptr<Backend> be = make_wgpu_backend(true);
-  Dispatcher disp({be.get(), &cpu_backend()});
-  ExecContext ctx(&test_pool(), precise);
+// Runs the op through a dispatcher [backend] (cpu) or [backend, cpu] (others), as
+// a model does: the op is validated once (validate_op, from the op schema), the
+// first backend whose supports() says yes runs it, and an op the backend lacks
+// falls back to the cpu (with transfers for a device backend); last_run_op_backend
+// says which ran it. Device backends get their inputs uploaded and outputs read back.
+py::list run_on(const std::string& backend_name, const std::string& level, const Op& op, std::vector<Tensor>& in,
+                std::vector<Tensor>& out, bool precise, int threads) {
+  std::unique_ptr<ThreadPool> own_pool;
+  ThreadPool* pool = &test_pool();
+  if (threads > 0) {
+    own_pool.reset(new ThreadPool(threads));
+    pool = own_pool.get();
+  }
+  ExecContext ctx(pool, precise);
+  CpuBackend cpu(level == "auto" ? cpu_backend().level() : parse_cpu_level(level));
+  std::unique_ptr<Backend> owned;
+  Backend* be = &cpu;
+  if (backend_name == "wgpu+rs" || backend_name == "wgpu") {
+    owned = make_wgpu_backend(true);
+    be = owned.get();
+  } else if (backend_name == "nox") {
+    be = &nox_backend();
+  } else if (!backend_name.empty() && backend_name != "cpu") {
+    throw_backend_init(backend_name, "run_op knows the backends cpu, wgpu+rs and nox");
+  }
+  std::vector<Backend*> chain = {be};
+  if (be != &cpu) chain.push_back(&cpu);
+  Dispatcher disp(chain);
   {
     py::gil_scoped_release nogil;
-    std::vector<Tensor> din, dout;
     be->begin_forward(ctx);
-    for (const Tensor& t : in) din.push_back(be->upload(t.data, t.shape, t.dtype));
-    for (const Tensor& t : out) dout.push_back(be->upload(t.data, t.shape, t.dtype));  // initial contents
-    disp.run(op, din.data(), static_cast<int>(din.size()), dout.data(), static_cast<int>(dout.size()), ctx);
-    for (size_t i = 0; i < out.size(); ++i) be->read_bytes(dout[i], out[i].data);
-    be->end_forward(ctx);
-    for (Tensor& t : din) be->release(t);
-    for (Tensor& t : dout) be->release(t);
+    if (be->host_memory()) {
+      disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
+    } else {
+      std::vector<Tensor> din, dout;
+      for (const Tensor& t : in) din.push_back(be->upload(t.data, t.shape, t.dtype));
+      for (const Tensor& t : out) dout.push_back(be->upload(t.data, t.shape, t.dtype));  // initial contents
+      disp.run(op, din.data(), static_cast<int>(din.size()), dout.data(), static_cast<int>(dout.size()), ctx);
+      for (size_t i = 0; i < out.size(); ++i) be->read_bytes(dout[i], out[i].data);
+      be->end_forward(ctx);
+      for (Tensor& t : din) be->release(t);
+      for (Tensor& t : dout) be->release(t);
+    }
     g_last_backend.clear();
     for (const DispatchRecord& r : disp.records()) g_last_backend = r.backend + (r.fallback ? " (fallback)" : "");
   }
@@ -142,10 +168,31 @@ py::list run_op_wgpu(const Op& op, std::vector<Tensor>& in, std::vector<Tensor>&
   return res;
 }
 
+RopeScaling parse_scaling(const py::dict& s) {
+  RopeScaling sc;
+  for (auto it : s) {
+    const std::string sk = it.first.cast<std::string>();
+    if (sk == "type" || sk == "rope_type") sc.type = it.second.cast<std::string>();
+    else if (sk == "factor") sc.factor = it.second.cast<double>();
+    else if (sk == "low_freq_factor") sc.low_freq_factor = it.second.cast<double>();
+    else if (sk == "high_freq_factor") sc.high_freq_factor = it.second.cast<double>();
+    else if (sk == "original_max_position_embeddings")
+      sc.original_max_position_embeddings = it.second.cast<int64_t>();
+    else if (sk == "beta_fast") sc.beta_fast = it.second.cast<double>();
+    else if (sk == "beta_slow") sc.beta_slow = it.second.cast<double>();
+    else if (sk == "attention_factor") sc.attention_factor = it.second.cast<double>();
+    else if (sk == "mscale") sc.mscale = it.second.cast<double>();
+    else if (sk == "mscale_all_dim") sc.mscale_all_dim = it.second.cast<double>();
+    else if (sk == "truncate") sc.truncate = it.second.cast<bool>();
+  }
+  return sc;
+}
+
 py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict& attrs,
                 const py::object& outputs, const std::string& level, const std::string& backend_name) {
   Op op{};
   if (!parse_op_name(op_s.c_str(), &op.kind)) throw_unsupported_op(op_s, "cpu", "-");
+  const OpSchema& schema = op_schema(op.kind);
   std::vector<float> rope_cos, rope_sin;
   RopeTable rope;
   bool precise = false;
@@ -153,19 +200,11 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
   for (auto item : attrs) {
     const std::string k = item.first.cast<std::string>();
     py::handle v = item.second;
-    if (k == "eps") op.a.eps = v.cast<float>();
-    else if (k == "plus_one" || k == "norm_plus_one") op.a.norm_plus_one = v.cast<bool>();
-    else if (k == "scale") op.a.scale = v.cast<float>();
-    else if (k == "softcap") op.a.softcap = v.cast<float>();
-    else if (k == "gelu_erf") op.a.gelu_erf = v.cast<bool>();
-    else if (k == "n_heads") op.a.n_heads = v.cast<int>();
-    else if (k == "n_kv_heads") op.a.n_kv_heads = v.cast<int>();
-    else if (k == "head_dim") op.a.head_dim = v.cast<int>();
-    else if (k == "pos0") op.a.pos0 = v.cast<int64_t>();
-    else if (k == "window") op.a.window = v.cast<int64_t>();
-    else if (k == "precise") precise = v.cast<bool>();
+    // Run-time keys: the graph gives these through its positions input and rope attributes.
+    if (k == "precise") precise = v.cast<bool>();
     else if (k == "threads") threads = v.cast<int>();
-    else if (k == "rope") {
+    else if (k == "pos0" && schema.positions) op.a.pos0 = v.cast<int64_t>();
+    else if (k == "rope" && op.kind == OpKind::Rope) {
       py::dict r = v.cast<py::dict>();
       rope.rot_dims = r["rot_dims"].cast<int>();
       rope.neox = r.contains("neox") ? r["neox"].cast<bool>() : true;
@@ -173,25 +212,7 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
         rope_cos = r["cos"].cast<std::vector<float>>();
         rope_sin = r["sin"].cast<std::vector<float>>();
       } else {
-        RopeScaling sc;
-        if (r.contains("scaling")) {
-          py::dict s = r["scaling"].cast<py::dict>();
-          for (auto it : s) {
-            const std::string sk = it.first.cast<std::string>();
-            if (sk == "type" || sk == "rope_type") sc.type = it.second.cast<std::string>();
-            else if (sk == "factor") sc.factor = it.second.cast<double>();
-            else if (sk == "low_freq_factor") sc.low_freq_factor = it.second.cast<double>();
-            else if (sk == "high_freq_factor") sc.high_freq_factor = it.second.cast<double>();
-            else if (sk == "original_max_position_embeddings")
-              sc.original_max_position_embeddings = it.second.cast<int64_t>();
-            else if (sk == "beta_fast") sc.beta_fast = it.second.cast<double>();
-            else if (sk == "beta_slow") sc.beta_slow = it.second.cast<double>();
-            else if (sk == "attention_factor") sc.attention_factor = it.second.cast<double>();
-            else if (sk == "mscale") sc.mscale = it.second.cast<double>();
-            else if (sk == "mscale_all_dim") sc.mscale_all_dim = it.second.cast<double>();
-            else if (sk == "truncate") sc.truncate = it.second.cast<bool>();
-          }
-        }
+        const RopeScaling sc = r.contains("scaling") ? parse_scaling(r["scaling"].cast<py::dict>()) : RopeScaling{};
         build_rope_table(rope.rot_dims, r["max_pos"].cast<int64_t>(), r["theta"].cast<double>(), sc,
                          rope_cos, rope_sin);
       }
@@ -202,7 +223,22 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
       rope.sin = rope_sin.data();
       op.a.rope = &rope;
     } else {
-      throw_invalid_config("attrs", "unknown attribute '" + k + "'");
+      // Everything else from the schema: the op's attributes and their types.
+      const AttrSpec* a = schema.attr(k == "norm_plus_one" ? "plus_one" : k.c_str());
+      if (!a || a->field == AttrSpec::Field::None)
+        throw_invalid_config("attrs." + k, "op '" + op_s + "' has no attribute '" + k + "'");
+      switch (a->type) {
+        case AttrType::Float: set_attr(op.a, *a, v.cast<double>(), 0, false); break;
+        case AttrType::Bool: set_attr(op.a, *a, 0.0, 0, v.cast<bool>()); break;
+        case AttrType::Int: set_attr(op.a, *a, 0.0, v.cast<int64_t>(), false); break;
+        case AttrType::Enum: {
+          const int c = attr_choice(*a, v.cast<std::string>().c_str());
+          if (c < 0) throw_invalid_config("attrs." + k, std::string("must be one of ") + a->choices);
+          set_attr(op.a, *a, 0.0, c, false);
+          break;
+        }
+        default: throw_invalid_config("attrs." + k, "not settable from run_op");
+      }
     }
   }
 
@@ -235,26 +271,7 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
     }
   }
 
-  if (backend_name == "wgpu+rs" || backend_name == "wgpu") return run_op_wgpu(op, in, out, precise);
-  if (!backend_name.empty() && backend_name != "cpu")
-    throw_backend_init(backend_name, "run_op knows the backends cpu and wgpu+rs");
-  CpuBackend backend(level == "auto" ? cpu_backend().level() : parse_cpu_level(level));
-  g_last_backend = "cpu";
-  std::unique_ptr<ThreadPool> own_pool;
-  ThreadPool* pool = &test_pool();
-  if (threads > 0) {
-    own_pool.reset(new ThreadPool(threads));
-    pool = own_pool.get();
-  }
-  ExecContext ctx(pool, precise);
-  {
-    py::gil_scoped_release nogil;
-    backend.execute(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()),
-                    ctx);
-  }
-  py::list res;
-  for (const Tensor& t : out) res.append(from_tensor(t));
-  return res;
+  return run_on(backend_name, level, op, in, out, precise, threads);
 }
 
 // Times a matmul y[T, N] = x[T, K] @ W^T with random weights of `enc` (valid blocks:
@@ -331,10 +348,42 @@ double bench_matmul(const std::string& enc, int64_t N, int64_t K, int64_t T, int
 void bind_ops(py::module_& m) {
   m.def("run_op", &run_op, py::arg("op"), py::arg("inputs"), py::arg("attrs") = py::dict(),
         py::arg("outputs") = py::none(), py::arg("level") = "auto", py::arg("backend") = "cpu",
-        "Runs one op on the CPU backend (or backend='wgpu+rs': through [wgpu+rs, cpu]). Inputs: numpy arrays (f32, f16, i32) or "
+        "Runs one op through a dispatcher: backend='cpu' (at `level`), or 'wgpu+rs' / 'nox' through [backend, cpu] "
+        "(an op the backend does not support falls back to the cpu; last_run_op_backend says so). Inputs: numpy arrays (f32, f16, i32) or "
         "(raw uint8 bytes, encoding, shape) for quantized / bf16 tensors. Outputs: a list of "
         "shapes (f32), arrays / (bytes, encoding, shape) giving initial contents (KV caches), "
         "or None to infer. Returns the outputs as numpy arrays.");
+  m.def("op_names", [] {
+    py::dict d;
+    for (const OpSchema* s : op_schemas()) d[py::str(s->name)] = static_cast<int>(s->kind);
+    return d;
+  }, "Every op of the schema: {name: stable numeric tag}.");
+  m.def("op_schema", [](const std::string& name) {
+    OpKind k;
+    if (!parse_op_name(name.c_str(), &k)) throw_unsupported_op(name, "dispatch", "-");
+    const OpSchema& s = op_schema(k);
+    py::dict d;
+    d["name"] = s.name;
+    d["tag"] = static_cast<int>(s.kind);
+    d["min_inputs"] = s.min_in;
+    d["max_inputs"] = s.max_in;
+    d["outputs"] = s.n_out;
+    d["positions"] = s.positions;
+    py::list ins;
+    for (const InputSpec& i : s.inputs) ins.append(i.name);
+    d["inputs"] = ins;
+    py::dict at;
+    for (const AttrSpec& a : s.attrs) {
+      py::dict e;
+      e["type"] = attr_type_word(a.type);
+      e["required"] = a.required;
+      if (a.choices) e["choices"] = a.choices;
+      at[py::str(a.key)] = e;
+    }
+    d["attrs"] = at;
+    d["graph_only"] = s.rule == ShapeRule::View;
+    return d;
+  }, py::arg("name"), "The schema row of one op (arity, run-time inputs, attributes).");
   m.def("last_run_op_backend", [] { return g_last_backend; },
         "Which backend ran the last run_op ('wgpu+rs', 'cpu (fallback)', 'cpu').");
   m.def("wgpu_compiled", &wgpu_compiled, "True when the wgpu+rs backend is compiled in.");
@@ -384,22 +433,7 @@ void bind_ops(py::module_& m) {
      "Values per int16 activation scale of a fast-mode matmul at this level for weights of this "
      "encoding (32 or 256), 0 when the activations stay f32.");
   m.def("rope_table", [](int rot_dims, int64_t max_pos, double theta, const py::dict& scaling) {
-    RopeScaling sc;
-    for (auto it : scaling) {
-      const std::string sk = it.first.cast<std::string>();
-      if (sk == "type" || sk == "rope_type") sc.type = it.second.cast<std::string>();
-      else if (sk == "factor") sc.factor = it.second.cast<double>();
-      else if (sk == "low_freq_factor") sc.low_freq_factor = it.second.cast<double>();
-      else if (sk == "high_freq_factor") sc.high_freq_factor = it.second.cast<double>();
-      else if (sk == "original_max_position_embeddings")
-        sc.original_max_position_embeddings = it.second.cast<int64_t>();
-      else if (sk == "beta_fast") sc.beta_fast = it.second.cast<double>();
-      else if (sk == "beta_slow") sc.beta_slow = it.second.cast<double>();
-      else if (sk == "attention_factor") sc.attention_factor = it.second.cast<double>();
-      else if (sk == "mscale") sc.mscale = it.second.cast<double>();
-      else if (sk == "mscale_all_dim") sc.mscale_all_dim = it.second.cast<double>();
-      else if (sk == "truncate") sc.truncate = it.second.cast<bool>();
-    }
+    const RopeScaling sc = parse_scaling(scaling);
     std::vector<float> c, s;
     build_rope_table(rot_dims, max_pos, theta, sc, c, s);
     const py::ssize_t half = rot_dims / 2;

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "dispatch/backend.h"
+#include "dispatch/op_schema.h"
 
 namespace cyb {
 
@@ -52,8 +53,6 @@ void set_cpu_level(const std::string& name);
 int cpu_level_activation_block(CpuLevel l, DType t);
 inline bool cpu_level_quantizes_activations(CpuLevel l, DType t) { return cpu_level_activation_block(l, t) != 0; }
 
-// Output shapes an op produces for these inputs (for tests and the graph executor).
-// KvWrite has no inferable output (it writes into the cache passed as output).
-std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in);
+// infer_output_shapes / validate_op: dispatch/op_schema.h (from the op schema).
 
 }  // namespace cyb

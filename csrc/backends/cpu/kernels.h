@@ -1,7 +1,8 @@
 // Kernel tables of the CPU backend: one function per op and per level. The
 // scalar reference table is complete; each SIMD level overrides the entries it
 // speeds up and inherits the rest. Inputs reaching a kernel have already been
-// validated (validate_op), so kernels only compute.
+// validated (validate_op, dispatch/op_schema.h, run by the dispatcher), so
+// kernels only compute.
 #pragma once
 #include "core/exec_context.h"
 #include "dispatch/op.h"
@@ -17,10 +18,6 @@ struct KernelTable {
   Kernel& operator[](OpKind o) { return k[static_cast<int>(o)]; }
   Kernel operator[](OpKind o) const { return k[static_cast<int>(o)]; }
 };
-
-// Checks counts, dtypes and shapes of an op's inputs/outputs; throws ShapeMismatch /
-// UnsupportedOp / InvalidConfig naming the op (and the weight, when named).
-void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out);
 
 // The scalar reference kernels (accumulate in double, round once): the arbiter.
 void fill_reference_kernels(KernelTable& t);

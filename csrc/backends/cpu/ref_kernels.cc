@@ -3,12 +3,13 @@
 // judged against, and they stay in the code. Weights are decoded one block at a
 // time (never a whole dequantized matrix). Rows are spread over the thread pool
 // so a forced-scalar run stays usable; per-thread scratch grows at warm-up only.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/quant.h"
+#include "core/quant.h"
 #include "backends/cpu/simd_common.h"
 
 namespace cyb {
@@ -146,6 +147,52 @@ void k_layer_norm(const Op& op, const Tensor* in, int n_in, Tensor* out, int, Ex
       }
     }
   });
+}
+
+// y = x / max(||x||_2, eps) per row; the sum of squares in double.
+void k_l2_normalize(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
+  const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
+  par_rows(ctx, R, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* x = in[0].f32() + r * D;
+      float* y = out[0].f32() + r * D;
+      double ss = 0.0;
+      for (int64_t i = 0; i < D; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      const double n = std::max(std::sqrt(ss), static_cast<double>(op.a.eps));
+      for (int64_t i = 0; i < D; ++i) y[i] = static_cast<float>(static_cast<double>(x[i]) / n);
+    }
+  });
+}
+
+// Per sequence of x [.., S, D] under mask [.., S]: row 0 (cls), the mean or the
+// max of the rows whose mask is nonzero (0 when there is none); sums in double.
+void k_masked_pool(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  const Shape& xs = in[0].shape;
+  const int64_t D = xs.cols(), S = xs.d[xs.ndim - 2], B = xs.numel() / (S * D);
+  const float* m = in[1].f32();
+  std::vector<double> acc(static_cast<size_t>(D));
+  for (int64_t b = 0; b < B; ++b) {
+    const float* x = in[0].f32() + b * S * D;
+    float* y = out[0].f32() + b * D;
+    if (op.a.pool_mode == 0) {
+      for (int64_t i = 0; i < D; ++i) y[i] = x[i];
+      continue;
+    }
+    int64_t n = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      if (m[b * S + s] == 0.f) continue;
+      for (int64_t i = 0; i < D; ++i) {
+        const double v = x[s * D + i];
+        double& a = acc[static_cast<size_t>(i)];
+        a = op.a.pool_mode == 1 ? (n == 0 ? v : a + v) : (n == 0 || v > a ? v : a);
+      }
+      ++n;
+    }
+    for (int64_t i = 0; i < D; ++i)
+      y[i] = n == 0 ? 0.f
+                    : static_cast<float>(op.a.pool_mode == 1 ? acc[static_cast<size_t>(i)] / static_cast<double>(n)
+                                                              : acc[static_cast<size_t>(i)]);
+  }
 }
 
 void k_rope(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
@@ -342,6 +389,8 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::FusedSwiGlu] = k_fused_swiglu;
   t[OpKind::KvWrite] = k_kv_write;
   t[OpKind::Copy] = k_copy;
+  t[OpKind::L2Normalize] = k_l2_normalize;
+  t[OpKind::MaskedPool] = k_masked_pool;
 }
 
 }  // namespace cpu

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "backends/cpu/quant.h"
+#include "core/quant.h"
 #include "backends/nox/nox_math.h"
 #include "core/errors.h"
 #include "core/frame_allocator.h"
@@ -279,6 +279,47 @@ void NoxBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, 
       for (int64_t i = 0; i < n; ++i) store(out[0], i, load(in[0], i));
       return;
     }
+    case OpKind::L2Normalize: {
+      // Sum of squares left to right in double, nox's sqrt, one division per value.
+      const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
+      for (int64_t r = 0; r < R; ++r) {
+        const float* x = in[0].f32() + r * D;
+        double ss = 0.0;
+        for (int64_t i = 0; i < D; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+        double n = nox::sqrt(ss);
+        if (n < static_cast<double>(op.a.eps)) n = static_cast<double>(op.a.eps);
+        for (int64_t i = 0; i < D; ++i) out[0].f32()[r * D + i] = static_cast<float>(static_cast<double>(x[i]) / n);
+      }
+      return;
+    }
+    case OpKind::MaskedPool: {
+      // Masked rows in sequence order: sum in double then one division (mean), or the max.
+      const Shape& xs = in[0].shape;
+      const int64_t D = xs.cols(), S = xs.d[xs.ndim - 2], B = xs.numel() / (S * D);
+      const float* m = in[1].f32();
+      std::vector<double> acc(static_cast<size_t>(D));
+      for (int64_t b = 0; b < B; ++b) {
+        const float* x = in[0].f32() + b * S * D;
+        float* y = out[0].f32() + b * D;
+        for (int64_t i = 0; i < D; ++i) acc[static_cast<size_t>(i)] = op.a.pool_mode == 0 ? x[i] : 0.0;
+        int64_t n = op.a.pool_mode == 0 ? 1 : 0;
+        for (int64_t s = 0; s < S && op.a.pool_mode != 0; ++s) {
+          if (m[b * S + s] == 0.f) continue;
+          for (int64_t i = 0; i < D; ++i) {
+            const double v = x[s * D + i];
+            double& a = acc[static_cast<size_t>(i)];
+            if (op.a.pool_mode == 1) a += v;
+            else if (n == 0 || v > a) a = v;
+          }
+          ++n;
+        }
+        for (int64_t i = 0; i < D; ++i) {
+          const double a = acc[static_cast<size_t>(i)];
+          y[i] = n == 0 ? 0.f : static_cast<float>(op.a.pool_mode == 1 ? a / static_cast<double>(n) : a);
+        }
+      }
+      return;
+    }
     default: break;
   }
   throw_unsupported_op(op_name(op.kind), "nox", n_in > 0 ? dtype_name(in[0].dtype) : "none");
@@ -329,114 +370,24 @@ int64_t floor_i(double x) {
   return static_cast<double>(i) > x ? i - 1 : i;
 }
 
-std::vector<float> inv_freq_default(int dim, double theta, std::vector<float>* pos_freqs = nullptr) {
-  const int half = dim / 2;
-  std::vector<float> inv(static_cast<size_t>(half));
-  if (pos_freqs) pos_freqs->resize(static_cast<size_t>(half));
-  const float base = static_cast<float>(theta);
-  for (int i = 0; i < half; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(dim);
-    const float p = static_cast<float>(nox::pow(static_cast<double>(base), static_cast<double>(e)));
-    inv[static_cast<size_t>(i)] = 1.0f / p;
-    if (pos_freqs) (*pos_freqs)[static_cast<size_t>(i)] = p;
+// The math policy of core/rope.h: nox's own elementary functions (no libm).
+struct NoxRopeMath {
+  static double pow(double b, double e) { return nox::pow(b, e); }
+  static double log(double x) { return nox::log(x); }
+  static double floor(double x) { return static_cast<double>(floor_i(x)); }
+  static double ceil(double x) {
+    const int64_t f = floor_i(x);
+    return static_cast<double>(static_cast<double>(f) == x ? f : f + 1);
   }
-  return inv;
-}
-
-double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * nox::log(scale) + 1.0; }
+  static double cos(double x) { return nox::cos(x); }
+  static double sin(double x) { return nox::sin(x); }
+};
 
 }  // namespace
 
 void nox_build_rope_table(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
                           std::vector<float>& cos, std::vector<float>& sin) {
-  if (rot_dims <= 0 || rot_dims % 2 != 0) throw_invalid_config("rope.rot_dims", "must be a positive even number");
-  if (!(theta > 0.0)) throw_invalid_config("rope_theta", "must be positive");
-  if (max_pos <= 0) throw_invalid_config("max_position_embeddings", "must be positive");
-  const double kPi = 3.14159265358979323846;
-  std::vector<float> inv;
-  float af = 1.0f;
-  const std::string& t = sc.type;
-  if (t == "default" || t.empty() || t == "none") {
-    inv = inv_freq_default(rot_dims, theta);
-  } else if (t == "linear") {
-    inv = inv_freq_default(rot_dims, theta);
-    const float f = static_cast<float>(sc.factor);
-    for (float& v : inv) v = v / f;
-  } else if (t == "llama3") {
-    if (sc.original_max_position_embeddings <= 0)
-      throw_invalid_config("rope_scaling.original_max_position_embeddings", "required for llama3 scaling");
-    inv = inv_freq_default(rot_dims, theta);
-    const float factor = static_cast<float>(sc.factor);
-    const float lff = static_cast<float>(sc.low_freq_factor), hff = static_cast<float>(sc.high_freq_factor);
-    const double old_ctx = static_cast<double>(sc.original_max_position_embeddings);
-    const float low_wl = static_cast<float>(old_ctx / sc.low_freq_factor);
-    const float high_wl = static_cast<float>(old_ctx / sc.high_freq_factor);
-    const float two_pi = static_cast<float>(2 * kPi);
-    for (float& v : inv) {
-      const float wl = two_pi / v;
-      const float llama = wl > low_wl ? v / factor : v;
-      const float smooth = (static_cast<float>(old_ctx) / wl - lff) / (hff - lff);
-      const float a = (1.0f - smooth) * llama;
-      const float b = a / factor;
-      const float c = smooth * llama;
-      const float smoothed = b + c;
-      const bool medium = !(wl < high_wl) && !(wl > low_wl);
-      v = medium ? smoothed : llama;
-    }
-  } else if (t == "yarn") {
-    std::vector<float> pos_freqs;
-    std::vector<float> extra = inv_freq_default(rot_dims, theta, &pos_freqs);
-    double f = sc.attention_factor;
-    if (f == 0.0) {
-      if (sc.mscale != 0.0 && sc.mscale_all_dim != 0.0)
-        f = yarn_mscale(sc.factor, sc.mscale) / yarn_mscale(sc.factor, sc.mscale_all_dim);
-      else
-        f = yarn_mscale(sc.factor, 1.0);
-    }
-    const double omax = static_cast<double>(sc.original_max_position_embeddings);
-    if (!(omax > 0)) throw_invalid_config("rope_scaling.original_max_position_embeddings", "required for yarn");
-    auto corr_dim = [&](double rot) {
-      return (rot_dims * nox::log(omax / (rot * 2 * kPi))) / (2 * nox::log(theta));
-    };
-    double low = corr_dim(sc.beta_fast), high = corr_dim(sc.beta_slow);
-    if (sc.truncate) {
-      low = static_cast<double>(floor_i(low));
-      const int64_t hc = floor_i(high);
-      high = static_cast<double>(static_cast<double>(hc) == high ? hc : hc + 1);
-    }
-    if (low < 0.0) low = 0.0;
-    if (high > static_cast<double>(rot_dims - 1)) high = static_cast<double>(rot_dims - 1);
-    if (low == high) high += 0.001;
-    const float flow = static_cast<float>(low), fhigh = static_cast<float>(high), ffac = static_cast<float>(sc.factor);
-    inv.resize(extra.size());
-    for (size_t i = 0; i < extra.size(); ++i) {
-      float ramp = (static_cast<float>(i) - flow) / (fhigh - flow);
-      ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
-      const float ext = 1.0f - ramp;
-      const float interp = 1.0f / (ffac * pos_freqs[i]);
-      const float a = interp * (1.0f - ext);
-      const float b = extra[i] * ext;
-      inv[i] = a + b;
-    }
-    af = static_cast<float>(f);
-  } else {
-    throw_invalid_config("rope_scaling.type", "unsupported rope scaling '" + t + "' (default, linear, llama3, yarn)");
-  }
-  const size_t half = inv.size();
-  cos.resize(static_cast<size_t>(max_pos) * half);
-  sin.resize(static_cast<size_t>(max_pos) * half);
-  for (int64_t p = 0; p < max_pos; ++p)
-    for (size_t i = 0; i < half; ++i) {
-      const float ang = static_cast<float>(p) * inv[i];
-      float c = static_cast<float>(nox::cos(static_cast<double>(ang)));
-      float s = static_cast<float>(nox::sin(static_cast<double>(ang)));
-      if (af != 1.0f) {
-        c *= af;
-        s *= af;
-      }
-      cos[static_cast<size_t>(p) * half + i] = c;
-      sin[static_cast<size_t>(p) * half + i] = s;
-    }
+  build_rope_table_with<NoxRopeMath>(rot_dims, max_pos, theta, sc, cos, sin);
 }
 
 // ------------------------------------------------------------- the digest
@@ -469,39 +420,6 @@ Sha256::Digest NoxWeightDigests::get(const Tensor& t) {
   const Sha256::Digest d = nox_tensor_digest(t);
   cache_[t.data] = d;
   return d;
-}
-
-void NoxTracer::begin(int64_t pos0, int64_t T) {
-  Sha256 h;
-  const char tag[] = "cyb-nox/1";
-  h.update(tag, sizeof tag - 1);
-  h.update_u64le(static_cast<uint64_t>(pos0));
-  h.update_u64le(static_cast<uint64_t>(T));
-  chain_ = h.finish();
-  nodes_ = 0;
-}
-
-void NoxTracer::on_node(const graph::Node& n, const Tensor* in, int n_in, const Tensor* out, int n_out,
-                        const char* in_is_state, const char* out_is_state,
-                        int64_t visible) {
-  Sha256 h;
-  h.update(chain_.data(), chain_.size());
-  h.update_u16le(static_cast<uint16_t>(n.kind));
-  h.update_u8(static_cast<uint8_t>(n_in));
-  for (int i = 0; i < n_in; ++i) {
-    Sha256::Digest d;
-    if (in_is_state[i]) d = nox_tensor_digest(in[i], visible);
-    else if (in[i].name && weights_) d = weights_->get(in[i]);  // weights are named and immutable
-    else d = nox_tensor_digest(in[i]);
-    h.update(d.data(), d.size());
-  }
-  h.update_u8(static_cast<uint8_t>(n_out));
-  for (int i = 0; i < n_out; ++i) {
-    const Sha256::Digest d = nox_tensor_digest(out[i], out_is_state[i] ? visible : -1);
-    h.update(d.data(), d.size());
-  }
-  chain_ = h.finish();
-  ++nodes_;
 }
 
 }  // namespace cyb

@@ -1,6 +1,7 @@
 #include "backends/wgpu/wgpu_backend.h"
 
 #include "core/errors.h"
+#include "core/quant.h"
 
 #if !defined(CYB_HAVE_WGPU)
 
@@ -30,7 +31,6 @@ std::map<std::string, uint64_t> wgpu_report() { return {}; }
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
 
 #if defined(_WIN32)
 #define NOMINMAX
@@ -839,12 +839,11 @@ class WgpuBackend : public Backend {
     }
     std::vector<uint8_t> raw(t.nbytes());
     read_bytes(t, raw.data());
-    Tensor h = t;
-    h.device = Device::Host;
-    h.offset = 0;
-    h.data = raw.data();
-    cpu_backend().download_f32(h, out);
-    (void)n;
+    if (t.dtype == DType::I32) {
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(reinterpret_cast<const int32_t*>(raw.data())[i]);
+      return;
+    }
+    dequant_row(t.dtype, raw.data(), out, n);  // f16 / bf16 / block encodings (core/quant.h)
   }
 
   bool supports(const Op& op, const Tensor* in, int n_in) const override;
@@ -890,48 +889,52 @@ class WgpuBackend : public Backend {
 
 bool weight_ok(const Tensor& w) { return enc_fn(w.dtype) != nullptr && w.shape.ndim == 2; }
 
+// Capability only: which dtypes, layouts and sizes the WGSL kernels take. The
+// op's validity (arity, shapes, attributes, positions) was checked once by the
+// dispatcher (validate_op), before any backend was asked.
 bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   auto plain = [](const Tensor& t) { return t.offset == 0 && t.dtype == DType::F32; };
+  auto all_plain = [&] {
+    for (int i = 0; i < n_in; ++i)
+      if (!plain(in[i])) return false;
+    return true;
+  };
   switch (op.kind) {
     case OpKind::Embedding:
-      return n_in == 2 && in[0].dtype == DType::I32 && weight_ok(in[1]) && in[1].offset == 0;
+      return weight_ok(in[1]) && in[1].offset == 0;
     case OpKind::Matmul:
-      return (n_in == 2 || n_in == 3) && float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) &&
-             in[1].offset == 0 && (n_in == 2 || plain(in[2]));
+      return float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && in[1].offset == 0 &&
+             (n_in == 2 || plain(in[2]));
     case OpKind::FusedSwiGlu:
-      return n_in == 3 && float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && weight_ok(in[2]) &&
+      return float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && weight_ok(in[2]) &&
              in[1].offset == 0 && in[2].offset == 0;
     case OpKind::RmsNorm:
-      return n_in == 2 && plain(in[0]) && plain(in[1]);
     case OpKind::FusedSkipNorm:
-      return n_in == 3 && plain(in[0]) && plain(in[1]) && plain(in[2]);
-    case OpKind::Rope: {
-      const RopeTable* rt = op.a.rope;
-      if (n_in != 1 || !plain(in[0]) || !rt || op.a.head_dim <= 0 || op.a.n_heads <= 0) return false;
-      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(op.a.n_heads) * op.a.head_dim);
-      return T * op.a.n_heads <= 65535 && op.a.head_dim <= 65535 * 64;
-    }
-    case OpKind::Attention:
-      return n_in == 3 && in[0].dtype == DType::F32 && op.a.head_dim > 0 && op.a.head_dim <= 256 &&
-             (in[1].dtype == DType::F32 || (in[1].dtype == DType::F16 && op.a.head_dim % 2 == 0)) &&
-             in[1].dtype == in[2].dtype && in[1].device == Device::Wgpu && in[2].device == Device::Wgpu &&
-             op.a.n_kv_heads > 0 && op.a.n_heads % op.a.n_kv_heads == 0 && op.a.n_heads <= 65535;
-    case OpKind::KvWrite:
-      return n_in == 1 && plain(in[0]) && op.a.head_dim > 0 && op.a.n_kv_heads > 0 &&
-             (op.a.head_dim % 2 == 0 || true);
+    case OpKind::LayerNorm:
+    case OpKind::L2Normalize:
+    case OpKind::MaskedPool:
     case OpKind::Add:
     case OpKind::Mul:
     case OpKind::SwiGlu:
     case OpKind::GeGlu:
-      return n_in == 2 && plain(in[0]) && plain(in[1]);
     case OpKind::Scale:
     case OpKind::Silu:
     case OpKind::Gelu:
     case OpKind::GeluTanh:
     case OpKind::Softcap:
-      return n_in == 1 && plain(in[0]);
+      return all_plain();
+    case OpKind::Rope: {  // one workgroup row per (token, head), 64 dims per workgroup
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(op.a.n_heads) * op.a.head_dim);
+      return plain(in[0]) && T * op.a.n_heads <= 65535 && op.a.head_dim <= 65535 * 64;
+    }
+    case OpKind::Attention:  // device caches; f16 caches are read as packed pairs
+      return op.a.head_dim <= 256 && (in[1].dtype == DType::F32 || op.a.head_dim % 2 == 0) &&
+             in[1].dtype == in[2].dtype && in[1].device == Device::Wgpu && in[2].device == Device::Wgpu &&
+             op.a.n_heads <= 65535;
+    case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim
+      return plain(in[0]) && op.a.head_dim % 2 == 0;
     default:
-      return false;  // LayerNorm, Softmax, FusedNormMatmul, Copy: the cpu backend runs them
+      return false;  // Softmax, FusedNormMatmul, Copy: the cpu backend runs them
   }
 }
 
@@ -1035,6 +1038,53 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
         Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {3, xb, 0, W}};
         st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
       }
+      return;
+    }
+    case OpKind::LayerNorm:
+    case OpKind::L2Normalize: {
+      const bool ln = op.kind == OpKind::LayerNorm;
+      const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
+      WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0];
+      const bool inplace = xb == yb, bias = ln && n_in > 2;
+      std::vector<std::string> defs;
+      if (inplace) defs.push_back("INPLACE");
+      if (bias) defs.push_back("BIAS");
+      Pipeline& pl = pipeline(g_, ln ? "layer_norm" : "l2_normalize", defs);
+      uint32_t p[4] = {u(D), u(R), f2u(op.a.eps), 0};
+      const uint32_t nx = u(std::min<int64_t>(R, 65535)), ny = u((R + 65534) / 65535);
+      if (!ln) {
+        if (inplace) {
+          Bind b[] = {{1, yb, 0, W}};
+          st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+        } else {
+          Bind b[] = {{1, yb, 0, W}, {2, xb, 0, W}};
+          st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+        }
+        return;
+      }
+      WGPUBuffer wb = weight(in[1])->bufs[0], bb = bias ? weight(in[2])->bufs[0] : nullptr;
+      if (inplace && bias) {
+        Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {4, bb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      } else if (inplace) {
+        Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      } else if (bias) {
+        Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {3, xb, 0, W}, {4, bb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      } else {
+        Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {3, xb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+      }
+      return;
+    }
+    case OpKind::MaskedPool: {
+      const Shape& xs = in[0].shape;
+      const int64_t D = xs.cols(), S = xs.d[xs.ndim - 2], B = xs.numel() / (S * D);
+      Pipeline& pl = pipeline(g_, "masked_pool", {});
+      uint32_t p[4] = {u(D), u(S), u(B), u(op.a.pool_mode)};
+      Bind b[] = {{1, dev(out[0])->bufs[0], 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}};
+      st.dispatch(pl, p, sizeof(p), b, u((D + 63) / 64), u(B), 1);
       return;
     }
     case OpKind::Rope: {

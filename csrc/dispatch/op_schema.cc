@@ -1,0 +1,391 @@
+// The schema table (one row per op) and what is derived from it: names and
+// tags, the op validator and the concrete output shapes.
+#include "dispatch/op_schema.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/errors.h"
+#include "core/quant.h"
+
+namespace cyb {
+
+namespace {
+
+using F = AttrSpec::Field;
+using IS = InShape;
+
+// ------------------------------------------------------------- checks
+
+[[noreturn]] void bad_shape(const Op& op, const std::vector<int64_t>& expected, const Shape& got,
+                            const char* what) {
+  std::string name = std::string(op.label ? op.label : op_name(op.kind)) + " (" + what + ")";
+  throw_shape_mismatch(name, expected, got.vec());
+}
+
+std::string dtype_words(uint8_t m) {
+  std::string s;
+  auto add = [&](uint8_t bit, const char* w) {
+    if (m & bit) s += (s.empty() ? "" : "|") + std::string(w);
+  };
+  add(kDtF32, "f32");
+  add(kDtF16, "f16");
+  add(kDtBF16, "bf16");
+  add(kDtI32, "i32");
+  add(kDtWeight, "weight encodings");
+  return s;
+}
+
+bool dtype_ok(DType d, uint8_t m) {
+  if ((m & kDtF32) && d == DType::F32) return true;
+  if ((m & kDtF16) && d == DType::F16) return true;
+  if ((m & kDtBF16) && d == DType::BF16) return true;
+  if ((m & kDtI32) && d == DType::I32) return true;
+  if ((m & kDtWeight) && d != DType::I32 && d != DType::I64 && d != DType::U8 && d != DType::COUNT) return true;
+  return false;
+}
+
+void need_dtype(const Op& op, const Tensor& t, uint8_t ok, const char* what) {
+  if (dtype_ok(t.dtype, ok)) return;
+  std::string dt = dtype_name(t.dtype);
+  if (t.name) dt += std::string(" (tensor '") + t.name + "')";
+  throw_unsupported_op(std::string(op_name(op.kind)) + " " + what + " (takes " + dtype_words(ok) + ")",
+                       "dispatch", dt);
+}
+
+void need_data(const Op& op, const Tensor& t, const char* what) {
+  if (!t.data) bad_shape(op, t.shape.vec(), t.shape, what);
+}
+
+void need_numel(const Op& op, const Tensor& t, int64_t n, const char* what) {
+  if (t.shape.numel() != n) bad_shape(op, {n}, t.shape, what);
+}
+
+void need_weight(const Op& op, const Tensor& w, int64_t K, const char* what) {
+  if (w.shape.ndim != 2 || w.shape.d[1] != K || w.shape.d[0] <= 0)
+    bad_shape(op, {w.shape.ndim == 2 ? w.shape.d[0] : -1, K}, w.shape, what);
+  if (K % block_size(w.dtype) != 0) {
+    std::string nm = w.name ? w.name : what;
+    throw_weight_format(nm, dtype_name(w.dtype), row_bytes(w.dtype, K),
+                        "row length " + std::to_string(K) + " is not a multiple of the block size " +
+                            std::to_string(block_size(w.dtype)));
+  }
+}
+
+int64_t heads_rows(const Op& op, const Tensor& x, int heads, const char* what) {
+  const int64_t w = static_cast<int64_t>(heads) * op.a.head_dim;
+  if (heads <= 0 || op.a.head_dim <= 0 || x.shape.numel() % w != 0 || x.shape.numel() == 0)
+    bad_shape(op, {-1, w}, x.shape, what);
+  return x.shape.numel() / w;
+}
+
+void check_cache(const Op& op, const Tensor& c, int64_t T, const char* what) {
+  const Shape& s = c.shape;
+  if (s.ndim != 3 || s.d[0] != op.a.n_kv_heads || s.d[2] != op.a.head_dim)
+    bad_shape(op, {op.a.n_kv_heads, -1, op.a.head_dim}, s, what);
+  if (op.a.pos0 < 0 || op.a.pos0 + T > s.d[1])
+    throw_invalid_config("position", "positions up to " + std::to_string(op.a.pos0 + T - 1) +
+                                         " exceed the KV cache (" + std::to_string(s.d[1]) + " positions)");
+}
+
+void check_embedding(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  if (in[0].device != Device::Host) return;  // device ids: the backend's concern
+  const int64_t T = in[0].shape.numel(), V = in[1].shape.d[0];
+  const int32_t* ids = static_cast<const int32_t*>(in[0].data);
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < 0 || ids[t] >= V)
+      throw_invalid_config("token id", "id " + std::to_string(ids[t]) + " at position " + std::to_string(t) +
+                                           " is outside the vocabulary [0, " + std::to_string(V) + ")");
+}
+
+void check_rope(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  const RopeTable* rt = op.a.rope;
+  if (!rt || !rt->cos || !rt->sin) throw_invalid_config("rope", "rope op without a RopeTable");
+  if (rt->rot_dims <= 0 || rt->rot_dims % 2 || rt->rot_dims > op.a.head_dim)
+    throw_invalid_config("rope.rot_dims", "rot_dims " + std::to_string(rt->rot_dims) +
+                                              " must be even and <= head_dim " + std::to_string(op.a.head_dim));
+  const int64_t T = heads_rows(op, in[0], op.a.n_heads, "x");
+  if (op.a.pos0 < 0 || op.a.pos0 + T > rt->max_pos)
+    throw_invalid_config("position", "positions " + std::to_string(op.a.pos0) + ".." +
+                                         std::to_string(op.a.pos0 + T - 1) + " exceed the RoPE table (" +
+                                         std::to_string(rt->max_pos) + " positions)");
+}
+
+void check_attention(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  if (op.a.n_kv_heads <= 0 || op.a.n_heads % op.a.n_kv_heads != 0)
+    throw_invalid_config("n_kv_heads", "n_heads " + std::to_string(op.a.n_heads) +
+                                           " is not a multiple of n_kv_heads " + std::to_string(op.a.n_kv_heads));
+  const int64_t T = heads_rows(op, in[0], op.a.n_heads, "q");
+  check_cache(op, in[1], T, "k cache");
+  check_cache(op, in[2], T, "v cache");
+  if (!(in[1].shape == in[2].shape)) bad_shape(op, in[1].shape.vec(), in[2].shape, "v cache");
+}
+
+void check_kv_write(const Op& op, const Tensor* in, int, const Tensor* out, int) {
+  const int64_t T = heads_rows(op, in[0], op.a.n_kv_heads, "k");
+  check_cache(op, out[0], T, "cache");
+}
+
+void check_softcap(const Op& op, const Tensor*, int, const Tensor*, int) {
+  if (!(op.a.softcap > 0.f)) throw_invalid_config("softcap", "softcap must be positive");
+}
+
+void check_masked_pool(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  if (in[0].shape.ndim < 2) bad_shape(op, {-1, -1, -1}, in[0].shape, "x");
+  if (op.a.pool_mode < 0 || op.a.pool_mode > 2) throw_invalid_config("mode", "must be cls, mean or max");
+}
+
+// ------------------------------------------------------------- the table
+
+AttrSpec A(const char* key, AttrType t, bool req, F f = F::None) { return AttrSpec{key, t, req, f}; }
+AttrSpec Ai(const char* key, bool req, F f, int64_t lo, int64_t hi) {
+  AttrSpec s{key, AttrType::Int, req, f};
+  s.min = lo;
+  s.max = hi;
+  return s;
+}
+AttrSpec Ae(const char* key, bool req, F f, const char* choices) {
+  AttrSpec s{key, AttrType::Enum, req, f};
+  s.choices = choices;
+  return s;
+}
+
+std::vector<OpSchema> build_table() {
+  const AttrType Fl = AttrType::Float, Bo = AttrType::Bool;
+  const auto eps = A("eps", Fl, true, F::Eps);
+  const auto plus_one = A("plus_one", Bo, false, F::PlusOne);
+  const auto n_heads = Ai("n_heads", true, F::NHeads, 1, 1 << 12);
+  const auto n_kv_heads = Ai("n_kv_heads", true, F::NKvHeads, 1, 1 << 12);
+  const auto head_dim = Ai("head_dim", true, F::HeadDim, 1, 1 << 12);
+  const InputSpec x{"x", kDtF32};
+  const InputSpec out{"out", kDtF32};
+  const InputSpec w_vec{"weight", kDtF32, IS::Cols0};
+  // clang-format off
+  std::vector<OpSchema> t = {
+    {OpKind::Embedding, "embedding", 2, 2, 1, false, {A("scale", Fl, false, F::Scale)},
+     {{"ids", kDtI32}, {"table", kDtWeight, IS::WeightSelf}}, {out}, ShapeRule::AppendCols, 1, check_embedding},
+    {OpKind::Matmul, "matmul", 2, 3, 1, false, {},
+     {x, {"weight", kDtWeight, IS::WeightK0}, {"bias", kDtF32, IS::RowsOf, 1}}, {out}, ShapeRule::ColsRowsOf, 1},
+    {OpKind::RmsNorm, "rms_norm", 2, 2, 1, false, {eps, plus_one},
+     {x, w_vec}, {out}, ShapeRule::Like},
+    {OpKind::LayerNorm, "layer_norm", 2, 3, 1, false, {eps},
+     {x, w_vec, {"bias", kDtF32, IS::Cols0}}, {out}, ShapeRule::Like},
+    {OpKind::Rope, "rope", 2, 2, 1, true,
+     {n_heads, head_dim, Ai("rot_dims", true, F::None, 1, 1 << 12), A("theta", Fl, true), A("neox", Bo, false),
+      Ai("max_position", true, F::None, 1, 1 << 24), A("scaling", AttrType::Table, false)},
+     {x}, {out}, ShapeRule::Like, 0, check_rope},
+    {OpKind::Attention, "attention", 4, 4, 1, true,
+     {n_heads, n_kv_heads, head_dim, A("scale", Fl, true, F::Scale), A("softcap", Fl, false, F::Softcap),
+      A("window", AttrType::Int, false, F::Window)},
+     {{"q", kDtF32}, {"k cache", kDtF32 | kDtF16}, {"v cache", kDtF32 | kDtF16}}, {out}, ShapeRule::Like, 0,
+     check_attention},
+    {OpKind::Softmax, "softmax", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::Add, "add", 2, 2, 1, false, {}, {{"a", kDtF32}, {"b", kDtF32, IS::Like0OrRow}}, {out}, ShapeRule::Like},
+    {OpKind::Mul, "mul", 2, 2, 1, false, {}, {{"a", kDtF32}, {"b", kDtF32, IS::Like0OrRow}}, {out}, ShapeRule::Like},
+    {OpKind::Scale, "scale", 1, 1, 1, false, {A("scale", Fl, true, F::Scale)}, {x}, {out}, ShapeRule::Like},
+    {OpKind::Silu, "silu", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::Gelu, "gelu", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::GeluTanh, "gelu_tanh", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::SwiGlu, "swiglu", 2, 2, 1, false, {}, {{"a", kDtF32}, {"b", kDtF32, IS::Like0}}, {out}, ShapeRule::Like},
+    {OpKind::GeGlu, "geglu", 2, 2, 1, false, {A("gelu_erf", Bo, false, F::GeluErf)},
+     {{"a", kDtF32}, {"b", kDtF32, IS::Like0}}, {out}, ShapeRule::Like},
+    {OpKind::Softcap, "softcap", 1, 1, 1, false, {A("softcap", Fl, true, F::Softcap)}, {x}, {out}, ShapeRule::Like, 0,
+     check_softcap},
+    {OpKind::FusedSkipNorm, "fused_skip_norm", 3, 3, 2, false, {eps, plus_one},
+     {x, {"residual", kDtF32, IS::Like0}, w_vec}, {out, {"sum", kDtF32}}, ShapeRule::Like},
+    {OpKind::FusedNormMatmul, "fused_norm_matmul", 3, 4, 1, false, {eps, plus_one},
+     {x, {"norm weight", kDtF32, IS::Cols0}, {"weight", kDtWeight, IS::WeightK0}, {"bias", kDtF32, IS::RowsOf, 2}},
+     {out}, ShapeRule::ColsRowsOf, 2},
+    {OpKind::FusedSwiGlu, "fused_swiglu", 3, 3, 1, false, {},
+     {x, {"gate weight", kDtWeight, IS::WeightK0}, {"up weight", kDtWeight, IS::WeightLike, 1}}, {out},
+     ShapeRule::ColsRowsOf, 1},
+    {OpKind::KvWrite, "kv_write", 2, 2, 1, true, {n_kv_heads, head_dim},
+     {{"k", kDtF32}}, {{"cache", kDtF32 | kDtF16}}, ShapeRule::Given, 0, check_kv_write},
+    {OpKind::Copy, "copy", 1, 1, 1, false, {}, {{"x", kDtFloat}}, {{"out", kDtFloat}}, ShapeRule::Like},
+    {OpKind::Reshape, "reshape", 1, 1, 1, false, {A("shape", AttrType::IntArray, true)},
+     {{"x", kDtF32}}, {out}, ShapeRule::View},
+    {OpKind::LastRows, "last_rows", 2, 2, 1, false, {}, {{"x", kDtF32}, {"rows", kDtI32}}, {out}, ShapeRule::View},
+    {OpKind::L2Normalize, "l2_normalize", 1, 1, 1, false, {eps}, {x}, {out}, ShapeRule::Like},
+    {OpKind::MaskedPool, "masked_pool", 2, 2, 1, false, {Ae("mode", true, F::PoolMode, "cls|mean|max")},
+     {x, {"mask", kDtF32, IS::Rows0}}, {out}, ShapeRule::DropRow, 0, check_masked_pool},
+  };
+  // clang-format on
+  return t;
+}
+
+struct Table {
+  std::vector<OpSchema> rows;
+  std::vector<const OpSchema*> by_tag;  // index = tag
+  std::vector<const OpSchema*> list;
+  Table() : rows(build_table()) {
+    by_tag.assign(static_cast<size_t>(OpKind::COUNT_PLUS_ONE), nullptr);
+    for (const OpSchema& s : rows) {
+      const size_t i = static_cast<size_t>(s.kind);
+      if (i == 0 || i >= by_tag.size() || by_tag[i]) std::abort();  // one row per op, tags in range
+      by_tag[i] = &s;
+    }
+    for (size_t i = 1; i < by_tag.size(); ++i) {
+      if (!by_tag[i]) std::abort();  // every op has a row
+      list.push_back(by_tag[i]);
+    }
+  }
+};
+
+const Table& table() {
+  static const Table t;
+  return t;
+}
+
+}  // namespace
+
+const AttrSpec* OpSchema::attr(const char* key) const {
+  for (const AttrSpec& a : attrs)
+    if (std::strcmp(a.key, key) == 0) return &a;
+  return nullptr;
+}
+
+const OpSchema& op_schema(OpKind k) {
+  const size_t i = static_cast<size_t>(k);
+  const Table& t = table();
+  if (i == 0 || i >= t.by_tag.size()) throw_unsupported_op("op tag " + std::to_string(i), "dispatch", "-");
+  return *t.by_tag[i];
+}
+
+const std::vector<const OpSchema*>& op_schemas() { return table().list; }
+
+const char* op_name(OpKind k) {
+  const size_t i = static_cast<size_t>(k);
+  const Table& t = table();
+  return i == 0 || i >= t.by_tag.size() ? "unknown" : t.by_tag[i]->name;
+}
+
+bool parse_op_name(const char* s, OpKind* out) {
+  if (!s) return false;
+  for (const OpSchema* r : table().list)
+    if (std::strcmp(r->name, s) == 0) {
+      *out = r->kind;
+      return true;
+    }
+  return false;
+}
+
+const char* attr_type_word(AttrType t) {
+  switch (t) {
+    case AttrType::Float: return "a number";
+    case AttrType::Int: return "an integer";
+    case AttrType::Bool: return "a boolean";
+    case AttrType::IntArray: return "an array of integers";
+    case AttrType::Table: return "a table";
+    case AttrType::Enum: return "a string";
+  }
+  return "?";
+}
+
+void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool flag) {
+  switch (s.field) {
+    case F::None: break;
+    case F::Eps: a.eps = static_cast<float>(num); break;
+    case F::PlusOne: a.norm_plus_one = flag; break;
+    case F::Scale: a.scale = static_cast<float>(num); break;
+    case F::Softcap: a.softcap = static_cast<float>(num); break;
+    case F::GeluErf: a.gelu_erf = flag; break;
+    case F::NHeads: a.n_heads = static_cast<int>(integer); break;
+    case F::NKvHeads: a.n_kv_heads = static_cast<int>(integer); break;
+    case F::HeadDim: a.head_dim = static_cast<int>(integer); break;
+    case F::Window: a.window = integer; break;
+    case F::PoolMode: a.pool_mode = static_cast<int>(integer); break;
+  }
+}
+
+int attr_choice(const AttrSpec& s, const char* value) {
+  if (!s.choices || !value) return -1;
+  const size_t n = std::strlen(value);
+  int idx = 0;
+  for (const char* p = s.choices;; ++idx) {
+    const char* e = std::strchr(p, '|');
+    const size_t len = e ? static_cast<size_t>(e - p) : std::strlen(p);
+    if (len == n && std::strncmp(p, value, n) == 0) return idx;
+    if (!e) return -1;
+    p = e + 1;
+  }
+}
+
+// ------------------------------------------------------------- validation
+
+void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out) {
+  const size_t tag = static_cast<size_t>(op.kind);
+  if (tag == 0 || tag >= static_cast<size_t>(OpKind::COUNT_PLUS_ONE))
+    throw_unsupported_op("op tag " + std::to_string(tag), "dispatch", n_in > 0 ? dtype_name(in[0].dtype) : "none");
+  const OpSchema& s = op_schema(op.kind);
+  if (s.rule == ShapeRule::View)  // views: the graph executor resolves them
+    throw_unsupported_op(std::string(s.name) + " (a graph view, no kernel)", "dispatch",
+                         n_in > 0 ? dtype_name(in[0].dtype) : "none");
+  if (n_in < s.run_min_in() || n_in > s.run_max_in() || n_out != s.n_out) {
+    Shape got;
+    got.ndim = 2;
+    got.d[0] = n_in;
+    got.d[1] = n_out;
+    bad_shape(op, {s.run_max_in(), s.n_out}, got, "number of inputs, outputs");
+  }
+  const Shape& s0 = in[0].shape;
+  for (int i = 0; i < n_in; ++i) {
+    const InputSpec& is = s.inputs[static_cast<size_t>(i)];
+    const Tensor& t = in[i];
+    need_dtype(op, t, is.dtypes, is.name);
+    need_data(op, t, is.name);
+    switch (is.shape) {
+      case IS::Any: break;
+      case IS::Like0:
+        if (t.shape.numel() != s0.numel()) bad_shape(op, s0.vec(), t.shape, is.name);
+        break;
+      case IS::Like0OrRow:
+        if (t.shape.numel() != s0.numel() && t.shape.numel() != s0.cols()) bad_shape(op, s0.vec(), t.shape, is.name);
+        break;
+      case IS::Cols0: need_numel(op, t, s0.cols(), is.name); break;
+      case IS::RowsOf: need_numel(op, t, in[is.arg].shape.d[0], is.name); break;
+      case IS::Rows0: need_numel(op, t, s0.rows(), is.name); break;
+      case IS::WeightK0: {
+        const int64_t K = t.shape.ndim == 2 ? t.shape.d[1] : -1;
+        if (s0.cols() != K) bad_shape(op, {-1, K}, s0, s.inputs[0].name);
+        need_weight(op, t, K, is.name);
+        break;
+      }
+      case IS::WeightSelf:
+        if (t.shape.ndim != 2) bad_shape(op, {-1, -1}, t.shape, is.name);
+        need_weight(op, t, t.shape.d[1], is.name);
+        break;
+      case IS::WeightLike:
+        need_weight(op, t, s0.cols(), is.name);
+        if (!(t.shape == in[is.arg].shape)) bad_shape(op, in[is.arg].shape.vec(), t.shape, is.name);
+        break;
+    }
+  }
+  Shape want;
+  Shape ins[8];
+  const int nin = n_in < 8 ? n_in : 8;
+  for (int i = 0; i < nin; ++i) ins[i] = in[i].shape;
+  const bool has_shape = apply_shape_rule(s.rule, s.rule_arg, ins, nin, &want);
+  if (!has_shape && s.rule != ShapeRule::Given) bad_shape(op, {-1}, s0, "x");
+  for (int i = 0; i < n_out; ++i) {
+    const InputSpec& os = s.outputs[static_cast<size_t>(i)];
+    need_dtype(op, out[i], os.dtypes, os.name);
+    need_data(op, out[i], os.name);
+    if (has_shape && out[i].shape.numel() != want.numel()) bad_shape(op, want.vec(), out[i].shape, os.name);
+  }
+  if (s.check) s.check(op, in, n_in, out, n_out);
+}
+
+std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in) {
+  const OpSchema& s = op_schema(op.kind);
+  Shape ins[8];
+  const int nin = n_in < 8 ? n_in : 8;
+  for (int i = 0; i < nin; ++i) ins[i] = in[i].shape;
+  Shape o;
+  if (s.rule == ShapeRule::Given) return {};
+  if (!apply_shape_rule(s.rule, s.rule_arg, ins, nin, &o))
+    throw_shape_mismatch(op_name(op.kind), {-1}, nin > 0 ? ins[0].vec() : std::vector<int64_t>{});
+  return std::vector<Shape>(static_cast<size_t>(s.n_out), o);
+}
+
+}  // namespace cyb

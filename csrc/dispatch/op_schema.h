@@ -1,0 +1,163 @@
+// The op schema: one row per op (dispatch/op_schema.cc) with its name, stable
+// tag, arity, attributes, input/output dtypes and shapes, and ONE output-shape
+// rule. Read by the graph parser (arity, attributes, symbolic shapes), by
+// validate_op (which the dispatcher runs once per op, before any backend), by
+// infer_output_shapes, by op_name/parse_op_name and by the Python bindings
+// (attribute parsing, _core.op_names()). Backends only say what they can run.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "dispatch/op.h"
+
+namespace cyb {
+
+enum class AttrType : uint8_t { Float, Int, Bool, IntArray, Table, Enum };
+
+// One attribute. `field` names where the value lands in OpAttrs; graph-only
+// attributes (rope's theta, reshape's shape, ...) have none (Field::None).
+struct AttrSpec {
+  enum class Field : uint8_t {
+    None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode
+  };
+  const char* key;
+  AttrType type;
+  bool required;
+  Field field;
+  const char* choices = nullptr;  // Enum: "a|b|c", stored as the index
+  int64_t min = 0, max = 0;       // Int: accepted range when max > min
+};
+
+// Element types an input/output accepts (bit set).
+enum : uint8_t {
+  kDtF32 = 1, kDtF16 = 2, kDtBF16 = 4, kDtI32 = 8,
+  kDtWeight = 16,  // any weight encoding (float or block-quantized), 2-D, rows whole blocks
+  kDtFloat = kDtF32 | kDtF16 | kDtBF16,
+};
+
+// The shape an input must have, relative to input 0 (or input `arg`).
+enum class InShape : uint8_t {
+  Any,         // checked by the op's own check (or unconstrained)
+  Like0,       // numel(in0)
+  Like0OrRow,  // numel(in0), or one row broadcast (numel == cols(in0))
+  Cols0,       // a vector of cols(in0) values
+  RowsOf,      // a vector of rows(in[arg]) values (a bias)
+  Rows0,       // numel == rows(in0) (one value per row: a mask)
+  WeightK0,    // a weight [N, cols(in0)]
+  WeightSelf,  // a weight [N, K] (any K)
+  WeightLike,  // a weight shaped like in[arg]
+};
+
+struct InputSpec {
+  const char* name;
+  uint8_t dtypes;
+  InShape shape = InShape::Any;
+  int arg = 0;
+};
+
+// The output-shape rule, shared by the concrete (Shape) and the symbolic
+// (graph SymShape) inference: apply_shape_rule below.
+enum class ShapeRule : uint8_t {
+  Like,        // every output = in[0]
+  ColsRowsOf,  // out = in[0] with its last dim = rows (d[0]) of in[arg]
+  AppendCols,  // out = in[0] + [cols of in[arg]]  (embedding)
+  DropRow,     // out = in[0] without its second-to-last dim  ([.., S, D] -> [.., D])
+  Given,       // the caller passes the output (kv_write writes the cache)
+  View,        // graph-only views (reshape, last_rows): the executor resolves them
+};
+
+using OpCheck = void (*)(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out);
+
+struct OpSchema {
+  OpKind kind;
+  const char* name;
+  // Graph arity; `positions`: the graph's last input is the positions input,
+  // which the executor turns into attrs.pos0 (at run time there is one input less).
+  int min_in, max_in, n_out;
+  bool positions;
+  std::vector<AttrSpec> attrs;
+  std::vector<InputSpec> inputs;   // run-time inputs, in order (optional ones last)
+  std::vector<InputSpec> outputs;  // dtypes and names; shapes from `rule`
+  ShapeRule rule;
+  int rule_arg = 0;
+  OpCheck check = nullptr;  // extra semantic checks (heads, caches, positions, ...)
+
+  int run_min_in() const { return min_in - (positions ? 1 : 0); }
+  int run_max_in() const { return max_in - (positions ? 1 : 0); }
+  const AttrSpec* attr(const char* key) const;
+};
+
+// The schema row of an op (throws UnsupportedOp for COUNT_PLUS_ONE / 0).
+const OpSchema& op_schema(OpKind k);
+// Every op, in tag order.
+const std::vector<const OpSchema*>& op_schemas();
+const char* attr_type_word(AttrType t);  // "a number", "an integer", ...
+
+// Stores a parsed attribute value into OpAttrs (no-op for Field::None).
+void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool flag);
+// Enum attributes: index of `value` in s.choices, -1 when it is not one of them.
+int attr_choice(const AttrSpec& s, const char* value);
+
+// Checks counts, dtypes and shapes of an op's inputs/outputs against its
+// schema row (and the row's own check); throws ShapeMismatch / UnsupportedOp /
+// InvalidConfig naming the op. Backend-independent: the dispatcher runs it once
+// per op before choosing a backend. Host-memory values (token ids) are checked
+// only when they are on the host.
+void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out);
+
+// Output shapes an op produces for these inputs (the schema's rule). Given
+// (kv_write) yields no shapes.
+std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in);
+
+// ------------------------------------------------------------- shape rule
+// Generic over the shape type: S is Shape here, graph::SymShape in the graph
+// (whose helpers sh_ndim/sh_dim/sh_set_last/sh_push/sh_erase are found by ADL).
+
+inline int sh_ndim(const Shape& s) { return s.ndim; }
+inline int64_t sh_dim(const Shape& s, int i) { return s.d[i]; }
+inline void sh_set_last(Shape& s, int64_t v) {
+  if (s.ndim == 0) s.ndim = 1;
+  s.d[s.ndim - 1] = v;
+}
+inline bool sh_push(Shape& s, int64_t v) {
+  if (s.ndim >= 4) return false;
+  s.d[s.ndim++] = v;
+  return true;
+}
+inline void sh_erase(Shape& s, int i) {
+  for (int k = i; k + 1 < s.ndim; ++k) s.d[k] = s.d[k + 1];
+  --s.ndim;
+}
+
+// Output `o` of the rule; false when the inputs do not allow it (too many dims,
+// too few inputs, no shape for Given/View).
+template <class S>
+bool apply_shape_rule(ShapeRule r, int arg, const S* in, int n_in, S* out) {
+  if (n_in < 1) return false;
+  switch (r) {
+    case ShapeRule::Like:
+      *out = in[0];
+      return true;
+    case ShapeRule::ColsRowsOf:
+      if (arg >= n_in || sh_ndim(in[arg]) < 1) return false;
+      *out = in[0];
+      sh_set_last(*out, sh_dim(in[arg], 0));
+      return true;
+    case ShapeRule::AppendCols:
+      if (arg >= n_in || sh_ndim(in[arg]) < 1) return false;
+      *out = in[0];
+      return sh_push(*out, sh_dim(in[arg], sh_ndim(in[arg]) - 1));
+    case ShapeRule::DropRow:
+      if (sh_ndim(in[0]) < 2) return false;
+      *out = in[0];
+      sh_erase(*out, sh_ndim(in[0]) - 2);
+      return true;
+    case ShapeRule::Given:
+    case ShapeRule::View:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace cyb
