@@ -30,9 +30,8 @@ from cyb_llm import _core
 from cyb_llm.format import write_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BLOCK = {"q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34),
-         "iq4_nl": (32, 18), "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144),
-         "q5_k": (256, 176), "q6_k": (256, 210)}
+# encoding -> (values per block, bytes per block) of the quantized encodings (the native table)
+BLOCK = {enc: (block, nbytes) for enc, _name, block, nbytes, quantized in _core.encodings() if quantized}
 F16_FIELDS = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0], "iq4_nl": [0],
               "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
 BANDWIDTH = 4.5e12  # measured H200 read bandwidth (docs/gpu-bench.md)

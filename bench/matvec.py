@@ -9,9 +9,8 @@ import argparse
 
 from cyb_llm import _core
 
-BYTES = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q4_0": (32, 18), "q4_1": (32, 20),
-         "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34), "iq4_nl": (32, 18), "q2_k": (256, 84),
-         "q3_k": (256, 110), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}
+# encoding -> (values per block, bytes per block) of the float and quantized encodings (the native table)
+BYTES = {enc: (block, nbytes) for enc, _name, block, nbytes, _q in _core.encodings() if enc not in ("i32", "i64", "u8")}
 
 
 def main() -> None:

@@ -444,3 +444,10 @@ def _reorder_value(v):
     if isinstance(v, list):
         return [_reorder_value(x) for x in v]
     return v
+
+
+def test_encoding_tables_come_from_the_native_core():
+    assert cyb_llm.format.ENCODINGS == {e: (b, bb) for e, _n, b, bb, _q in _core.encodings()}
+    assert cyb_llm.format.ENCODING_ALIASES == _core.encoding_aliases()
+    for alias, enc in cyb_llm.format.ENCODING_ALIASES.items():
+        assert cyb_llm.format.canonical_encoding(alias) == enc

@@ -399,3 +399,17 @@ def test_nasty_inputs_in_a_child_process(tmp_path):
     ok, err = map(int, r.stdout.split()[1:3])
     assert err > 500  # nearly every mutation is caught ...
     assert ok >= 1    # ... and the untouched parts of some mutations still load
+
+
+def test_error_classes_mirror_the_native_table():
+    """Variants, fields and messages are defined once, natively (_core)."""
+    variants = {name: (tuple(f), tuple(i)) for name, f, i in _core.error_variants()}
+    classes = {cls.native_kind: cls for cls in (FormatError, UnsupportedOp, ShapeMismatch, MissingTensor,
+                                                WeightFormatMismatch, OutOfMemory, BackendInit, InvalidConfig,
+                                                TokenizerError)}
+    assert set(variants) == set(classes)
+    for name, (fields, ints) in variants.items():
+        assert classes[name].field_names == fields and classes[name].int_fields == ints
+    e = ShapeMismatch("matmul", [2, 3], [3, 2])
+    assert str(e) == _core.error_message("ShapeMismatch", {"op": "matmul", "expected": "[2, 3]", "got": "[3, 2]"})
+    assert str(e) == "shape mismatch in 'matmul': expected [2, 3], got [3, 2]"

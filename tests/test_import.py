@@ -528,3 +528,14 @@ def test_gemma_norm_shift_bf16_f16():
         raw = x.to(dt).view(torch.int16).numpy().view(np.uint8)
         want = (x.to(dt).float() - 1).to(dt).view(torch.int16).numpy().view(np.uint8)
         np.testing.assert_array_equal(_gemma_norm_to_hf(T, raw), want)
+
+
+def test_importer_tables_come_from_the_native_core():
+    """The GGUF importer takes exactly the curated families (native list) under their
+    GGUF names, and GGML type names map to encodings through the native table."""
+    from cyb_llm import _core
+    from cyb_llm.convert.gguf import SUPPORTED_ARCHS
+
+    assert set(SUPPORTED_ARCHS) == set(_core.curated_model_types()) - {"mistral", "gemma3_text"}
+    assert set(SUPPORTED_ARCHS) == {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"}
+    assert GGUF_ENCODINGS["Q4_K"] == "q4_k" and GGUF_ENCODINGS["IQ4_NL"] == "iq4_nl" and "U8" not in GGUF_ENCODINGS

@@ -141,3 +141,23 @@ def test_cpp_program_uses_the_core_without_python(path, model):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert [int(t) for t in out.stdout.split()] == greedy(model.new_conversation(64), ids, 6, set())
+
+
+def test_one_native_load_path(path, model):
+    """The file is opened once (cyb_llm.ModelFile) and that open file is what the
+    native load builds the model over; there is no second, path-taking loader."""
+    from cyb_llm import _core
+
+    assert not hasattr(_core, "load_model")
+    with pytest.raises(TypeError):
+        _core.Model(path)  # no constructor: models come from _core.load
+    with pytest.raises(TypeError):
+        _core.load(path)  # a path is not an open ModelFile
+    mf = cyb_llm.ModelFile(path)
+    m = cyb_llm.Model(mf, precise=True)
+    assert m.file is mf and m.path == mf.path
+    ids = model.tokenizer.encode("One load path")
+    np.testing.assert_array_equal(m.new_conversation(16).forward(ids), model.new_conversation(16).forward(ids))
+    with pytest.raises(TypeError):
+        cyb_llm.load(path, path_mode="curated")  # one name for the execution path: exec_path
+    assert cyb_llm.load(path, exec_path="curated").execution_path == "curated"

@@ -20,13 +20,9 @@ from .common import TensorRecord, make_error
 from .generation import from_gguf as sampling_from_gguf
 from .gguf_tokenizer import GEMMA_FAMILY, build_from_gguf
 
-# GGML type name -> .model encoding (docs/format.md section 3).
-GGUF_ENCODINGS = {
-    "F32": "f32", "F16": "f16", "BF16": "bf16",
-    "Q4_0": "q4_0", "Q4_1": "q4_1", "Q5_0": "q5_0", "Q5_1": "q5_1", "Q8_0": "q8_0",
-    "Q2_K": "q2_k", "Q3_K": "q3_k", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k",
-    "IQ4_NL": "iq4_nl", "I32": "i32", "I64": "i64",
-}
+# GGML type name -> .model encoding (docs/format.md section 3): the native
+# encoding table's display names are GGML's type names; GGML has no U8 type.
+GGUF_ENCODINGS = {name: enc for enc, name, _block, _bytes, _quantized in _core.encodings() if name != "U8"}
 
 # GGUF architectures the importer takes: every curated family of the native
 # runtime (csrc/families/families.cc, read through _core) under its GGUF name.
