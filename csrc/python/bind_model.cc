@@ -41,24 +41,6 @@ py::array_t<float> run_forward(Model& m, Conversation& c,
 
 void bind_model(py::module_& m) {
   m.def(
-      "load",
-      [](std::shared_ptr<ModelFile> file, const std::string& backend, bool precise, int threads,
-         const std::string& exec_path, bool fuse) {
-        if (!file) throw py::type_error("load: model_file must be a cyb_llm._core.ModelFile");
-        LoadOptions o;
-        o.backend = backend;
-        o.precise = precise;
-        o.threads = threads;
-        o.path = exec_path;  // LoadOptions::path (csrc/model/model.h) is the exec_path
-        o.fuse = fuse;
-        py::gil_scoped_release release;
-        return Model::load(std::move(file), o);
-      },
-      py::arg("model_file"), py::arg("backend") = "", py::arg("precise") = false, py::arg("threads") = 0,
-      py::arg("exec_path") = "", py::arg("fuse") = true,
-      "Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), "
-      "fuse runs the graph path's fusion pass.");
-  m.def(
       "curated_model_types",
       []() {
         std::vector<std::string> out;
@@ -120,4 +102,24 @@ void bind_model(py::module_& m) {
       .def("fusion_entries", &Model::fusion_entries)
       .def("last_digest", &Model::last_digest)
       .def("graph_origin", &Model::graph_origin);
+
+  // After the classes, so that signatures name cyb_llm._core.Model.
+  m.def(
+      "load",
+      [](std::shared_ptr<ModelFile> file, const std::string& backend, bool precise, int threads,
+         const std::string& exec_path, bool fuse) {
+        if (!file) throw py::type_error("load: model_file must be a cyb_llm._core.ModelFile");
+        LoadOptions o;
+        o.backend = backend;
+        o.precise = precise;
+        o.threads = threads;
+        o.path = exec_path;  // the native LoadOptions field of the exec_path
+        o.fuse = fuse;
+        py::gil_scoped_release release;
+        return Model::load(std::move(file), o);
+      },
+      py::arg("model_file"), py::arg("backend") = "", py::arg("precise") = false, py::arg("threads") = 0,
+      py::arg("exec_path") = "", py::arg("fuse") = true,
+      "Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), "
+      "fuse runs the graph path's fusion pass.");
 }
