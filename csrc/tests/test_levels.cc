@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/quant.h"
-#include "backends/cpu/rope_table.h"
+#include "core/quant.h"
+#include "core/rope.h"
 #include "core/exec_context.h"
 #include "core/thread_pool.h"
 
@@ -129,6 +129,7 @@ std::vector<Buf> run(CpuLevel level, bool precise, const Op& op, std::vector<Buf
   std::vector<Tensor> ti, to;
   for (auto& b : in) ti.push_back(b.t);
   for (auto& b : out) to.push_back(b.t);
+  validate_op(op, ti.data(), static_cast<int>(ti.size()), to.data(), static_cast<int>(to.size()));  // the dispatcher's check
   be.execute(op, ti.data(), static_cast<int>(ti.size()), to.data(), static_cast<int>(to.size()), ctx);
   return out;
 }

@@ -90,19 +90,38 @@ void binary(const Tensor* in, Tensor* out, F f) {
 
 }  // namespace
 
+// Capability only (validity is the dispatcher's validate_op): host tensors and
+// the ops nox has a kernel for, listed one by one so that a new op is declined
+// (and falls back) until nox gets its own deterministic kernel. Fused ops are
+// declined on purpose: the graph stays unfused on nox, so the digest chain
+// covers the unfused graph.
 bool NoxBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   for (int i = 0; i < n_in; ++i)
     if (in[i].device != Device::Host) return false;
   switch (op.kind) {
-    case OpKind::FusedSkipNorm:
-    case OpKind::FusedNormMatmul:
-    case OpKind::FusedSwiGlu:
-    case OpKind::Reshape:
-    case OpKind::LastRows:
-    case OpKind::COUNT_PLUS_ONE:
-      return false;
-    default:
+    case OpKind::Embedding:
+    case OpKind::Matmul:
+    case OpKind::RmsNorm:
+    case OpKind::LayerNorm:
+    case OpKind::Rope:
+    case OpKind::Attention:
+    case OpKind::KvWrite:
+    case OpKind::Softmax:
+    case OpKind::Add:
+    case OpKind::Mul:
+    case OpKind::Scale:
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::GeluTanh:
+    case OpKind::SwiGlu:
+    case OpKind::GeGlu:
+    case OpKind::Softcap:
+    case OpKind::Copy:
+    case OpKind::L2Normalize:
+    case OpKind::MaskedPool:
       return true;
+    default:
+      return false;
   }
 }
 
