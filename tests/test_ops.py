@@ -267,6 +267,53 @@ def test_l2_normalize(shape, backend):
     assert not np.any(yz)
 
 
+L2_NODE = """[[nodes]]
+name = "final_l2"
+op = "l2_normalize"
+tag = 24
+inputs = ["final_norm"]
+outputs = ["final_l2"]
+attrs = { eps = 1e-6 }
+
+[[nodes]]
+name = "last_rows"
+op = "last_rows"
+tag = 23
+inputs = ["final_l2", "rows"]"""
+
+
+@pytest.mark.parametrize("backend_name", ["cpu", "nox", "wgpu+rs"])
+def test_l2_normalize_in_a_graph(backend_name, tmp_path):
+    """End to end: a graph node op = "l2_normalize" parses (schema arity, attributes,
+    symbolic shape rule) and runs on each backend's graph path. lm_head is linear, so
+    every logits row is the plain model's row divided by its hidden state's norm."""
+    import cyb_llm
+    import graph_util
+
+    if backend_name == "wgpu+rs" and WGPU_SKIP:
+        pytest.skip(WGPU_SKIP)
+    old = """[[nodes]]
+name = "last_rows"
+op = "last_rows"
+tag = 23
+inputs = ["final_norm", "rows"]"""
+    text = graph_util.llama_graph()
+    assert old in text
+    plain = graph_util.write_tiny(tmp_path / "plain.model")
+    l2 = graph_util.write_tiny(tmp_path / "l2.model", graph=text.replace(old, L2_NODE))
+    ids = [5, 9, 2, 33, 7, 1]
+    ref = cyb_llm.load(plain, precise=True).new_conversation(32).forward(ids, all_logits=True)
+    m = cyb_llm.load(l2, backend=backend_name, precise=True)
+    got = m.new_conversation(32).forward(ids, all_logits=True)
+    ran = {r["op"]: r["backend"] for r in m.dispatch_records}
+    assert ran["l2_normalize"] == backend_name, ran
+    ref = np.asarray(ref, np.float64)
+    got = np.asarray(got, np.float64)
+    c = (got * ref).sum(-1) / (got * got).sum(-1)  # per row: ||h||
+    assert np.all(c > 2)  # ||h|| of an rms-normed row of 32 values is about sqrt(32)
+    assert rel_err(got * c[:, None], ref) <= 1e-4  # docs/runtime.md: across paths
+
+
 def masked_pool_ref(x, mask, mode):
     x64 = x.astype(np.float64)
     if mode == "cls":
