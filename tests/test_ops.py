@@ -375,6 +375,25 @@ def test_attributes_come_from_the_schema():
     assert np.allclose(y, 2.0)
 
 
+@pytest.mark.parametrize("backend_name", ["cpu", "wgpu+rs", "nox"])
+def test_validation_is_the_same_on_every_backend(backend_name):
+    """The dispatcher validates each op once, from the schema, before any backend is
+    asked: the same structured errors whatever the backend."""
+    if backend_name == "wgpu+rs" and WGPU_SKIP:
+        pytest.skip(WGPU_SKIP)
+    x = np.zeros((2, 64), dtype=np.float32)
+    with pytest.raises(Exception, match="shape mismatch"):
+        _core.run_op("matmul", [x, np.zeros((3, 65), np.float32)], {}, None, "auto", backend_name)
+    with pytest.raises(Exception, match="shape mismatch"):
+        _core.run_op("rms_norm", [x, np.ones(63, np.float32)], {"eps": 1e-5}, None, "auto", backend_name)
+    with pytest.raises(Exception, match="exceed the KV cache"):
+        kc = np.zeros((2, 8, 32), np.float32)
+        _core.run_op("attention", [x, kc, kc], {"n_heads": 2, "n_kv_heads": 2, "head_dim": 32, "pos0": 7,
+                                                "scale": 0.1}, None, "auto", backend_name)
+    with pytest.raises(Exception, match="not supported"):  # a dtype the schema does not allow
+        _core.run_op("silu", [np.zeros((2, 4), np.int32)], {}, None, "auto", backend_name)
+
+
 def test_run_op_unknown_backend_is_an_error():
     with pytest.raises(Exception, match=r"cpu, wgpu\+rs and nox"):
         _core.run_op("silu", [np.ones((1, 4), np.float32)], {}, None, "auto", "tpu")
