@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "format/model_file.h"
 #include "graph/executor.h"
+#include "model/nox_tracer.h"
 
 using namespace cyb;
 
@@ -31,12 +32,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<float>> owned;
     owned.reserve(g.values.size());
     auto weight = [&](const graph::Value& v) {
-      const TensorEntry* e = f->find(v.tensor);
-      Tensor t;
-      t.dtype = e->dtype;
-      for (int64_t d : e->shape) t.shape.d[t.shape.ndim++] = d;
-      t.data = const_cast<uint8_t*>(f->tensor_data(*e));
-      t.name = v.tensor.c_str();
+      Tensor t = f->tensor(*f->find(v.tensor));
       if (v.nrows > 0) t = t.rows(v.row0, v.nrows);
       if (t.shape.ndim == 1) {  // as the runtime does: an f32 copy of 1-D weights
         owned.emplace_back(static_cast<size_t>(t.shape.d[0]));

@@ -1,5 +1,5 @@
 // Scalar block decoders, one per encoding, following docs/quant.md line by line.
-#include "backends/cpu/quant.h"
+#include "core/quant.h"
 
 #include <cmath>
 

@@ -1,9 +1,19 @@
-// RoPE cos/sin tables, computed at load with the inverse frequencies exactly as
-// HF transformers computes them (f32 arithmetic, same order of operations).
+// RoPE math, defined once: the inverse frequencies of every rope scaling
+// (default, linear, llama3, yarn with mscale / mscale_all_dim / truncate) and the
+// cos/sin tables, computed at load exactly as HF transformers computes them (f32
+// arithmetic, same order of operations).
+//
+// The algorithm is a template over a math policy (pow, log, floor, ceil, cos,
+// sin): StdRopeMath (libm) for the cpu / wgpu+rs paths, and the nox backend
+// instantiates it with its own deterministic functions (nox_math.h) in a file
+// compiled with -ffp-contract=off. Every path therefore computes the same steps.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/errors.h"
 
 namespace cyb {
 
@@ -23,14 +33,167 @@ struct RopeScaling {
   bool truncate = true;
 };
 
+// libm.
+struct StdRopeMath {
+  static double pow(double b, double e) { return std::pow(b, e); }
+  static double log(double x) { return std::log(x); }
+  static double floor(double x) { return std::floor(x); }
+  static double ceil(double x) { return std::ceil(x); }
+  static double cos(double x) { return std::cos(x); }
+  static double sin(double x) { return std::sin(x); }
+};
+
 // Inverse frequencies (rot_dims / 2 of them) and the factor the tables are multiplied by
-// (yarn's attention_factor; 1 otherwise).
-void rope_inv_freq(int rot_dims, double theta, const RopeScaling& sc, std::vector<float>& inv_freq,
-                   float* attention_factor);
+// (yarn's attention_factor; 1 otherwise). Throws InvalidConfig for an unknown or
+// unsupported scaling type or invalid parameters.
+template <class M>
+void rope_inv_freq_with(int rot_dims, double theta, const RopeScaling& sc, std::vector<float>& inv_freq,
+                        float* attention_factor);
 
 // cos[p * (rot_dims/2) + i] = cos(p * inv_freq[i]) * attention_factor, p < max_pos; sin likewise.
-// Throws InvalidConfig for an unknown or unsupported scaling type.
+template <class M>
+void build_rope_table_with(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
+                           std::vector<float>& cos, std::vector<float>& sin);
+
+// The libm instantiations (core/rope.cc).
+void rope_inv_freq(int rot_dims, double theta, const RopeScaling& sc, std::vector<float>& inv_freq,
+                   float* attention_factor);
 void build_rope_table(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
                       std::vector<float>& cos, std::vector<float>& sin);
+
+// ------------------------------------------------------------------ definitions
+
+namespace rope_detail {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// inv_freq[i] = 1 / theta ** (float(2i) / dim), each step rounded to f32 as torch does.
+template <class M>
+std::vector<float> default_inv_freq(int dim, double theta, std::vector<float>* pos_freqs = nullptr) {
+  const int half = dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  if (pos_freqs) pos_freqs->resize(static_cast<size_t>(half));
+  const float base = static_cast<float>(theta);
+  for (int i = 0; i < half; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float p = static_cast<float>(M::pow(static_cast<double>(base), static_cast<double>(e)));
+    inv[static_cast<size_t>(i)] = 1.0f / p;
+    if (pos_freqs) (*pos_freqs)[static_cast<size_t>(i)] = p;
+  }
+  return inv;
+}
+
+template <class M>
+double yarn_mscale(double scale, double m) {
+  if (scale <= 1.0) return 1.0;
+  return 0.1 * m * M::log(scale) + 1.0;
+}
+
+}  // namespace rope_detail
+
+template <class M>
+void rope_inv_freq_with(int rot_dims, double theta, const RopeScaling& sc, std::vector<float>& inv_freq,
+                        float* attention_factor) {
+  using namespace rope_detail;
+  if (rot_dims <= 0 || rot_dims % 2 != 0)
+    throw_invalid_config("rope.rot_dims", "must be a positive even number, got " + std::to_string(rot_dims));
+  if (!(theta > 0.0)) throw_invalid_config("rope_theta", "must be positive");
+  *attention_factor = 1.0f;
+  const std::string& t = sc.type;
+  if (t == "default" || t.empty() || t == "none") {
+    inv_freq = default_inv_freq<M>(rot_dims, theta);
+  } else if (t == "linear") {
+    if (!(sc.factor > 0.0)) throw_invalid_config("rope_scaling.factor", "must be positive");
+    inv_freq = default_inv_freq<M>(rot_dims, theta);
+    const float f = static_cast<float>(sc.factor);
+    for (float& v : inv_freq) v = v / f;
+  } else if (t == "llama3") {
+    if (sc.original_max_position_embeddings <= 0)
+      throw_invalid_config("rope_scaling.original_max_position_embeddings", "required for llama3 scaling");
+    inv_freq = default_inv_freq<M>(rot_dims, theta);
+    const float factor = static_cast<float>(sc.factor);
+    const float lff = static_cast<float>(sc.low_freq_factor), hff = static_cast<float>(sc.high_freq_factor);
+    const double old_ctx = static_cast<double>(sc.original_max_position_embeddings);
+    const float low_freq_wavelen = static_cast<float>(old_ctx / sc.low_freq_factor);
+    const float high_freq_wavelen = static_cast<float>(old_ctx / sc.high_freq_factor);
+    const float two_pi = static_cast<float>(2 * kPi);
+    for (float& v : inv_freq) {
+      const float wavelen = two_pi / v;
+      const float llama = wavelen > low_freq_wavelen ? v / factor : v;
+      const float smooth = (static_cast<float>(old_ctx) / wavelen - lff) / (hff - lff);
+      const float a = (1.0f - smooth) * llama;
+      const float b = a / factor;
+      const float c = smooth * llama;
+      const float smoothed = b + c;
+      const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+      v = medium ? smoothed : llama;
+    }
+  } else if (t == "yarn") {
+    if (!(sc.factor > 0.0)) throw_invalid_config("rope_scaling.factor", "must be positive");
+    const int dim = rot_dims;
+    std::vector<float> pos_freqs;
+    std::vector<float> extra = default_inv_freq<M>(dim, theta, &pos_freqs);
+    double af = sc.attention_factor;
+    if (af == 0.0) {
+      if (sc.mscale != 0.0 && sc.mscale_all_dim != 0.0)
+        af = yarn_mscale<M>(sc.factor, sc.mscale) / yarn_mscale<M>(sc.factor, sc.mscale_all_dim);
+      else
+        af = yarn_mscale<M>(sc.factor, 1.0);
+    }
+    const double omax = static_cast<double>(sc.original_max_position_embeddings);
+    if (!(omax > 0)) throw_invalid_config("rope_scaling.original_max_position_embeddings", "required for yarn");
+    auto corr_dim = [&](double rot) { return (dim * M::log(omax / (rot * 2 * kPi))) / (2 * M::log(theta)); };
+    double low = corr_dim(sc.beta_fast), high = corr_dim(sc.beta_slow);
+    if (sc.truncate) {
+      low = M::floor(low);
+      high = M::ceil(high);
+    }
+    if (low < 0.0) low = 0.0;
+    if (high > static_cast<double>(dim - 1)) high = static_cast<double>(dim - 1);
+    if (low == high) high += 0.001;
+    const float flow = static_cast<float>(low), fhigh = static_cast<float>(high);
+    const float ffac = static_cast<float>(sc.factor);
+    inv_freq.resize(extra.size());
+    for (size_t i = 0; i < extra.size(); ++i) {
+      float ramp = (static_cast<float>(i) - flow) / (fhigh - flow);
+      ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+      const float ext_factor = 1.0f - ramp;
+      const float interp = 1.0f / (ffac * pos_freqs[i]);
+      const float a = interp * (1.0f - ext_factor);
+      const float b = extra[i] * ext_factor;
+      inv_freq[i] = a + b;
+    }
+    *attention_factor = static_cast<float>(af);
+  } else {
+    throw_invalid_config("rope_scaling.type",
+                         "unsupported rope scaling '" + t + "' (supported: default, linear, llama3, yarn)");
+  }
+}
+
+template <class M>
+void build_rope_table_with(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
+                           std::vector<float>& cos, std::vector<float>& sin) {
+  std::vector<float> inv;
+  float af = 1.0f;
+  rope_inv_freq_with<M>(rot_dims, theta, sc, inv, &af);
+  if (max_pos <= 0) throw_invalid_config("max_position_embeddings", "must be positive");
+  const size_t half = inv.size();
+  cos.resize(static_cast<size_t>(max_pos) * half);
+  sin.resize(static_cast<size_t>(max_pos) * half);
+  for (int64_t p = 0; p < max_pos; ++p) {
+    for (size_t i = 0; i < half; ++i) {
+      // torch: freqs = float(p) * inv_freq in f32, then cos/sin of that f32 angle.
+      const float ang = static_cast<float>(p) * inv[i];
+      float c = static_cast<float>(M::cos(static_cast<double>(ang)));
+      float s = static_cast<float>(M::sin(static_cast<double>(ang)));
+      if (af != 1.0f) {
+        c *= af;
+        s *= af;
+      }
+      cos[static_cast<size_t>(p) * half + i] = c;
+      sin[static_cast<size_t>(p) * half + i] = s;
+    }
+  }
+}
 
 }  // namespace cyb

@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "core/errors.h"
-#include "runtime/backends.h"
+#include "dispatch/op.h"
+#include "families/decoder_plan.h"
+#include "model/model_base.h"
 
 namespace cyb {
 
@@ -95,6 +97,9 @@ DecoderConfig parse_decoder_config(const toml::Value& config) {
     c.rope_scaling.beta_fast = config_float_or(*sc, "beta_fast", 32.0);
     c.rope_scaling.beta_slow = config_float_or(*sc, "beta_slow", 1.0);
     c.rope_scaling.attention_factor = config_float_or(*sc, "attention_factor", 0.0);
+    c.rope_scaling.mscale = config_float_or(*sc, "mscale", 0.0);
+    c.rope_scaling.mscale_all_dim = config_float_or(*sc, "mscale_all_dim", 0.0);
+    c.rope_scaling.truncate = config_bool_or(*sc, "truncate", true);
     if (!(c.rope_scaling.factor > 0.0))
       throw_invalid_config("architecture.rope_scaling.factor", "must be positive");
   }
@@ -125,7 +130,8 @@ struct LayerWeights {
   Tensor attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, q_norm, k_norm;
   Tensor q, k, v, o, bq, bk, bv;
   Tensor gate, up, down;
-  bool sliding = false;
+  const RopeTable* rope = nullptr;
+  int64_t window = 0;
   std::string label[12];
 };
 
@@ -151,34 +157,32 @@ class DecoderConversation : public Conversation {
 
 class Decoder : public Model {
  public:
-  Decoder(const FamilySpec& spec, DecoderConfig cfg) : spec_(spec), cfg_(std::move(cfg)) {}
+  explicit Decoder(DecoderPlan plan) : plan_(std::move(plan)), spec_(plan_.spec) {}
 
-  void bind(std::shared_ptr<ModelFile> file, const LoadOptions& opts, std::unique_ptr<ThreadPool> pool,
-            std::unique_ptr<Dispatcher> dispatcher) {
+  void bind(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
     file_ = std::move(file);
     opts_ = opts;
-    pool_ = std::move(pool);
-    dispatcher_ = std::move(dispatcher);
-    family_ = spec_.name;
+    init_model_runtime(opts, opts.threads, &pool_, &dispatcher_);
+    binder_.reset(file_.get());
+    family_ = plan_.family;
+    ropes_.resize(plan_.ropes.size());  // filled by build_rope; layers point into it
     bind_weights();
     build_rope();
   }
 
   const std::string& family() const override { return family_; }
-  int64_t vocab_size() const override { return cfg_.vocab; }
-  int64_t max_position() const override { return cfg_.max_position; }
+  int64_t vocab_size() const override { return plan_.vocab; }
+  int64_t max_position() const override { return plan_.max_position; }
 
   std::unique_ptr<Conversation> new_conversation(int64_t max_context) override {
-    if (max_context <= 0 || max_context > cfg_.max_position)
-      throw_invalid_config("max_context", "must be in [1, " + std::to_string(cfg_.max_position) +
-                                              "] (got " + std::to_string(max_context) + ")");
+    check_max_context(max_context, plan_.max_position);
     auto conv = std::make_unique<DecoderConversation>(pool_.get(), opts_.precise, max_context);
     Backend* be = dispatcher_->chain().front();
     conv->backend = be;
     const DType cache_dtype = opts_.precise ? DType::F32 : DType::F16;
-    for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    for (int64_t l = 0; l < plan_.n_layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
-        Tensor t = be->alloc(Shape{cfg_.n_kv_heads, max_context, cfg_.head_dim}, cache_dtype);
+        Tensor t = be->alloc(Shape{plan_.n_kv_heads, max_context, plan_.head_dim}, cache_dtype);
         conv->caches.push_back(t);
       }
     }
@@ -189,167 +193,67 @@ class Decoder : public Model {
                float* logits) override;
 
  private:
-  Tensor weight(const std::string& name, std::vector<int64_t> shape, bool required = true);
-  Tensor vector_f32(const std::string& name, int64_t n, bool required = true);
+  Tensor bind(const WeightRef& r);
   void bind_weights();
   void build_rope();
 
+  DecoderPlan plan_;
   FamilySpec spec_;
-  DecoderConfig cfg_;
   std::string family_;
+  WeightBinder binder_;  // keeps the f32 copies of 1-D weights (norms, biases)
   Tensor embed_, final_norm_, lm_head_;
   std::vector<LayerWeights> layers_;
-  std::vector<std::vector<float>> owned_;  // f32 copies of 1-D weights (norms, biases)
-  std::vector<float> rope_cos_, rope_sin_, rope_local_cos_, rope_local_sin_;
-  RopeTable rope_, rope_local_;
+  std::vector<std::vector<float>> rope_cos_, rope_sin_;
+  std::vector<RopeTable> ropes_;  // one per plan rope spec
 };
 
-Tensor Decoder::weight(const std::string& name, std::vector<int64_t> shape, bool required) {
-  const TensorEntry* e = file_->find(name);
-  if (!e) {
-    if (required) throw_missing_tensor(name, std::string(spec_.name) + " family");
-    return Tensor{};
-  }
-  if (e->shape != shape) throw_shape_mismatch(name, shape, e->shape);
-  Tensor t;
-  t.dtype = e->dtype;
-  t.shape = Shape{};
-  for (int64_t d : e->shape) t.shape.d[t.shape.ndim++] = d;
-  t.data = const_cast<uint8_t*>(file_->tensor_data(*e));
-  t.name = e->name.c_str();
-  if (e->dtype == DType::I32 || e->dtype == DType::I64 || e->dtype == DType::U8)
-    throw_weight_format(name, dtype_name(e->dtype), e->size, "integer encoding cannot be a weight");
-  return t;
-}
-
-static float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {
-      int e = -1;
-      do { ++e; mant <<= 1; } while (!(mant & 0x400u));
-      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | mant << 13;
-  } else {
-    bits = sign | (exp + 112) << 23 | mant << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// 1-D weights (norms, biases) are tiny: keep an f32 copy whatever the file encodes.
-Tensor Decoder::vector_f32(const std::string& name, int64_t n, bool required) {
-  Tensor src = weight(name, {n}, required);
-  if (!src.data) return src;
-  std::vector<float> v(static_cast<size_t>(n));
-  const uint8_t* p = static_cast<const uint8_t*>(src.data);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (src.dtype) {
-      case DType::F32: std::memcpy(&v[i], p + 4 * i, 4); break;
-      case DType::F16: {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        v[i] = half_to_float(h);
-        break;
-      }
-      case DType::BF16: {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        uint32_t bits = static_cast<uint32_t>(h) << 16;
-        std::memcpy(&v[i], &bits, 4);
-        break;
-      }
-      default:
-        throw_weight_format(name, dtype_name(src.dtype), static_cast<uint64_t>(src.nbytes()),
-                            "1-D weights must be f32, f16 or bf16");
-    }
-  }
-  owned_.push_back(std::move(v));
-  Tensor t = src;
-  t.dtype = DType::F32;
-  t.data = owned_.back().data();
+Tensor Decoder::bind(const WeightRef& r) {
+  if (!r.present()) return Tensor{};
+  Tensor t = binder_.weight(r.tensor, plan_.family + " family", &r.shape, r.required);
+  if (!t.data) return t;
+  if (r.nrows > 0) t = t.rows(r.row0, r.nrows);
+  if (r.vector) t = binder_.to_f32(t);
   return t;
 }
 
 void Decoder::bind_weights() {
-  const int64_t D = cfg_.hidden, hd = cfg_.head_dim, H = cfg_.n_heads, KV = cfg_.n_kv_heads;
-  const int64_t I = cfg_.intermediate, V = cfg_.vocab;
-  owned_.reserve(static_cast<size_t>(cfg_.n_layers) * 12 + 4);
-  embed_ = weight("model.embed_tokens.weight", {V, D});
-  final_norm_ = vector_f32("model.norm.weight", D);
-  if (file_->find("lm_head.weight")) {
-    lm_head_ = weight("lm_head.weight", {V, D});
-  } else if (cfg_.tie_embeddings) {
-    lm_head_ = embed_;
-  } else {
-    throw_missing_tensor("lm_head.weight",
-                         std::string(spec_.name) + " family (tie_word_embeddings is false)");
-  }
-  layers_.resize(static_cast<size_t>(cfg_.n_layers));
-  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+  embed_ = bind(plan_.embed);
+  final_norm_ = bind(plan_.final_norm);
+  lm_head_ = plan_.tied ? embed_ : bind(plan_.lm_head);
+  layers_.resize(static_cast<size_t>(plan_.n_layers));
+  for (int64_t l = 0; l < plan_.n_layers; ++l) {
+    const LayerPlan& p = plan_.layers[static_cast<size_t>(l)];
     LayerWeights& w = layers_[static_cast<size_t>(l)];
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    w.attn_norm = vector_f32(p + "input_layernorm.weight", D);
-    if (spec_.sandwich_norm) {
-      w.post_attn_norm = vector_f32(p + "post_attention_layernorm.weight", D);
-      w.ffn_norm = vector_f32(p + "pre_feedforward_layernorm.weight", D);
-      w.post_ffn_norm = vector_f32(p + "post_feedforward_layernorm.weight", D);
-    } else {
-      w.ffn_norm = vector_f32(p + "post_attention_layernorm.weight", D);
-    }
-    if (spec_.fused_qkv) {
-      Tensor qkv = weight(p + "self_attn.qkv_proj.weight", {(H + 2 * KV) * hd, D});
-      w.q = qkv.rows(0, H * hd);
-      w.k = qkv.rows(H * hd, KV * hd);
-      w.v = qkv.rows((H + KV) * hd, KV * hd);
-    } else {
-      w.q = weight(p + "self_attn.q_proj.weight", {H * hd, D});
-      w.k = weight(p + "self_attn.k_proj.weight", {KV * hd, D});
-      w.v = weight(p + "self_attn.v_proj.weight", {KV * hd, D});
-    }
-    const bool bias = spec_.qkv_bias || cfg_.attention_bias;
-    if (bias) {
-      w.bq = vector_f32(p + "self_attn.q_proj.bias", H * hd, spec_.qkv_bias);
-      w.bk = vector_f32(p + "self_attn.k_proj.bias", KV * hd, spec_.qkv_bias);
-      w.bv = vector_f32(p + "self_attn.v_proj.bias", KV * hd, spec_.qkv_bias);
-    }
-    w.o = weight(p + "self_attn.o_proj.weight", {D, H * hd});
-    if (spec_.qk_norm) {
-      w.q_norm = vector_f32(p + "self_attn.q_norm.weight", hd);
-      w.k_norm = vector_f32(p + "self_attn.k_norm.weight", hd);
-    }
-    if (spec_.fused_gate_up) {
-      Tensor gu = weight(p + "mlp.gate_up_proj.weight", {2 * I, D});
-      w.gate = gu.rows(0, I);
-      w.up = gu.rows(I, I);
-    } else {
-      w.gate = weight(p + "mlp.gate_proj.weight", {I, D});
-      w.up = weight(p + "mlp.up_proj.weight", {I, D});
-    }
-    w.down = weight(p + "mlp.down_proj.weight", {D, I});
-    w.sliding = cfg_.layer_sliding[static_cast<size_t>(l)] != 0 && cfg_.sliding_window > 0;
+    w.attn_norm = bind(p.attn_norm);
+    w.post_attn_norm = bind(p.post_attn_norm);
+    w.ffn_norm = bind(p.ffn_norm);
+    w.post_ffn_norm = bind(p.post_ffn_norm);
+    w.q = bind(p.q);
+    w.k = bind(p.k);
+    w.v = bind(p.v);
+    w.bq = bind(p.bq);
+    w.bk = bind(p.bk);
+    w.bv = bind(p.bv);
+    w.o = bind(p.o);
+    w.q_norm = bind(p.q_norm);
+    w.k_norm = bind(p.k_norm);
+    w.gate = bind(p.gate);
+    w.up = bind(p.up);
+    w.down = bind(p.down);
+    w.rope = &ropes_[static_cast<size_t>(p.rope)];
+    w.window = p.window;
     for (int i = 0; i < 12; ++i) w.label[i] = "layers." + std::to_string(l) + "." + kLabelNames[i];
   }
 }
 
 void Decoder::build_rope() {
-  int rot = static_cast<int>(static_cast<double>(cfg_.head_dim) * cfg_.partial_rotary);
-  rot -= rot % 2;
-  build_rope_table(rot, cfg_.max_position, cfg_.rope_theta, cfg_.rope_scaling, rope_cos_, rope_sin_);
-  rope_ = RopeTable{rope_cos_.data(), rope_sin_.data(), rot, cfg_.max_position, cfg_.rope_neox};
-  if (cfg_.rope_local_theta > 0.0) {
-    build_rope_table(rot, cfg_.max_position, cfg_.rope_local_theta, RopeScaling{},
-                     rope_local_cos_, rope_local_sin_);
-    rope_local_ = RopeTable{rope_local_cos_.data(), rope_local_sin_.data(), rot, cfg_.max_position,
-                            cfg_.rope_neox};
-  } else {
-    rope_local_ = rope_;
+  const size_t n = plan_.ropes.size();
+  rope_cos_.resize(n);
+  rope_sin_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const RopePlan& r = plan_.ropes[i];
+    build_rope_table(r.rot_dims, r.max_pos, r.theta, r.scaling, rope_cos_[i], rope_sin_[i]);
+    ropes_[i] = RopeTable{rope_cos_[i].data(), rope_sin_[i].data(), r.rot_dims, r.max_pos, r.neox};
   }
 }
 
@@ -362,13 +266,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
                       float* logits) {
   auto& conv = static_cast<DecoderConversation&>(base);
   const int64_t pos0 = conv.position();
-  if (T <= 0) throw_shape_mismatch("forward", {1}, {T});
-  if (pos0 + T > conv.max_context())
-    throw_shape_mismatch("forward (context)", {conv.max_context()}, {pos0 + T});
-  for (int64_t t = 0; t < T; ++t)
-    if (ids[t] < 0 || ids[t] >= cfg_.vocab)
-      throw_invalid_config("input_ids", "token id " + std::to_string(ids[t]) + " is outside [0, " +
-                                            std::to_string(cfg_.vocab) + ")");
+  check_forward_args(conv, ids, T, plan_.vocab);
 
   ExecContext& ctx = conv.ctx();
   Dispatcher& d = *dispatcher_;
@@ -376,9 +274,9 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
   Backend& be = *d.chain().front();
   be.begin_forward(ctx);
   auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
-  const int64_t D = cfg_.hidden, hd = cfg_.head_dim, H = cfg_.n_heads, KV = cfg_.n_kv_heads;
-  const int64_t I = cfg_.intermediate;
-  const float eps = static_cast<float>(cfg_.eps);
+  const int64_t D = plan_.hidden, hd = plan_.head_dim, H = plan_.n_heads, KV = plan_.n_kv_heads;
+  const int64_t I = plan_.intermediate;
+  const float eps = static_cast<float>(plan_.eps);
 
   auto norm_op = [&](const char* label) {
     Op op = make_op(OpKind::RmsNorm, label);
@@ -402,15 +300,14 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
   {
     Op op = make_op(OpKind::Embedding, "embed_tokens");
     // Gemma multiplies by sqrt(hidden) rounded to the activation dtype (f32 here).
-    op.a.scale = spec_.embed_scale ? static_cast<float>(std::sqrt(static_cast<double>(D))) : 1.f;
+    op.a.scale = static_cast<float>(plan_.embed_scale);
     d.run(op, {ids_t, embed_}, {&x}, ctx);
   }
   // h = input_layernorm(x) of layer 0
   Tensor h = frame(Shape{T, D});
   d.run(norm_op(layers_[0].label[kAttnNorm].c_str()), {x, layers_[0].attn_norm}, {&h}, ctx);
 
-  const float attn_scale = static_cast<float>(
-      cfg_.attn_scale > 0.0 ? cfg_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd)));
+  const float attn_scale = static_cast<float>(plan_.attn_scale);
 
   // Per-layer activations. On a host-memory backend every op runs to completion
   // before the next starts, so one set serves all layers (a layer's values are
@@ -438,7 +335,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
   // the residual stream alternates between xa and xb (an op never writes its input)
   auto next_x = [&](const Tensor& cur) { return cur.data == xa.data ? xb : xa; };
 
-  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+  for (int64_t l = 0; l < plan_.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     if (!reuse) layer_frames();
     auto matmul = [&](const Tensor& in, const Tensor& W, const Tensor& b, Tensor* out, int label) {
@@ -457,7 +354,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
       d.run(norm_op(w.label[kQkNorm].c_str()), {qv, w.q_norm}, {&qv}, ctx);
       d.run(norm_op(w.label[kQkNorm].c_str()), {kv, w.k_norm}, {&kv}, ctx);
     }
-    const RopeTable* rope = w.sliding ? &rope_local_ : &rope_;
+    const RopeTable* rope = w.rope;
     {
       Op op = make_op(OpKind::Rope, w.label[kRope].c_str());
       op.a.pos0 = pos0;
@@ -485,8 +382,8 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
       op.a.n_kv_heads = static_cast<int>(KV);
       op.a.head_dim = static_cast<int>(hd);
       op.a.scale = attn_scale;
-      op.a.softcap = cfg_.attn_softcap;
-      op.a.window = w.sliding ? cfg_.sliding_window : 0;
+      op.a.softcap = plan_.attn_softcap;
+      op.a.window = w.window;
       d.run(op, {q, kc, vc}, {&att}, ctx);
     }
     matmul(att, w.o, Tensor{}, &o, kO);
@@ -506,7 +403,7 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
     if (spec_.sandwich_norm)
       d.run(norm_op(w.label[kDown].c_str()), {f, w.post_ffn_norm}, {&f}, ctx);
     // x = x + f; h = next layer's input norm (or the final norm)
-    const bool last = l + 1 == cfg_.n_layers;
+    const bool last = l + 1 == plan_.n_layers;
     const Tensor& next_norm = last ? final_norm_ : layers_[static_cast<size_t>(l + 1)].attn_norm;
     const char* next_label = last ? "final_norm" : layers_[static_cast<size_t>(l + 1)].label[kAttnNorm].c_str();
     Tensor x3 = next_x(x);
@@ -520,15 +417,15 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
   Tensor out;
   if (be.host_memory()) {  // the cpu path writes the caller's buffer directly
     out.dtype = DType::F32;
-    out.shape = Shape{rows, cfg_.vocab};
+    out.shape = Shape{rows, plan_.vocab};
     out.data = logits;
   } else {
-    out = frame(Shape{rows, cfg_.vocab});
+    out = frame(Shape{rows, plan_.vocab});
   }
   d.run(make_op(OpKind::Matmul, "lm_head"), {hin, lm_head_}, {&out}, ctx);
-  if (cfg_.final_softcap > 0.f) {
+  if (plan_.final_softcap > 0.f) {
     Op op = make_op(OpKind::Softcap, "final_softcap");
-    op.a.softcap = cfg_.final_softcap;
+    op.a.softcap = plan_.final_softcap;
     d.run(op, {out}, {&out}, ctx);
   }
   if (!be.host_memory()) be.download_f32(out, logits);  // the forward's one read-back
@@ -538,15 +435,10 @@ void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool al
 
 }  // namespace
 
-std::shared_ptr<Model> make_decoder(std::shared_ptr<ModelFile> file, const LoadOptions& opts,
-                                    const FamilySpec& spec, DecoderConfig cfg) {
-  auto m = std::make_shared<Decoder>(spec, std::move(cfg));
-  auto pool = std::make_unique<ThreadPool>(opts.threads);
-  std::vector<std::unique_ptr<Backend>> owned;
-  std::vector<Backend*> chain = select_backends(opts, &owned);
-  auto dispatcher = std::make_unique<Dispatcher>(chain);
-  for (auto& b : owned) dispatcher->adopt(std::move(b));
-  m->bind(std::move(file), opts, std::move(pool), std::move(dispatcher));
+std::shared_ptr<Model> make_curated_decoder(std::shared_ptr<ModelFile> file, const LoadOptions& opts,
+                                            DecoderPlan plan) {
+  auto m = std::make_shared<Decoder>(std::move(plan));
+  m->bind(std::move(file), opts);
   return m;
 }
 

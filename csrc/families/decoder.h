@@ -1,6 +1,6 @@
-// Shared builders of the curated decoder families. A family file (llama.cc,
-// qwen2.cc, gemma3.cc, ...) states what sets it apart (a FamilySpec plus its
-// config extras) and the decoder here runs the common forward:
+// The curated decoder: the config every decoder family shares, the FamilySpec
+// of what sets a family apart (the registry rows of families/families.cc), and
+// the forward the curated path runs over a decoder plan (families/decoder_plan.h):
 //
 //   x = embed(ids) [* sqrt(d)]
 //   for each layer:
@@ -20,10 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/rope_table.h"
-#include "dispatch/op.h"
+#include "core/rope.h"
 #include "format/toml.h"
-#include "runtime/model.h"
+#include "model/model.h"
 
 namespace cyb {
 
@@ -67,7 +66,10 @@ int64_t config_int_or(const toml::Value& arch, const char* key, int64_t dflt);
 double config_float_or(const toml::Value& arch, const char* key, double dflt);
 bool config_bool_or(const toml::Value& arch, const char* key, bool dflt);
 
-std::shared_ptr<Model> make_decoder(std::shared_ptr<ModelFile> file, const LoadOptions& opts,
-                                    const FamilySpec& spec, DecoderConfig cfg);
+struct DecoderPlan;
+// The curated decoder model of a plan (families/decoder_plan.h): binds the plan's
+// weights, builds its rope tables, runs the forward above.
+std::shared_ptr<Model> make_curated_decoder(std::shared_ptr<ModelFile> file, const LoadOptions& opts,
+                                            DecoderPlan plan);
 
 }  // namespace cyb

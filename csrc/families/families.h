@@ -1,40 +1,25 @@
-// The curated families: model_type -> factory. One file per family.
+// The curated families: one registry row per model_type, data (a FamilySpec)
+// plus a small adjust hook for what a family reads beyond the shared decoder
+// keys. Every curated family runs the one decoder plan (families/decoder_plan.h),
+// consumed by the curated forward and the graph builder alike.
 #pragma once
-#include <memory>
 #include <string>
 
+#include "families/decoder.h"
 #include "format/toml.h"
-#include "runtime/model.h"
 
 namespace cyb {
 
-using FamilyFactory = std::shared_ptr<Model> (*)(std::shared_ptr<ModelFile>, const LoadOptions&);
+struct FamilyInfo {
+  const char* model_type;
+  FamilySpec spec;
+  // Family-specific config on top of parse_decoder_config (may be null).
+  void (*adjust)(const toml::Value& arch, DecoderConfig& cfg);
+};
 
 // nullptr when model_type has no curated family.
-FamilyFactory find_family(const std::string& model_type);
+const FamilyInfo* find_family(const std::string& model_type);
 // Comma-separated list of the curated model types (for error messages).
 std::string curated_model_types();
-
-struct FamilySpec;
-struct DecoderConfig;
-// The spec and config a curated decoder family runs with (what its factory
-// passes to make_decoder); false when model_type has no curated family. Used by
-// the graph emitter so a graph expresses exactly the curated computation.
-using FamilyDescriber = void (*)(const toml::Value& config, FamilySpec& spec, DecoderConfig& cfg);
-FamilyDescriber find_family_describer(const std::string& model_type);
-void describe_llama(const toml::Value&, FamilySpec&, DecoderConfig&);
-void describe_qwen2(const toml::Value&, FamilySpec&, DecoderConfig&);
-void describe_qwen3(const toml::Value&, FamilySpec&, DecoderConfig&);
-void describe_gemma(const toml::Value&, FamilySpec&, DecoderConfig&);
-void describe_gemma2(const toml::Value&, FamilySpec&, DecoderConfig&);
-void describe_gemma3(const toml::Value&, FamilySpec&, DecoderConfig&);
-void describe_phi3(const toml::Value&, FamilySpec&, DecoderConfig&);
-std::shared_ptr<Model> make_llama(std::shared_ptr<ModelFile> f, const LoadOptions& o);
-std::shared_ptr<Model> make_qwen2(std::shared_ptr<ModelFile> f, const LoadOptions& o);
-std::shared_ptr<Model> make_qwen3(std::shared_ptr<ModelFile> f, const LoadOptions& o);
-std::shared_ptr<Model> make_gemma(std::shared_ptr<ModelFile> f, const LoadOptions& o);
-std::shared_ptr<Model> make_gemma2(std::shared_ptr<ModelFile> f, const LoadOptions& o);
-std::shared_ptr<Model> make_gemma3(std::shared_ptr<ModelFile> f, const LoadOptions& o);
-std::shared_ptr<Model> make_phi3(std::shared_ptr<ModelFile> f, const LoadOptions& o);
 
 }  // namespace cyb

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/tensor.h"
 #include "format/toml.h"
 
 namespace cyb {
@@ -52,6 +53,16 @@ class ModelFile {
   uint64_t weights_offset() const { return weights_offset_; }  // file offset of the first weights byte
   uint64_t file_size() const { return map_size_; }
   const uint8_t* tensor_data(const TensorEntry& e) const { return weights_ + e.offset; }
+  // The mapped tensor as a Tensor (host view, named after the entry): the one
+  // TensorEntry -> Tensor conversion of the tree.
+  Tensor tensor(const TensorEntry& e) const {
+    Tensor t;
+    t.dtype = e.dtype;
+    for (int64_t d : e.shape) t.shape.d[t.shape.ndim++] = d;
+    t.data = const_cast<uint8_t*>(tensor_data(e));
+    t.name = e.name.c_str();
+    return t;
+  }
 
  private:
   ModelFile() = default;

@@ -1,7 +1,7 @@
 // The graph IR of a `.model` graph section (docs/graph.md): values (inputs,
 // weights, KV-cache state, node outputs) with symbolic shapes, nodes in
-// topological order, parsed and validated at load; the structural fusion pass;
-// the decoder-graph emitter used by the importer.
+// topological order, parsed and validated at load; the structural fusion pass.
+// (The decoder graph of a curated family is built in families/decoder_graph.h.)
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/rope_table.h"
 #include "core/dtype.h"
+#include "core/rope.h"
 #include "dispatch/backend.h"
 #include "dispatch/op.h"
 #include "format/toml.h"
@@ -119,11 +119,6 @@ void infer_shapes(Graph& g);
 // The structural fusion pass (once, at load): rewrites g in place where
 // `primary.supports()` accepts the fused op.
 FusionReport fuse(Graph& g, const Backend& primary);
-
-// The unfused decoder graph of a curated family (same ops and constants as
-// csrc/families/decoder.cc), as graph-section TOML text.
-std::string emit_decoder_graph(const std::string& model_type, const toml::Value& config,
-                               const std::function<bool(const std::string&)>& has_tensor);
 
 }  // namespace graph
 }  // namespace cyb

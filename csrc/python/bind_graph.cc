@@ -6,7 +6,7 @@
 
 #include "core/errors.h"
 #include "format/toml.h"
-#include "graph/graph.h"
+#include "families/decoder_graph.h"
 
 namespace py = pybind11;
 using namespace cyb;

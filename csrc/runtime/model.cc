@@ -2,31 +2,14 @@
 
 #include <chrono>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/nox/nox_backend.h"
-#include "backends/wgpu/wgpu_backend.h"
 #include "core/errors.h"
+#include "families/decoder.h"
+#include "families/decoder_graph.h"
+#include "families/decoder_plan.h"
 #include "families/families.h"
-#include "graph/graph_model.h"
-#include "runtime/backends.h"
+#include "model/graph_model.h"
 
 namespace cyb {
-
-std::vector<Backend*> select_backends(const LoadOptions& opts, std::vector<std::unique_ptr<Backend>>* owned) {
-  const std::string& b = opts.backend;
-  if (b == "cpu") return {&cpu_backend()};
-  const bool asked = b == "wgpu+rs" || b == "wgpu";
-  // The platform default takes wgpu+rs only on a hardware adapter; asking for it
-  // by name also accepts a software adapter (lavapipe in CI).
-  if (asked || (b.empty() && wgpu_hardware_available())) {
-    owned->push_back(make_wgpu_backend(/*allow_software=*/asked));
-    return {owned->back().get(), &cpu_backend()};
-  }
-  if (b.empty()) return {&cpu_backend()};
-  if (b == "honeycrisp") throw_backend_init("honeycrisp", "honeycrisp runs only on macOS with Apple Silicon");
-  if (b == "nox") return {&nox_backend()};  // graph-only (Model::load checks), no fallback
-  throw_backend_init(b, "unknown backend (known: cpu, wgpu+rs, honeycrisp, nox)");
-}
 
 std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -49,15 +32,15 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   if (nox && !has_graph)
     throw_backend_init("nox", "nox runs only models with a graph section, and '" + file->path() +
                                   "' has none (re-import it with `cyb-llm import SRC -o OUT --graph`)");
-  FamilyFactory factory = find_family(type);
+  const FamilyInfo* factory = find_family(type);
   const bool want_graph = nox || opts.path == "graph" || (!factory && opts.path != "curated");
   if (want_graph) {
     std::shared_ptr<Model> m;
     if (has_graph) {
       m = load_graph_model(file, opts, file->section_text("graph"), "section");
     } else if (factory) {
-      const std::string text = emit_graph_for(*file);
-      m = load_graph_model(file, opts, text, "emitted");
+      // the curated family's decoder plan as a graph, built in memory
+      m = load_graph_model(file, opts, build_decoder_graph(*file), "emitted");
     } else {
       throw_invalid_config("model_type", "'" + type + "' has no curated family (known: " + curated_model_types() +
                                              ") and the file has no graph section");
@@ -68,7 +51,10 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   if (!factory)
     throw_invalid_config("model_type", "'" + type + "' has no curated family (known: " + curated_model_types() +
                                            "); path=curated cannot run it");
-  std::shared_ptr<Model> m = factory(std::move(file), opts);
+  DecoderPlan plan = make_decoder_plan(type, file->config(), [&file](const std::string& n) {
+    return file->find(n) != nullptr;
+  });
+  std::shared_ptr<Model> m = make_curated_decoder(std::move(file), opts, std::move(plan));
   m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/quant.h"
-#include "backends/cpu/rope_table.h"
+#include "core/quant.h"
+#include "core/rope.h"
 #include "core/exec_context.h"
 #include "core/thread_pool.h"
 #include "dispatch/dispatcher.h"

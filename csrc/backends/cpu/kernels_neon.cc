@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/quant.h"
+#include "core/quant.h"
 #include "backends/cpu/simd_common.h"
 
 namespace cyb_neon {

@@ -11,10 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/rope_table.h"
 #include "backends/nox/sha256.h"
+#include "core/rope.h"
 #include "dispatch/backend.h"
-#include "graph/executor.h"
 
 namespace cyb {
 
@@ -35,8 +34,8 @@ class NoxBackend : public Backend {
 // The process-wide nox backend (stateless).
 NoxBackend& nox_backend();
 
-// RoPE tables as build_rope_table computes them (same f32 steps), with nox's
-// own pow / log / cos / sin.
+// RoPE tables: core/rope.h's algorithm (build_rope_table_with) under nox's
+// math policy (its own pow / log / floor / ceil / cos / sin, no FMA contraction).
 void nox_build_rope_table(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
                           std::vector<float>& cos, std::vector<float>& sin);
 
@@ -54,22 +53,7 @@ class NoxWeightDigests {
 // `visible` >= 0: a KV cache, only positions [0, visible) of every head.
 Sha256::Digest nox_tensor_digest(const Tensor& t, int64_t visible = -1);
 
-// The digest chain of one forward (a graph::NodeObserver).
-class NoxTracer : public graph::NodeObserver {
- public:
-  explicit NoxTracer(NoxWeightDigests* weights) : weights_(weights) {}
-  void begin(int64_t pos0, int64_t T) override;
-  void on_node(const graph::Node& n, const Tensor* in, int n_in, const Tensor* out, int n_out,
-               const char* in_is_state, const char* out_is_state,
-               int64_t visible) override;
-  std::string hex() const { return Sha256::hex(chain_); }
-  const Sha256::Digest& digest() const { return chain_; }
-  uint64_t nodes() const { return nodes_; }
-
- private:
-  NoxWeightDigests* weights_;
-  Sha256::Digest chain_{};
-  uint64_t nodes_ = 0;
-};
+// The digest chain over the nodes of a forward is model/nox_tracer.h (nox
+// knows no graph types).
 
 }  // namespace cyb

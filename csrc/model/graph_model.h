@@ -3,7 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "runtime/model.h"
+#include "graph/graph.h"
+#include "model/model.h"
 
 namespace cyb {
 
@@ -12,9 +13,9 @@ namespace cyb {
 // `origin` says where the graph came from ("section" or "emitted").
 std::shared_ptr<Model> load_graph_model(std::shared_ptr<ModelFile> file, const LoadOptions& opts,
                                         const std::string& graph_text, const std::string& origin);
-
-// The unfused decoder graph of the file's curated family (graph::emit_decoder_graph
-// over the file's config and tensor index).
-std::string emit_graph_for(const ModelFile& file);
+// The same from a graph already built in memory (validated as parse_graph does:
+// weights present, shapes consistent).
+std::shared_ptr<Model> load_graph_model(std::shared_ptr<ModelFile> file, const LoadOptions& opts, graph::Graph g,
+                                        const std::string& origin);
 
 }  // namespace cyb

@@ -1,0 +1,100 @@
+#include "model/model_base.h"
+
+#include <cstring>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/nox/nox_backend.h"
+#include "backends/wgpu/wgpu_backend.h"
+#include "core/errors.h"
+#include "core/quant.h"
+
+namespace cyb {
+
+std::vector<Backend*> select_backends(const LoadOptions& opts, std::vector<std::unique_ptr<Backend>>* owned) {
+  const std::string& b = opts.backend;
+  if (b == "cpu") return {&cpu_backend()};
+  const bool asked = b == "wgpu+rs" || b == "wgpu";
+  // The platform default takes wgpu+rs only on a hardware adapter; asking for it
+  // by name also accepts a software adapter (lavapipe in CI).
+  if (asked || (b.empty() && wgpu_hardware_available())) {
+    owned->push_back(make_wgpu_backend(/*allow_software=*/asked));
+    return {owned->back().get(), &cpu_backend()};
+  }
+  if (b.empty()) return {&cpu_backend()};
+  if (b == "honeycrisp") throw_backend_init("honeycrisp", "honeycrisp runs only on macOS with Apple Silicon");
+  if (b == "nox") return {&nox_backend()};  // graph-only (Model::load checks), no fallback
+  throw_backend_init(b, "unknown backend (known: cpu, wgpu+rs, honeycrisp, nox)");
+}
+
+void init_model_runtime(const LoadOptions& opts, int threads, std::unique_ptr<ThreadPool>* pool,
+                        std::unique_ptr<Dispatcher>* dispatcher) {
+  *pool = std::make_unique<ThreadPool>(threads);
+  std::vector<std::unique_ptr<Backend>> owned;
+  std::vector<Backend*> chain = select_backends(opts, &owned);
+  *dispatcher = std::make_unique<Dispatcher>(chain);
+  for (auto& b : owned) (*dispatcher)->adopt(std::move(b));
+}
+
+void check_max_context(int64_t max_context, int64_t max_position) {
+  if (max_context <= 0 || max_context > max_position)
+    throw_invalid_config("max_context", "must be in [1, " + std::to_string(max_position) + "] (got " +
+                                            std::to_string(max_context) + ")");
+}
+
+void check_forward_args(const Conversation& conv, const int32_t* ids, int64_t T, int64_t vocab) {
+  const int64_t pos0 = conv.position();
+  if (T <= 0) throw_shape_mismatch("forward", {1}, {T});
+  if (pos0 + T > conv.max_context()) throw_shape_mismatch("forward (context)", {conv.max_context()}, {pos0 + T});
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      throw_invalid_config("input_ids", "token id " + std::to_string(ids[t]) + " is outside [0, " +
+                                            std::to_string(vocab) + ")");
+}
+
+Tensor WeightBinder::weight(const std::string& name, const std::string& context, const std::vector<int64_t>* shape,
+                            bool required) const {
+  const TensorEntry* e = file_->find(name);
+  if (!e) {
+    if (required) throw_missing_tensor(name, context);
+    return Tensor{};
+  }
+  if (shape && e->shape != *shape) throw_shape_mismatch(name, *shape, e->shape);
+  if (e->dtype == DType::I32 || e->dtype == DType::I64 || e->dtype == DType::U8)
+    throw_weight_format(name, dtype_name(e->dtype), e->size, "integer encoding cannot be a weight");
+  return file_->tensor(*e);
+}
+
+Tensor WeightBinder::vector_f32(const std::string& name, int64_t n, const std::string& context, bool required) {
+  const std::vector<int64_t> shape = {n};
+  Tensor src = weight(name, context, &shape, required);
+  if (!src.data) return src;
+  return to_f32(src);
+}
+
+Tensor WeightBinder::to_f32(const Tensor& src) {
+  const int64_t n = src.shape.numel();
+  auto buf = std::make_unique<std::vector<float>>(static_cast<size_t>(n));
+  const uint8_t* p = static_cast<const uint8_t*>(src.data);
+  float* v = buf->data();
+  switch (src.dtype) {
+    case DType::F32: std::memcpy(v, p, static_cast<size_t>(n) * sizeof(float)); break;
+    case DType::F16:
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        v[i] = src.dtype == DType::F16 ? fp16_to_f32(h) : bf16_to_f32(h);
+      }
+      break;
+    default:
+      throw_weight_format(src.name ? src.name : "?", dtype_name(src.dtype), static_cast<uint64_t>(src.nbytes()),
+                          "1-D weights must be f32, f16 or bf16");
+  }
+  Tensor t = src;
+  t.dtype = DType::F32;
+  t.data = v;
+  owned_.push_back(std::move(buf));
+  return t;
+}
+
+}  // namespace cyb
