@@ -35,6 +35,11 @@ BASE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_l
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
             rms_norm_eps=1e-6, tie_word_embeddings=False, initializer_range=INIT_STD)
 
+# yarn with DeepSeek-style mscale / mscale_all_dim (attention factor
+# (0.1 m ln f + 1) / (0.1 m_all ln f + 1) instead of 0.1 ln f + 1) and truncate off.
+YARN_MSCALE = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "mscale": 0.707,
+               "mscale_all_dim": 1.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
+
 # gemma2/gemma3: 6 layers, so sliding and global layers both occur (twice).
 GEMMA3_LAYERS = ["sliding_attention", "sliding_attention", "full_attention"] * 2
 
@@ -45,6 +50,7 @@ FAMILIES = {
                                            "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
     "llama_linear_tied": ("LlamaConfig", "LlamaForCausalLM", dict(
         rope_scaling={"rope_type": "linear", "factor": 2.0}, tie_word_embeddings=True)),
+    "llama_yarn_mscale": ("LlamaConfig", "LlamaForCausalLM", dict(rope_scaling=YARN_MSCALE)),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=WINDOW, head_dim=16)),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_theta=1e6)),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=32)),
@@ -145,3 +151,36 @@ def test_fast_mode_close_to_precise(tiny):
     family, _, path, prompt, _, ref = tiny
     a = cyb_llm.load(path).new_conversation(64).forward(prompt, all_logits=True)
     assert rel_err(a, ref[:PROMPT]) <= FAST_TOL, family
+
+
+CROSS_PATH_TOL = 1e-4  # docs/runtime.md: precise vs precise across paths (curated, graph)
+
+
+@pytest.fixture(scope="module")
+def yarn(tmp_path_factory):
+    hf, path = _build("llama_yarn_mscale", tmp_path_factory)
+    prompt = _ids(PROMPT, seed=7)
+    return hf, path, prompt, hf_logits(hf, prompt)
+
+
+def test_yarn_mscale_same_logits_on_curated_and_graph_paths(yarn):
+    """One rope inverse-frequency function honours mscale / mscale_all_dim / truncate on every path: the
+    curated forward and the graph built from the same decoder plan agree, and both match transformers
+    (which applies mscale), so a path that ignored mscale would fail here (see the sensitivity check)."""
+    hf, path, prompt, ref = yarn
+    curated = cyb_llm.load(path, precise=True, exec_path="curated")
+    graph = cyb_llm.load(path, precise=True, exec_path="graph")
+    assert curated.execution_path == "curated" and graph.execution_path == "graph"
+    a = curated.new_conversation(64).forward(prompt, all_logits=True)
+    b = graph.new_conversation(64).forward(prompt, all_logits=True)
+    assert rel_err(a, b) <= CROSS_PATH_TOL
+    assert rel_err(a, ref) <= PRECISE_TOL, "curated path vs transformers (yarn mscale)"
+    assert rel_err(b, ref) <= PRECISE_TOL, "graph path vs transformers (yarn mscale)"
+    # Sensitivity: the same weights with mscale ignored (attention factor 0.1 ln f + 1) are far off.
+    cfg = hf.config.to_dict()
+    cfg_no = transformers.LlamaConfig(**{k: v for k, v in cfg.items() if k not in ("rope_parameters", "rope_scaling")},
+                                      rope_scaling={k: v for k, v in YARN_MSCALE.items()
+                                                    if k not in ("mscale", "mscale_all_dim")})
+    hf_no = transformers.LlamaForCausalLM(cfg_no).float().eval()
+    hf_no.load_state_dict(hf.state_dict())
+    assert rel_err(hf_logits(hf_no, prompt), ref) > 100 * PRECISE_TOL
