@@ -23,7 +23,7 @@ struct LoadOptions {
   // Execution path: "" (curated family when model_type has one, else the graph
   // section), "curated", or "graph" (the graph section; for a curated family
   // without one, its emitted decoder graph). nox always takes the graph path.
-  std::string path;
+  std::string exec_path;
   bool fuse = true;     // graph path: run the fusion pass at load
 };
 

@@ -113,7 +113,7 @@ void bind_model(py::module_& m) {
         o.backend = backend;
         o.precise = precise;
         o.threads = threads;
-        o.path = exec_path;  // the native LoadOptions field of the exec_path
+        o.exec_path = exec_path;
         o.fuse = fuse;
         py::gil_scoped_release release;
         return Model::load(std::move(file), o);

@@ -23,17 +23,17 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   const toml::Value* mt = file->config().find("model_type");
   if (!mt || !mt->is_string()) throw_invalid_config("model_type", "required key is missing");
   const std::string& type = mt->as_string();
-  if (!opts.path.empty() && opts.path != "curated" && opts.path != "graph")
-    throw_invalid_config("path", "'" + opts.path + "' is not an execution path (curated, graph)");
+  if (!opts.exec_path.empty() && opts.exec_path != "curated" && opts.exec_path != "graph")
+    throw_invalid_config("exec_path", "'" + opts.exec_path + "' is not an execution path (curated, graph)");
   const bool nox = opts.backend == "nox";
   const bool has_graph = file->has_section("graph");
-  if (nox && opts.path == "curated")
+  if (nox && opts.exec_path == "curated")
     throw_backend_init("nox", "nox is graph-only: it cannot run the curated path");
   if (nox && !has_graph)
     throw_backend_init("nox", "nox runs only models with a graph section, and '" + file->path() +
                                   "' has none (re-import it with `cyb-llm import SRC -o OUT --graph`)");
   const FamilyInfo* factory = find_family(type);
-  const bool want_graph = nox || opts.path == "graph" || (!factory && opts.path != "curated");
+  const bool want_graph = nox || opts.exec_path == "graph" || (!factory && opts.exec_path != "curated");
   if (want_graph) {
     std::shared_ptr<Model> m;
     if (has_graph) {
@@ -50,7 +50,7 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   }
   if (!factory)
     throw_invalid_config("model_type", "'" + type + "' has no curated family (known: " + curated_model_types() +
-                                           "); path=curated cannot run it");
+                                           "); exec_path=curated cannot run it");
   DecoderPlan plan = make_decoder_plan(type, file->config(), [&file](const std::string& n) {
     return file->find(n) != nullptr;
   });
