@@ -223,6 +223,10 @@ struct Table {
     for (const OpSchema& s : rows) {
       const size_t i = static_cast<size_t>(s.kind);
       if (i == 0 || i >= by_tag.size() || by_tag[i]) std::abort();  // one row per op, tags in range
+      // every run-time input and output described; rule arguments name an input
+      if (static_cast<int>(s.inputs.size()) != s.run_max_in() || static_cast<int>(s.outputs.size()) != s.n_out ||
+          s.run_min_in() < 1 || s.rule_arg >= s.run_min_in())
+        std::abort();
       by_tag[i] = &s;
     }
     for (size_t i = 1; i < by_tag.size(); ++i) {
