@@ -152,18 +152,6 @@ void infer_shapes(Graph& g) {
         if (t.kind != ValueKind::Weight || t.shape.size() != 2) mismatch(n, "table", {cst(-1), cst(-1)}, t.shape);
         break;
       }
-      case OpKind::Matmul: {
-        need_f32_act(0, "x");
-        const Dim N = need_matrix(1, cols(in(0).shape), "weight");
-        if (n.inputs.size() == 3) need_vec(2, N, "bias");
-        break;
-      }
-      case OpKind::RmsNorm:
-      case OpKind::LayerNorm: {
-        need_f32_act(0, "x");
-        for (size_t i = 1; i < n.inputs.size(); ++i) need_vec(i, cols(in(0).shape), i == 1 ? "weight" : "bias");
-        break;
-      }
       case OpKind::Rope: {
         need_f32_act(0, "x");
         need_heads(0, n.attrs.n_heads, "x");
@@ -190,49 +178,6 @@ void infer_shapes(Graph& g) {
         const SymShape want = {cst(n.attrs.n_kv_heads), Dim{1, Sym::C}, cst(n.attrs.head_dim)};
         if (s.kind != ValueKind::State) throw_format("graph", n.name, "kv_write must write a [[state]] value");
         if (s.shape != want) mismatch(n, "cache", want, s.shape);
-        break;
-      }
-      case OpKind::Softmax:
-      case OpKind::Scale:
-      case OpKind::Silu:
-      case OpKind::Gelu:
-      case OpKind::GeluTanh:
-      case OpKind::Softcap:
-      case OpKind::Copy:
-        need_f32_act(0, "x");
-        break;
-      case OpKind::Add:
-      case OpKind::Mul:
-      case OpKind::SwiGlu:
-      case OpKind::GeGlu: {
-        need_f32_act(0, "a");
-        const bool bcast_ok = n.kind == OpKind::Add || n.kind == OpKind::Mul;
-        const Value& b = in(1);
-        const bool row = bcast_ok && b.shape.size() == 1 && b.shape[0] == cols(in(0).shape);
-        if (!row) {
-          need_f32_act(1, "b");
-          need_same(1, in(0).shape, "b");
-        }
-        break;
-      }
-      case OpKind::FusedSkipNorm:
-        need_f32_act(0, "x");
-        need_f32_act(1, "residual");
-        need_same(1, in(0).shape, "residual");
-        need_vec(2, cols(in(0).shape), "weight");
-        break;
-      case OpKind::FusedNormMatmul: {
-        need_f32_act(0, "x");
-        need_vec(1, cols(in(0).shape), "norm weight");
-        const Dim N = need_matrix(2, cols(in(0).shape), "weight");
-        if (n.inputs.size() == 4) need_vec(3, N, "bias");
-        break;
-      }
-      case OpKind::FusedSwiGlu: {
-        need_f32_act(0, "x");
-        const Dim I = need_matrix(1, cols(in(0).shape), "gate weight");
-        const Dim I2 = need_matrix(2, cols(in(0).shape), "up weight");
-        if (I != I2) mismatch(n, "up weight", {I, cols(in(0).shape)}, in(2).shape);
         break;
       }
       case OpKind::Reshape: {
@@ -272,15 +217,43 @@ void infer_shapes(Graph& g) {
         break;
       }
       default: {
-        // An op without graph-specific checks: its schema inputs (f32 activations,
-        // per-row vectors, same-shaped operands).
+        // Every other op: its schema's inputs, symbolically (f32 activations, per-row
+        // vectors, weights whose rows match the activations, same-shaped operands).
         const OpSchema& sc = op_schema(n.kind);
         const size_t nin = n.inputs.size() - (sc.positions ? 1 : 0);
         for (size_t i = 0; i < nin && i < sc.inputs.size(); ++i) {
           const InputSpec& is = sc.inputs[i];
-          if (is.shape == InShape::Cols0) need_vec(i, cols(in(0).shape), is.name);
-          else if (is.dtypes == kDtF32) need_f32_act(i, is.name);
-          if (is.shape == InShape::Like0) need_same(i, in(0).shape, is.name);
+          const Dim K = cols(in(0).shape);
+          switch (is.shape) {
+            case InShape::Any:
+            case InShape::Rows0:  // activations (graph activations are f32)
+              if ((is.dtypes & kDtF32) && !(is.dtypes & kDtWeight)) need_f32_act(i, is.name);
+              break;
+            case InShape::Like0:
+              need_f32_act(i, is.name);
+              need_same(i, in(0).shape, is.name);
+              break;
+            case InShape::Like0OrRow: {
+              const Value& b = in(i);
+              if (!(b.shape.size() == 1 && b.shape[0] == K)) {
+                need_f32_act(i, is.name);
+                need_same(i, in(0).shape, is.name);
+              }
+              break;
+            }
+            case InShape::Cols0: need_vec(i, K, is.name); break;
+            case InShape::RowsOf: need_vec(i, in(static_cast<size_t>(is.arg)).shape[0], is.name); break;
+            case InShape::WeightK0:
+            case InShape::WeightSelf:
+              need_matrix(i, is.shape == InShape::WeightK0 ? K : cols(in(i).shape), is.name);
+              break;
+            case InShape::WeightLike: {
+              const Dim N = need_matrix(i, K, is.name);
+              const Dim N0 = in(static_cast<size_t>(is.arg)).shape[0];
+              if (N != N0) mismatch(n, is.name, {N0, K}, in(i).shape);
+              break;
+            }
+          }
         }
         break;
       }
