@@ -112,8 +112,10 @@ class GraphModel : public Model {
   }
 
  private:
-  static bool nox_supports(OpKind k) {
-    return k != OpKind::FusedSkipNorm && k != OpKind::FusedNormMatmul && k != OpKind::FusedSwiGlu;
+  static bool nox_supports(OpKind k) {  // nox's own capability list (no fused ops)
+    Op op{};
+    op.kind = k;
+    return nox_backend().supports(op, nullptr, 0);
   }
 
   Tensor bind_weight(const graph::Value& v) {
