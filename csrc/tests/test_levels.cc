@@ -233,6 +233,24 @@ void test_level(CpuLevel L) {
       Buf ref = run(CpuLevel::Scalar, true, op, in, {Buf(DType::F32, a.t.shape)})[0];
       check(ln + " " + op_name(k) + " D=" + std::to_string(D), rel_err(y, ref), 1e-6);
     }
+    {  // l2_normalize, and masked_pool over 5 rows taken as one sequence (rows 1 and 3 masked out)
+      Op op{};
+      op.kind = OpKind::L2Normalize;
+      op.a.eps = 1e-6f;
+      Buf y = run(L, false, op, {a}, {Buf(DType::F32, a.t.shape)})[0];
+      Buf ref = run(CpuLevel::Scalar, true, op, {a}, {Buf(DType::F32, a.t.shape)})[0];
+      check(ln + " l2_normalize D=" + std::to_string(D), rel_err(y, ref), 1e-6);
+      Buf m(DType::F32, Shape{5});
+      for (int i = 0; i < 5; ++i) m.f()[i] = (i == 1 || i == 3) ? 0.f : 1.f;
+      for (int mode = 0; mode < 3; ++mode) {
+        Op mp{};
+        mp.kind = OpKind::MaskedPool;
+        mp.a.pool_mode = mode;
+        Buf py = run(L, false, mp, {a, m}, {Buf(DType::F32, Shape{D})})[0];
+        Buf pr = run(CpuLevel::Scalar, true, mp, {a, m}, {Buf(DType::F32, Shape{D})})[0];
+        check(ln + " masked_pool mode " + std::to_string(mode), rel_err(py, pr), 1e-6);
+      }
+    }
     Op sk{};
     sk.kind = OpKind::FusedSkipNorm;
     sk.a.eps = 1e-6f;
