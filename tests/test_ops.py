@@ -531,11 +531,13 @@ def test_attention(case, cache, backend, precise):
     ref = attention_ref(q, kc, vc, nh, nkv, hd, pos0, window, scale, softcap)
     # The cache values are the stored (possibly f16) ones: f32 math tolerance.
     err = rel_err(y, ref)
-    if backend == "wgpu+rs" and softcap > 0 and err > TOL_F32:
-        # Known: the WGSL kernel's f32 softcap (cap * tanh(s / cap) on logits of ~cap)
-        # misses 1e-6 on the long softcapped cases (1.4e-6 .. 1.8e-6 on lavapipe).
-        pytest.xfail(f"wgpu+rs softcapped attention: {err:.2e} > {TOL_F32} (f32 tanh on the device)")
-    assert err <= TOL_F32
+    tol = TOL_F32
+    if backend == "wgpu+rs" and softcap > 0:
+        # docs/runtime.md, tolerances: a device without f64 rounds the capped logits
+        # cap * tanh(s / cap) in f32, an absolute error of a few ulp of cap that the
+        # softmax carries into the output: 1e-6 + 8 * cap * 2^-24.
+        tol = TOL_F32 + 8.0 * softcap * 2.0 ** -24
+    assert err <= tol
 
 
 @pytest.mark.parametrize("cache", ["f32", "f16"])
