@@ -61,6 +61,19 @@ done
 tier "pytest: short golden checks on wgpu+rs (lavapipe software Vulkan)"
 CYB_GOLDEN_BACKEND=wgpu+rs CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q tests/test_golden.py
 
+tier "wheel: manylinux build, installed into a fresh venv with no compiler on PATH, runs the README's first command"
+bash tools/build_wheel.sh
+wheel_venv=$(mktemp -d)
+python -m venv "$wheel_venv/venv"
+t0=$(date +%s)
+PATH="$wheel_venv/venv/bin" "$wheel_venv/venv/bin/python" -m pip install -q dist/cyb_llm-*.whl
+answer=$(PATH="$wheel_venv/venv/bin" CYB_LLM_CACHE="$wheel_venv/cache" \
+  "$wheel_venv/venv/bin/cyb-llm" run "What is the capital of France?" -q)
+echo "$answer"
+echo "pip install of the wheel to the first answer (model fetched and imported): $(( $(date +%s) - t0 )) s"
+grep -q Paris <<<"$answer"
+rm -rf "$wheel_venv"
+
 if [ "$SLOW" = 1 ]; then
   tier "slow tier: tests/slow"
   python -m pytest tests/slow -q

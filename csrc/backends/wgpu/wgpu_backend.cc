@@ -152,6 +152,12 @@ Gpu& gpu() {
   return *g;
 }
 
+// wgpuGetVersion's encoding: one byte each of major, minor, patch, build.
+std::string version_string(uint32_t v) {
+  return std::to_string(v >> 24) + "." + std::to_string((v >> 16) & 0xFF) + "." + std::to_string((v >> 8) & 0xFF) +
+         "." + std::to_string(v & 0xFF);
+}
+
 bool load_api(Gpu& g) {
   std::string tried;
   for (const std::string& p : lib_candidates()) {
@@ -163,7 +169,17 @@ bool load_api(Gpu& g) {
     tried += " " + p;
   }
   if (!g.lib) {
-    g.error = "libwgpu_native not found (pip install wgpu==0.32.0, or set CYB_WGPU_LIB); tried:" + tried;
+    g.error = std::string("libwgpu_native ") + CYB_WGPU_NATIVE_VERSION +
+              " not found: install the GPU extra, pip install 'cyb_llm[gpu]' (or set CYB_WGPU_LIB); tried:" + tried;
+    return false;
+  }
+  // The C interface changes between releases: only the one these headers describe is used.
+  using GetVersion = uint32_t (*)();
+  auto get_version = reinterpret_cast<GetVersion>(lib_sym(g.lib, "wgpuGetVersion"));
+  const std::string got = get_version ? version_string(get_version()) : std::string("(no wgpuGetVersion)");
+  if (got != CYB_WGPU_NATIVE_VERSION) {
+    g.error = "libwgpu_native at " + g.lib_path + " is version " + got + ", this build needs " +
+              CYB_WGPU_NATIVE_VERSION + " (pip install 'cyb_llm[gpu]' installs the matching wgpu package)";
     return false;
   }
 #define CYB_LOAD(n)                                                           \
