@@ -44,6 +44,15 @@ def test_unsupported_op_falls_back_to_cpu_and_says_so():
     assert T.rel_err(y, ref) <= TOL_F32
 
 
+@pytest.mark.parametrize("n", [1, 3, 33, 64])
+def test_fallback_moves_odd_sized_f16_tensors(n):
+    """A cpu fallback writes its output back to the device: an f16 tensor of an odd number of
+    values ends inside a 4-byte word (the device copies whole words), and must arrive intact."""
+    x = np.random.default_rng(n).standard_normal((1, n)).astype(np.float32)
+    (y,) = _core.run_op("copy", [x], {}, [np.zeros((1, n), np.float16)], "auto", "wgpu+rs")
+    np.testing.assert_array_equal(y, x.astype(np.float16))
+
+
 # ------------------------------------------------------------ whole forwards
 
 CROSS_TOL = 1e-4  # docs/runtime.md: precise vs precise across backends

@@ -829,23 +829,34 @@ class WgpuBackend : public Backend {
     if (t.device == Device::Wgpu && t.data) free_devbuf(dev(t));
     t.data = nullptr;
   }
+  // Buffer copies work in whole 4-byte words; a tensor whose bytes start or end inside a
+  // word (an odd number of f16 values, a view at an odd element) is moved through the
+  // words that cover it (buffers are padded past their last word: create_buffer).
   void read_bytes(const Tensor& t, void* dst) override {
     DevBuf* d = dev(t);
     if (d->bufs.size() != 1) throw_unsupported_op("read (split tensor)", "wgpu+rs", dtype_name(t.dtype));
-    State* st = d->owner ? d->owner : last_;
-    if (!st) {
-      fresh_.g = &g_;
-      st = &fresh_;
+    const uint64_t n = t.nbytes(), a0 = t.offset & ~uint64_t(3);
+    if (a0 == t.offset) {
+      reader(d)->read(d->bufs[0], t.offset, dst, n);
+      return;
     }
-    if (t.offset % 4) throw_unsupported_op("read (unaligned view)", "wgpu+rs", dtype_name(t.dtype));
-    st->read(d->bufs[0], t.offset, dst, t.nbytes());
+    std::vector<uint8_t> words(((t.offset + n + 3) & ~uint64_t(3)) - a0);
+    reader(d)->read(d->bufs[0], a0, words.data(), words.size());
+    std::memcpy(dst, words.data() + (t.offset - a0), n);
   }
   void write_bytes(const Tensor& t, const void* src) override {
     DevBuf* d = dev(t);
+    if (d->bufs.size() != 1) throw_unsupported_op("write (split tensor)", "wgpu+rs", dtype_name(t.dtype));
     const uint64_t n = t.nbytes();
-    if (d->bufs.size() != 1 || t.offset % 4 || n % 4)
-      throw_unsupported_op("write (split or unaligned)", "wgpu+rs", dtype_name(t.dtype));
-    A.wgpuQueueWriteBuffer(g_.queue, d->bufs[0], t.offset, src, n);
+    if (t.offset % 4 == 0 && n % 4 == 0) {
+      A.wgpuQueueWriteBuffer(g_.queue, d->bufs[0], t.offset, src, n);
+      return;
+    }
+    const uint64_t a0 = t.offset & ~uint64_t(3);
+    std::vector<uint8_t> words(((t.offset + n + 3) & ~uint64_t(3)) - a0);
+    reader(d)->read(d->bufs[0], a0, words.data(), words.size());  // the neighbours' bytes in the edge words
+    std::memcpy(words.data() + (t.offset - a0), src, n);
+    A.wgpuQueueWriteBuffer(g_.queue, d->bufs[0], a0, words.data(), words.size());
   }
   void download_f32(const Tensor& t, float* out) override {
     const int64_t n = t.shape.numel();
@@ -866,6 +877,15 @@ class WgpuBackend : public Backend {
   void execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) override;
 
  private:
+  // The state whose command stream last wrote `d` (so a read sees its results).
+  State* reader(DevBuf* d) {
+    State* st = d->owner ? d->owner : last_;
+    if (!st) {
+      fresh_.g = &g_;
+      st = &fresh_;
+    }
+    return st;
+  }
   // A weight (or any long-lived host tensor) on the device, uploaded at first use.
   DevBuf* weight(const Tensor& t) {
     if (t.device == Device::Wgpu) return dev(t);
