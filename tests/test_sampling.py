@@ -232,3 +232,81 @@ def test_bad_logits_raise():
         s.sample(np.zeros((2, 3), dtype=np.float32))
     with pytest.raises(ShapeMismatch):
         s.sample(np.zeros(0, dtype=np.float32))
+
+
+# --- every public entry point reaches the native sampler --------------------------------------
+#
+# At a high temperature unrestricted sampling leaves the greedy text at once (and differs across
+# seeds); each restriction alone (top_k=1, a tiny top_p, min_p near 1) leaves one token per step,
+# so the text must be the greedy one. An entry point that dropped a parameter on its way to
+# _core.Sampler would sample unrestricted and fail. Real smollm2 weights, the chat prompt below.
+
+HOT = 5.0
+SEEDS = (1, 2, 3)
+N_NEW = 8
+MESSAGES = [{"role": "user", "content": "Name three colors."}]
+OFF = dict(top_k=0, top_p=1.0, min_p=0.0)
+RESTRICTIONS = {"top_k": dict(top_k=1), "top_p": dict(top_p=1e-6), "min_p": dict(min_p=0.999)}
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    import cyb_llm
+    from cyb_llm import hub
+
+    path = hub.fetch("smollm2")
+    return path, cyb_llm.load(path)
+
+
+def _via_sampling_params(path, model, **kw):
+    from cyb_llm.sampling import SamplingParams
+
+    return model.generator().generate(MESSAGES, max_tokens=N_NEW, sampling=SamplingParams(**kw)).read()
+
+
+def _via_generate_dict(path, model, **kw):
+    return model.generator().generate(MESSAGES, max_tokens=N_NEW, sampling=dict(kw)).read()
+
+
+def _via_chat_completion(path, model, **kw):
+    from cyb_llm.generate import create_chat_completion
+
+    out = create_chat_completion(model, MESSAGES, max_tokens=N_NEW, **kw)
+    return out["choices"][0]["message"]["content"]
+
+
+def _via_cli(path, model, **kw):
+    import contextlib
+    import io
+    import json
+
+    from cyb_llm import cli
+
+    flags = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p",
+             "seed": "--seed"}
+    argv = ["run", path, MESSAGES[0]["content"], "--json", "-q", "--max-tokens", str(N_NEW)]
+    for k, v in kw.items():
+        argv += [flags[k], str(v)]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert cli.main(argv) == 0
+    return json.loads(buf.getvalue())["text"]
+
+
+ENTRY_POINTS = {"SamplingParams": _via_sampling_params, "generate(sampling=dict)": _via_generate_dict,
+                "create_chat_completion": _via_chat_completion, "cyb-llm run": _via_cli}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_sampling_parameters_reach_the_native_sampler(entry, smollm2):
+    path, model = smollm2
+    run = lambda **kw: ENTRY_POINTS[entry](path, model, **kw)  # noqa: E731
+    greedy_text = run(temperature=0.0, seed=1, **OFF)
+    assert greedy_text, entry
+    free = [run(temperature=HOT, seed=s, **OFF) for s in SEEDS]
+    assert all(t != greedy_text for t in free), f"{entry}: unrestricted hot sampling gave the greedy text: {free}"
+    assert len(set(free)) > 1, f"{entry}: the seed does not reach the sampler: {free}"
+    for name, restrict in RESTRICTIONS.items():
+        for s in SEEDS:
+            got = run(temperature=HOT, seed=s, **{**OFF, **restrict})
+            assert got == greedy_text, f"{entry}: {name}={restrict[name]} at T={HOT}, seed {s}: {got!r} != greedy"
