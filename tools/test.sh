@@ -30,8 +30,12 @@ tier "native core and test programs under AddressSanitizer + UBSan"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCYB_SANITIZE=ON -DCYB_BUILD_PYTHON=OFF \
   -DCYB_BUILD_TESTS=ON >/dev/null
 ninja -C build/asan -j "$JOBS" >/dev/null
+# test_no_alloc also runs the real decoder forward of these files (curated and graph path; under
+# ASan at the best CPU level only, in the release build below at every level)
+export CYB_NO_ALLOC_MODELS=$(python -c "from cyb_llm import hub
+print(':'.join(hub.fetch(n, progress=False) for n in ('smollm2', 'qwen05', 'gemma3')))")
 for t in build/asan/test_*; do
-  echo "-- $t"; "$t" | tail -n 1
+  echo "-- $t"; CYB_NO_ALLOC_LEVELS=auto "$t" | tail -n 1
 done
 
 tier "native test programs (release build)"
