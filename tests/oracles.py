@@ -23,6 +23,25 @@ PROMPTS = [
 ]
 
 
+LLAMA_CPP_VERSION = "0.3.36"  # the llama-cpp-python that tools/test.sh builds (docs/testing.md)
+
+
+def llama_cpp():
+    """llama-cpp-python, the peer reference. Skips the test where it is not installed, except
+    under CYB_REQUIRE_PEERS=1 (tools/test.sh sets it), where a missing or different version fails."""
+    import pytest
+
+    if os.environ.get("CYB_REQUIRE_PEERS") != "1":
+        return pytest.importorskip("llama_cpp")
+    try:
+        import llama_cpp as mod
+    except ImportError as e:
+        pytest.fail(f"CYB_REQUIRE_PEERS=1 but llama_cpp does not import: {e}")
+    if mod.__version__ != LLAMA_CPP_VERSION:
+        pytest.fail(f"CYB_REQUIRE_PEERS=1: llama_cpp {mod.__version__}, want {LLAMA_CPP_VERSION}")
+    return mod
+
+
 @functools.lru_cache(maxsize=4)
 def hf_from_gguf(gguf_path: str):
     """transformers' own GGUF loader: dequantizes every tensor to f32."""

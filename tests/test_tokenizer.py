@@ -18,6 +18,7 @@ import pytest
 
 from cyb_llm.format import ModelFile
 from cyb_llm.tokenizer import Tokenizer, tokenizer_json_from_vocab
+import oracles
 from tokenizer_corpus import corpus
 
 LINES = corpus()
@@ -188,11 +189,13 @@ def test_special_tokens_and_ids(models):
         ours.decode([10**9])
 
 
-# ---------------------------------------------------------------- llama.cpp (optional reference)
+# ---------------------------------------------------------------- llama.cpp (peer reference)
 
 @pytest.mark.parametrize("name", ["smollm2", "qwen05", "gemma3"])
 def test_llama_cpp_reference(models, real_source, name):
-    llama_cpp = pytest.importorskip("llama_cpp")
+    """The whole corpus, every model, in the default tier (tools/test.sh builds llama-cpp-python
+    and sets CYB_REQUIRE_PEERS=1, so a missing llama.cpp fails instead of skipping)."""
+    llama_cpp = oracles.llama_cpp()
     mf, ours, ref = models(name)
     llm = llama_cpp.Llama(real_source(name), vocab_only=True, verbose=False)
     bad = []

@@ -414,6 +414,11 @@ void bind_ops(py::module_& m) {
     for (CpuLevel l : cpu_levels_available()) v.push_back(cpu_level_name(l));
     return v;
   }, "CPU kernel levels available on this machine, scalar (the reference) first.");
+  m.def("cpu_levels_compiled", [] {
+    std::vector<std::string> v;
+    for (CpuLevel l : cpu_levels_compiled()) v.push_back(cpu_level_name(l));
+    return v;
+  }, "CPU kernel levels compiled into this build, whether or not this CPU can run them.");
   m.def("set_cpu_level", [](const std::string& name) { set_cpu_level(name); }, py::arg("name"),
         "Selects the CPU kernel level of the process-wide CPU backend (scalar|avx2|avx512|neon|auto).");
   m.def("cpu_level", [] { return std::string(cpu_level_name(cpu_backend().level())); },

@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'cpu_level', 'cpu_levels', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'last_run_op_backend', 'load', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'last_run_op_backend', 'load', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -164,6 +164,10 @@ def cpu_level() -> str:
 def cpu_levels() -> list[str]:
     """
     CPU kernel levels available on this machine, scalar (the reference) first.
+    """
+def cpu_levels_compiled() -> list[str]:
+    """
+    CPU kernel levels compiled into this build, whether or not this CPU can run them.
     """
 def curated_model_types() -> list[str]:
     """

@@ -121,6 +121,18 @@ const char* cpu_level_name(CpuLevel l) {
   return "scalar";
 }
 
+std::vector<CpuLevel> cpu_levels_compiled() {
+  // The same macros that decide which fill_*_kernels calls Tables() compiles.
+  std::vector<CpuLevel> v{CpuLevel::Scalar};
+#if defined(CYB_X86)
+  v.insert(v.end(), {CpuLevel::Avx2, CpuLevel::Avx512, CpuLevel::Amx});
+#endif
+#if defined(CYB_ARM64)
+  v.push_back(CpuLevel::Neon);
+#endif
+  return v;
+}
+
 std::vector<CpuLevel> cpu_levels_available() {
   std::vector<CpuLevel> v;
   for (int i = 0; i < 5; ++i)

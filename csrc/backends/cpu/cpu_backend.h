@@ -16,6 +16,8 @@ namespace cyb {
 enum class CpuLevel : int { Scalar = 0, Avx2 = 1, Avx512 = 2, Neon = 3, Amx = 4 };
 
 const char* cpu_level_name(CpuLevel l);
+// Levels compiled into this build (whatever this CPU supports), scalar first.
+std::vector<CpuLevel> cpu_levels_compiled();
 // Levels compiled in and supported by this CPU, scalar first, best last.
 std::vector<CpuLevel> cpu_levels_available();
 CpuLevel cpu_level_best();
