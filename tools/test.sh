@@ -5,26 +5,70 @@
 #      build of the test programs (no-allocation test, the C++ example);
 #      a bounded libFuzzer run of the .model reader;
 #   2. pytest: the op matrix on every CPU level, the full golden sets on the
-#      default path, then short golden checks (2 prompts, 8 tokens) on every
-#      other CPU level and on wgpu+rs (lavapipe).
-# The slow tier (tests/slow: llama.cpp fidelity, arm64 NEON under qemu, larger
-# models) runs with `bash tools/test.sh --slow`.
+#      default path, the tokenizers against llama.cpp, then short golden checks
+#      (2 prompts, 8 tokens) on every other CPU level and on wgpu+rs
+#      (lavapipe), and the fast path against llama.cpp on a short set;
+#   3. the NEON level: the arm64 build's native tests under qemu-aarch64;
+#   4. the table of CPU levels (run / not run and why), then seconds per tier.
+# The peers (llama-cpp-python) are required: CYB_REQUIRE_PEERS=1 turns their
+# skips into failures. Tiers and budgets: docs/testing.md.
+# The slow tier (tests/slow: the full llama.cpp fidelity set, arm64 NEON,
+# larger models) runs with `bash tools/test.sh --slow`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+export CYB_REQUIRE_PEERS=1
 SLOW=0
 [ "${1:-}" = "--slow" ] && SLOW=1
 JOBS=${JOBS:-2}
-tier() { echo; echo "=== $* ($(date +%T))"; }
+# What the tiers leave for the CPU-level table (tests/test_cpu_levels.py).
+RESULTS=$PWD/build/test-results
+rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+TIER_NAMES=() TIER_SECS=() tier_name="" tier_t0=0 run_t0=$(date +%s)
+tier_close() {
+  [ -n "$tier_name" ] && { TIER_NAMES+=("$tier_name"); TIER_SECS+=($(( $(date +%s) - tier_t0 ))); }
+  tier_name=""
+}
+tier() { tier_close; tier_name="$*" tier_t0=$(date +%s); echo; echo "=== $* ($(date +%T))"; }
+tier_table() {
+  local rc=$? i
+  tier_close
+  echo; echo "=== seconds per tier$([ $rc = 0 ] || echo " (stopped by a failure, exit $rc)")"
+  for i in "${!TIER_NAMES[@]}"; do printf '%6d  %s\n' "${TIER_SECS[$i]}" "${TIER_NAMES[$i]}"; done
+  printf '%6d  total\n' $(( $(date +%s) - run_t0 ))
+}
+trap tier_table EXIT
 
 tier "test dependencies"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  pkgs="clang libclang-rt-14-dev mesa-vulkan-drivers ccache"
+  pkgs="clang libclang-rt-14-dev mesa-vulkan-drivers ccache g++-aarch64-linux-gnu qemu-user"
   dpkg -s $pkgs >/dev/null 2>&1 || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null; }
 fi
 python -m pip install -q torch==2.13.0
 python -m pip install -q ".[test]"
+tier "peer: llama-cpp-python (built from its sdist unless that version imports)"
+# PyPI has no wheel, so it builds from the sdist (~6 min on 2 cores). Not -march=native
+# (GGML_NATIVE=OFF): AVX2 and AVX-512 + VNNI where this CPU has them, AMX off, because
+# llama.cpp's AMX build faults on the development VMs (docs/cpu-bench.md).
+llama_version=$(python -c "import sys; sys.path.insert(0, 'tests'); import oracles; print(oracles.LLAMA_CPP_VERSION)")
+if python -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$llama_version')" 2>/dev/null; then
+  echo "llama-cpp-python $llama_version already imports"
+else
+  llama_args="-DGGML_NATIVE=OFF"
+  if [ "$(uname -m)" = x86_64 ]; then
+    has() { grep -qw "$1" /proc/cpuinfo; }
+    noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    llama_args="$llama_args -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    llama_args="$llama_args -DCMAKE_C_FLAGS='$noamx' -DCMAKE_CXX_FLAGS='$noamx'"
+    has avx2 && has fma && has f16c && llama_args="$llama_args -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+    has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_vnni \
+      && llama_args="$llama_args -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON"
+  fi
+  echo "CMAKE_ARGS=$llama_args"
+  CMAKE_ARGS="$llama_args" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+    python -m pip install -q --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$llama_version"
+fi
 
 tier "native core and test programs under AddressSanitizer + UBSan"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCYB_SANITIZE=ON -DCYB_BUILD_PYTHON=OFF \
@@ -50,17 +94,24 @@ bash tools/fuzz.sh "${FUZZ_SECONDS:-60}"
 tier "nox: gcc and clang at -O0 and -O3 reproduce the committed golden digest"
 bash tools/nox_golden.sh
 
-tier "pytest: default path (op matrix on every CPU level, full golden sets)"
-python -m pytest tests -q --ignore=tests/slow
+tier "pytest: default path (op matrix on every CPU level, full golden sets, tokenizers vs llama.cpp)"
+python -m pytest tests -q --ignore=tests/slow --junitxml="$RESULTS/default.xml"
 
 default_level=$(python -c "import cyb_llm._core as c; print(c.cpu_level())")
+echo "$default_level" > "$RESULTS/default_level"
 for level in $(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels()))"); do
   [ "$level" = "$default_level" ] && continue
   tier "pytest: short golden checks on CPU level $level"
   # smollm2 (Q4_1) and gemma3 (Q4_K/Q6_K: the K-quant kernels of each level)
   CYB_CPU_LEVEL=$level CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2,gemma3 python -m pytest -q \
-    tests/test_golden.py tests/test_families_tiny.py tests/test_model.py
+    tests/test_golden.py tests/test_families_tiny.py tests/test_model.py --junitxml="$RESULTS/golden-$level.xml"
 done
+
+tier "pytest: fast path vs llama.cpp, short set (4 prompts; smollm2, gemma3)"
+CYB_FIDELITY=short CYB_GOLDEN_MODELS=smollm2,gemma3 python -m pytest -q -s tests/slow/test_fidelity_vs_llamacpp.py
+
+tier "arm64: the NEON level under qemu-aarch64 (tools/arm64_check.sh)"
+bash tools/arm64_check.sh 2>&1 | tee "$RESULTS/arm64.log"
 
 tier "pytest: short golden checks on wgpu+rs (lavapipe software Vulkan)"
 CYB_GOLDEN_BACKEND=wgpu+rs CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q tests/test_golden.py
@@ -78,8 +129,12 @@ echo "pip install of the wheel to the first answer (model fetched and imported):
 grep -q Paris <<<"$answer"
 rm -rf "$wheel_venv"
 
+tier "CPU levels of this build: run or not run"
+python tests/test_cpu_levels.py "$RESULTS"
+
 if [ "$SLOW" = 1 ]; then
   tier "slow tier: tests/slow"
   python -m pytest tests/slow -q
 fi
-tier "all tiers passed"
+tier_close
+echo; echo "=== all tiers passed"
