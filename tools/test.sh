@@ -111,7 +111,11 @@ tier "pytest: fast path vs llama.cpp, short set (4 prompts; smollm2, gemma3)"
 CYB_FIDELITY=short CYB_GOLDEN_MODELS=smollm2,gemma3 python -m pytest -q -s tests/slow/test_fidelity_vs_llamacpp.py
 
 tier "arm64: the NEON level under qemu-aarch64 (tools/arm64_check.sh)"
-bash tools/arm64_check.sh 2>&1 | tee "$RESULTS/arm64.log"
+if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-g++ >/dev/null; then
+  bash tools/arm64_check.sh 2>&1 | tee "$RESULTS/arm64.log"
+else  # not root, or no apt: the CPU-level table says neon was not run and why
+  echo "qemu-aarch64 or aarch64-linux-gnu-g++ not installed (apt-get install g++-aarch64-linux-gnu qemu-user)"
+fi
 
 tier "pytest: short golden checks on wgpu+rs (lavapipe software Vulkan)"
 CYB_GOLDEN_BACKEND=wgpu+rs CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q tests/test_golden.py
