@@ -121,11 +121,35 @@ def cpu_level(backend):
     return (lvl or "auto") if kind == "cpu" else None
 
 
+# docs/cpu-backend.md, "Precise and fast mode": the fast path quantizes a matmul's activations to
+# int16 for these weight encodings, one scale per 32 values, except at the avx512 and amx levels
+# for Q4_K/Q5_K/Q6_K (one per 256-value super-block); the scalar level (the reference) never does.
+Q16_ACTIVATION_ENCODINGS = {"q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k"}
+Q16K_ACTIVATION_ENCODINGS = {"q4_k", "q5_k", "q6_k"}
+
+
+def activation_block(level, enc):
+    """The spec's activation block of a fast-mode matmul at a cpu level: 32, 256 or 0 (f32)."""
+    if level == "auto":
+        level = _core.cpu_levels()[-1]  # docs/cpu-backend.md: `auto` is the last of them
+    if level == "scalar" or enc not in Q16_ACTIVATION_ENCODINGS:
+        return 0
+    return 256 if level in ("avx512", "amx") and enc in Q16K_ACTIVATION_ENCODINGS else 32
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_activation_block_is_the_documented_one(level):
+    """The runtime's own answer (_core.activation_block) agrees with the spec table above; the
+    matmul oracles use the table, so a kernel that quantized otherwise fails them."""
+    for enc in ENCODINGS:
+        assert _core.activation_block(level, enc) == activation_block(level, enc), enc
+
+
 def matmul_input(x, enc, backend, precise):
     """Activations as the kernel sees them: f32, or 16-bit blocks in the cpu's fast integer
     path (judged on the dequantized activations, as quantized weights are on their bytes)."""
     lvl = cpu_level(backend)
-    bs = 0 if precise or lvl is None else _core.activation_block(lvl, enc)
+    bs = 0 if precise or lvl is None else activation_block(lvl, enc)
     if bs:
         return q16_activations(x, bs)
     return np.asarray(x, dtype=np.float64)
@@ -411,16 +435,33 @@ def rope_ref(x, cos, sin, n_heads, head_dim, rot, neox, pos0):
     return xh.reshape(T, n_heads * head_dim)
 
 
+ROPE_CASES = [
+    ("default", None),
+    ("linear", {"rope_type": "linear", "factor": 4.0}),
+    ("llama3", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64}),
+    ("yarn", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
+]
+
+
 @pytest.mark.parametrize("neox", [True, False])
 @pytest.mark.parametrize("rot", [64, 32])  # 32 of 64: partial rotary
 @pytest.mark.parametrize("T,pos0", [(1, 0), (1, 13), (7, 5)])
-def test_rope(neox, rot, T, pos0, backend):
+@pytest.mark.parametrize("name,scaling", [ROPE_CASES[0], ROPE_CASES[3]], ids=["default", "yarn"])
+def test_rope(neox, rot, T, pos0, name, scaling, backend):
+    """The op (which builds its own table from theta and the scaling) against the rotation
+    applied with transformers' table (tests/oracles.py: hf_rope_table), not ours."""
+    pytest.importorskip("transformers")
+    from oracles import hf_rope_table
+
     rng = np.random.default_rng(6)
     nh, hd, max_pos = 3, 64, 40
-    cos, sin = _core.rope_table(rot, max_pos, 10000.0)
+    cos, sin = hf_rope_table(rot, max_pos, 10000.0, scaling)
     x = rng.standard_normal((T, nh * hd)).astype(np.float32)
-    attrs = {"n_heads": nh, "head_dim": hd, "pos0": pos0,
-             "rope": {"rot_dims": rot, "neox": neox, "max_pos": max_pos, "theta": 10000.0}}
+    rope = {"rot_dims": rot, "neox": neox, "max_pos": max_pos, "theta": 10000.0}
+    if scaling:
+        rope["scaling"] = dict(scaling)
+    attrs = {"n_heads": nh, "head_dim": hd, "pos0": pos0, "rope": rope}
     (y,) = run("rope", [x], attrs, backend=backend)
     assert rel_err(y, rope_ref(x, cos, sin, nh, hd, rot, neox, pos0)) <= TOL_F32
 
@@ -433,35 +474,17 @@ def test_rope_position_outside_table_is_an_error():
         run("rope", [x], attrs)
 
 
-ROPE_CASES = [
-    ("default", None),
-    ("linear", {"rope_type": "linear", "factor": 4.0}),
-    ("llama3", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 64}),
-    ("yarn", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
-]
-
-
 @pytest.mark.parametrize("name,scaling", ROPE_CASES, ids=[c[0] for c in ROPE_CASES])
-def test_rope_table_matches_transformers(name, scaling):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+@pytest.mark.parametrize("theta", [10000.0, 500000.0, 1000000.0])
+@pytest.mark.parametrize("rot", [128, 64, 32])
+def test_rope_table_matches_transformers(name, scaling, theta, rot):
+    """Our (cos, sin) tables against transformers' over a grid of theta x rotated dims x scaling."""
+    pytest.importorskip("transformers")
+    from oracles import hf_rope_table
 
-    hd, theta, max_pos = 64, 500000.0, 300
-    params = {"rope_type": "default", "rope_theta": theta}
-    if scaling:
-        params = dict(scaling, rope_theta=theta)
-    cfg = transformers.LlamaConfig(hidden_size=hd * 2, num_attention_heads=2, head_dim=hd,
-                                   max_position_embeddings=max_pos, rope_parameters=params)
-    emb = LlamaRotaryEmbedding(cfg)
-    pos = torch.arange(max_pos)[None, :]
-    with torch.no_grad():
-        c_ref, s_ref = emb(torch.zeros(1, max_pos, hd), pos)
-    c_ref = c_ref[0, :, : hd // 2].numpy().astype(np.float64)
-    s_ref = s_ref[0, :, : hd // 2].numpy().astype(np.float64)
-    sc = {k: v for k, v in (scaling or {}).items()}
-    cos, sin = _core.rope_table(hd, max_pos, theta, sc)
+    max_pos = 300
+    c_ref, s_ref = hf_rope_table(rot, max_pos, theta, scaling)
+    cos, sin = _core.rope_table(rot, max_pos, theta, dict(scaling or {}))
     assert np.max(np.abs(cos - c_ref)) <= 1e-6 * np.max(np.abs(c_ref))
     assert np.max(np.abs(sin - s_ref)) <= 1e-6 * np.max(np.abs(s_ref))
 
@@ -710,7 +733,7 @@ def test_fused_norm_matmul(enc, backend, precise):
         attrs = {"eps": 1e-5, "precise": precise}
         (y,) = run("fused_norm_matmul", [x, wn, w, bias], attrs, backend=backend)
         (n_u,) = run("rms_norm", [x, wn], attrs, backend=backend)
-        bs = 0 if precise or cpu_level(backend) is None else _core.activation_block(cpu_level(backend), enc)
+        bs = 0 if precise or cpu_level(backend) is None else activation_block(cpu_level(backend), enc)
         if bs:
             xn = q16_activations(n_u, bs)  # the normalized row, as the kernel quantized it
         assert rel_err(y, xn @ deq.T + bias) <= TOL_F32, T

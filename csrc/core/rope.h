@@ -118,9 +118,10 @@ void rope_inv_freq_with(int rot_dims, double theta, const RopeScaling& sc, std::
     const float high_freq_wavelen = static_cast<float>(old_ctx / sc.high_freq_factor);
     const float two_pi = static_cast<float>(2 * kPi);
     for (float& v : inv_freq) {
-      const float wavelen = two_pi / v;
+      // torch evaluates `scalar / tensor` as reciprocal(tensor) * scalar: two f32 roundings.
+      const float wavelen = (1.0f / v) * two_pi;
       const float llama = wavelen > low_freq_wavelen ? v / factor : v;
-      const float smooth = (static_cast<float>(old_ctx) / wavelen - lff) / (hff - lff);
+      const float smooth = ((1.0f / wavelen) * static_cast<float>(old_ctx) - lff) / (hff - lff);
       const float a = (1.0f - smooth) * llama;
       const float b = a / factor;
       const float c = smooth * llama;
