@@ -17,13 +17,15 @@ import cyb_llm
 from cyb_llm.convert import import_model
 
 from oracles import greedy, hf_greedy, hf_logits, rel_err
+from tolerances import tolerance
 
 import torch  # noqa: E402  (test oracle)
 import transformers  # noqa: E402  (test oracle)
 
 VOCAB = 512
-PRECISE_TOL = 1e-4  # docs/runtime.md: precise whole forward vs transformers f32
-FAST_TOL = 5e-2  # docs/runtime.md: fast path vs precise
+PRECISE_TOL = tolerance("precise-vs-transformers")  # docs/runtime.md, "Tolerances"
+FAST_TOL = tolerance("fast-vs-precise")
+BULK_TOL = tolerance("bulk-vs-token")
 INIT_STD = 0.2  # weights N(0, 0.2)
 PROMPT = 24  # > 2 x the sliding window below
 DECODE = 10
@@ -143,7 +145,7 @@ def test_bulk_prefill_equals_token_by_token(tiny):
     bulk = m.new_conversation(64).forward(ids, all_logits=True)
     conv = m.new_conversation(64)
     steps = np.stack([np.asarray(conv.forward([t])).reshape(-1) for t in ids])
-    assert rel_err(bulk, steps) <= PRECISE_TOL, family
+    assert rel_err(bulk, steps) <= BULK_TOL, family
     assert (bulk.argmax(-1) == steps.argmax(-1)).all(), family
 
 
@@ -153,7 +155,7 @@ def test_fast_mode_close_to_precise(tiny):
     assert rel_err(a, ref[:PROMPT]) <= FAST_TOL, family
 
 
-CROSS_PATH_TOL = 1e-4  # docs/runtime.md: precise vs precise across paths (curated, graph)
+CROSS_PATH_TOL = tolerance("cross-path")  # precise vs precise across paths (curated, graph)
 
 
 @pytest.fixture(scope="module")

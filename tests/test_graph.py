@@ -4,7 +4,8 @@ Tiny random checkpoints of every curated decoder family (built with
 transformers as in test_families_tiny.py) are imported with `--graph`; the
 curated path, the graph path (fused and unfused) and nox must agree within
 docs/runtime.md's cross-path and fused-op tolerances and give the same greedy
-tokens. Real weights: tests/slow/test_graph_real.py.
+tokens; each asserts from `model.dispatch_records` that its ops ran on its own
+backend (nox on nox, no silent CPU). Real weights: tests/slow/test_graph_real.py.
 """
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from cyb_llm.errors import BackendInit, FormatError, InvalidConfig, ShapeMismatc
 import graph_util
 import nox_golden
 from oracles import greedy, rel_err
+from placement import assert_ran_on
+from tolerances import tolerance
 
-CROSS_PATH_TOL = 1e-4  # docs/runtime.md: precise vs precise across paths (curated, graph, nox)
-FUSED_TOL = 1e-4       # docs/runtime.md: fused vs unfused (f32)
+CROSS_PATH_TOL = tolerance("cross-path")  # precise vs precise across paths (curated, graph, nox)
+FUSED_TOL = tolerance("fused-f32")        # fused vs unfused (f32)
 CURATED = ["llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"]
 
 
@@ -64,6 +67,9 @@ def test_curated_graph_nox_agree(tiny_graph):
               for name, m in (("curated", curated), ("graph", graph), ("nox", nox))}
     assert tokens["graph"] == tokens["curated"], family
     assert tokens["nox"] == tokens["curated"], family
+    for name, m, backend in (("curated", curated, "cpu"), ("graph", graph, "cpu"), ("unfused", unfused, "cpu"),
+                             ("nox", nox, "nox")):
+        assert_ran_on(m, backend, f"{family} {name}")
 
 
 def test_fusion_report_on_llama_graph(tmp_path):

@@ -14,6 +14,7 @@ import cyb_llm
 from cyb_llm import errors, hub
 
 from oracles import greedy, rel_err
+from tolerances import tolerance
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,26 @@ def test_reset_kv_cache_restarts_the_conversation(model):
     c.reset_kv_cache()
     assert c.position == 0
     np.testing.assert_array_equal(c.forward(ids), first)
+
+
+# Bulk prefill == token-by-token (docs/runtime.md, "Conversations and the KV cache"): 36 tokens,
+# enough for the multi-token matmul tiles and the >= 8-query attention tiles of the prefill.
+BULK_TEXT = ("The quick brown fox jumps over the lazy dog. In the beginning the Universe was created. "
+             "This has made a lot of people very angry and been widely regarded as a bad move.")
+
+
+@pytest.mark.parametrize("precise", [True, False], ids=["precise", "fast"])
+def test_bulk_prefill_equals_token_by_token(path, model, precise):
+    m = model if precise else cyb_llm.load(path)
+    key = "bulk-vs-token" if precise else "bulk-vs-token-fast/smollm2"
+    ids = m.tokenizer.encode(BULK_TEXT)
+    assert len(ids) == 36
+    bulk = m.new_conversation(64).forward(ids, all_logits=True)
+    conv = m.new_conversation(64)
+    steps = np.stack([conv.forward([t]) for t in ids])
+    err, tol = rel_err(bulk, steps), tolerance(key)
+    assert err <= tol, f"{key}: bulk vs token-by-token {err:.2e} > {tol}"
+    assert (bulk.argmax(-1) == steps.argmax(-1)).all(), f"{key}: argmax differs"
 
 
 def test_loading_twice_gives_equivalent_models(path, model):

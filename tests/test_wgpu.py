@@ -1,12 +1,14 @@
 """The wgpu+rs backend beyond single ops: adapter facts, the fallback to the
 cpu, and whole forwards of the tiny random families (precise logits within the
-cross-path 1e-4, identical greedy tokens). The per-op matrix (every op, every
+cross-path tolerance, identical greedy tokens). The per-op matrix (every op, every
 weight encoding) is tests/test_ops.py, whose one case list runs on every
 backend, wgpu+rs included. Runs on any adapter, software ones included
 (lavapipe in CI); skips, saying why, only when no adapter exists.
 
-Tolerances (docs/runtime.md): single op 1e-6 (f32 data), precise whole forward
-across backends 1e-4, fast vs precise 5e-2.
+Tolerances: docs/runtime.md, "Tolerances", read through tests/tolerances.py.
+Every whole forward asserts from `model.dispatch_records` that all its ops ran
+on wgpu+rs (tests/placement.py): a model that silently fell back to the CPU
+would otherwise compare the CPU with itself and pass.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from cyb_llm import _core
 from cyb_llm.errors import BackendInit
 
 import test_ops as T
+from placement import assert_ran_on
+from tolerances import tolerance
 
 try:
     INFO = _core.wgpu_info(True)
@@ -27,7 +31,7 @@ if INFO is None:
     print(REASON)
     pytestmark = pytest.mark.skip(reason=REASON)
 
-TOL_F32 = 1e-6
+TOL_F32 = tolerance("op-f32")
 
 
 def test_adapter_reported():
@@ -55,7 +59,7 @@ def test_fallback_moves_odd_sized_f16_tensors(n):
 
 # ------------------------------------------------------------ whole forwards
 
-CROSS_TOL = 1e-4  # docs/runtime.md: precise vs precise across backends
+CROSS_TOL = tolerance("cross-path")
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral"])
@@ -92,8 +96,8 @@ def test_tiny_family_wgpu_matches_cpu(tiny_model):
     from oracles import greedy
 
     assert greedy(gpu.new_conversation(64), ids[:6], 12, set()) == greedy(cpu.new_conversation(64), ids[:6], 12, set())
-    recs = gpu.dispatch_records
-    print(family, "records:", recs if not isinstance(recs, list) else recs[:3])
+    assert_ran_on(gpu, "wgpu+rs", family)
+    assert_ran_on(cpu, "cpu", family)
 
 
 def test_fast_mode_wgpu_close_to_precise(tiny_model):
@@ -101,6 +105,8 @@ def test_fast_mode_wgpu_close_to_precise(tiny_model):
 
     family, path = tiny_model
     ids = np.random.default_rng(3).integers(0, 512, size=20).tolist()
-    a = cyb_llm.load(path, backend="wgpu+rs").new_conversation(64).forward(ids, all_logits=True)
+    gpu = cyb_llm.load(path, backend="wgpu+rs")
+    a = gpu.new_conversation(64).forward(ids, all_logits=True)
     b = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(64).forward(ids, all_logits=True)
-    assert T.rel_err(a, b) <= 5e-2, family
+    assert T.rel_err(a, b) <= tolerance("fast-vs-precise"), family
+    assert_ran_on(gpu, "wgpu+rs", family)
