@@ -1,9 +1,12 @@
 // RMSNorm over rows of D: y = x / sqrt(mean(x^2) + eps) * (plus_one ? 1 + w : w).
 // Variant SKIP (FusedSkipNorm): s = x + res; S = s; y = norm(s).
+// Variant L2 (L2Normalize): y = x / max(||x||_2, eps), no weight.
 // Variant INPLACE: y aliases x.
 struct P { D: u32, R: u32, eps: f32, plus_one: u32 }
 @group(0) @binding(0) var<uniform> p: P;
+//#if !L2
 @group(0) @binding(1) var<storage, read> NW: array<f32>;
+//#endif
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 //#if !INPLACE
 @group(0) @binding(3) var<storage, read> X: array<f32>;
@@ -43,6 +46,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (li < s) { red[li] += red[li + s]; }
     workgroupBarrier();
   }
+//#if L2
+  let n = max(sqrt(red[0]), p.eps);
+  for (var i = li; i < p.D; i += 256u) {
+    Y[base + i] = xin(base + i) / n;
+  }
+//#else
   let r = 1.0 / sqrt(red[0] / f32(p.D) + p.eps);
   for (var i = li; i < p.D; i += 256u) {
     let v = xin(base + i);
@@ -53,4 +62,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (p.plus_one != 0u) { w = 1.0 + w; }
     Y[base + i] = v * r * w;
   }
+//#endif
 }

@@ -1051,18 +1051,30 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       return;
     }
     case OpKind::RmsNorm:
+    case OpKind::L2Normalize:
     case OpKind::FusedSkipNorm: {
-      const bool skip = op.kind == OpKind::FusedSkipNorm;
-      const Tensor& nw = skip ? in[2] : in[1];
+      const bool skip = op.kind == OpKind::FusedSkipNorm, l2 = op.kind == OpKind::L2Normalize;
       const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
-      WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0], wb = weight(nw)->bufs[0];
+      WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0];
       const bool inplace = !skip && xb == yb;
       std::vector<std::string> defs;
       if (inplace) defs.push_back("INPLACE");
       if (skip) defs.push_back("SKIP");
+      if (l2) defs.push_back("L2");
       Pipeline& pl = pipeline(g_, "norm", defs);
       uint32_t p[4] = {u(D), u(R), f2u(op.a.eps), op.a.norm_plus_one ? 1u : 0u};
       const uint32_t nx = u(std::min<int64_t>(R, 65535)), ny = u((R + 65534) / 65535);
+      if (l2) {  // no weight
+        if (inplace) {
+          Bind b[] = {{2, yb, 0, W}};
+          st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+        } else {
+          Bind b[] = {{2, yb, 0, W}, {3, xb, 0, W}};
+          st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
+        }
+        return;
+      }
+      WGPUBuffer wb = weight(skip ? in[2] : in[1])->bufs[0];
       if (skip) {
         Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {3, xb, 0, W}, {4, act(st, in[1]), 0, W},
                     {5, dev(out[1])->bufs[0], 0, W}};
@@ -1076,28 +1088,16 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       }
       return;
     }
-    case OpKind::LayerNorm:
-    case OpKind::L2Normalize: {
-      const bool ln = op.kind == OpKind::LayerNorm;
+    case OpKind::LayerNorm: {
       const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
       WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0];
-      const bool inplace = xb == yb, bias = ln && n_in > 2;
+      const bool inplace = xb == yb, bias = n_in > 2;
       std::vector<std::string> defs;
       if (inplace) defs.push_back("INPLACE");
       if (bias) defs.push_back("BIAS");
-      Pipeline& pl = pipeline(g_, ln ? "layer_norm" : "l2_normalize", defs);
+      Pipeline& pl = pipeline(g_, "layer_norm", defs);
       uint32_t p[4] = {u(D), u(R), f2u(op.a.eps), 0};
       const uint32_t nx = u(std::min<int64_t>(R, 65535)), ny = u((R + 65534) / 65535);
-      if (!ln) {
-        if (inplace) {
-          Bind b[] = {{1, yb, 0, W}};
-          st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
-        } else {
-          Bind b[] = {{1, yb, 0, W}, {2, xb, 0, W}};
-          st.dispatch(pl, p, sizeof(p), b, nx, ny, 1);
-        }
-        return;
-      }
       WGPUBuffer wb = weight(in[1])->bufs[0], bb = bias ? weight(in[2])->bufs[0] : nullptr;
       if (inplace && bias) {
         Bind b[] = {{1, wb, 0, W}, {2, yb, 0, W}, {4, bb, 0, W}};
