@@ -18,10 +18,12 @@ class Backend {
   virtual bool supports(const Op& op, const Tensor* inputs, int n_inputs) const = 0;
   virtual void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs,
                        int n_outputs, ExecContext& ctx) = 0;
-  virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
-  virtual Tensor upload(const void* data, const Shape& shape, DType dtype) = 0;
+  // Tensors of this backend. The defaults are host memory (64-byte aligned, zeroed), what
+  // the cpu and nox backends use; a device backend overrides all three.
+  virtual Tensor alloc(const Shape& shape, DType dtype);
+  virtual Tensor upload(const void* data, const Shape& shape, DType dtype);
+  virtual void release(Tensor& t);
   virtual void download_f32(const Tensor& t, float* out) = 0;
-  virtual void release(Tensor& t) = 0;
 
   // Forward lifecycle and activations. The defaults are the host path (the CPU
   // backend): activations come from the context's host frame allocator, so the

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/errors.h"
+#include "core/frame_allocator.h"
 #include "dispatch/op_schema.h"
 
 namespace cyb {
@@ -39,6 +40,25 @@ uint64_t hash_key(const char* label, OpKind kind, const Backend* b) {
 
 }  // namespace
 
+Tensor Backend::alloc(const Shape& shape, DType dtype) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  const size_t n = t.nbytes();
+  t.data = aligned_alloc_bytes(n, 64);
+  if (!t.data) throw_oom(name(), n);
+  std::memset(t.data, 0, n);
+  return t;
+}
+Tensor Backend::upload(const void* data, const Shape& shape, DType dtype) {
+  Tensor t = alloc(shape, dtype);
+  std::memcpy(t.data, data, t.nbytes());
+  return t;
+}
+void Backend::release(Tensor& t) {
+  aligned_free_bytes(t.data);
+  t.data = nullptr;
+}
 void Backend::write_bytes(const Tensor& t, const void* src) { std::memcpy(t.data, src, t.nbytes()); }
 void Backend::read_bytes(const Tensor& t, void* dst) { std::memcpy(dst, t.data, t.nbytes()); }
 

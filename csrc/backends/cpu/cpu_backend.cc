@@ -178,23 +178,6 @@ void CpuBackend::execute(const Op& op, const Tensor* inputs, int n_inputs, Tenso
   t[op.kind](op, inputs, n_inputs, outputs, n_outputs, ctx);
 }
 
-Tensor CpuBackend::alloc(const Shape& shape, DType dtype) {
-  Tensor t;
-  t.dtype = dtype;
-  t.shape = shape;
-  const size_t n = t.nbytes();
-  t.data = aligned_alloc_bytes(n, 64);
-  if (!t.data) throw_oom("cpu", n);
-  std::memset(t.data, 0, n);
-  return t;
-}
-
-Tensor CpuBackend::upload(const void* data, const Shape& shape, DType dtype) {
-  Tensor t = alloc(shape, dtype);
-  std::memcpy(t.data, data, t.nbytes());
-  return t;
-}
-
 void CpuBackend::download_f32(const Tensor& t, float* out) {
   const int64_t n = t.shape.numel();
   if (t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16) {
@@ -206,11 +189,6 @@ void CpuBackend::download_f32(const Tensor& t, float* out) {
   } else {
     throw_unsupported_op("download_f32", "cpu", dtype_name(t.dtype));
   }
-}
-
-void CpuBackend::release(Tensor& t) {
-  aligned_free_bytes(t.data);
-  t.data = nullptr;
 }
 
 CpuBackend& cpu_backend() {

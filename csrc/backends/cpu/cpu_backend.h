@@ -32,10 +32,7 @@ class CpuBackend : public Backend {
   bool supports(const Op& op, const Tensor* inputs, int n_inputs) const override;
   void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
                ExecContext& ctx) override;
-  Tensor alloc(const Shape& shape, DType dtype) override;
-  Tensor upload(const void* data, const Shape& shape, DType dtype) override;
   void download_f32(const Tensor& t, float* out) override;
-  void release(Tensor& t) override;
 
   CpuLevel level() const { return level_.load(); }
   void set_level(CpuLevel l);

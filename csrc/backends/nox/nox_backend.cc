@@ -344,23 +344,6 @@ void NoxBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, 
   throw_unsupported_op(op_name(op.kind), "nox", n_in > 0 ? dtype_name(in[0].dtype) : "none");
 }
 
-Tensor NoxBackend::alloc(const Shape& shape, DType dtype) {
-  Tensor t;
-  t.dtype = dtype;
-  t.shape = shape;
-  const size_t n = t.nbytes();
-  t.data = aligned_alloc_bytes(n, 64);
-  if (!t.data) throw_oom("nox", n);
-  std::memset(t.data, 0, n);
-  return t;
-}
-
-Tensor NoxBackend::upload(const void* data, const Shape& shape, DType dtype) {
-  Tensor t = alloc(shape, dtype);
-  std::memcpy(t.data, data, t.nbytes());
-  return t;
-}
-
 void NoxBackend::download_f32(const Tensor& t, float* out) {
   const int64_t n = t.shape.numel();
   if (t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16) {
@@ -368,11 +351,6 @@ void NoxBackend::download_f32(const Tensor& t, float* out) {
     return;
   }
   throw_unsupported_op("download_f32", "nox", dtype_name(t.dtype));
-}
-
-void NoxBackend::release(Tensor& t) {
-  aligned_free_bytes(t.data);
-  t.data = nullptr;
 }
 
 NoxBackend& nox_backend() {

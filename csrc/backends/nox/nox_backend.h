@@ -25,10 +25,7 @@ class NoxBackend : public Backend {
   bool supports(const Op& op, const Tensor* inputs, int n_inputs) const override;
   void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
                ExecContext& ctx) override;
-  Tensor alloc(const Shape& shape, DType dtype) override;
-  Tensor upload(const void* data, const Shape& shape, DType dtype) override;
   void download_f32(const Tensor& t, float* out) override;
-  void release(Tensor& t) override;
 };
 
 // The process-wide nox backend (stateless).
