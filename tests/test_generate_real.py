@@ -16,6 +16,8 @@ from cyb_llm import hub
 from cyb_llm.generate import create_chat_completion
 from cyb_llm.sampling import SamplingParams
 
+from tolerances import tolerance
+
 GREEDY = SamplingParams.greedy()
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -125,7 +127,7 @@ def test_chat_completion_logprobs(model):
     joined = b"".join(bytes(e["bytes"]) for e in content).decode("utf-8")
     assert joined == ch["message"]["content"]
     for e in content:  # greedy: the chosen token is the most likely one
-        assert e["logprob"] == pytest.approx(e["top_logprobs"][0]["logprob"], abs=1e-5)
+        assert e["logprob"] == pytest.approx(e["top_logprobs"][0]["logprob"], abs=tolerance("sampler-logprob"))
 
 
 def test_python_overhead_is_small(model):

@@ -15,8 +15,9 @@ import cyb_llm
 from cyb_llm.convert import import_model
 
 from oracles import greedy, rel_err
+from tolerances import tolerance
 
-CROSS_PATH_TOL = 1e-4  # docs/runtime.md: precise paths across curated, graph, nox
+CROSS_PATH_TOL = tolerance("cross-path")  # docs/runtime.md: precise paths across curated, graph, nox
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
