@@ -77,8 +77,9 @@ def test_sandbox_and_helpers():
         ChatTemplate("{% set ns = namespace(_x=1) %}").render([])
     with pytest.raises(errors.InvalidConfig):  # immutable sandbox: no mutation of inputs
         ChatTemplate("{{ messages.append(1) }}").render([])
+    bad = ChatTemplate("{% if %}")  # compiled on first use, not at load
     with pytest.raises(errors.InvalidConfig):
-        ChatTemplate("{% if %}")
+        bad.render([])
     g = ChatTemplate("{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}")
     assert g.render([{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]) == "xy"
     assert len(ChatTemplate("{{ strftime_now('%Y') }}").render([])) == 4

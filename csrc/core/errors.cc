@@ -32,6 +32,11 @@ const std::vector<ErrorVariant>& error_variants() {
   return kVariants;
 }
 
+std::string escape_nul(std::string s) {
+  for (size_t i = s.find('\0'); i != std::string::npos; i = s.find('\0', i + 2)) s.replace(i, 1, "\\0");
+  return s;
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   // No iostreams: a module whose libstdc++ locale state is not initialised (seen on the
   // H200 device image, GCC 13) crashes inside ostream's number formatting.

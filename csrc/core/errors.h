@@ -37,11 +37,16 @@ struct ErrorVariant {
 };
 const std::vector<ErrorVariant>& error_variants();
 
+// `s` with every NUL byte replaced by the two characters "\\0".
+std::string escape_nul(std::string s);
+
 class Error : public std::runtime_error {
  public:
   using Fields = std::vector<std::pair<std::string, std::string>>;
+  // NUL bytes in the message are written as "\\0": what() is a C string and
+  // would otherwise end there. The fields keep their exact bytes.
   Error(ErrorKind kind, std::string message, Fields fields)
-      : std::runtime_error(std::move(message)), kind_(kind), fields_(std::move(fields)) {}
+      : std::runtime_error(escape_nul(std::move(message))), kind_(kind), fields_(std::move(fields)) {}
   ErrorKind kind() const { return kind_; }
   const Fields& fields() const { return fields_; }
 

@@ -3,6 +3,8 @@
 // short jobs), then sleep on a condition variable.
 #include "core/thread_pool.h"
 
+#include "core/errors.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -93,8 +95,7 @@ struct ThreadPool::Impl {
 };
 
 ThreadPool::ThreadPool(int n_threads) : impl_(new Impl) {
-  n_ = n_threads > 0 ? n_threads : physical_cores();
-  if (n_ < 1) n_ = 1;
+  n_ = resolve_threads(n_threads > 0 ? n_threads : 0);
   impl_->threads.reserve(static_cast<size_t>(n_ - 1));
   for (int i = 1; i < n_; ++i) impl_->threads.emplace_back([this] { impl_->worker(); });
 }
@@ -155,6 +156,20 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     const int64_t b = j->n * i / nc, e = j->n * (i + 1) / nc;
     if (b < e) (*j->fn)(b, e);
   });
+}
+
+int ThreadPool::max_threads() {
+  const int hw = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, std::min(256, 4 * std::max(1, hw)));
+}
+
+int ThreadPool::resolve_threads(int64_t requested, const char* field) {
+  if (requested < 0)
+    throw_invalid_config(field, "must be 0 (auto: physical cores) or a positive thread count (got " +
+                                    std::to_string(requested) + ")");
+  const int64_t cap = max_threads();
+  if (requested == 0) return static_cast<int>(std::min<int64_t>(physical_cores(), cap));
+  return static_cast<int>(std::min<int64_t>(requested, cap));
 }
 
 int ThreadPool::physical_cores() {

@@ -7,7 +7,8 @@ namespace cyb {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);  // n_threads <= 0: physical cores
+  // n_threads <= 0: physical cores; more than max_threads() is clamped to it.
+  explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -23,6 +24,14 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
   static int physical_cores();
+  // The most threads a pool takes: min(256, 4 x hardware threads). More threads
+  // than cores only adds contention (a forward of 1000 threads on 2 cores took
+  // minutes), so larger requests are clamped to this.
+  static int max_threads();
+  // The thread-count rule of every entry point (docs/errors.md "Guarantees"):
+  // 0 = auto (physical cores), 1..max_threads() as given, larger values clamped
+  // to max_threads(), negative values InvalidConfig(field).
+  static int resolve_threads(int64_t requested, const char* field = "threads");
 
  private:
   struct Impl;

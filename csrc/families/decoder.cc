@@ -1,8 +1,10 @@
 #include "families/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "core/config_check.h"
 #include "core/errors.h"
 #include "dispatch/op.h"
 #include "families/decoder_plan.h"
@@ -122,6 +124,19 @@ DecoderConfig parse_decoder_config(const toml::Value& config) {
   return c;
 }
 
+void validate_decoder_config(const DecoderConfig& c) {
+  check_rope_domain(c.rope_theta, c.rope_scaling, "architecture.rope_theta", "architecture.rope_scaling");
+  if (c.rope_local_theta != 0.0)
+    check_domain(c.rope_local_theta, Domain::Positive, "architecture.rope_local_base_freq");
+  check_domain(c.eps, Domain::Positive, "architecture.rms_norm_eps");
+  if (c.attn_scale != 0.0)  // set by the family from query_pre_attn_scalar (gemma2/3)
+    check_domain(c.attn_scale, Domain::Positive, "architecture.query_pre_attn_scalar");
+  check_domain(c.attn_softcap, Domain::NonNegative, "architecture.attn_logit_softcapping");
+  check_domain(c.final_softcap, Domain::NonNegative, "architecture.final_logit_softcapping");
+  if (c.sliding_window < 0)
+    throw_invalid_config("architecture.sliding_window", "must be >= 0 (0: none), got " + std::to_string(c.sliding_window));
+}
+
 // --------------------------------------------------------------- decoder ---
 
 namespace {
@@ -174,7 +189,7 @@ class Decoder : public Model {
   int64_t vocab_size() const override { return plan_.vocab; }
   int64_t max_position() const override { return plan_.max_position; }
 
-  std::unique_ptr<Conversation> new_conversation(int64_t max_context) override {
+  std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
     check_max_context(max_context, plan_.max_position);
     auto conv = std::make_unique<DecoderConversation>(pool_.get(), opts_.precise, max_context);
     Backend* be = dispatcher_->chain().front();
@@ -189,8 +204,21 @@ class Decoder : public Model {
     return conv;
   }
 
-  void forward(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
-               float* logits) override;
+  // The KV cache, plus an estimate of the frame pool of the largest forward
+  // chunk (its activations and one attention score row per thread).
+  int64_t conversation_bytes(int64_t max_context) const override {
+    const int64_t elt = opts_.precise ? 4 : 2;
+    const int64_t kv = plan_.n_layers * 2 * plan_.n_kv_heads * max_context * plan_.head_dim * elt;
+    const int64_t T = std::min(max_context, kForwardChunk);
+    const int64_t D = plan_.hidden, I = plan_.intermediate, H = plan_.n_heads, hd = plan_.head_dim;
+    const int64_t act = T * (5 * D + 2 * H * hd + 2 * plan_.n_kv_heads * hd + (spec_.gelu_tanh ? 3 : 1) * I) * 4;
+    const int64_t scores = static_cast<int64_t>(threads()) * max_context * 4;
+    return kv + act + scores;
+  }
+
+ protected:
+  void forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
+                     float* logits) override;
 
  private:
   Tensor bind(const WeightRef& r);
@@ -262,8 +290,8 @@ Op make_op(OpKind k, const char* label) {
   return op;
 }
 
-void Decoder::forward(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
-                      float* logits) {
+void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
+                            float* logits) {
   auto& conv = static_cast<DecoderConversation&>(base);
   const int64_t pos0 = conv.position();
   check_forward_args(conv, ids, T, plan_.vocab);

@@ -59,6 +59,9 @@ struct FamilySpec {
 
 // Reads the keys every decoder shares; throws InvalidConfig naming the key.
 DecoderConfig parse_decoder_config(const toml::Value& config);
+// The domain of every numeric value (core/config_check.h): rope, eps, scales,
+// softcaps, window. Run on the config as the family adjusted it.
+void validate_decoder_config(const DecoderConfig& c);
 // Config lookups that name the missing/invalid key in the error.
 const toml::Value& config_arch(const toml::Value& config);
 int64_t config_int(const toml::Value& arch, const char* key);

@@ -14,6 +14,7 @@ DecoderPlan make_decoder_plan(const std::string& model_type, const toml::Value& 
     throw_invalid_config("model_type", "'" + model_type + "' has no curated family (known: " + curated_model_types() + ")");
   DecoderConfig cfg = parse_decoder_config(config);
   if (fam->adjust) fam->adjust(config_arch(config), cfg);
+  validate_decoder_config(cfg);
   const FamilySpec& spec = fam->spec;
 
   DecoderPlan p;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/errors.h"
+
 namespace cyb {
 
 namespace {
@@ -33,6 +35,8 @@ void adjust_gemma3(const toml::Value& arch, DecoderConfig& cfg) {
   cfg.tie_embeddings = true;
   if (!arch.find("layer_types")) {
     const int64_t pattern = config_int_or(arch, "sliding_window_pattern", 6);
+    if (pattern <= 0)
+      throw_invalid_config("architecture.sliding_window_pattern", "must be a positive integer, got " + std::to_string(pattern));
     for (int64_t l = 0; l < cfg.n_layers; ++l) cfg.layer_sliding[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
   }
   cfg.rope_local_theta = config_float_or(arch, "rope_local_base_freq", 10000.0);

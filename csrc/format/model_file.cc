@@ -90,6 +90,10 @@ std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
   HANDLE file = CreateFileW(widen(path).c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
                             FILE_ATTRIBUTE_NORMAL, nullptr);
   if (file == INVALID_HANDLE_VALUE) fail_open("error " + std::to_string(GetLastError()));
+  if (GetFileType(file) != FILE_TYPE_DISK) {  // pipes, consoles, devices
+    CloseHandle(file);
+    fail_open("not a regular file");
+  }
   LARGE_INTEGER size;
   if (!GetFileSizeEx(file, &size)) {
     CloseHandle(file);
@@ -115,7 +119,10 @@ std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
   mf->map_ = base;
   mf->map_size_ = static_cast<uint64_t>(size.QuadPart);
 #else
-  int flags = O_RDONLY;
+  // O_NONBLOCK: opening a FIFO (or a device) must not block waiting for a writer;
+  // anything but a regular file is rejected right after (it has no effect on
+  // reads and maps of a regular file).
+  int flags = O_RDONLY | O_NONBLOCK;
 #ifdef O_CLOEXEC
   flags |= O_CLOEXEC;
 #endif
@@ -139,12 +146,45 @@ std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
     ::close(fd);
     fail_open("too large to map");
   }
+  const uint64_t fsize = static_cast<uint64_t>(st.st_size);
+  if (fsize <= kReadThreshold) {
+    // Small files are read: a truncation or rewrite on disk cannot reach them.
+    mf->owned_.resize(static_cast<size_t>(fsize));
+    uint64_t got = 0;
+    while (got < fsize) {
+      const ssize_t r = ::read(fd, mf->owned_.data() + got, static_cast<size_t>(fsize - got));
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) {
+        const int e = r < 0 ? errno : 0;
+        ::close(fd);
+        fail_open(e ? std::string("read failed: ") + std::strerror(e) : "the file shrank while it was read");
+      }
+      got += static_cast<uint64_t>(r);
+    }
+    ::close(fd);
+    mf->map_size_ = fsize;
+    mf->load(mf->owned_.data(), fsize);
+    return mf;
+  }
   void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   int e = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) fail_open(std::string("mmap failed: ") + std::strerror(e));
+  if (base == MAP_FAILED) {
+    ::close(fd);
+    fail_open(std::string("mmap failed: ") + std::strerror(e));
+  }
   mf->map_ = base;
-  mf->map_size_ = static_cast<uint64_t>(st.st_size);
+  mf->map_size_ = fsize;
+  mf->fd_ = fd;  // kept for check_unchanged()
+  mf->st_dev_ = static_cast<uint64_t>(st.st_dev);
+  mf->st_ino_ = static_cast<uint64_t>(st.st_ino);
+  mf->st_size_ = fsize;
+#if defined(__APPLE__)
+  mf->st_mtime_s_ = static_cast<int64_t>(st.st_mtimespec.tv_sec);
+  mf->st_mtime_ns_ = static_cast<int64_t>(st.st_mtimespec.tv_nsec);
+#else
+  mf->st_mtime_s_ = static_cast<int64_t>(st.st_mtim.tv_sec);
+  mf->st_mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_nsec);
+#endif
 #endif
   mf->load(static_cast<const uint8_t*>(mf->map_), mf->map_size_);
   return mf;
@@ -162,12 +202,36 @@ std::shared_ptr<ModelFile> ModelFile::from_memory(const void* data, size_t size,
 }
 
 ModelFile::~ModelFile() {
+#ifndef _WIN32
+  if (fd_ >= 0) ::close(fd_);
+#endif
   if (!map_) return;
 #ifdef _WIN32
   UnmapViewOfFile(map_);
   if (map_handle_) CloseHandle(static_cast<HANDLE>(map_handle_));
 #else
   munmap(map_, static_cast<size_t>(map_size_));
+#endif
+}
+
+void ModelFile::check_unchanged() const {
+#ifndef _WIN32
+  // Windows refuses to truncate or overwrite a file while a view of it is mapped.
+  if (fd_ < 0) return;
+  struct stat st;
+  bool same = fstat(fd_, &st) == 0;
+  if (same) {
+#if defined(__APPLE__)
+    const int64_t ms = static_cast<int64_t>(st.st_mtimespec.tv_sec), mns = static_cast<int64_t>(st.st_mtimespec.tv_nsec);
+#else
+    const int64_t ms = static_cast<int64_t>(st.st_mtim.tv_sec), mns = static_cast<int64_t>(st.st_mtim.tv_nsec);
+#endif
+    same = static_cast<uint64_t>(st.st_size) == st_size_ && static_cast<uint64_t>(st.st_ino) == st_ino_ &&
+           static_cast<uint64_t>(st.st_dev) == st_dev_ && ms == st_mtime_s_ && mns == st_mtime_ns_;
+  }
+  if (!same)
+    throw_format("", "", "'" + path_ + "' changed on disk since load (size, inode or modification time differ): "
+                         "load it again");
 #endif
 }
 

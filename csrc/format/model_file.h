@@ -52,6 +52,14 @@ class ModelFile {
   uint64_t weights_size() const { return weights_size_; }
   uint64_t weights_offset() const { return weights_offset_; }  // file offset of the first weights byte
   uint64_t file_size() const { return map_size_; }
+  // Files up to kReadThreshold bytes are read into memory at open (changes on
+  // disk cannot reach them); larger ones are mapped read-only.
+  static constexpr uint64_t kReadThreshold = 64ull << 20;
+  bool in_memory() const { return map_ == nullptr; }
+  // A mapped file: FormatError naming it when it changed on disk since open
+  // (size, inode, device or modification time of the descriptor kept open;
+  // a truncated mapping would fault on access). Nothing for in-memory files.
+  void check_unchanged() const;
   const uint8_t* tensor_data(const TensorEntry& e) const { return weights_ + e.offset; }
   // The mapped tensor as a Tensor (host view, named after the entry): the one
   // TensorEntry -> Tensor conversion of the tree.
@@ -79,7 +87,12 @@ class ModelFile {
 #ifdef _WIN32
   void* map_handle_ = nullptr;  // the file-mapping object
 #endif
-  std::vector<uint8_t> owned_;  // from_memory: the copied bytes
+  std::vector<uint8_t> owned_;  // from_memory and small files: the bytes
+#ifndef _WIN32
+  int fd_ = -1;  // a mapped file's descriptor and what fstat said at open
+  uint64_t st_dev_ = 0, st_ino_ = 0, st_size_ = 0;
+  int64_t st_mtime_s_ = 0, st_mtime_ns_ = 0;
+#endif
   const uint8_t* weights_ = nullptr;
   uint64_t weights_size_ = 0;
   uint64_t weights_offset_ = 0;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "core/config_check.h"
 #include "core/errors.h"
 #include "dispatch/op_schema.h"
 
@@ -576,7 +577,14 @@ Graph parse_graph(const toml::Value& doc, const WeightLookup& lookup) {
       const toml::Value* v = attr(a.key);
       if (!v || a.field == AttrSpec::Field::None) continue;
       switch (a.type) {
-        case AttrType::Float: set_attr(n.attrs, a, v->as_float(), 0, false); break;
+        case AttrType::Float: {
+          // the same domains as the curated config (core/config_check.h)
+          const Domain d = a.field == AttrSpec::Field::Eps       ? Domain::Positive
+                           : a.field == AttrSpec::Field::Softcap ? Domain::NonNegative
+                                                                 : Domain::Finite;
+          set_attr(n.attrs, a, check_domain(v->as_float(), d, af + a.key), 0, false);
+          break;
+        }
         case AttrType::Bool: set_attr(n.attrs, a, 0.0, 0, v->as_bool()); break;
         case AttrType::Int: {
           int64_t x = v->as_int();
@@ -603,10 +611,10 @@ Graph parse_graph(const toml::Value& doc, const WeightLookup& lookup) {
       RopeSpec r;
       r.rot_dims = positive_int(*attr("rot_dims"), af + "rot_dims", 1 << 12);
       r.theta = attr("theta")->as_float();
-      if (!(r.theta > 0.0)) throw_invalid_config(af + "theta", "must be positive");
       r.max_pos = positive_int(*attr("max_position"), af + "max_position", 1 << 24);
       if (const toml::Value* v = attr("neox")) r.neox = v->as_bool();
       if (const toml::Value* v = attr("scaling")) r.scaling = parse_scaling(*v, af + "scaling");
+      check_rope_domain(r.theta, r.scaling, af + "theta", af + "scaling");
       int found = -1;
       for (size_t k = 0; k < g.ropes.size(); ++k)
         if (g.ropes[k].same(r)) found = static_cast<int>(k);

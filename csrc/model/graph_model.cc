@@ -48,7 +48,7 @@ class GraphModel : public Model {
   }
   std::string graph_origin() const override { return origin_; }
 
-  std::unique_ptr<Conversation> new_conversation(int64_t max_context) override {
+  std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
     check_max_context(max_context, max_pos_);
     auto c = std::make_unique<GraphConversation>(pool_.get(), opts_.precise || nox_, max_context, &wdig_);
     const DType cache = (opts_.precise || nox_) ? DType::F32 : DType::F16;
@@ -56,7 +56,8 @@ class GraphModel : public Model {
     return c;
   }
 
-  void forward(Conversation& base, const int32_t* ids, int64_t T, bool all_logits, float* logits) override {
+  int64_t input_vocab() const override { return graph_vocab_in_; }
+  void forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits, float* logits) override {
     auto& conv = static_cast<GraphConversation&>(base);
     const int64_t pos0 = conv.position();
     check_forward_args(conv, ids, T, graph_vocab_in_);

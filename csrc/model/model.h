@@ -3,6 +3,7 @@
 //   auto conv = model->new_conversation(4096);
 //   conv->forward(ids, n, /*all_logits=*/false, logits);   // logits: [vocab] floats
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,12 +20,25 @@ namespace cyb {
 struct LoadOptions {
   std::string backend;  // "" (platform default), "cpu", "wgpu+rs", "nox"
   bool precise = false; // f32 activations and f32 KV cache
-  int threads = 0;      // 0: physical cores
+  int threads = 0;      // 0: physical cores; clamped to ThreadPool::max_threads(); < 0: InvalidConfig
   // Execution path: "" (curated family when model_type has one, else the graph
   // section), "curated", or "graph" (the graph section; for a curated family
   // without one, its emitted decoder graph). nox always takes the graph path.
   std::string exec_path;
   bool fuse = true;     // graph path: run the fusion pass at load
+  // Memory budget in bytes for what load and new_conversation allocate (weights
+  // mapped or read, RoPE tables, KV caches, frame pools): 0 = the available
+  // physical memory at each check (no check where unknown), -1 = no check.
+  // Over budget: OutOfMemory naming what and requested_bytes.
+  int64_t max_memory = 0;
+};
+
+// Called by Model::forward after each chunk but the last of a long forward
+// (done = tokens of this forward already in the KV cache, total = n). It may
+// throw to stop the forward: the conversation is then at a chunk boundary.
+struct ForwardProgress {
+  void (*fn)(void* user, int64_t done, int64_t total) = nullptr;
+  void* user = nullptr;
 };
 
 class Conversation;
@@ -36,17 +50,33 @@ class Model {
   // Defined by the runtime (runtime/model.cc), the layer that knows the families.
   static std::shared_ptr<Model> load(const std::string& path, const LoadOptions& opts);
   static std::shared_ptr<Model> load(std::shared_ptr<ModelFile> file, const LoadOptions& opts);
+ private:
+  static std::shared_ptr<Model> load_checked(std::shared_ptr<ModelFile> file, const LoadOptions& opts);
+ public:
   virtual ~Model() = default;
 
   virtual const std::string& family() const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_position() const = 0;
-  // A conversation with its own KV cache of max_context positions.
-  virtual std::unique_ptr<Conversation> new_conversation(int64_t max_context) = 0;
+  // A conversation with its own KV cache of max_context positions (in [1,
+  // max_position], else InvalidConfig); OutOfMemory when what it allocates does
+  // not fit the memory budget (LoadOptions::max_memory).
+  std::unique_ptr<Conversation> new_conversation(int64_t max_context);
   // Runs ids[0..n) at the conversation's position; writes [vocab] logits of the
-  // last position, or [n, vocab] when all_logits.
-  virtual void forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits,
-                       float* logits) = 0;
+  // last position, or [n, vocab] when all_logits. A conversation has one owner
+  // at a time: a forward while another thread runs one on the same conversation
+  // is InvalidConfig(field="conversation"); different conversations may run
+  // concurrently. FormatError when the file changed on disk since load, or when
+  // the logits come out non-finite (weights overwritten). Forwards longer than
+  // kForwardChunk tokens run in chunks of that many (the same boundaries from
+  // the forward's first token), calling `progress` between chunks.
+  void forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits, float* logits,
+               const ForwardProgress* progress = nullptr);
+  static constexpr int64_t kForwardChunk = 256;
+  // Threads of the model's pool (after the clamp rule of ThreadPool::resolve_threads).
+  int threads() const { return pool_ ? pool_->size() : 1; }
+  // Bytes charged against the memory budget: the load's plus live conversations'.
+  int64_t charged_bytes() const { return ledger_ ? ledger_->load() : 0; }
 
   // "curated" or "graph"; the graph path's fusion report and, on nox, the
   // SHA-256 digest chain of the last forward (hex; "" elsewhere).
@@ -62,6 +92,20 @@ class Model {
   double load_ms() const { return load_ms_; }
 
  protected:
+  // The implementations: one chunk of a forward (the arguments are checked and
+  // the conversation is held by the caller), and the conversation itself.
+  virtual void forward_chunk(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits,
+                             float* logits) = 0;
+  virtual std::unique_ptr<Conversation> make_conversation(int64_t max_context) = 0;
+  // What make_conversation(max_context) will allocate, for the budget check
+  // (0 when the implementation cannot tell before allocating).
+  virtual int64_t conversation_bytes(int64_t max_context) const { return 0; }
+  // Token ids must lie in [0, input_vocab()) (the embedding's rows).
+  virtual int64_t input_vocab() const { return vocab_size(); }
+  // Checks `bytes` more against the budget (OutOfMemory naming `what`) and charges them.
+  void reserve_memory(int64_t bytes, const std::string& what);
+
+  std::shared_ptr<std::atomic<int64_t>> ledger_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<ModelFile> file_;
   LoadOptions opts_;
   std::unique_ptr<ThreadPool> pool_;
@@ -75,12 +119,34 @@ class Conversation {
  public:
   Conversation(ThreadPool* pool, bool precise, int64_t max_context)
       : ctx_(pool, precise), max_context_(max_context) {}
-  virtual ~Conversation() = default;
+  virtual ~Conversation() {
+    if (ledger_) ledger_->fetch_sub(charge_);
+  }
   int64_t position() const { return position_; }
   int64_t max_context() const { return max_context_; }
+  // Held by Model::forward for the duration of a forward: a second thread's
+  // forward on the same conversation fails instead of corrupting its state.
+  class Use {
+   public:
+    explicit Use(Conversation& c);  // InvalidConfig(field="conversation") when in use
+    ~Use() { c_.busy_.store(false, std::memory_order_release); }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+   private:
+    Conversation& c_;
+  };
+  // Memory charged to the model's budget, given back when the conversation goes.
+  void set_charge(std::shared_ptr<std::atomic<int64_t>> ledger, int64_t bytes) {
+    ledger_ = std::move(ledger);
+    charge_ = bytes;
+  }
   void reset_kv_cache() { position_ = 0; }
   ExecContext& ctx() { return ctx_; }
   void advance(int64_t n) { position_ += n; }
+  // Back to `pos` (<= position): what came after is dropped.
+  void truncate(int64_t pos) {
+    if (pos >= 0 && pos < position_) position_ = pos;
+  }
   // Bytes of this conversation's KV cache (what new_conversation allocated).
   virtual int64_t kv_cache_bytes() const { return 0; }
 
@@ -88,6 +154,9 @@ class Conversation {
   ExecContext ctx_;
   int64_t max_context_;
   int64_t position_ = 0;
+  std::atomic<bool> busy_{false};
+  std::shared_ptr<std::atomic<int64_t>> ledger_;
+  int64_t charge_ = 0;
 };
 
 }  // namespace cyb

@@ -21,6 +21,11 @@ namespace cyb {
 // handed to `owned`; the model keeps them alive (Dispatcher::adopt).
 std::vector<Backend*> select_backends(const LoadOptions& opts, std::vector<std::unique_ptr<Backend>>* owned);
 
+// The memory budget (LoadOptions::max_memory: > 0 bytes, 0 = available physical
+// memory, -1 = none): OutOfMemory naming `what` when `bytes` more do not fit
+// next to `in_use` (in auto mode: when they exceed what is available now).
+void check_memory_budget(int64_t budget, int64_t in_use, int64_t bytes, const std::string& what);
+
 // new_conversation: max_context in [1, max_position]; InvalidConfig otherwise.
 void check_max_context(int64_t max_context, int64_t max_position);
 // forward: T > 0, the positions fit the conversation (ShapeMismatch), every id

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <csignal>
 #include <map>
 #include <new>
 #include <stdexcept>
@@ -36,11 +37,23 @@ void raise_structured(const char* kind, const std::string& message, const py::di
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
   } catch (py::error_already_set&) {
     // cyb_llm.errors itself failed to import: keep the original message.
-    PyErr_SetString(PyExc_RuntimeError, (std::string(kind) + ": " + message).c_str());
+    PyErr_SetString(PyExc_RuntimeError, cyb::escape_nul(std::string(kind) + ": " + message).c_str());
   }
 }
 
-void translate(std::exception_ptr p) {
+// Chains `cause` (an owned exception instance, may be null) as the __context__
+// of the exception currently set.
+void set_context_of_current(PyObject* cause) {
+  if (!cause) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value) PyException_SetContext(value, cause);  // steals cause
+  else Py_DECREF(cause);
+  PyErr_Restore(type, value, tb);
+}
+
+void translate_native(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
   } catch (const cyb::Error& e) {
@@ -66,6 +79,33 @@ void translate(std::exception_ptr p) {
   } catch (const std::exception& e) {
     raise_structured("Error", std::string("internal error in native code: ") + e.what(), py::dict());
   }
+}
+
+// A signal (Ctrl-C) that arrived during the native call may be what made it
+// fail (an interrupted open() or read()). The Python signal handlers run
+// first, so that their exception (KeyboardInterrupt) is what propagates, with
+// the translated native error as its __context__.
+void translate(std::exception_ptr p) {
+  if (PyErr_CheckSignals() == 0) {
+    translate_native(p);  // rethrows pybind11's own exceptions untouched
+    return;
+  }
+  PyObject *stype, *svalue, *stb;
+  PyErr_Fetch(&stype, &svalue, &stb);
+  PyObject* native = nullptr;
+  try {
+    translate_native(p);
+    PyObject *type, *tb;
+    PyErr_Fetch(&type, &native, &tb);
+    PyErr_NormalizeException(&type, &native, &tb);
+    if (native && tb) PyException_SetTraceback(native, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+  } catch (...) {  // pybind11's own exception: the signal's exception replaces it
+    PyErr_Clear();
+  }
+  PyErr_Restore(stype, svalue, stb);
+  set_context_of_current(native);
 }
 
 }  // namespace
@@ -110,6 +150,11 @@ void bind_errors(py::module_& m) {
     if (kind == "bad_alloc") throw std::bad_alloc();
     if (kind == "length_error") throw std::length_error("vector");
     if (kind == "runtime_error") throw std::runtime_error("boom");
+    if (kind == "pending_sigint") {
+      // A Ctrl-C that arrives during a native call which then fails.
+      std::raise(SIGINT);
+      cyb::throw_format("", "", "cannot open: Interrupted system call");
+    }
     throw py::value_error("unknown kind " + kind);
   });
 }

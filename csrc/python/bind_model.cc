@@ -18,21 +18,55 @@ using namespace cyb;
 
 namespace {
 
+// A Python integer argument as int64: TypeError for anything that is not an
+// integer (operator.index: bool, int, numpy integers), InvalidConfig(field) when it
+// does not fit in 64 bits.
+int64_t int64_arg(const py::handle& v, const char* field) {
+  if (!PyIndex_Check(v.ptr()))
+    throw py::type_error(std::string(field) + " must be an integer, not " + std::string(Py_TYPE(v.ptr())->tp_name));
+  py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    throw_invalid_config(field, "must fit in a signed 64-bit integer (got " + std::string(py::str(i)) + ")");
+  }
+  return static_cast<int64_t>(x);
+}
+
+// Test hook (tests/test_hardening_runtime.py): called with (done, total), holding
+// the GIL, after each chunk but the last of a long forward, before the signal check.
+// Never destroyed (a py::object must not outlive the interpreter's finalization).
+py::object& chunk_hook() {
+  static auto* hook = new py::object();
+  return *hook;
+}
+
+// Between the chunks of a long forward: take the GIL back briefly, run the test
+// hook and the Python signal handlers (Ctrl-C raises KeyboardInterrupt there,
+// leaving the conversation at the chunk boundary).
+void between_chunks(void*, int64_t done, int64_t total) {
+  py::gil_scoped_acquire gil;
+  if (chunk_hook() && !chunk_hook().is_none()) chunk_hook()(done, total);
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 py::array_t<float> run_forward(Model& m, Conversation& c,
                                py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids,
                                bool all_logits) {
   if (ids.ndim() != 1) throw_shape_mismatch("forward (ids)", {-1}, {static_cast<int64_t>(ids.ndim())});
   const int64_t n = ids.shape(0);
   if (n == 0) throw_shape_mismatch("forward (ids)", {1}, {0});
-  const int64_t rows = all_logits ? n : 1;
   py::array_t<float> out(all_logits ? std::vector<py::ssize_t>{n, m.vocab_size()}
                                     : std::vector<py::ssize_t>{m.vocab_size()});
-  (void)rows;
   const int32_t* p = ids.data();
   float* o = out.mutable_data();
+  ForwardProgress progress;
+  progress.fn = &between_chunks;
   {
     py::gil_scoped_release release;
-    m.forward(c, p, n, all_logits, o);
+    m.forward(c, p, n, all_logits, o, &progress);
   }
   return out;
 }
@@ -60,7 +94,10 @@ void bind_model(py::module_& m) {
   py::class_<Conversation>(m, "Conversation")
       .def_property_readonly("position", &Conversation::position)
       .def_property_readonly("max_context", &Conversation::max_context)
-      .def("reset_kv_cache", &Conversation::reset_kv_cache)
+      .def("reset_kv_cache", [](Conversation& c) {
+        Conversation::Use use(c);  // not while a forward runs on it
+        c.reset_kv_cache();
+      })
       .def_property_readonly("kv_cache_bytes", &Conversation::kv_cache_bytes)
       .def("frame_pool_bytes", [](Conversation& c) { return c.ctx().frame().pool_bytes(); });
 
@@ -69,9 +106,28 @@ void bind_model(py::module_& m) {
       .def_property_readonly("vocab_size", &Model::vocab_size)
       .def_property_readonly("max_position", &Model::max_position)
       .def_property_readonly("load_ms", &Model::load_ms)
-      .def_property_readonly("threads", [](Model& mm) { return mm.options().threads; })
-      .def("new_conversation", &Model::new_conversation, py::arg("max_context"),
-           py::keep_alive<0, 1>())
+      .def_property_readonly("threads", [](Model& mm) { return mm.threads(); },
+                             "Threads of the model's pool (0 = auto and the clamp resolved).")
+      .def_property_readonly("charged_bytes", &Model::charged_bytes,
+                             "Bytes charged against the memory budget (load and live conversations).")
+      // Arguments as objects, checked here (TypeError / InvalidConfig): a failed
+      // pybind11 conversion must never reach keep_alive's post-call step.
+      .def(
+          "new_conversation",
+          [](py::object self, py::object max_context) {
+            if (!py::isinstance<Model>(self)) throw py::type_error("new_conversation: self must be a Model");
+            Model& mm = self.cast<Model&>();
+            const int64_t n = int64_arg(max_context, "max_context");
+            std::unique_ptr<Conversation> c;
+            {
+              py::gil_scoped_release release;
+              c = mm.new_conversation(n);
+            }
+            py::object r = py::cast(std::move(c));
+            py::detail::keep_alive_impl(r, self);  // the conversation keeps its model alive
+            return r;
+          },
+          py::arg("max_context"))
       .def("forward", &run_forward, py::arg("conversation"), py::arg("ids"),
            py::arg("all_logits") = false)
       .def("backends", [](Model& mm) {
@@ -106,20 +162,33 @@ void bind_model(py::module_& m) {
   // After the classes, so that signatures name cyb_llm._core.Model.
   m.def(
       "load",
-      [](std::shared_ptr<ModelFile> file, const std::string& backend, bool precise, int threads,
-         const std::string& exec_path, bool fuse) {
+      [](std::shared_ptr<ModelFile> file, const std::string& backend, bool precise, py::object threads,
+         const std::string& exec_path, bool fuse, py::object max_memory) {
         if (!file) throw py::type_error("load: model_file must be a cyb_llm._core.ModelFile");
         LoadOptions o;
         o.backend = backend;
         o.precise = precise;
-        o.threads = threads;
+        o.threads = ThreadPool::resolve_threads(int64_arg(threads, "threads"));
         o.exec_path = exec_path;
         o.fuse = fuse;
+        o.max_memory = max_memory.is_none() ? 0 : int64_arg(max_memory, "max_memory");
+        if (!max_memory.is_none() && o.max_memory <= 0)
+          throw_invalid_config("max_memory", "must be a positive byte count or None (available memory), got " +
+                                                 std::to_string(o.max_memory));
         py::gil_scoped_release release;
         return Model::load(std::move(file), o);
       },
       py::arg("model_file"), py::arg("backend") = "", py::arg("precise") = false, py::arg("threads") = 0,
-      py::arg("exec_path") = "", py::arg("fuse") = true,
+      py::arg("exec_path") = "", py::arg("fuse") = true, py::arg("max_memory") = py::none(),
       "Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), "
-      "fuse runs the graph path's fusion pass.");
+      "fuse runs the graph path's fusion pass; threads: 0 = physical cores, larger than "
+      "ThreadPool::max_threads() clamped, negative InvalidConfig; max_memory: budget in bytes "
+      "(None: the available physical memory).");
+  m.def("forward_chunk_tokens", []() { return Model::kForwardChunk; },
+        "Tokens per chunk of a long forward (interrupts and the progress hook act between chunks).");
+  m.def(
+      "_set_forward_chunk_hook", [](py::object hook) { chunk_hook() = std::move(hook); }, py::arg("hook"),
+      "Test hook: hook(done, total) runs (with the GIL) after each chunk but the last of a long forward; "
+      "None removes it.");
+  m.def("max_threads", &ThreadPool::max_threads, "The most threads a model's pool takes: min(256, 4 x hardware threads).");
 }

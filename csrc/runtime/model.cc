@@ -8,6 +8,7 @@
 #include "families/decoder_plan.h"
 #include "families/families.h"
 #include "model/graph_model.h"
+#include "model/model_base.h"
 
 namespace cyb {
 
@@ -18,7 +19,41 @@ std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   return m;
 }
 
+namespace {
+
+// What a load holds in memory: the weights (mapped or read) and the RoPE
+// tables (cos and sin, f32, max_position x rotary dims).
+int64_t load_bytes(const ModelFile& file) {
+  int64_t rope = 0;
+  if (const toml::Value* a = file.config().find("architecture"); a && a->is_table()) {
+    const toml::Value* mp = a->find("max_position_embeddings");
+    const toml::Value* hd = a->find("head_dim");
+    const toml::Value* hs = a->find("hidden_size");
+    const toml::Value* nh = a->find("num_attention_heads");
+    int64_t dim = 0;
+    if (hd && hd->is_int()) dim = hd->as_int();
+    else if (hs && nh && hs->is_int() && nh->is_int() && nh->as_int() > 0) dim = hs->as_int() / nh->as_int();
+    if (mp && mp->is_int() && mp->as_int() > 0 && mp->as_int() <= (int64_t(1) << 32) && dim > 0 && dim <= 65536)
+      rope = mp->as_int() * dim * 4;
+  }
+  return static_cast<int64_t>(file.file_size()) + rope;
+}
+
+}  // namespace
+
 std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  if (!file) throw_invalid_config("model_file", "no file");
+  ThreadPool::resolve_threads(opts.threads);  // negative: InvalidConfig (large values are clamped)
+  if (opts.max_memory < -1)
+    throw_invalid_config("max_memory", "must be a byte count > 0, 0 (available memory) or -1 (no check)");
+  const int64_t held = load_bytes(*file);
+  check_memory_budget(opts.max_memory, 0, held, "load('" + file->path() + "'): weights and RoPE tables");
+  std::shared_ptr<Model> m = load_checked(std::move(file), opts);
+  m->ledger_->fetch_add(held);
+  return m;
+}
+
+std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   const toml::Value* mt = file->config().find("model_type");
   if (!mt || !mt->is_string()) throw_invalid_config("model_type", "required key is missing");

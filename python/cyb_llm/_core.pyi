@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'last_run_op_backend', 'load', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'max_threads', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -93,10 +93,15 @@ class Model:
         ...
     def last_digest(self) -> str:
         ...
-    def new_conversation(self, max_context: typing.SupportsInt | typing.SupportsIndex) -> Conversation:
+    def new_conversation(self, max_context: typing.Any) -> typing.Any:
         ...
     def set_profiling(self, arg0: bool) -> None:
         ...
+    @property
+    def charged_bytes(self) -> int:
+        """
+        Bytes charged against the memory budget (load and live conversations).
+        """
     @property
     def family(self) -> str:
         ...
@@ -108,7 +113,9 @@ class Model:
         ...
     @property
     def threads(self) -> int:
-        ...
+        """
+        Threads of the model's pool (0 = auto and the clamp resolved).
+        """
     @property
     def vocab_size(self) -> int:
         ...
@@ -149,6 +156,10 @@ class Sampler:
         ...
 def _raise_native_error(arg0: str) -> None:
     ...
+def _set_forward_chunk_hook(hook: typing.Any) -> None:
+    """
+    Test hook: hook(done, total) runs (with the GIL) after each chunk but the last of a long forward; None removes it.
+    """
 def activation_block(level: str, encoding: str) -> int:
     """
     Values per int16 activation scale of a fast-mode matmul at this level for weights of this encoding (32 or 256), 0 when the activations stay f32.
@@ -193,13 +204,21 @@ def error_variants() -> list:
     """
     [(variant name, field names in positional order, integer fields)] of the native errors.
     """
+def forward_chunk_tokens() -> int:
+    """
+    Tokens per chunk of a long forward (interrupts and the progress hook act between chunks).
+    """
 def last_run_op_backend() -> str:
     """
     Which backend ran the last run_op ('wgpu+rs', 'cpu (fallback)', 'cpu').
     """
-def load(model_file: ModelFile, backend: str = '', precise: bool = False, threads: typing.SupportsInt | typing.SupportsIndex = 0, exec_path: str = '', fuse: bool = True) -> Model:
+def load(model_file: ModelFile, backend: str = '', precise: bool = False, threads: typing.Any = 0, exec_path: str = '', fuse: bool = True, max_memory: typing.Any = None) -> Model:
     """
-    Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), fuse runs the graph path's fusion pass.
+    Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), fuse runs the graph path's fusion pass; threads: 0 = physical cores, larger than ThreadPool::max_threads() clamped, negative InvalidConfig; max_memory: budget in bytes (None: the available physical memory).
+    """
+def max_threads() -> int:
+    """
+    The most threads a model's pool takes: min(256, 4 x hardware threads).
     """
 def op_names() -> dict:
     """

@@ -27,8 +27,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from . import _core
 from .errors import InvalidConfig
+from .model import token_id_array
 from .sampling import SamplingParams
 
 _perf = time.perf_counter
@@ -146,20 +149,22 @@ class Generator:
         tokens added), a list of chat messages (rendered by the model's chat
         template with the generation prompt, then encoded without adding
         special tokens, as HF apply_chat_template(tokenize=True) does) or a list of ids."""
-        tok = self.model.tokenizer
         if isinstance(prompt, str):
-            ids = tok.encode(prompt, add_special_tokens=True)
+            ids = self.model.tokenizer.encode(prompt, add_special_tokens=True)
         elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) for m in prompt):
             chat = getattr(self.model, "chat", None)
             if chat is None:
                 raise InvalidConfig(field="chat_template",
                                     reason=f"model {getattr(self.model, 'name', '?')!r} has no chat template; "
                                            "pass a string prompt for raw completion")
-            ids = tok.encode(chat.render(list(prompt), add_generation_prompt=True), add_special_tokens=False)
-        elif isinstance(prompt, Sequence) and all(isinstance(i, int) and not isinstance(i, bool) for i in prompt):
-            ids = [int(i) for i in prompt]
+            ids = self.model.tokenizer.encode(chat.render(list(prompt), add_generation_prompt=True),
+                                              add_special_tokens=False)
+        elif isinstance(prompt, (Sequence, np.ndarray)) and not isinstance(prompt, (bytes, bytearray)):
+            # token ids: checked as Conversation.forward checks them (no coercion, within the vocab)
+            ids = token_id_array(prompt, getattr(self.model, "vocab_size", None)).tolist()
         else:
-            raise InvalidConfig(field="prompt", reason="must be a string, a list of chat messages or a list of token ids")
+            raise TypeError("prompt must be a string, a list of chat messages or a list of token ids, "
+                            f"got {type(prompt).__name__}")
         if not ids:
             raise InvalidConfig(field="prompt", reason="empty prompt: nothing to generate from")
         return list(ids)

@@ -16,6 +16,42 @@ from . import _core
 DEFAULT_MAX_CONTEXT = 4096
 
 
+def token_id_array(ids: Any, vocab_size: int | None = None) -> np.ndarray:
+    """`ids` as a contiguous 1-D int32 array, never coerced: a flat sequence of Python or
+    numpy integers, or a 1-D integer numpy array. Floats, bools, strings, bytes and nested
+    sequences raise TypeError; a 2-D array ShapeMismatch; an id outside [0, vocab_size)
+    (or outside int32 when vocab_size is None) InvalidConfig naming the id and its index."""
+    from .errors import InvalidConfig, ShapeMismatch
+
+    if isinstance(ids, np.ndarray):
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"token ids must be integers, got an array of dtype {ids.dtype}")
+        if ids.ndim != 1:
+            raise ShapeMismatch("forward (ids)", [-1], list(ids.shape))
+        arr = ids
+    elif isinstance(ids, (str, bytes, bytearray, memoryview)) or not isinstance(ids, Sequence):
+        raise TypeError(f"token ids must be a sequence of ints or a 1-D integer array, got {type(ids).__name__}")
+    else:
+        for k, i in enumerate(ids):
+            if type(i) is not int and (isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer))):
+                raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r} at index {k}")
+        try:
+            arr = np.array(ids, dtype=np.int64)
+        except OverflowError:
+            arr = None
+        if arr is None or arr.ndim != 1:  # ints beyond int64 (or a sequence numpy reads otherwise)
+            arr = np.array([int(i) for i in ids], dtype=object)
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        limit = vocab_size if vocab_size is not None else 2**31
+        if lo < 0 or hi >= limit:
+            at = int(np.argmax((arr < 0) | (arr >= limit)))
+            what = f"the vocab of {vocab_size}" if vocab_size is not None else "the int32 range"
+            raise InvalidConfig(field="input_ids",
+                                reason=f"token id {int(arr[at])} at index {at} is outside [0, {limit}) ({what})")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
 class Conversation:
     """One conversation: its own KV cache over the shared weights of a Model."""
 
@@ -35,7 +71,7 @@ class Conversation:
     def forward(self, ids: Sequence[int] | np.ndarray, all_logits: bool = False) -> np.ndarray:
         """Runs `ids` at the current position; returns the logits of the last
         position ([vocab]) or of every position ([len(ids), vocab]), as a fresh array."""
-        arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
+        arr = token_id_array(ids, self.model.vocab_size)
         return self.model._native.forward(self._native, arr, all_logits)
 
     def reset_kv_cache(self) -> None:
@@ -55,7 +91,8 @@ class Model:
     """A loaded `.model` (see `cyb_llm.load`)."""
 
     def __init__(self, path: "str | os.PathLike | ModelFile", backend: str | None = None, precise: bool = False,
-                 threads: int | None = None, exec_path: str | None = None, fuse: bool = True):
+                 threads: int | None = None, exec_path: str | None = None, fuse: bool = True,
+                 max_memory: int | None = None):
         from .format import ModelFile
 
         t0 = time.perf_counter()
@@ -63,8 +100,10 @@ class Model:
         # builds the runtime model over that same mapping.
         self.file = path if isinstance(path, ModelFile) else ModelFile(path)
         self.path = self.file.path
-        self._native = _core.load(self.file._native, backend or "", bool(precise), int(threads or 0),
-                                  exec_path or "", bool(fuse))
+        # threads: 0/None = physical cores, clamped to _core.max_threads(), negative InvalidConfig;
+        # max_memory: budget in bytes (None: available physical memory), docs/errors.md "Guarantees".
+        self._native = _core.load(self.file._native, backend or "", bool(precise),
+                                  0 if threads is None else threads, exec_path or "", bool(fuse), max_memory)
         self.config: dict = self.file.config
         self.precise = bool(precise)
         self.backend = backend or self._native.backends()[0]
@@ -109,15 +148,21 @@ class Model:
         return self._native.vocab_size
 
     @property
+    def threads(self) -> int:
+        """Threads of the native pool (0/None resolved to the physical cores, the clamp applied)."""
+        return self._native.threads
+
+    @property
     def max_position(self) -> int:
         return self._native.max_position
 
     def new_conversation(self, max_context: int | None = None) -> Conversation:
         """A conversation with its own KV cache of `max_context` positions
-        (default: min(model context, 4096))."""
+        (default: min(model context, 4096)). A non-integer is a TypeError; outside
+        [1, max_position] InvalidConfig; more than the memory budget OutOfMemory."""
         if max_context is None:
             max_context = min(self.max_position, DEFAULT_MAX_CONTEXT)
-        return Conversation(self, self._native.new_conversation(int(max_context)))
+        return Conversation(self, self._native.new_conversation(max_context))
 
     # --- observability ---------------------------------------------------
     @property
@@ -166,15 +211,20 @@ class Model:
 
 
 def load(path: str | os.PathLike, backend: str | None = None, precise: bool = False,
-         threads: int | None = None, exec_path: str | None = None, fuse: bool = True) -> Model:
+         threads: int | None = None, exec_path: str | None = None, fuse: bool = True,
+         max_memory: int | None = None) -> Model:
     """Loads a model: a `.model` path, a known model name (`"smollm2"`, fetched and
     imported into the cache once, as `cyb-llm run` does) or a `.gguf` file (imported
     into the cache once). Validates the file, chooses the curated family or the graph
     path and maps the weights. `exec_path` ('curated' | 'graph') forces an execution
-    path; `fuse=False` turns the graph fusion pass off."""
+    path; `fuse=False` turns the graph fusion pass off. `threads`: None/0 = physical
+    cores, larger than `_core.max_threads()` clamped. `max_memory`: bytes that the
+    weights, RoPE tables and conversations may take (None: the available physical
+    memory); over it, OutOfMemory."""
     from . import hub
 
     p = os.fspath(path)
     if (p in hub.MODELS and not os.path.exists(p)) or (p.endswith(".gguf") and os.path.isfile(p)):
         path = hub.resolve(p)
-    return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path, fuse=fuse)
+    return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path, fuse=fuse,
+                 max_memory=max_memory)

@@ -35,6 +35,10 @@ DEFAULTS: dict[str, Any] = {
     "penalty_last_n": 64,
 }
 
+# The native sampler's types (cyb::SamplingConfig): f32 numbers, int32 counts.
+_F32_MAX = 3.4028234663852886e38
+_I32_MAX = 2**31 - 1
+
 # Spellings accepted in a model's [sampling] section besides the field names
 # (HF generation_config / llama.cpp names).
 _ALIASES = {"repeat_penalty": "repetition_penalty", "repeat_last_n": "penalty_last_n"}
@@ -68,6 +72,8 @@ class SamplingParams:
         values = dict(DEFAULTS)
         config = getattr(model, "config", None) or {}
         section = config.get("sampling", {}) if isinstance(config, Mapping) else {}
+        if section is not None and not isinstance(section, Mapping):
+            raise InvalidConfig(field="sampling", reason=f"the [sampling] config must be a table, got {section!r}")
         names = {f.name for f in dataclasses.fields(cls)}
         for key, value in (section or {}).items():
             key = _ALIASES.get(key, key)
@@ -87,8 +93,9 @@ class SamplingParams:
     def validate(self) -> None:
         def number(name: str, lo: float, hi: float = math.inf, lo_open: bool = False) -> None:
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise InvalidConfig(field=name, reason=f"must be a finite number, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > _F32_MAX:
+                # the native sampler holds these as f32: beyond its range they would be infinite
+                raise InvalidConfig(field=name, reason=f"must be a finite number within the f32 range, got {v!r}")
             if v < lo or v > hi or (lo_open and v == lo):
                 interval = f"{'(' if lo_open else '['}{lo}, {hi}]"
                 raise InvalidConfig(field=name, reason=f"must be in {interval}, got {v!r}")
@@ -101,10 +108,11 @@ class SamplingParams:
         number("frequency_penalty", -math.inf)
         for name, lo in (("top_k", 0), ("penalty_last_n", -1)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise InvalidConfig(field=name, reason=f"must be an integer >= {lo}, got {v!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
-            raise InvalidConfig(field="seed", reason=f"must be a non-negative integer, got {self.seed!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= _I32_MAX:
+                raise InvalidConfig(field=name, reason=f"must be an integer in [{lo}, {_I32_MAX}], got {v!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not 0 <= self.seed < 2**64):
+            raise InvalidConfig(field="seed", reason=f"must be an integer in [0, 2**64), got {self.seed!r}")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in _as_list(self.stop) if s != ""]

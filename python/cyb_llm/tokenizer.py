@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers.decoders import DecodeStream
 
@@ -44,18 +45,32 @@ class Tokenizer:
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         if not isinstance(text, str):
             raise TokenizerError(f"encode expects a str, got {type(text).__name__}")
-        return list(self.raw.encode(text, add_special_tokens=add_special_tokens).ids)
+        try:
+            return list(self.raw.encode(text, add_special_tokens=add_special_tokens).ids)
+        except TypeError:
+            _check_text(text)
+            raise
 
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
-        return [list(e.ids) for e in self.raw.encode_batch(list(texts), add_special_tokens=add_special_tokens)]
+        texts = list(texts)
+        try:
+            return [list(e.ids) for e in self.raw.encode_batch(texts, add_special_tokens=add_special_tokens)]
+        except TypeError:
+            for t in texts:
+                if not isinstance(t, str):
+                    raise TokenizerError(f"encode_batch expects str items, got {type(t).__name__}") from None
+                _check_text(t)
+            raise
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        ids = [int(i) for i in ids]
-        n = self.vocab_size
-        for i in ids:
-            if not 0 <= i < n:
-                raise TokenizerError(f"token id {i} out of range (vocabulary size {n})")
-        return self.raw.decode(ids, skip_special_tokens=skip_special_tokens)
+        from .errors import InvalidConfig
+        from .model import token_id_array
+
+        try:  # the checks of Conversation.forward: no float/bool coercion, ids within the vocab
+            ids = token_id_array(ids if isinstance(ids, (Sequence, np.ndarray)) else list(ids), self.vocab_size)
+        except InvalidConfig as e:
+            raise TokenizerError(e.fields["reason"]) from e
+        return self.raw.decode(ids.tolist(), skip_special_tokens=skip_special_tokens)
 
     def token_to_id(self, token: str) -> int | None:
         return self.raw.token_to_id(token)
@@ -71,6 +86,15 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer(type={self.config.get('type')!r}, vocab_size={self.vocab_size})"
+
+
+def _check_text(text: str) -> None:
+    """TokenizerError when `text` is not valid Unicode (a lone surrogate, which UTF-8 cannot hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise TokenizerError(f"the text holds a lone surrogate {text[e.start]!r} at index {e.start}: "
+                             "not valid Unicode") from None
 
 
 class StreamDecoder:
