@@ -137,3 +137,186 @@ def test_pending_sigint_during_a_native_error_raises_keyboard_interrupt():
     assert isinstance(e.value.__context__, errors.FormatError)
     with pytest.raises(errors.InvalidConfig):  # no signal pending: the error itself
         _core._raise_native_error("InvalidConfig")
+
+
+# --- 5. GGUF import ------------------------------------------------------------------------------
+
+def _gguf(path, *, head_count=4, tensors=True):
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(32)
+    w.add_feed_forward_length(64)
+    w.add_head_count(head_count)
+    w.add_head_count_kv(2)
+    w.add_token_list(["a", "b", "c"])
+    if tensors:
+        w.add_tensor("token_embd.weight", np.zeros((3, 32), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+def test_gguf_without_the_tensors_its_family_needs_is_missing_tensor(tmp_path):
+    from cyb_llm.convert import import_model
+
+    for tensors in (False, True):  # none at all; only the embedding
+        src = _gguf(tmp_path / f"t{tensors}.gguf", tensors=tensors)
+        with pytest.raises(errors.MissingTensor):
+            import_model(src, str(tmp_path / "out.model"), progress=False)
+        assert not os.path.exists(tmp_path / "out.model")
+
+
+def test_gguf_head_count_zero_is_invalid_config(tmp_path):
+    from cyb_llm.convert.gguf import GGUFSource
+
+    with pytest.raises(errors.InvalidConfig) as e:
+        GGUFSource(_gguf(tmp_path / "h.gguf", head_count=0))
+    assert e.value.field == "llama.attention.head_count"
+
+
+def _patched(tmp_path, data: bytes, name: str) -> str:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def test_corrupted_gguf_names_the_field(tmp_path):
+    import struct
+
+    from cyb_llm.convert.gguf import GGUFSource
+
+    good = open(_gguf(tmp_path / "g.gguf"), "rb").read()
+    cases = {
+        "n_tensors": good[:8] + struct.pack("<Q", 2**62) + good[16:],
+        "n_kv": good[:16] + struct.pack("<Q", 2**40) + good[24:],
+        "key 0 length": good[:24] + struct.pack("<Q", 2**50) + good[32:],
+        "magic": b"GGUX" + good[4:],
+        "version": good[:4] + struct.pack("<I", 99) + good[8:],
+    }
+    for field, data in cases.items():
+        with pytest.raises(errors.FormatError) as e:
+            GGUFSource(_patched(tmp_path, data, "bad.gguf"))
+        assert e.value.section == "gguf" and e.value.key == field, (field, e.value)
+    # truncated anywhere inside the header: the field being read and the offset
+    header_end = good.index(b"token_embd.weight") + len(b"token_embd.weight") + 4 + 16 + 4 + 8
+    for cut in (2, 10, 20, 30, 60, header_end // 2, header_end - 3):
+        with pytest.raises(errors.FormatError, match="truncated at byte|cannot fit") as e:
+            GGUFSource(_patched(tmp_path, good[:cut], "cut.gguf"))
+        assert e.value.section == "gguf" and e.value.key not in ("", "header"), cut
+
+
+# --- 3. config keys of the wrong type, messages, sampling ranges, text ----------------------------
+
+def _with_config(tmp_path, **tables):
+    config = {"model_type": "llama", "architecture": dict(ARCH), **tables}
+    path = str(tmp_path / "c.model")
+    write_model(path, name="c", config=config, tensors=tiny_tensors())
+    return path
+
+
+@pytest.mark.parametrize("tables,field", [
+    ({"tokenizer": 5}, "tokenizer"),
+    ({"sampling": 5}, "sampling"),
+    ({"tokenizer": {"eos_token_ids": 2}}, "tokenizer.eos_token_ids"),
+    ({"tokenizer": {"bos_token_id": "x"}}, "tokenizer.bos_token_id"),
+])
+def test_config_keys_of_the_wrong_type_are_invalid_config(tmp_path, tables, field):
+    with pytest.raises(errors.InvalidConfig) as e:
+        m = cyb_llm.load(_with_config(tmp_path, **tables))
+        m.eos_token_ids
+        SamplingParams.from_model(m)
+    assert e.value.field == field
+
+
+def test_chat_section_of_the_wrong_type(tmp_path):
+    path = str(tmp_path / "chat.model")
+    write_model(path, name="c", config={"model_type": "llama", "architecture": dict(ARCH)},
+                tensors=tiny_tensors(), chat={"template": "{{ messages }}", "eos_sequences": 5})
+    with pytest.raises(errors.InvalidConfig) as e:
+        chat_from_modelfile(ModelFile(path))
+    assert e.value.field == "chat.eos_sequences"
+
+
+T = "{% for m in messages %}[{{ m.role }}]{{ m.content | trim }}{% endfor %}"
+
+
+@pytest.mark.parametrize("content", [None, 5, [{"type": "image_url", "image_url": "x"}], [5]])
+def test_message_content_of_the_wrong_type(content):
+    with pytest.raises(errors.InvalidConfig) as e:
+        ChatTemplate(T).render([{"role": "user", "content": content}])
+    assert e.value.field.startswith("messages[0].content")
+
+
+def test_openai_text_parts_are_joined():
+    parts = [{"type": "text", "text": "Hello "}, {"type": "text", "text": "world"}]
+    assert ChatTemplate(T).render([{"role": "user", "content": parts}]) == "[user]Hello world"
+
+
+@pytest.mark.parametrize("template,what", [
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps"),
+    ("{% for c in 'x' * 2000 %}{% for d in 'y' * 2000 %}{% endfor %}{% endfor %}", "steps"),
+    ("{% macro f(n) %}{{ f(n) }}{{ f(n) }}{% endmacro %}{{ f(1) }}", None),
+    ("{{ 'x' * 1000000000 }}", "output"),
+    ("{{ 'x' | center(1000000000) }}", "output"),
+    ("{% set a = 'x' * 10000000 %}{{ a ~ a ~ a }}", "output"),
+    ("{{ 7 ** 100000000 }}", "output"),
+    ("{% include 'other.jinja' %}", "include"),
+    ("{% extends 'base.jinja' %}", "extends"),
+])
+def test_hostile_templates_stop_at_a_budget(template, what):
+    t = ChatTemplate(template)  # compiled lazily: constructing never runs or folds template code
+    with pytest.raises(errors.InvalidConfig, match=what) as e:
+        t.render([{"role": "user", "content": "hi"}])
+    assert e.value.field == "chat.template"
+
+
+@pytest.mark.parametrize("field,value", [("top_k", 2**31), ("penalty_last_n", 2**40), ("temperature", 1e39),
+                                         ("presence_penalty", -1e300), ("temperature", math.nan),
+                                         ("seed", 2**64)])
+def test_sampling_values_beyond_native_ranges_fail_at_construction(field, value):
+    with pytest.raises(errors.InvalidConfig) as e:
+        SamplingParams(**{field: value})
+    assert e.value.field == field
+
+
+def test_lone_surrogate_prompt_is_a_tokenizer_error():
+    from cyb_llm import hub
+
+    path = hub.fetch("smollm2") if "smollm2" in hub.MODELS else None
+    if path is None or not os.path.exists(path):
+        pytest.skip("smollm2 not cached")
+    tok = ModelFile(path).tokenizer
+    with pytest.raises(errors.TokenizerError, match="surrogate"):
+        tok.encode("ab\udc80cd")
+    with pytest.raises(errors.TokenizerError, match="surrogate"):
+        tok.encode_batch(["ok", "ab\ud800"])
+
+
+# --- CLI -----------------------------------------------------------------------------------------
+
+def _cli(*args, env=None):
+    e = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "cyb_llm.cli", *args], capture_output=True, text=True,
+                          env=e, timeout=300)
+
+
+def test_cli_prints_one_error_line_for_a_bad_config(tmp_path):
+    r = _cli("run", _with_config(tmp_path, sampling=5), "hi", "--max-tokens", "1")
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: InvalidConfig")
+
+
+def test_cli_gpu_probe_prints_no_xdg_runtime_dir_noise(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    path = write_tiny(tmp_path / "x.model", model_type="llama")
+    e = dict(env, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", "import cyb_llm; cyb_llm.load(__import__('sys').argv[1])", path],
+                       capture_output=True, text=True, env=e, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "XDG_RUNTIME_DIR" not in r.stderr

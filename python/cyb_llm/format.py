@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from . import _core
-from .errors import FormatError, MissingTensor, WeightFormatMismatch
+from .errors import FormatError, InvalidConfig, MissingTensor, WeightFormatMismatch
 from .toml_writer import dumps as toml_dumps
 
 ALIGN = 64
@@ -131,6 +131,23 @@ class _Sections(collections.abc.Mapping):
         return f"<sections {self._names}>"
 
 
+def _check_config_types(config: dict) -> None:
+    """InvalidConfig for a config key the Python side reads whose value has the wrong type
+    (the native side checks [architecture] itself)."""
+    for table in ("tokenizer", "sampling"):
+        if table in config and not isinstance(config[table], dict):
+            raise InvalidConfig(field=table, reason=f"must be a table, got {config[table]!r}")
+    tok = config.get("tokenizer", {})
+    eos = tok.get("eos_token_ids")
+    if eos is not None and (not isinstance(eos, list) or
+                            not all(type(i) is int and 0 <= i < 2**31 for i in eos)):
+        raise InvalidConfig(field="tokenizer.eos_token_ids", reason=f"must be a list of token ids, got {eos!r}")
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        v = tok.get(key)
+        if v is not None and not (type(v) is int and 0 <= v < 2**31) and not (key == "eos_token_id" and isinstance(v, list)):
+            raise InvalidConfig(field=f"tokenizer.{key}", reason=f"must be a token id, got {v!r}")
+
+
 class ModelFile:
     """A `.model` file, mapped read-only and validated at open.
 
@@ -175,7 +192,9 @@ class ModelFile:
     @property
     def config(self) -> dict:
         if self._config is None:
-            self._config = self._native.config()
+            config = self._native.config()
+            _check_config_types(config)
+            self._config = config
         return self._config
 
     @property

@@ -37,7 +37,10 @@ std::map<std::string, uint64_t> wgpu_report() { return {}; }
 #include <windows.h>
 #else
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 #endif
+#include <cstdio>
 
 namespace cyb {
 
@@ -220,7 +223,49 @@ void on_device_error(WGPUDevice const*, WGPUErrorType, WGPUStringView msg, void*
 
 // Picks the best adapter (discrete > integrated > unknown > cpu) and creates the device.
 // Software adapters are kept too; the caller decides whether one is acceptable.
+// While the device is probed, the process's stderr (fd 2) goes to /dev/null:
+// Vulkan drivers and their window-system layers print diagnostics there that
+// say nothing about compute (e.g. four "error: XDG_RUNTIME_DIR is invalid or
+// not set in the environment." lines from Mesa without a session). A probe
+// that fails is reported through BackendInit with its own reason. POSIX only.
+class QuietStderr {
+ public:
+  QuietStderr() {
+#if !defined(_WIN32)
+    std::fflush(stderr);
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    if (null_fd < 0) return;
+    saved_ = ::dup(2);
+    if (saved_ >= 0 && ::dup2(null_fd, 2) < 0) {
+      ::close(saved_);
+      saved_ = -1;
+    }
+    ::close(null_fd);
+#endif
+  }
+  ~QuietStderr() {
+#if !defined(_WIN32)
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+#endif
+  }
+  QuietStderr(const QuietStderr&) = delete;
+  QuietStderr& operator=(const QuietStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+void init_device_probe(Gpu& g);
+
 void init_device(Gpu& g) {
+  QuietStderr quiet;
+  init_device_probe(g);
+}
+
+void init_device_probe(Gpu& g) {
   g.tried = true;
   if (!load_api(g)) return;
   WGPUInstanceExtras extras = {};

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import _core
-from ..errors import FormatError, InvalidConfig, UnsupportedOp
+from ..errors import FormatError, InvalidConfig, MissingTensor, UnsupportedOp
 from .common import TensorRecord, make_error
 from .generation import from_gguf as sampling_from_gguf
 from .gguf_tokenizer import GEMMA_FAMILY, build_from_gguf
@@ -110,17 +110,23 @@ def build_config(meta: dict, arch: str, tensor_names: set[str]) -> dict[str, Any
             raise make_error(InvalidConfig, f"GGUF metadata lacks {key!r}", field=key, reason="missing")
         return default
 
-    hidden = int(k("embedding_length", required=True))
-    heads = int(k("attention.head_count", required=True))
-    kv_heads = k("attention.head_count_kv", heads)
-    if isinstance(kv_heads, list):
-        raise make_error(InvalidConfig, "per-layer KV head counts are not supported", field=f"{arch}.attention.head_count_kv", reason="per-layer")
-    kv_heads = int(kv_heads)
-    head_dim = int(k("attention.key_length", hidden // heads))
-    n_layers = int(k("block_count", required=True))
-    ffn = k("feed_forward_length", required=True)
-    if isinstance(ffn, list):
-        raise make_error(InvalidConfig, "per-layer FFN widths are not supported", field=f"{arch}.feed_forward_length", reason="per-layer")
+    def count(name, default=None, required=False) -> int:
+        """A positive integer count of the metadata (head counts, lengths): InvalidConfig naming the key otherwise."""
+        v = k(name, default, required)
+        if isinstance(v, list):
+            raise make_error(InvalidConfig, f"per-layer values of {arch}.{name} are not supported",
+                             field=f"{arch}.{name}", reason="per-layer values are not supported")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < int(v) < 2**31:
+            raise make_error(InvalidConfig, f"GGUF metadata {arch}.{name} must be a positive integer, got {v!r}",
+                             field=f"{arch}.{name}", reason=f"must be a positive integer, got {v!r}")
+        return int(v)
+
+    hidden = count("embedding_length", required=True)
+    heads = count("attention.head_count", required=True)
+    kv_heads = count("attention.head_count_kv", heads)
+    head_dim = count("attention.key_length", hidden // heads)
+    n_layers = count("block_count", required=True)
+    ffn = count("feed_forward_length", required=True)
     tokens = meta.get("tokenizer.ggml.tokens")
     vocab_size = int(k("vocab_size", len(tokens) if tokens is not None else 0))
 
@@ -189,6 +195,122 @@ def _unpermute_rows(raw: np.ndarray, rows: int, n_head: int) -> np.ndarray:
     return np.ascontiguousarray(raw.reshape(n_head, half, 2, row_bytes).swapaxes(1, 2)).reshape(-1)
 
 
+def _check_required_tensors(hf_names: set[str], arch_cfg: dict, arch: str) -> None:
+    """MissingTensor for the first tensor every decoder family needs that the GGUF lacks
+    (a GGUF with no tensors at all fails on the embedding)."""
+    need = ["model.embed_tokens.weight", "model.norm.weight"]
+    for layer in range(arch_cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        need += [p + "input_layernorm.weight", p + "self_attn.o_proj.weight", p + "mlp.down_proj.weight"]
+        if p + "self_attn.qkv_proj.weight" not in hf_names:
+            need += [p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"]
+    for name in need:
+        if name not in hf_names:
+            raise MissingTensor(name, f"the {arch} importer (GGUF)")
+
+
+# GGUF value types (gguf.GGUFValueType): fixed sizes of the scalar ones; 8 = string, 9 = array.
+_GGUF_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_MAX_DIMS = 4
+
+
+def check_gguf_structure(path: str) -> None:
+    """Walks the GGUF header (magic, version, counts, every metadata key and value, every tensor
+    entry) against the file size before the gguf package reads it, so that a truncated or
+    corrupted file fails with FormatError(section="gguf", key=<the field>, reason) naming the
+    field and the offset instead of an error from numpy's internals."""
+    import struct
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(min(size, 64 << 20))  # headers beyond 64 MiB: checked as far as that
+
+    def fail(field: str, reason: str) -> FormatError:
+        return FormatError(section="gguf", key=field, reason=reason)
+
+    pos = 0
+
+    def take(n: int, field: str) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > len(head):
+            if len(head) < size:
+                raise _HeaderTooLong
+            raise fail(field, f"truncated at byte {pos}: needs {n} bytes, the file has {size - pos} left")
+        b = head[pos:pos + n]
+        pos += n
+        return b
+
+    def u32(field: str) -> int:
+        return struct.unpack("<I", take(4, field))[0]
+
+    def u64(field: str) -> int:
+        return struct.unpack("<Q", take(8, field))[0]
+
+    def string(field: str) -> str:
+        n = u64(field + " length")
+        if n > size:
+            raise fail(field + " length", f"string length {n} at byte {pos - 8} exceeds the file size {size}")
+        raw = take(n, field)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise fail(field, f"not UTF-8 at byte {pos - n + e.start}") from None
+
+    def value(vtype: int, field: str, depth: int = 0) -> None:
+        if vtype in _GGUF_SCALAR_SIZES:
+            take(_GGUF_SCALAR_SIZES[vtype], field)
+        elif vtype == 8:
+            string(field)
+        elif vtype == 9 and depth == 0:
+            item_type = u32(field + " array type")
+            n = u64(field + " array length")
+            if item_type in _GGUF_SCALAR_SIZES:
+                if n > size:
+                    raise fail(field + " array length", f"{n} items at byte {pos - 8} exceed the file size {size}")
+                take(n * _GGUF_SCALAR_SIZES[item_type], field)
+            else:
+                if n > size // 8:
+                    raise fail(field + " array length", f"{n} items at byte {pos - 8} exceed the file size {size}")
+                for _ in range(n):
+                    value(item_type, field, depth + 1)
+        else:
+            raise fail(field + " type", f"unknown value type {vtype} at byte {pos - 4}")
+
+    try:
+        if take(4, "magic") != b"GGUF":
+            raise fail("magic", "not a GGUF file (the first 4 bytes are not 'GGUF')")
+        version = u32("version")
+        if version not in (2, 3):
+            raise fail("version", f"GGUF version {version} is not supported (2 or 3)")
+        n_tensors = u64("n_tensors")
+        n_kv = u64("n_kv")
+        if n_tensors > size // 24:
+            raise fail("n_tensors", f"{n_tensors} tensors cannot fit in a file of {size} bytes")
+        if n_kv > size // 12:
+            raise fail("n_kv", f"{n_kv} metadata entries cannot fit in a file of {size} bytes")
+        for i in range(n_kv):
+            key = string(f"key {i}")
+            value(u32(f"{key} type"), key)
+        for i in range(n_tensors):
+            name = string(f"tensor {i} name")
+            n_dims = u32(f"{name} n_dims")
+            if not 0 < n_dims <= _GGUF_MAX_DIMS:
+                raise fail(f"{name} n_dims", f"{n_dims} dimensions (1 to {_GGUF_MAX_DIMS})")
+            dims = [u64(f"{name} dims") for _ in range(n_dims)]
+            if any(d == 0 or d > 2**40 for d in dims):
+                raise fail(f"{name} dims", f"dimensions {dims} are out of range")
+            u32(f"{name} type")
+            offset = u64(f"{name} offset")
+            if offset >= size:
+                raise fail(f"{name} offset", f"data offset {offset} is beyond the file size {size}")
+    except _HeaderTooLong:
+        return
+
+
+class _HeaderTooLong(Exception):
+    """The header goes on beyond the part read: the gguf package checks the rest."""
+
+
 class GGUFSource:
     """An open GGUF file, translated: config, tokenizer, and a lazy stream of tensors."""
 
@@ -196,10 +318,12 @@ class GGUFSource:
         from gguf import GGUFReader
 
         self.path = path
+        check_gguf_structure(path)
         try:
             self.reader = GGUFReader(path, "r")
         except Exception as e:
-            raise make_error(FormatError, f"{path}: not a readable GGUF file: {e}", section="gguf", key="header")
+            raise make_error(FormatError, f"{path}: not a readable GGUF file: {type(e).__name__}: {e}",
+                             section="gguf", key="header", reason=f"{type(e).__name__}: {e}") from e
         self.meta = read_metadata(self.reader)
         self.arch = self.meta.get("general.architecture")
         if self.arch not in SUPPORTED_ARCHS:
@@ -232,6 +356,7 @@ class GGUFSource:
                 )
             self.plan.append((hf, t))
         self.config = build_config(self.meta, self.arch, names)
+        _check_required_tensors({hf for hf, _ in self.plan}, self.config["architecture"], self.arch)
         arch_cfg = self.config["architecture"]
         if self.extra_rope:
             rs = {"rope_type": "longrope", "type": "longrope"}
