@@ -15,8 +15,11 @@ once: the code moved, update the mutation), fails the run.
 The default tier's test files are the same as `bash tools/test.sh` runs
 (tests/, not tests/slow); they are ordered cheapest first (the long golden,
 CLI and packaging files last), so a bug stops the run early. It prints a
-Markdown table (mutation, file, caught by, seconds) and writes it to
-build/mutation/report.md; docs/testing.md keeps the last one. Part of the slow
+Markdown table (mutation, file, caught by, seconds) and writes it as a
+report file into the work folder (build/mutation); docs/testing.md keeps the last one.
+First the unmutated worktree must pass the same pytest run (the baseline): a
+failure there stops the check, since a "catch" would then mean nothing
+(`--no-baseline` skips it when HEAD is known green). Part of the slow
 tier (`bash tools/test.sh --slow`); about 35-60 minutes on 2 cores.
 """
 from __future__ import annotations
@@ -174,6 +177,24 @@ def first_failure(xml_path: str) -> str:
     return ""
 
 
+def pytest_cmd(name: str) -> list[str]:
+    xml = os.path.join(WORK, f"{name}.xml")
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+            *test_files()]
+
+
+def baseline() -> None:
+    t0 = time.time()
+    r = sh(pytest_cmd("baseline"), cwd=SRC, env=env(), check=False, capture=True)
+    with open(os.path.join(WORK, "baseline.log"), "w") as f:
+        f.write(r.stdout or "")
+    if r.returncode != 0:
+        failed = first_failure(os.path.join(WORK, "baseline.xml")) or f"exit {r.returncode}"
+        raise SystemExit(f"mutation_check: the unmutated tests fail ({failed}; log: build/mutation/baseline.log): "
+                         "fix that first")
+    print(f"baseline: the unmutated default tier passes ({time.time() - t0:.0f} s)", flush=True)
+
+
 def run_mutation(m: Mutation) -> dict:
     t0 = time.time()
     row = {"name": m.name, "what": m.what, "path": m.path, "caught_by": "", "seconds": 0}
@@ -190,9 +211,7 @@ def run_mutation(m: Mutation) -> dict:
                 row["caught_by"] = f"NOT BUILT: {str(e).splitlines()[0]}"
                 return row
         xml = os.path.join(WORK, f"{m.name}.xml")
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
-               *test_files()]
-        r = sh(cmd, cwd=SRC, env=env(), check=False, capture=True)
+        r = sh(pytest_cmd(m.name), cwd=SRC, env=env(), check=False, capture=True)
         with open(os.path.join(WORK, f"{m.name}.log"), "w") as f:
             f.write(r.stdout or "")
         if r.returncode == 0:
@@ -217,6 +236,7 @@ def main() -> int:
     ap.add_argument("names", nargs="*", help="mutations to run (default: all)")
     ap.add_argument("--list", action="store_true", help="list the mutations and exit")
     ap.add_argument("--rev", default="HEAD", help="the commit to mutate (default HEAD)")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated run (HEAD known green)")
     a = ap.parse_args()
     muts = MUTATIONS
     if a.list:
@@ -230,6 +250,8 @@ def main() -> int:
     t0 = time.time()
     worktree(a.rev)
     print(f"worktree {SRC} at {a.rev}; unmutated build: {build():.0f} s", flush=True)
+    if not a.no_baseline:
+        baseline()
     rows = []
     for m in chosen:
         print(f"-- {m.name}: {m.what}", flush=True)
