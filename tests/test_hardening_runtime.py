@@ -126,3 +126,99 @@ def test_directories_and_devices_are_format_errors(tmp_path, special):
         pytest.skip(f"{p} does not exist here")
     with pytest.raises(errors.FormatError):
         cyb_llm.ModelFile(p)
+
+
+# ------------------------------------------------------- 3. one owner per conversation ---
+
+def _prompt(vocab, n, seed):
+    return np.random.default_rng(seed).integers(0, vocab, size=n).astype(np.int32)
+
+
+def _prefill_decode(conv, ids, steps):
+    out = [conv.forward(ids)]
+    for _ in range(steps):
+        out.append(conv.forward([int(out[-1].argmax())]))
+    return np.stack(out)
+
+
+def _wgpu_available():
+    try:
+        _core.wgpu_info(True)
+        return True
+    except errors.BackendInit:
+        return False
+
+
+@pytest.mark.parametrize("backend", ["cpu", "wgpu+rs"])
+def test_two_conversations_of_one_model_run_concurrently(path, backend):
+    import threading
+
+    if backend == "wgpu+rs" and not _wgpu_available():
+        pytest.skip("no wgpu+rs adapter")
+    m = cyb_llm.load(path, backend=backend, threads=2)
+    prompts = [_prompt(m.vocab_size, 20, 1), _prompt(m.vocab_size, 13, 2)]
+    steps = 6
+    sequential = [_prefill_decode(m.new_conversation(64), p, steps) for p in prompts]
+    for _round in range(2):
+        convs = [m.new_conversation(64) for _ in prompts]
+        results: list = [None, None]
+        barrier = threading.Barrier(2)
+
+        def work(i):
+            barrier.wait()
+            results[i] = _prefill_decode(convs[i], prompts[i], steps)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for got, ref in zip(results, sequential):
+            assert np.isfinite(got).all()
+            assert np.array_equal(got, ref)  # bit for bit
+
+
+@pytest.fixture
+def chunk_hook():
+    """Installs _core's test hook (called between the chunks of a long forward) for one test."""
+    calls = []
+
+    def install(fn):
+        def hook(done, total):
+            calls.append((done, total))
+            fn(done, total)
+        _core._set_forward_chunk_hook(hook)
+    yield install, calls
+    _core._set_forward_chunk_hook(None)
+
+
+def test_same_conversation_from_a_second_thread_is_refused(model, chunk_hook):
+    import threading
+
+    install, calls = chunk_hook
+    chunk = _core.forward_chunk_tokens()
+    n = chunk + 20
+    ids = _prompt(model.vocab_size, n, 3)
+    ref = model.new_conversation(n + 1).forward(ids)
+    c = model.new_conversation(n + 1)
+    seen = []
+
+    def second_thread(done, total):
+        # The first forward is between its chunks, holding the conversation.
+        def use():
+            try:
+                c.forward([1])
+            except Exception as e:  # noqa: BLE001 - recorded and checked below
+                seen.append(e)
+        t = threading.Thread(target=use)
+        t.start()
+        t.join()
+
+    install(second_thread)
+    got = c.forward(ids)
+    assert calls == [(chunk, n)]
+    assert len(seen) == 1 and isinstance(seen[0], errors.InvalidConfig), seen
+    assert seen[0].field == "conversation" and "another thread" in str(seen[0])
+    assert c.position == n
+    assert np.array_equal(got, ref)  # the refused call did not disturb the forward
+    assert c.forward([1]).shape == (model.vocab_size,)  # and the conversation is free again

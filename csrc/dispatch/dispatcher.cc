@@ -132,10 +132,11 @@ void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* o
   Backend* owner = chain_.front();
   const bool transfer = fallback && chosen->host_memory() && !owner->host_memory();
   double ms = 0.0;
-  const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const bool profiling = profiling_.load(std::memory_order_relaxed);
+  const auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (transfer) run_with_transfer(owner, chosen, op, inputs, n_inputs, outputs, n_outputs, ctx);
   else chosen->execute(op, inputs, n_inputs, outputs, n_outputs, ctx);
-  if (profiling_)
+  if (profiling)
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   const char* label = op.label ? op.label : op_name(op.kind);

@@ -3,6 +3,7 @@
 // CPU backend, last in every chain, supports every op. Every decision is
 // recorded (aggregated per label, without allocating in steady state).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,7 +31,7 @@ class Dispatcher {
            ExecContext& ctx);
   void run(const Op& op, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor*> outputs,
            ExecContext& ctx);
-  void set_profiling(bool on) { profiling_ = on; }
+  void set_profiling(bool on) { profiling_.store(on, std::memory_order_relaxed); }
   std::vector<DispatchRecord> records() const;
   void clear_records();  // zeroes the counters (keeps the slots: no allocation afterwards)
   const std::vector<Backend*>& chain() const { return chain_; }
@@ -40,7 +41,7 @@ class Dispatcher {
  private:
   std::vector<Backend*> chain_;
   std::vector<std::unique_ptr<Backend>> owned_;
-  bool profiling_ = false;
+  std::atomic<bool> profiling_{false};  // set from any thread while forwards run
   struct Slot;
   std::vector<Slot*> slots_;
   void* index_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/nox/nox_backend.h"
@@ -63,6 +64,16 @@ Conversation::Use::Use(Conversation& c) : c_(c) {
 
 namespace {
 
+// Device backends (wgpu+rs) keep per-device state (queue, last command stream,
+// error scope) that two threads must not drive at once: their forwards and
+// conversation set-ups are serialized, process-wide. Host backends run
+// conversations concurrently (each has its own frames; the thread pool takes
+// one job at a time).
+std::mutex& device_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 // True when every value is finite (integer test of the exponent bits: no
 // branch per value, vectorized by the compiler; well under 1% of a decode step).
 bool all_finite(const float* p, int64_t n) {
@@ -88,7 +99,11 @@ void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_
     const int64_t len = std::min(kForwardChunk, n - off);
     const int64_t pos = conv.position();
     float* out = all_logits ? logits + off * V : logits;
-    forward_chunk(conv, ids + off, len, all_logits, out);
+    {
+      std::unique_lock<std::mutex> dev;
+      if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+      forward_chunk(conv, ids + off, len, all_logits, out);
+    }
     if (!all_finite(out, (all_logits ? len : 1) * V)) {
       conv.truncate(pos);  // the KV entries of this chunk are not to be trusted
       file_->check_unchanged();
@@ -109,6 +124,8 @@ std::unique_ptr<Conversation> Model::new_conversation(int64_t max_context) {
                             "): KV cache and frame pool");
   std::unique_ptr<Conversation> c;
   try {
+    std::unique_lock<std::mutex> dev;
+    if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
     c = make_conversation(max_context);
   } catch (...) {
     ledger_->fetch_sub(bytes);

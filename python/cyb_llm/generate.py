@@ -136,7 +136,13 @@ class Stream:
 
 class Generator:
     """Generation over one model. Keeps one conversation of its own for calls
-    that pass none, so consecutive generations reuse the common prompt prefix."""
+    that pass none, so consecutive generations reuse the common prompt prefix.
+
+    Threads: a conversation has one owner at a time (a forward on a conversation
+    that another thread is running raises InvalidConfig(field="conversation"),
+    docs/errors.md "Guarantees"). Give each thread its own Generator, or pass each
+    generation its own conversation; different conversations of one model run
+    concurrently."""
 
     def __init__(self, model: Any):
         self.model = model
