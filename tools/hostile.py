@@ -407,7 +407,7 @@ def model_cases(rng: random.Random) -> list[Case]:
     add("extend/plus_bytes", lambda ctx: ctx.data("model") + b"\0" * 7)
 
     # Bit flips and garbage in the TOML head.
-    for _ in range(30):
+    for _ in range(60):
         r = rng.random()
         bit = rng.randrange(8)
 
@@ -498,10 +498,10 @@ def model_cases(rng: random.Random) -> list[Case]:
     add("vocab/empty", lambda ctx: edit_section(ctx.data("model"), "vocab", lambda b: "[tokens]\n"))
     for tname, tmpl in CHAT_TEMPLATES[:6]:
         add(f"chat_section/{tname}", lambda ctx, tmpl=tmpl: edit_section(
-            ctx.data("model"), "chat", lambda b: re.sub(r"^template = .*$", lambda m: "template = " + toml_str(tmpl), b,
-                                                        count=1, flags=re.M)))
-    add("chat_section/template_int", lambda ctx: edit_section(ctx.data("model"), "chat",
-                                                              lambda b: re.sub(r"^template = .*$", "template = 5", b, count=1, flags=re.M)))
+            ctx.data("model"), "chat", lambda b: "template = " + toml_str(tmpl) + "\n"))
+    add("chat_section/template_int", lambda ctx: edit_section(ctx.data("model"), "chat", lambda b: "template = 5\n"))
+    add("chat_section/template_surrogate", lambda ctx: edit_section(ctx.data("model"), "chat",
+                                                                    lambda b: 'template = "a\\ud800"\n'))
 
     # Weights that are not numbers: NaN everywhere (accepted; the output is reported as non-finite).
     def nan_weights(ctx):
@@ -543,6 +543,8 @@ CHAT_TEMPLATES = [
     ("nested_range_loop", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"),
     ("huge_repeat", "{{ 'x' * 10000000000 }}"),
     ("pow_tower", "{{ 10 ** 10 ** 10 }}"),
+    ("pow_huge", "{{ 10 ** (10 ** 10) }}"),
+    ("lshift_huge", "{{ (2 ** 64) * (2 ** 64) * (2 ** 64) ** 100000 }}"),
     ("macro_recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
     ("include", "{% include 'other.j2' %}"),
     ("range_too_big", "{% for i in range(10 ** 9) %}{% endfor %}"),
@@ -643,7 +645,7 @@ def gguf_cases(rng: random.Random) -> list[Case]:
                       (f"{a}.attention.layer_norm_rms_epsilon", -1.0, T.FLOAT32),
                       (f"{a}.attention.head_count", "4", T.STRING), (f"{a}.attention.head_count", 4.5, T.FLOAT32),
                       (f"{a}.attention.head_count", [4, 4], T.ARRAY), (f"{a}.block_count", -2, T.INT32),
-                      ("tokenizer.ggml.model", "mystery", T.STRING), ("tokenizer.ggml.tokens", [], T.ARRAY),
+                      ("tokenizer.ggml.model", "mystery", T.STRING), ("tokenizer.ggml.tokens", ["a"], T.ARRAY),
                       ("tokenizer.ggml.token_type", [1], T.ARRAY), ("tokenizer.ggml.merges", ["nospace"], T.ARRAY),
                       ("tokenizer.chat_template", "{% for %}", T.STRING),
                       ("tokenizer.chat_template", "x" * 3_000_000, T.STRING),
@@ -710,7 +712,7 @@ def gguf_cases(rng: random.Random) -> list[Case]:
 
     for f in (0.0, 0.001, 0.01, 0.05, 0.2, 0.5, 0.9, 0.999):
         add(f"truncate/{f}", trunc(f))
-    for _ in range(10):
+    for _ in range(30):
         r, bit = rng.random(), rng.randrange(8)
 
         def flip(ctx, p, r=r, bit=bit):
@@ -893,8 +895,8 @@ def api_cases(rng: random.Random) -> list[Case]:
             "bytes_content": [{"role": "user", "content": b"hi"}], "nul": [{"role": "user", "content": "a\0b"}]}
     for name, m in msgs.items():
         add(f"messages/{name}", gen(m, max_tokens=2))
-    add("messages/strings", gen(["hello", "world"], max_tokens=2))
-    add("messages/mixed_ids", gen([1, "a"], max_tokens=2))
+    add("messages/strings", gen(["hello", "world"], max_tokens=2), pytype=True)
+    add("messages/mixed_ids", gen([1, "a"], max_tokens=2), pytype=True)
     add("messages/ids_out_of_range", gen([1, 100000], max_tokens=2))
     add("messages/ids_negative", gen([-3], max_tokens=2))
 
@@ -995,8 +997,38 @@ def api_cases(rng: random.Random) -> list[Case]:
     return cases
 
 
-def generate_cases(seed: int) -> list[Case]:
-    """The whole corpus for `seed`, in a fixed order (names are unique)."""
+def selftest_cases() -> list[Case]:
+    """Cases that must come out crash, hang and unstructured: a check of the harness itself."""
+    def segv(ctx, tmp):
+        import ctypes
+
+        ctypes.string_at(0)
+        return "not reached"
+
+    def sleep(ctx, tmp):
+        time.sleep(3600)
+        return "not reached"
+
+    def abort(ctx, tmp):
+        os.abort()
+
+    def raise_value(ctx, tmp):
+        raise ValueError("an unstructured error")
+
+    def clean(ctx, tmp):
+        import cyb_llm
+
+        raise cyb_llm.InvalidConfig(field="x", reason="a clean error")
+    return [Case("selftest/segv", "selftest", segv), Case("selftest/hang", "selftest", sleep),
+            Case("selftest/abort", "selftest", abort), Case("selftest/unstructured", "selftest", raise_value),
+            Case("selftest/clean", "selftest", clean), Case("selftest/ok", "selftest", lambda ctx, tmp: "fine")]
+
+
+def generate_cases(seed: int, selftest: bool = False) -> list[Case]:
+    """The whole corpus for `seed`, in a fixed order (names are unique); with `selftest`,
+    only the harness checks."""
+    if selftest:
+        return selftest_cases()
     rng = random.Random(seed)
     cases = (model_cases(random.Random(rng.random())) + gguf_cases(random.Random(rng.random())) +
              hf_cases(random.Random(rng.random())) + chat_cases(random.Random(rng.random())) +
@@ -1044,7 +1076,7 @@ def worker_main(args) -> int:
     # Results go through the original stdout; anything native code prints goes to stderr.
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    cases = generate_cases(args.seed)
+    cases = generate_cases(args.seed, args.selftest)
     ctx = Ctx(json.loads(args.base))
     out.write("READY\n")
     for line in sys.stdin:
@@ -1067,7 +1099,7 @@ class Worker:
     started: float = 0.0
     log_off: int = 0
     spawned: float = field(default_factory=time.monotonic)
-    history: list = field(default_factory=list)
+    buf: str = ""
 
 
 def _limits(mem_bytes: int):
@@ -1089,7 +1121,7 @@ def spawn(args, base: dict, log: str) -> Worker:
     if os.name == "posix":
         kw.update(preexec_fn=_limits(args.mem_gib << 30), start_new_session=True)
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--seed", str(args.seed),
-                             "--base", json.dumps(base)], **kw)
+                             "--base", json.dumps(base)] + (["--selftest"] if args.selftest else []), **kw)
     errf.close()
     return Worker(proc, log)
 
@@ -1113,7 +1145,11 @@ def tail_of(log: str, off: int) -> str:
     except OSError:
         return ""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("=== case")]
-    keep = [ln for ln in lines if "Fatal Python error" in ln or "Error" in ln or "error" in ln] or lines
+    fatal = [k for k, ln in enumerate(lines) if ln.startswith("Fatal Python error")]
+    if fatal:  # faulthandler: the error, then the innermost Python frame of the crashing thread
+        frames = [ln for ln in lines[fatal[-1]:] if ln.startswith("File ")]
+        return " | ".join([lines[fatal[-1]]] + frames[:1])[:300]
+    keep = [ln for ln in lines if "Error" in ln or "error" in ln or "Sanitizer" in ln] or lines
     return " | ".join(keep[-2:])[:300]
 
 
@@ -1158,10 +1194,15 @@ def run_cases(args, cases: list[Case], order: list[int], base: dict, logdir: str
         for key, _ in sel.select(timeout=0.5):
             slot = key.data
             w = workers[slot]
-            line = w.proc.stdout.readline() if w else ""
             if w is None:
                 continue
-            if not line:  # the child died
+            # Raw reads and a buffer of our own: a buffered readline() could swallow a
+            # second line that select() would then never report.
+            chunk = os.read(w.proc.stdout.fileno(), 65536)
+            w.buf += chunk.decode("utf-8", "replace")
+            lines = w.buf.split("\n")
+            w.buf = lines.pop()
+            if not chunk:  # the child died
                 code = w.proc.wait()
                 if w.case is not None:
                     sig = -code if code < 0 else None
@@ -1175,15 +1216,15 @@ def run_cases(args, cases: list[Case], order: list[int], base: dict, logdir: str
                 if pending:
                     start(slot)
                 continue
-            if line == "READY\n":
-                w.ready = True
-            elif line.startswith("RESULT "):
-                r = json.loads(line[7:])
-                results[r["i"]] = (r["cls"], r["detail"])
-                w.history.append(r["i"])
-                if args.verbose:
-                    print(f"  {r['cls']:<12} {cases[r['i']].name}: {r['detail'][:100]}", flush=True)
-                w.case = None
+            for line in lines:
+                if line == "READY":
+                    w.ready = True
+                elif line.startswith("RESULT "):
+                    r = json.loads(line[7:])
+                    results[r["i"]] = (r["cls"], r["detail"])
+                    if args.verbose:
+                        print(f"  {r['cls']:<12} {cases[r['i']].name}: {r['detail'][:100]}", flush=True)
+                    w.case = None
             feed(slot)
         now = time.monotonic()
         for slot, w in enumerate(workers):
@@ -1217,6 +1258,8 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="print the case names and exit")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "hostile"))
     ap.add_argument("--verbose", "-v", action="store_true")
+    ap.add_argument("--selftest", action="store_true",
+                    help="run only the harness checks (a segfault, a hang, an abort, ...): exits 1 by design")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--base", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1224,7 +1267,7 @@ def main() -> int:
         return worker_main(args)
 
     t0 = time.monotonic()
-    cases = generate_cases(args.seed)
+    cases = generate_cases(args.seed, args.selftest)
     if args.list:
         for c in cases:
             print(c.name)
@@ -1274,7 +1317,8 @@ def main() -> int:
     for i in failing:
         c = cases[i]
         entry = dict(name=c.name, group=c.group, cls=results[i][0], detail=results[i][1], seed=args.seed,
-                     repro=f"python tools/hostile.py --seed {args.seed} --only '{c.name}'", files=[])
+                     repro=f"python tools/hostile.py --seed {args.seed}{' --selftest' if args.selftest else ''} --only '{c.name}'",
+                     files=[])
         if c.note:
             entry["input"] = c.note
         if c.make is not None:
