@@ -222,3 +222,151 @@ def test_same_conversation_from_a_second_thread_is_refused(model, chunk_hook):
     assert c.position == n
     assert np.array_equal(got, ref)  # the refused call did not disturb the forward
     assert c.forward([1]).shape == (model.vocab_size,)  # and the conversation is free again
+
+
+# ------------------------------------------------------- 4. the file changes on disk ---
+
+def _tiny_llama(path, max_position=2048, nan_in=None, seed=0, layers=2):
+    """A small random llama .model (f32, ~0.2 MB per layer: read into memory at open)."""
+    from cyb_llm.format import write_model
+
+    D, H, KV, HD, L, I, V = 64, 4, 2, 16, layers, 128, 300
+    rng = np.random.default_rng(seed)
+    tensors = {"model.embed_tokens.weight": (V, D), "model.norm.weight": (D,)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        tensors.update({p + "input_layernorm.weight": (D,), p + "post_attention_layernorm.weight": (D,),
+                        p + "self_attn.q_proj.weight": (H * HD, D), p + "self_attn.k_proj.weight": (KV * HD, D),
+                        p + "self_attn.v_proj.weight": (KV * HD, D), p + "self_attn.o_proj.weight": (D, H * HD),
+                        p + "mlp.gate_proj.weight": (I, D), p + "mlp.up_proj.weight": (I, D),
+                        p + "mlp.down_proj.weight": (D, I)})
+    out = []
+    for name, shape in tensors.items():
+        a = (1.0 + 0.1 * rng.standard_normal(shape)) if len(shape) == 1 else 0.05 * rng.standard_normal(shape)
+        a = a.astype(np.float32)
+        if name == nan_in:
+            a.reshape(-1)[0] = np.nan
+        out.append((name, "f32", shape, a))
+    config = {"model_type": "llama", "architecture": {
+        "hidden_size": D, "num_attention_heads": H, "num_key_value_heads": KV, "head_dim": HD,
+        "num_hidden_layers": L, "intermediate_size": I, "vocab_size": V, "max_position_embeddings": max_position,
+        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": True}}
+    write_model(path, name="tiny", config=config, tensors=out)
+    return str(path)
+
+
+def test_mapped_file_truncated_or_rewritten_is_a_format_error(path, tmp_path):
+    # Large files are mapped: truncating one under a live model used to SIGBUS at the next forward.
+    import shutil
+
+    assert os.path.getsize(path) > 64 << 20  # mapped, not read (the threshold of docs/errors.md)
+    for change in ("truncate", "rewrite"):
+        copy = str(tmp_path / f"{change}.model")
+        shutil.copyfile(path, copy)
+        m = cyb_llm.load(copy, threads=2)
+        c = m.new_conversation(16)
+        c.forward([1, 2, 3])
+        if change == "truncate":
+            os.truncate(copy, os.path.getsize(copy) // 2)
+        else:  # same size, bytes overwritten in place: the modification time moves
+            st = os.stat(copy)
+            with open(copy, "r+b") as f:
+                f.seek(st.st_size - 4096)
+                f.write(b"\xff" * 4096)
+            os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        with pytest.raises(errors.FormatError) as e:
+            c.forward([4])
+        assert "changed on disk since load" in str(e.value) and copy in str(e.value)
+        assert c.position == 3
+
+
+def test_small_files_are_read_so_changes_on_disk_cannot_reach_them(tmp_path):
+    p = _tiny_llama(tmp_path / "tiny.model")
+    m = cyb_llm.load(p, threads=1)
+    ref = m.new_conversation(16).forward([1, 2, 3])
+    os.truncate(p, 100)
+    c = m.new_conversation(16)
+    assert np.array_equal(c.forward([1, 2, 3]), ref)
+    assert np.array_equal(m.file.tensor("model.norm.weight"), m.file.tensor("model.norm.weight"))
+
+
+@pytest.mark.parametrize("all_logits", [False, True])
+def test_non_finite_weights_give_an_error_not_silent_nan(tmp_path, all_logits):
+    p = _tiny_llama(tmp_path / "nan.model", nan_in="model.layers.1.mlp.down_proj.weight")
+    m = cyb_llm.load(p, threads=1)
+    c = m.new_conversation(16)
+    with pytest.raises(errors.FormatError) as e:
+        c.forward([1, 2, 3], all_logits=all_logits)
+    assert "non-finite logits" in str(e.value) and p in str(e.value)
+    assert c.position == 0  # the positions of the failed forward are dropped
+
+
+# ------------------------------------------------------- 5. interrupting a long forward ---
+
+def test_ctrl_c_between_chunks_stops_at_a_chunk_boundary(tmp_path, chunk_hook):
+    import signal
+
+    if not hasattr(signal, "raise_signal"):
+        pytest.skip("no signal.raise_signal")
+    install, calls = chunk_hook
+    m = cyb_llm.load(_tiny_llama(tmp_path / "tiny.model"), threads=1)
+    chunk = _core.forward_chunk_tokens()
+    n = 3 * chunk + 17
+    ids = _prompt(m.vocab_size, n, 4)
+    ref_last = m.new_conversation(n + 1).forward(ids)
+    ref_all = m.new_conversation(n + 1).forward(ids, all_logits=True)
+
+    c = m.new_conversation(n + 1)
+    install(lambda done, total: signal.raise_signal(signal.SIGINT) if done == chunk else None)
+    with pytest.raises(KeyboardInterrupt):
+        c.forward(ids)
+    assert calls == [(chunk, n)]  # stopped after the first chunk, not at the end of the forward
+    assert c.position == chunk
+    _core._set_forward_chunk_hook(None)
+    assert np.array_equal(c.forward(ids[chunk:]), ref_last)  # continuing gives the uninterrupted result
+    c.reset_kv_cache()
+    assert np.array_equal(c.forward(ids, all_logits=True), ref_all)
+
+
+# ------------------------------------------------------- 6. the memory budget ---
+
+def test_load_over_the_memory_budget_is_out_of_memory(path):
+    with pytest.raises(errors.OutOfMemory) as e:
+        cyb_llm.load(path, max_memory=1000)
+    assert e.value.requested_bytes >= os.path.getsize(path)
+    assert "max_memory=1000" in str(e.value) and "weights" in str(e.value)
+    for bad in (0, -5):
+        with pytest.raises(errors.InvalidConfig):
+            cyb_llm.load(path, max_memory=bad)
+
+
+def test_new_conversation_over_the_budget_is_out_of_memory(path):
+    m = cyb_llm.load(path, threads=2, max_memory=os.path.getsize(path) + (64 << 20))
+    held = m._native.charged_bytes
+    c = m.new_conversation(1024)  # ~24 MB of KV cache: fits
+    assert m._native.charged_bytes > held
+    with pytest.raises(errors.OutOfMemory) as e:
+        m.new_conversation(m.max_position)  # ~190 MB of KV cache: does not
+    assert e.value.requested_bytes > 64 << 20
+    assert "new_conversation(max_context=" in str(e.value) and "KV cache" in str(e.value)
+    del c
+    import gc
+    gc.collect()
+    assert m._native.charged_bytes == held  # a dropped conversation gives its bytes back
+
+
+def test_huge_but_valid_context_is_out_of_memory_against_available_memory(tmp_path):
+    # max_position 2**24: a KV cache for all of it would need more than any test machine has.
+    layers = 48
+    m = cyb_llm.load(_tiny_llama(tmp_path / "long.model", max_position=2**24, layers=layers), threads=1)
+    ctx = 2**24
+    need = layers * 2 * 2 * ctx * 16 * 2  # layers x (k, v) x kv heads x positions x head_dim x f16: 103 GB
+    try:
+        avail = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemAvailable"))) * 1024
+    except (OSError, StopIteration):
+        pytest.skip("available memory unknown here: no default budget")
+    if need < avail:
+        pytest.skip("this machine could hold the KV cache")
+    with pytest.raises(errors.OutOfMemory) as e:
+        m.new_conversation(ctx)
+    assert e.value.requested_bytes >= need
