@@ -251,6 +251,14 @@ def test_message_content_of_the_wrong_type(content):
     assert e.value.field.startswith("messages[0].content")
 
 
+def test_deeply_nested_message_is_invalid_config_not_recursion_error():
+    deep: dict = {}
+    for _ in range(5000):
+        deep = {"x": deep}
+    with pytest.raises(errors.InvalidConfig, match="nested deeper"):
+        ChatTemplate(T).render([{"role": "user", "content": "hi", "extra": deep}])
+
+
 def test_openai_text_parts_are_joined():
     parts = [{"type": "text", "text": "Hello "}, {"type": "text", "text": "world"}]
     assert ChatTemplate(T).render([{"role": "user", "content": parts}]) == "[user]Hello world"
@@ -294,6 +302,33 @@ def test_lone_surrogate_prompt_is_a_tokenizer_error():
         tok.encode("ab\udc80cd")
     with pytest.raises(errors.TokenizerError, match="surrogate"):
         tok.encode_batch(["ok", "ab\ud800"])
+
+
+def test_id_to_token_outside_the_vocabulary_is_none():
+    from cyb_llm import hub
+
+    path = hub.fetch("smollm2") if "smollm2" in hub.MODELS else None
+    if path is None or not os.path.exists(path):
+        pytest.skip("smollm2 not cached")
+    tok = ModelFile(path).tokenizer
+    assert tok.id_to_token(-1) is None and tok.id_to_token(2**40) is None
+    assert tok.id_to_token(1) == "<|im_start|>"
+    with pytest.raises(TypeError):
+        tok.id_to_token("1")
+
+
+@pytest.mark.parametrize("header", [b"[1, 2]", b'{"w": 5}', b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": ["0", "4"]}}',
+                                    b'{"w": {"dtype": "F32", "shape": [1]}}'])
+def test_malformed_safetensors_header_is_a_format_error(tmp_path, header):
+    import struct
+
+    from cyb_llm.convert.hf import _SafetensorsFile as SafetensorsFile
+
+    p = tmp_path / "model.safetensors"
+    p.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+    with pytest.raises(errors.FormatError) as e:
+        SafetensorsFile(str(p))
+    assert e.value.section == "safetensors"
 
 
 # --- CLI -----------------------------------------------------------------------------------------

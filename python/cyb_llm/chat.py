@@ -78,8 +78,14 @@ def _strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
 
-def _plain(value: Any) -> Any:
+#: How deep template inputs (messages, tools, documents) may nest.
+MAX_INPUT_DEPTH = 64
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
     """Rebuild template inputs out of plain JSON types, so nothing with methods reaches the sandbox."""
+    if depth > MAX_INPUT_DEPTH:
+        raise InvalidConfig(field="messages", reason=f"chat input nested deeper than {MAX_INPUT_DEPTH} levels")
     if value is None or type(value) in (str, int, float, bool):
         return value
     if isinstance(value, str):
@@ -91,9 +97,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return float(value)
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, depth + 1) for v in value]
     return str(value)
 
 

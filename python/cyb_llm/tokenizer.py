@@ -76,6 +76,11 @@ class Tokenizer:
         return self.raw.token_to_id(token)
 
     def id_to_token(self, token_id: int) -> str | None:
+        """The token's string, or None for an id the vocabulary does not have (negative or too large)."""
+        if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
+            raise TypeError(f"id_to_token: token id must be an int, not {type(token_id).__name__}")
+        if not 0 <= int(token_id) < 2 ** 32:
+            return None
         return self.raw.id_to_token(int(token_id))
 
     def is_eos(self, token_id: int) -> bool:

@@ -132,10 +132,18 @@ class _SafetensorsFile:
         except (OSError, ValueError) as e:
             raise make_error(FormatError, f"{path}: not a readable safetensors file: {e}", section="safetensors", key=os.path.basename(path))
         self.base = 8 + n
-        self.meta = header.pop("__metadata__", {}) or {}
+        if not isinstance(header, dict):
+            raise make_error(FormatError, f"{path}: the safetensors header is a JSON {type(header).__name__}, "
+                             "not an object", section="safetensors", key=os.path.basename(path))
+        meta = header.pop("__metadata__", {}) or {}
+        self.meta = meta if isinstance(meta, dict) else {}
         self.entries = header
         for name, e in header.items():
-            begin, end = e["data_offsets"]
+            offs = e.get("data_offsets") if isinstance(e, dict) else None
+            if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)):
+                raise make_error(FormatError, f"{path}: tensor {name!r} has no [begin, end] integer data_offsets",
+                                 section="safetensors", key=name)
+            begin, end = offs
             if not (0 <= begin <= end and self.base + end <= size):
                 raise make_error(FormatError, f"{path}: tensor {name!r} lies outside the file", section="safetensors", key=name)
 
