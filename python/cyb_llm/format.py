@@ -146,6 +146,20 @@ def _check_config_types(config: dict) -> None:
         v = tok.get(key)
         if v is not None and not (type(v) is int and 0 <= v < 2**31) and not (key == "eos_token_id" and isinstance(v, list)):
             raise InvalidConfig(field=f"tokenizer.{key}", reason=f"must be a token id, got {v!r}")
+    for key in ("add_bos", "add_eos"):
+        if key in tok and type(tok[key]) is not bool:
+            raise InvalidConfig(field=f"tokenizer.{key}", reason=f"must be a boolean, got {tok[key]!r}")
+    if "type" in tok and not isinstance(tok["type"], str):
+        raise InvalidConfig(field="tokenizer.type", reason=f"must be a string, got {tok['type']!r}")
+    vocab = config.get("architecture", {}).get("vocab_size") if isinstance(config.get("architecture"), dict) else None
+    if type(vocab) is int and vocab > 0:  # special ids must name a row of the embedding
+        ids = [(k, tok.get(k)) for k in ("bos_token_id", "eos_token_id", "pad_token_id")]
+        ids += [("eos_token_ids", i) for i in (eos or [])]
+        for key, v in ids:
+            for i in (v if isinstance(v, list) else [v]):
+                if type(i) is int and i >= vocab:
+                    raise InvalidConfig(field=f"tokenizer.{key}",
+                                        reason=f"token id {i} is outside the vocabulary (vocab_size {vocab})")
 
 
 class ModelFile:
