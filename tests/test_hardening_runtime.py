@@ -370,3 +370,25 @@ def test_huge_but_valid_context_is_out_of_memory_against_available_memory(tmp_pa
     with pytest.raises(errors.OutOfMemory) as e:
         m.new_conversation(ctx)
     assert e.value.requested_bytes >= need
+
+
+# ------------------------------------------------------- 7. amplification ---
+
+def test_rope_tables_follow_the_conversations_not_max_position(tmp_path):
+    # max_position_embeddings = 2**24 used to build RoPE tables for every position at load
+    # (1 GiB for this model's 16 rotary dims; 4.4 GB and 20 s for a real one).
+    p = _tiny_llama(tmp_path / "long.model", max_position=2**24)
+    r = _run_python(f"""
+        import resource, numpy as np, cyb_llm
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        m = cyb_llm.load({p!r}, threads=1)
+        c = m.new_conversation(4096)
+        a = c.forward(list(range(1, 40)), all_logits=True)
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+        assert np.isfinite(a).all()
+        assert m.max_position == 2**24
+        print("grown", grown)
+        """)
+    assert r.returncode == 0, r.stdout + r.stderr
+    grown = int(r.stdout.split("grown")[1])
+    assert grown < 256 << 20, grown

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "core/config_check.h"
 #include "core/errors.h"
@@ -145,7 +146,7 @@ struct LayerWeights {
   Tensor attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, q_norm, k_norm;
   Tensor q, k, v, o, bq, bk, bv;
   Tensor gate, up, down;
-  const RopeTable* rope = nullptr;
+  size_t rope = 0;  // index of the plan's rope spec (tables: Decoder::rope_cur_)
   int64_t window = 0;
   std::string label[12];
 };
@@ -180,9 +181,9 @@ class Decoder : public Model {
     init_model_runtime(opts, opts.threads, &pool_, &dispatcher_);
     binder_.reset(file_.get());
     family_ = plan_.family;
-    ropes_.resize(plan_.ropes.size());  // filled by build_rope; layers point into it
+    rope_cur_.reset(new std::atomic<const RopeTable*>[plan_.ropes.size()]);
+    for (size_t i = 0; i < plan_.ropes.size(); ++i) rope_cur_[i].store(nullptr);
     bind_weights();
-    build_rope();
   }
 
   const std::string& family() const override { return family_; }
@@ -191,6 +192,7 @@ class Decoder : public Model {
 
   std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
     check_max_context(max_context, plan_.max_position);
+    ensure_rope(max_context);
     auto conv = std::make_unique<DecoderConversation>(pool_.get(), opts_.precise, max_context);
     Backend* be = dispatcher_->chain().front();
     conv->backend = be;
@@ -213,7 +215,10 @@ class Decoder : public Model {
     const int64_t D = plan_.hidden, I = plan_.intermediate, H = plan_.n_heads, hd = plan_.head_dim;
     const int64_t act = T * (5 * D + 2 * H * hd + 2 * plan_.n_kv_heads * hd + (spec_.gelu_tanh ? 3 : 1) * I) * 4;
     const int64_t scores = static_cast<int64_t>(threads()) * max_context * 4;
-    return kv + act + scores;
+    int64_t rope = 0;  // the RoPE tables still to grow to max_context positions
+    if (max_context > rope_built_.load())
+      for (const RopePlan& r : plan_.ropes) rope += (max_context - rope_built_.load()) * r.rot_dims * 4;
+    return kv + act + scores + rope;
   }
 
  protected:
@@ -223,7 +228,7 @@ class Decoder : public Model {
  private:
   Tensor bind(const WeightRef& r);
   void bind_weights();
-  void build_rope();
+  void ensure_rope(int64_t positions);
 
   DecoderPlan plan_;
   FamilySpec spec_;
@@ -231,8 +236,18 @@ class Decoder : public Model {
   WeightBinder binder_;  // keeps the f32 copies of 1-D weights (norms, biases)
   Tensor embed_, final_norm_, lm_head_;
   std::vector<LayerWeights> layers_;
-  std::vector<std::vector<float>> rope_cos_, rope_sin_;
-  std::vector<RopeTable> ropes_;  // one per plan rope spec
+  // RoPE tables, built for the largest max_context asked so far (never for all of
+  // max_position_embeddings up front: 2**24 positions took 20 s and 4.4 GB at load).
+  // Growing publishes new tables and keeps the old ones: a forward running
+  // meanwhile still reads valid ones (values at a position never change).
+  struct RopeGen {
+    std::vector<float> cos, sin;
+    RopeTable table;
+  };
+  std::mutex rope_mu_;
+  std::vector<std::unique_ptr<RopeGen>> rope_gens_;
+  std::unique_ptr<std::atomic<const RopeTable*>[]> rope_cur_;  // one per plan rope spec
+  std::atomic<int64_t> rope_built_{0};
 };
 
 Tensor Decoder::bind(const WeightRef& r) {
@@ -268,21 +283,27 @@ void Decoder::bind_weights() {
     w.gate = bind(p.gate);
     w.up = bind(p.up);
     w.down = bind(p.down);
-    w.rope = &ropes_[static_cast<size_t>(p.rope)];
+    w.rope = static_cast<size_t>(p.rope);
     w.window = p.window;
     for (int i = 0; i < 12; ++i) w.label[i] = "layers." + std::to_string(l) + "." + kLabelNames[i];
   }
 }
 
-void Decoder::build_rope() {
-  const size_t n = plan_.ropes.size();
-  rope_cos_.resize(n);
-  rope_sin_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
+void Decoder::ensure_rope(int64_t positions) {
+  std::lock_guard<std::mutex> lk(rope_mu_);
+  const int64_t built = rope_built_.load();
+  if (positions <= built) return;
+  // grow geometrically (a few rebuilds at most), never past max_position
+  const int64_t n = std::min(plan_.max_position, std::max(positions, 2 * built));
+  for (size_t i = 0; i < plan_.ropes.size(); ++i) {
     const RopePlan& r = plan_.ropes[i];
-    build_rope_table(r.rot_dims, r.max_pos, r.theta, r.scaling, rope_cos_[i], rope_sin_[i]);
-    ropes_[i] = RopeTable{rope_cos_[i].data(), rope_sin_[i].data(), r.rot_dims, r.max_pos, r.neox};
+    auto g = std::make_unique<RopeGen>();
+    build_rope_table(r.rot_dims, n, r.theta, r.scaling, g->cos, g->sin);
+    g->table = RopeTable{g->cos.data(), g->sin.data(), r.rot_dims, n, r.neox};
+    rope_cur_[i].store(&g->table, std::memory_order_release);
+    rope_gens_.push_back(std::move(g));
   }
+  rope_built_.store(n);
 }
 
 Op make_op(OpKind k, const char* label) {
@@ -382,7 +403,7 @@ void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
       d.run(norm_op(w.label[kQkNorm].c_str()), {qv, w.q_norm}, {&qv}, ctx);
       d.run(norm_op(w.label[kQkNorm].c_str()), {kv, w.k_norm}, {&kv}, ctx);
     }
-    const RopeTable* rope = w.rope;
+    const RopeTable* rope = rope_cur_[w.rope].load(std::memory_order_acquire);
     {
       Op op = make_op(OpKind::Rope, w.label[kRope].c_str());
       op.a.pos0 = pos0;

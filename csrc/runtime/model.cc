@@ -21,23 +21,9 @@ std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 
 namespace {
 
-// What a load holds in memory: the weights (mapped or read) and the RoPE
-// tables (cos and sin, f32, max_position x rotary dims).
-int64_t load_bytes(const ModelFile& file) {
-  int64_t rope = 0;
-  if (const toml::Value* a = file.config().find("architecture"); a && a->is_table()) {
-    const toml::Value* mp = a->find("max_position_embeddings");
-    const toml::Value* hd = a->find("head_dim");
-    const toml::Value* hs = a->find("hidden_size");
-    const toml::Value* nh = a->find("num_attention_heads");
-    int64_t dim = 0;
-    if (hd && hd->is_int()) dim = hd->as_int();
-    else if (hs && nh && hs->is_int() && nh->is_int() && nh->as_int() > 0) dim = hs->as_int() / nh->as_int();
-    if (mp && mp->is_int() && mp->as_int() > 0 && mp->as_int() <= (int64_t(1) << 32) && dim > 0 && dim <= 65536)
-      rope = mp->as_int() * dim * 4;
-  }
-  return static_cast<int64_t>(file.file_size()) + rope;
-}
+// What a load holds in memory: the weights (mapped or read). The curated path's
+// RoPE tables grow with the conversations (charged by new_conversation).
+int64_t load_bytes(const ModelFile& file) { return static_cast<int64_t>(file.file_size()); }
 
 }  // namespace
 
