@@ -226,7 +226,6 @@ def _with_config(tmp_path, **tables):
     ({"tokenizer": {"add_bos": "yes"}}, "tokenizer.add_bos"),
     ({"tokenizer": {"type": 5}}, "tokenizer.type"),
     ({"tokenizer": {"bos_token_id": 100000}}, "tokenizer.bos_token_id"),  # beyond vocab_size (48)
-    ({"tokenizer": {"eos_token_ids": [3, 48]}}, "tokenizer.eos_token_ids"),
 ])
 def test_config_keys_of_the_wrong_type_are_invalid_config(tmp_path, tables, field):
     with pytest.raises(errors.InvalidConfig) as e:
