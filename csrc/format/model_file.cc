@@ -149,10 +149,10 @@ std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
   const uint64_t fsize = static_cast<uint64_t>(st.st_size);
   if (fsize <= kReadThreshold) {
     // Small files are read: a truncation or rewrite on disk cannot reach them.
-    mf->owned_.resize(static_cast<size_t>(fsize));
+    uint8_t* dst = mf->own(static_cast<size_t>(fsize));
     uint64_t got = 0;
     while (got < fsize) {
-      const ssize_t r = ::read(fd, mf->owned_.data() + got, static_cast<size_t>(fsize - got));
+      const ssize_t r = ::read(fd, dst + got, static_cast<size_t>(fsize - got));
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (r <= 0) {
         const int e = r < 0 ? errno : 0;
@@ -163,7 +163,7 @@ std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
     }
     ::close(fd);
     mf->map_size_ = fsize;
-    mf->load(mf->owned_.data(), fsize);
+    mf->load(dst, fsize);
     return mf;
   }
   void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
@@ -195,9 +195,10 @@ std::shared_ptr<ModelFile> ModelFile::from_memory(const void* data, size_t size,
   mf->path_ = name;
   if (size == 0) throw_format("", "", "empty file");
   const auto* bytes = static_cast<const uint8_t*>(data);
-  mf->owned_.assign(bytes, bytes + size);
+  uint8_t* dst = mf->own(size);
+  std::memcpy(dst, bytes, size);
   mf->map_size_ = size;
-  mf->load(mf->owned_.data(), size);
+  mf->load(dst, size);
   return mf;
 }
 

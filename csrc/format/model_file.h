@@ -87,7 +87,16 @@ class ModelFile {
 #ifdef _WIN32
   void* map_handle_ = nullptr;  // the file-mapping object
 #endif
-  std::vector<uint8_t> owned_;  // from_memory and small files: the bytes
+  // from_memory and small files: the bytes, 64-byte aligned as a mapping is (tensor offsets are
+  // multiples of 64, so every tensor view stays aligned for the SIMD kernels)
+  struct alignas(64) Line {
+    uint8_t b[64];
+  };
+  std::vector<Line> owned_;
+  uint8_t* own(size_t n) {
+    owned_.resize((n + 63) / 64);
+    return owned_.data()->b;
+  }
 #ifndef _WIN32
   int fd_ = -1;  // a mapped file's descriptor and what fstat said at open
   uint64_t st_dev_ = 0, st_ino_ = 0, st_size_ = 0;
