@@ -97,6 +97,15 @@ def test_config_values_outside_their_domain_are_invalid_config(tmp_path, model_t
     assert e.value.field == field
 
 
+@pytest.mark.parametrize("key,value", [("rope_scaling", "linear"), ("rope_scaling", 2.0), ("layer_types", "sliding")])
+def test_tables_and_arrays_of_the_wrong_type_are_invalid_config(tmp_path, key, value):
+    """Not silently ignored: a rope_scaling that is not a table, layer_types that is not an array."""
+    arch = dict(ARCH, **{key: value})
+    with pytest.raises(errors.InvalidConfig) as e:
+        cyb_llm.load(write_tiny(tmp_path / "m.model", model_type="llama", arch=arch))
+    assert e.value.field == f"architecture.{key}"
+
+
 def test_gemma3_sliding_window_pattern_zero(tmp_path):
     arch = dict(ARCH, sliding_window=4, sliding_window_pattern=0)
     with pytest.raises(errors.InvalidConfig) as e:

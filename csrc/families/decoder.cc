@@ -86,6 +86,8 @@ DecoderConfig parse_decoder_config(const toml::Value& config) {
       throw_invalid_config("architecture.rope_style", "must be \"neox\" or \"normal\"");
     c.rope_neox = rs->as_string() == "neox";
   }
+  if (const toml::Value* sc = a.find("rope_scaling"); sc && !sc->is_null() && !sc->is_table())
+    throw_invalid_config("architecture.rope_scaling", "must be a table (type = ..., factor = ...)");
   if (const toml::Value* sc = a.find("rope_scaling"); sc && sc->is_table()) {
     const toml::Value* t = sc->find("rope_type");
     if (!t) t = sc->find("type");
@@ -113,6 +115,8 @@ DecoderConfig parse_decoder_config(const toml::Value& config) {
   c.attn_softcap = static_cast<float>(config_float_or(a, "attn_logit_softcapping", 0.0));
   c.final_softcap = static_cast<float>(config_float_or(a, "final_logit_softcapping", 0.0));
   c.layer_sliding.assign(static_cast<size_t>(c.n_layers), 0);
+  if (const toml::Value* lt = a.find("layer_types"); lt && !lt->is_null() && !lt->is_array())
+    throw_invalid_config("architecture.layer_types", "must be an array of strings, one per layer");
   if (const toml::Value* lt = a.find("layer_types"); lt && lt->is_array()) {
     if (static_cast<int64_t>(lt->as_array().size()) != c.n_layers)
       throw_invalid_config("architecture.layer_types", "must have one entry per layer");
