@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The test command of the README. Installs what the tests need (test oracles;
 # system packages when run as root), then runs the tiers:
-#   1. native: the core and its test programs under ASan + UBSan; a release
-#      build of the test programs (no-allocation test, the C++ example);
-#      a bounded libFuzzer run of the .model reader;
+#   1. native: the core and its test programs under ASan + UBSan (+ LeakSanitizer),
+#      and load -> generate -> drop of real models at every CPU level there;
+#      concurrent conversations under ThreadSanitizer; a release build of the
+#      test programs (no-allocation test, the C++ example); bounded fuzzing
+#      (libFuzzer: .model reader, TOML parser, sampler; atheris: GGUF importer,
+#      chat path); the hostile-input corpus, each case in a child process;
 #   2. pytest: the op matrix on every CPU level, the full golden sets on the
 #      default path, the tokenizers against llama.cpp, then short golden checks
 #      (2 prompts, 8 tokens) on every other CPU level and on wgpu+rs
@@ -13,7 +16,8 @@
 # The peers (llama-cpp-python) are required: CYB_REQUIRE_PEERS=1 turns their
 # skips into failures. Tiers and budgets: docs/testing.md.
 # The slow tier (tests/slow: the full llama.cpp fidelity set, arm64 NEON,
-# larger models) runs with `bash tools/test.sh --slow`.
+# larger models, live transformers comparisons; 10-minute fuzzing; more hostile
+# seeds; the mutation check) runs with `bash tools/test.sh --slow`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
@@ -81,6 +85,24 @@ print(':'.join(hub.fetch(n, progress=False) for n in ('smollm2', 'qwen05', 'gemm
 for t in build/asan/test_*; do
   echo "-- $t"; CYB_NO_ALLOC_LEVELS=auto "$t" | tail -n 1
 done
+# Real use under ASan + UBSan + LeakSanitizer at every CPU level: load -> prefill -> greedy
+# generation -> drop (csrc/tests/example_generate.cc), fast and precise, smollm2 (Q4_1/Q8_0)
+# and gemma3 (Q4_K/Q6_K).
+asan_models=$(python -c "from cyb_llm import hub
+print(' '.join(hub.fetch(n, progress=False) for n in ('smollm2', 'gemma3')))")
+for level in $(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels()))"); do
+  for m in $asan_models; do
+    for mode in "" --precise; do
+      echo "-- example_generate $level $(basename "$m") ${mode:-fast}: $(CYB_CPU_LEVEL=$level \
+        build/asan/example_generate "$m" $mode -n 3 1 504 3 12)"
+    done
+  done
+done
+
+tier "native concurrency under ThreadSanitizer (tools/tsan.sh)"
+# two threads, two conversations of one real model, compared bit for bit with a sequential run
+CYB_CONCURRENCY_MODELS=$(python -c "from cyb_llm import hub; print(hub.fetch('smollm2', progress=False))") \
+  bash tools/tsan.sh
 
 tier "native test programs (release build)"
 cmake -S . -B build/native -G Ninja -DCMAKE_BUILD_TYPE=Release -DCYB_BUILD_PYTHON=OFF \
@@ -88,11 +110,18 @@ cmake -S . -B build/native -G Ninja -DCMAKE_BUILD_TYPE=Release -DCYB_BUILD_PYTHO
 ninja -C build/native -j "$JOBS" >/dev/null
 export CYB_NATIVE_BUILD_DIR=$PWD/build/native
 
-tier "libFuzzer on the .model reader (bounded)"
-bash tools/fuzz.sh "${FUZZ_SECONDS:-60}"
+tier "fuzzing (bounded): libFuzzer on the .model reader, the TOML parser, the sampler; atheris on the GGUF importer and the chat path"
+# Seconds per target; the slow tier runs each for 10 minutes (docs/testing.md, "Hostile inputs and fuzzing").
+bash tools/fuzz.sh "${FUZZ_SECONDS:-40}" fuzz_model_file
+bash tools/fuzz.sh "${FUZZ_SECONDS:-20}" fuzz_toml fuzz_sampler
+python tools/fuzz_py.py chat --seconds "${FUZZ_SECONDS:-30}"
+python tools/fuzz_py.py gguf --seconds "${FUZZ_SECONDS:-20}"
 
 tier "nox: gcc and clang at -O0 and -O3 reproduce the committed golden digest"
 bash tools/nox_golden.sh
+
+tier "hostile inputs: seeded corpus (.model, GGUF, HF folders, chat templates, API arguments), each case in a child process"
+python tools/hostile.py --seed 1
 
 tier "pytest: default path (op matrix on every CPU level, full golden sets, tokenizers vs llama.cpp)"
 python -m pytest tests -q --ignore=tests/slow --junitxml="$RESULTS/default.xml"
@@ -141,6 +170,14 @@ python tests/test_cpu_levels.py "$RESULTS"
 if [ "$SLOW" = 1 ]; then
   tier "slow tier: tests/slow"
   python -m pytest tests/slow -q
+  tier "slow tier: fuzzing, 10 minutes per target; hostile corpus, seeds 2 and 3"
+  bash tools/fuzz.sh 600
+  python tools/fuzz_py.py gguf --seconds 600
+  python tools/fuzz_py.py chat --seconds 600
+  python tools/hostile.py --seed 2
+  python tools/hostile.py --seed 3
+  tier "slow tier: mutation check (tools/mutation_check.py)"
+  python tools/mutation_check.py
 fi
 tier_close
 echo; echo "=== all tiers passed"
