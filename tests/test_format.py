@@ -451,3 +451,15 @@ def test_encoding_tables_come_from_the_native_core():
     assert cyb_llm.format.ENCODING_ALIASES == _core.encoding_aliases()
     for alias, enc in cyb_llm.format.ENCODING_ALIASES.items():
         assert cyb_llm.format.canonical_encoding(alias) == enc
+
+
+def test_load_parses_the_tensor_index_once(tmp_path):
+    """The native side parses and validates the index at open; loading a model for inference
+    does not copy it into Python objects again (a 1M-entry index cost seconds twice)."""
+    import cyb_llm
+    from graph_util import write_tiny
+
+    m = cyb_llm.load(write_tiny(tmp_path / "t.model", model_type="llama"))
+    m.new_conversation(8).forward([1, 2])
+    assert m.file._tensors is None
+    assert "model.embed_tokens.weight" in m.file.tensors  # built on first use

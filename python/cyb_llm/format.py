@@ -192,9 +192,17 @@ class ModelFile:
         self.sections: Mapping[str, Any] = _Sections(n, toml_names)
         self.sections._cache["frontmatter"] = front  # type: ignore[attr-defined]
         self._config: dict | None = None
-        self.tensors: dict[str, TensorInfo] = {
-            name: TensorInfo(name, tuple(shape), enc, off, size) for name, shape, enc, off, size in n.tensors()}
+        self._tensors: dict[str, TensorInfo] | None = None
         self._tokenizer = None
+
+    @property
+    def tensors(self) -> dict[str, TensorInfo]:
+        """name -> TensorInfo. The native side parsed and validated the index once at open; this
+        Python copy is built on first use (loading a model for inference never needs it)."""
+        if self._tensors is None:
+            self._tensors = {name: TensorInfo(name, tuple(shape), enc, off, size)
+                             for name, shape, enc, off, size in self._native.tensors()}
+        return self._tensors
 
     @property
     def name(self) -> str:
