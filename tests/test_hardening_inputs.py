@@ -141,8 +141,14 @@ def test_native_error_message_is_not_cut_at_a_nul_byte(tmp_path):
 
 def test_pending_sigint_during_a_native_error_raises_keyboard_interrupt():
     # The hook raises SIGINT inside the native call, then fails as an interrupted open() would.
-    with pytest.raises(KeyboardInterrupt) as e:
-        _core._raise_native_error("pending_sigint")
+    # Python's own SIGINT handler, as in an interactive run (a shell starts background jobs with
+    # SIGINT ignored, and then Python installs none).
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as e:
+            _core._raise_native_error("pending_sigint")
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert isinstance(e.value.__context__, errors.FormatError)
     with pytest.raises(errors.InvalidConfig):  # no signal pending: the error itself
         _core._raise_native_error("InvalidConfig")

@@ -318,8 +318,14 @@ def test_ctrl_c_between_chunks_stops_at_a_chunk_boundary(tmp_path, chunk_hook):
 
     c = m.new_conversation(n + 1)
     install(lambda done, total: signal.raise_signal(signal.SIGINT) if done == chunk else None)
-    with pytest.raises(KeyboardInterrupt):
-        c.forward(ids)
+    # Python's own SIGINT handler, as in an interactive run (a shell starts background jobs with
+    # SIGINT ignored, and then Python installs none).
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            c.forward(ids)
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert calls == [(chunk, n)]  # stopped after the first chunk, not at the end of the forward
     assert c.position == chunk
     _core._set_forward_chunk_hook(None)
