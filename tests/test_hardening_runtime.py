@@ -157,9 +157,9 @@ def test_two_conversations_of_one_model_run_concurrently(path, backend):
         pytest.skip("no wgpu+rs adapter")
     m = cyb_llm.load(path, backend=backend, threads=2)
     prompts = [_prompt(m.vocab_size, 20, 1), _prompt(m.vocab_size, 13, 2)]
-    steps = 6
+    steps = 6 if backend == "cpu" else 3  # lavapipe runs a forward in software: keep it short
     sequential = [_prefill_decode(m.new_conversation(64), p, steps) for p in prompts]
-    for _round in range(2):
+    for _round in range(2 if backend == "cpu" else 1):
         convs = [m.new_conversation(64) for _ in prompts]
         results: list = [None, None]
         barrier = threading.Barrier(2)
