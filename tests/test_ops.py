@@ -383,6 +383,7 @@ def test_op_names_are_the_schema_table():
         assert 0 < sch["min_inputs"] <= sch["max_inputs"] and sch["outputs"] >= 1
     assert _core.op_schema("rms_norm")["attrs"]["eps"] == {"type": "a number", "required": True}
     assert _core.op_schema("masked_pool")["attrs"]["mode"]["choices"] == "cls|mean|max"
+    assert names["encoder_attention"] == 26
 
 
 def test_attributes_come_from_the_schema():
@@ -600,6 +601,72 @@ def test_attention_bad_shapes_are_errors():
         run("attention", [q, kc, kc], attrs)
     with pytest.raises(Exception, match="not a multiple"):
         run("attention", [q, kc, kc], dict(attrs, pos0=0, n_kv_heads=3))
+
+
+def encoder_attention_ref(q, k, v, mask, nh, nkv, hd, scale):
+    """q [B,T,nh,hd], k/v [B,S,nkv,hd], mask [B,S]: every query of b over the real keys of b."""
+    B, T = q.shape[0], q.shape[1]
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    out = np.zeros((B, T, nh, hd))
+    g = nh // nkv
+    for b in range(B):
+        real = np.asarray(mask[b]) != 0
+        if not real.any():
+            continue
+        for h in range(nh):
+            kk, vv = k64[b, real, h // g], v64[b, real, h // g]
+            s = q64[b, :, h] @ kk.T * scale
+            e = np.exp(s - s.max(-1, keepdims=True))
+            out[b, :, h] = (e / e.sum(-1, keepdims=True)) @ vv
+    return out
+
+
+ENC_ATT_CASES = [  # (B, T, S, n_heads, n_kv_heads, head_dim): S != T is cross-attention
+    (1, 1, 1, 1, 1, 8),
+    (3, 7, 7, 4, 4, 16),
+    (2, 5, 9, 6, 2, 64),
+    (2, 12, 12, 2, 1, 80),
+    (4, 3, 17, 3, 3, 40),
+]
+
+
+@pytest.mark.parametrize("case", ENC_ATT_CASES, ids=[str(c) for c in ENC_ATT_CASES])
+@pytest.mark.parametrize("mask_dtype", ["f32", "i32"])
+def test_encoder_attention(case, mask_dtype, backend):
+    B, T, S, nh, nkv, hd = case
+    rng = np.random.default_rng(31)
+    q = (rng.standard_normal((B, T, nh, hd)) * 2).astype(np.float32)
+    k = rng.standard_normal((B, S, nkv, hd)).astype(np.float32)
+    v = rng.standard_normal((B, S, nkv, hd)).astype(np.float32)
+    # ragged real lengths: full, shorter, and (batch > 2) a sequence without any real key
+    mask = np.zeros((B, S), np.float32 if mask_dtype == "f32" else np.int32)
+    for b in range(B):
+        n = [S, max(1, S // 2), 0, S - 1][b % 4]
+        mask[b, :n] = 1
+    if B > 1 and S > 2:
+        mask[1, 0] = 0  # a hole that is not a suffix: the mask, not a length, decides
+        mask[1, S - 1] = 1
+    scale = 1.0 / math.sqrt(hd)
+    attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "scale": scale}
+    (y,) = run("encoder_attention", [q, k, v, mask], attrs, backend=backend)
+    assert y.shape == q.shape
+    ref = encoder_attention_ref(q, k, v, mask, nh, nkv, hd, scale)
+    assert rel_err(y, ref) <= TOL_F32
+    if mask.any() and not mask.all():  # the mask matters: an all-ones reference is far away
+        unmasked = encoder_attention_ref(q, k, v, np.ones_like(mask), nh, nkv, hd, scale)
+        assert rel_err(y, unmasked) > 100 * TOL_F32
+
+
+def test_encoder_attention_bad_shapes_are_errors():
+    q = np.zeros((2, 3, 2, 8), np.float32)
+    k = np.zeros((2, 5, 2, 8), np.float32)
+    attrs = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 8, "scale": 0.3}
+    with pytest.raises(Exception, match="shape mismatch"):  # key_mask of another length than k
+        run("encoder_attention", [q, k, k, np.ones((2, 4), np.float32)], attrs)
+    with pytest.raises(Exception, match="shape mismatch"):  # v unlike k
+        run("encoder_attention", [q, k, k[:, :4], np.ones((2, 5), np.float32)], attrs)
+    with pytest.raises(Exception, match="not a multiple"):
+        run("encoder_attention", [q, k, k, np.ones((2, 5), np.float32)], dict(attrs, n_kv_heads=3))
 
 
 # ------------------------------------------------------------------ elementwise

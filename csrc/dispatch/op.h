@@ -58,6 +58,12 @@ enum class OpKind : uint16_t {
   // in: x [.., S, D], mask [.., S] (f32, nonzero = a real token).  out [.., D] per sequence:
   // mode cls: row 0; mean: mean of the masked rows; max: max of the masked rows (0 when none).
   MaskedPool = 25,
+  // Bidirectional (non-causal) attention over a batch with a key padding mask:
+  // q [B, T, n_heads, head_dim], k/v [B, S, n_kv_heads, head_dim] (S may differ from T:
+  // cross-attention), key_mask [B, S] (f32 or i32, nonzero = a real key). Query t of
+  // sequence b sees every key s of b whose mask is nonzero; logits = scale * q.k;
+  // a query with no real key gets 0.  out [B, T, n_heads, head_dim].
+  EncoderAttention = 26,
   COUNT_PLUS_ONE
 };
 

@@ -136,6 +136,21 @@ void check_masked_pool(const Op& op, const Tensor* in, int, const Tensor*, int) 
   if (op.a.pool_mode < 0 || op.a.pool_mode > 2) throw_invalid_config("mode", "must be cls, mean or max");
 }
 
+// B and S from key_mask [B, S]; q holds B*T rows of n_heads heads, k/v B*S rows of n_kv_heads.
+void check_encoder_attention(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  if (op.a.n_kv_heads <= 0 || op.a.n_heads % op.a.n_kv_heads != 0)
+    throw_invalid_config("n_kv_heads", "n_heads " + std::to_string(op.a.n_heads) +
+                                           " is not a multiple of n_kv_heads " + std::to_string(op.a.n_kv_heads));
+  const Shape& ms = in[3].shape;
+  if (ms.ndim != 2 || ms.d[0] <= 0 || ms.d[1] <= 0) bad_shape(op, {-1, -1}, ms, "key_mask");
+  const int64_t B = ms.d[0], S = ms.d[1];
+  const int64_t rows_q = heads_rows(op, in[0], op.a.n_heads, "q");
+  if (rows_q % B != 0) bad_shape(op, {B, -1, op.a.n_heads, op.a.head_dim}, in[0].shape, "q");
+  const int64_t rows_k = heads_rows(op, in[1], op.a.n_kv_heads, "k");
+  if (rows_k != B * S) bad_shape(op, {B, S, op.a.n_kv_heads, op.a.head_dim}, in[1].shape, "k");
+  if (in[2].shape.numel() != in[1].shape.numel()) bad_shape(op, in[1].shape.vec(), in[2].shape, "v");
+}
+
 // ------------------------------------------------------------- the table
 
 AttrSpec A(const char* key, AttrType t, bool req, F f = F::None) { return AttrSpec{key, t, req, f}; }
@@ -209,6 +224,10 @@ std::vector<OpSchema> build_table() {
     {OpKind::L2Normalize, "l2_normalize", 1, 1, 1, false, {eps}, {x}, {out}, ShapeRule::Like},
     {OpKind::MaskedPool, "masked_pool", 2, 2, 1, false, {Ae("mode", true, F::PoolMode, "cls|mean|max")},
      {x, {"mask", kDtF32, IS::Rows0}}, {out}, ShapeRule::DropRow, 0, check_masked_pool},
+    {OpKind::EncoderAttention, "encoder_attention", 4, 4, 1, false,
+     {n_heads, n_kv_heads, head_dim, A("scale", Fl, true, F::Scale)},
+     {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}, {"key_mask", kDtF32 | kDtI32}}, {out}, ShapeRule::Like, 0,
+     check_encoder_attention},
   };
   // clang-format on
   return t;

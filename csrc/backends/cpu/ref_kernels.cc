@@ -263,6 +263,58 @@ void k_attention(const Op& op, const Tensor* in, int, Tensor* out, int, ExecCont
   });
 }
 
+// Non-causal attention, batch b: query rows of b over the keys of b whose mask
+// is nonzero; logits and the weighted sum in double.
+void k_encoder_attention(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
+  const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim;
+  const int64_t B = in[3].shape.d[0], S = in[3].shape.d[1];
+  const int64_t T = in[0].shape.numel() / (B * nh * hd);
+  const int group = nh / nkv;
+  const double scale = op.a.scale;
+  const Tensor& mask = in[3];
+  const bool mask_i32 = mask.dtype == DType::I32;
+  auto real = [&](int64_t b, int64_t s) {
+    return mask_i32 ? static_cast<const int32_t*>(mask.data)[b * S + s] != 0 : mask.f32()[b * S + s] != 0.f;
+  };
+  const size_t per = static_cast<size_t>(S + hd);
+  double* scr = scratch<double>(kScratchItems, per * static_cast<size_t>(row_items(ctx, B * T * nh, 1)));
+  par_rows(ctx, B * T * nh, [&](int64_t rb, int64_t re, int item) {
+    double* sc = scr + per * static_cast<size_t>(item);
+    double* acc = sc + S;
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t bt = r / nh, b = bt / T;
+      const int h = static_cast<int>(r % nh), kh = h / group;
+      const float* q = in[0].f32() + r * hd;
+      const float* kb = in[1].f32() + (b * S * nkv + kh) * hd;
+      const float* vb = in[2].f32() + (b * S * nkv + kh) * hd;
+      double mx = -INFINITY;
+      for (int64_t s = 0; s < S; ++s) {
+        if (!real(b, s)) continue;
+        const float* kr = kb + s * nkv * hd;
+        double d = 0.0;
+        for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * static_cast<double>(kr[i]);
+        sc[s] = d * scale;
+        if (sc[s] > mx) mx = sc[s];
+      }
+      double den = 0.0;
+      for (int64_t s = 0; s < S; ++s)
+        if (real(b, s)) {
+          sc[s] = std::exp(sc[s] - mx);
+          den += sc[s];
+        }
+      for (int i = 0; i < hd; ++i) acc[i] = 0.0;
+      for (int64_t s = 0; s < S; ++s) {
+        if (!real(b, s)) continue;
+        const double w = sc[s] / den;
+        const float* vr = vb + s * nkv * hd;
+        for (int i = 0; i < hd; ++i) acc[i] += w * static_cast<double>(vr[i]);
+      }
+      float* o = out[0].f32() + r * hd;
+      for (int i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[i]);  // 0 when no key is real
+    }
+  });
+}
+
 void k_kv_write(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   const int nkv = op.a.n_kv_heads, hd = op.a.head_dim;
   const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nkv) * hd);
@@ -391,6 +443,7 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::Copy] = k_copy;
   t[OpKind::L2Normalize] = k_l2_normalize;
   t[OpKind::MaskedPool] = k_masked_pool;
+  t[OpKind::EncoderAttention] = k_encoder_attention;
 }
 
 }  // namespace cpu
