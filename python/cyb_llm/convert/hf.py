@@ -34,9 +34,19 @@ _DROP = {"architectures", "torch_dtype", "dtype", "transformers_version", "_name
          "output_hidden_states", "return_dict", "problem_type", "chunk_size_feed_forward", "is_encoder_decoder",
          "tokenizer_class", "attention_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob",
          "_attn_implementation_autoset", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
-         "sep_token_id", "decoder_start_token_id", "quantization_config"}
+         "sep_token_id", "decoder_start_token_id", "quantization_config", "sentence_transformers",
+         "sbert_ce_default_activation_function"}
 
 _MODEL_TYPES = {"gemma3_text": "gemma3", "qwen2_5": "qwen2", "phi3small": "phi3"}
+#: encoder families (docs/encoders.md): their heads' labels and the pad id (position offset) stay in [architecture]
+ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "modernbert"})
+#: keys of _DROP that an encoder keeps
+_ENCODER_KEEP = {"architectures", "id2label", "label2id", "problem_type", "pad_token_id"}
+#: DistilBERT's own spelling -> the BERT spelling, written next to the original keys
+_DISTILBERT_KEYS = {"dim": "hidden_size", "n_heads": "num_attention_heads", "n_layers": "num_hidden_layers",
+                    "hidden_dim": "intermediate_size", "activation": "hidden_act"}
+#: sentence-transformers Pooling config flags -> [pooling] mode
+_POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
 #: model types with a curated decoder family (the native list, csrc/families/families.cc)
 _CURATED = frozenset(_core.curated_model_types())
 
@@ -60,7 +70,14 @@ def normalize_config(cfg: dict) -> dict[str, Any]:
             raise make_error(InvalidConfig, "multimodal Gemma 3 checkpoints are not supported (text-only importer)",
                              field="vision_config", reason="unsupported")
         cfg = dict(cfg["text_config"], model_type="gemma3")
-    a = {k: v for k, v in cfg.items() if k not in _DROP}
+    encoder = model_type in ENCODER_MODEL_TYPES
+    a = {k: v for k, v in cfg.items() if k not in _DROP or (encoder and k in _ENCODER_KEEP)}
+    if model_type == "distilbert":
+        for k, canon in _DISTILBERT_KEYS.items():
+            if k in a:
+                a.setdefault(canon, a[k])
+        a.setdefault("layer_norm_eps", 1e-12)  # fixed in transformers' DistilBERT
+        a.setdefault("type_vocab_size", 0)
     rp = a.pop("rope_parameters", None)
     if isinstance(rp, dict):
         if "full_attention" in rp or "sliding_attention" in rp:  # per layer type (Gemma 3)
@@ -101,6 +118,18 @@ def normalize_config(cfg: dict) -> dict[str, Any]:
             pattern = a.get("sliding_window_pattern", a.get("_sliding_window_pattern", 6))
             a["layer_types"] = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
         a.setdefault("query_pre_attn_scalar", a.get("head_dim"))
+    if model_type == "modernbert":  # both spellings: transformers 5 (rope_parameters, layer_types) and 4 (global/local)
+        if "rope_theta" in a:
+            a.setdefault("global_rope_theta", a["rope_theta"])
+        if "rope_local_base_freq" in a:
+            a.setdefault("local_rope_theta", a["rope_local_base_freq"])
+        a.setdefault("global_rope_theta", 160000.0)
+        a.setdefault("local_rope_theta", 10000.0)
+        a.setdefault("rope_theta", a["global_rope_theta"])
+        a.setdefault("rope_local_base_freq", a["local_rope_theta"])
+        n, every = a.get("num_hidden_layers", 0), a.get("global_attn_every_n_layers", 3)
+        if "layer_types" not in a and isinstance(n, int) and isinstance(every, int) and every > 0:
+            a["layer_types"] = ["full_attention" if i % every == 0 else "sliding_attention" for i in range(n)]
     a = {k: v for k, v in a.items() if not k.startswith("_")}
     return {"model_type": model_type, "architecture": _toml_safe(a)}
 
@@ -182,7 +211,7 @@ class HFSource:
         self._tokenizer(raw_cfg)
         self.config["parameters"] = int(sum(int(np.prod(sf.entries[n]["shape"])) for n, sf in self.entries))
         self.total_bytes = sum(sf.entries[n]["data_offsets"][1] - sf.entries[n]["data_offsets"][0] for n, sf in self.entries)
-        self._pooling()
+        self._pooling(raw_cfg)
 
     @property
     def name(self) -> str:
@@ -192,6 +221,10 @@ class HFSource:
         from tokenizers import Tokenizer
 
         path = os.path.join(self.folder, "tokenizer.json")
+        encoder = self.config["model_type"] in ENCODER_MODEL_TYPES
+        if not os.path.isfile(path) and encoder:  # ids-only encoder (Model.encode); text methods need a tokenizer
+            self.tokenizer_json, self.vocab, self._chat = None, None, None
+            return
         if not os.path.isfile(path):
             raise make_error(TokenizerError, f"{self.folder} has no tokenizer.json", reason="tokenizer.json missing")
         with open(path, encoding="utf-8") as f:
@@ -247,6 +280,9 @@ class HFSource:
         for k, v in (("bos_token_id", bos), ("pad_token_id", pad), ("unk_token_id", token_id(tcfg.get("unk_token")))):
             if v is not None:
                 tconf[k] = int(v)
+        mml = tcfg.get("model_max_length")
+        if encoder and type(mml) is int and 0 < mml < 1 << 24:  # HF writes 1e30 for "no limit"
+            tconf["model_max_length"] = mml
         self.config["tokenizer"] = tconf
         self.config["architecture"].setdefault("vocab_size", tok.get_vocab_size(True))
 
@@ -268,7 +304,7 @@ class HFSource:
             named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
             template = named.get("default") or next(iter(named.values()), None)
         self._chat = None
-        if template:
+        if template and not encoder:
             def text(v):
                 return v.get("content", "") if isinstance(v, dict) else (v or "")
             self._chat = {
@@ -278,30 +314,46 @@ class HFSource:
                 "eos_token": text(tcfg.get("eos_token")),
             }
 
-    def _pooling(self) -> None:
-        """sentence-transformers folders: pooling mode and normalization into [pooling]."""
+    def _pooling(self, raw: dict) -> None:
+        """sentence-transformers folders: pooling mode, normalization and max_seq_length into [pooling];
+        a cross-encoder's activation (config.json `sentence_transformers.activation_fn`) into [rerank]."""
+        st = raw.get("sentence_transformers")
+        act = st.get("activation_fn") if isinstance(st, dict) else raw.get("sbert_ce_default_activation_function")
+        if isinstance(act, str):
+            name = act.rsplit(".", 1)[-1].lower()
+            if name not in ("sigmoid", "identity"):
+                raise make_error(InvalidConfig, f"cross-encoder activation {act!r} is not supported (Sigmoid, Identity)",
+                                 field="sentence_transformers.activation_fn", reason="unsupported")
+            self.config["rerank"] = {"activation": name}
         modules_path = os.path.join(self.folder, "modules.json")
         if not os.path.isfile(modules_path):
             return
         modules = _read_json(modules_path, "modules.json")
         pooling: dict[str, Any] = {}
         for m in modules if isinstance(modules, list) else []:
-            t = m.get("type", "")
+            t = m.get("type", "") if isinstance(m, dict) else ""
             if t.endswith("Pooling"):
                 pc = os.path.join(self.folder, m.get("path", ""), "config.json")
                 if os.path.isfile(pc):
                     p = _read_json(pc, "pooling config")
-                    modes = [k[len("pooling_mode_"):].replace("_tokens", "") for k, v in p.items() if k.startswith("pooling_mode_") and v]
-                    if modes:
-                        pooling["mode"] = modes[0]
+                    on = [k for k, v in p.items() if k.startswith("pooling_mode_") and v is True]
+                    modes = [_POOLING_MODES.get(k) for k in on]
+                    if len(modes) != 1 or modes[0] is None:
+                        raise make_error(InvalidConfig, f"{pc}: pooling {', '.join(on) or '(none)'} is not supported "
+                                         "(exactly one of cls, mean, max)", field="pooling.mode", reason="unsupported")
+                    pooling["mode"] = modes[0]
             elif t.endswith("Normalize"):
                 pooling["normalize"] = True
+            elif not t.endswith("Transformer"):
+                raise make_error(InvalidConfig, f"modules.json: sentence-transformers module {t!r} is not supported "
+                                 "(Transformer, Pooling, Normalize)", field="modules.json", reason="unsupported module")
         sb = os.path.join(self.folder, "sentence_bert_config.json")
         if os.path.isfile(sb):
             msl = _read_json(sb, "sentence_bert_config.json").get("max_seq_length")
-            if isinstance(msl, int):
+            if type(msl) is int and msl > 0:
                 pooling["max_seq_length"] = msl
         if pooling:
+            pooling.setdefault("mode", "mean")  # sentence-transformers' default without a Pooling module
             pooling.setdefault("normalize", False)
             self.config["pooling"] = pooling
 
@@ -312,6 +364,8 @@ class HFSource:
         return f"# {self.name}\n\nImported from an HF folder (model_type `{self.config['model_type']}`).\n"
 
     def _should_quantize(self, name: str, shape: list[int]) -> bool:
+        if self.config["model_type"] in ENCODER_MODEL_TYPES and ("embeddings" in name or "norm" in name.lower()):
+            return False  # encoders: only the linear layers (embedding tables and norms stay float)
         return (self.quantize is not None and len(shape) == 2 and name.endswith(".weight") and "norm" not in name
                 and shape[-1] % 32 == 0)
 
