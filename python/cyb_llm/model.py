@@ -107,8 +107,10 @@ class Model:
         self.config: dict = self.file.config
         self.precise = bool(precise)
         self.backend = backend or self._native.backends()[0]
+        self.is_encoder = bool(getattr(self._native, "is_encoder", False))  # docs/encoders.md
+        self._encoder = None
         self.chat = None
-        if "chat" in self.file.sections:
+        if "chat" in self.file.sections and not self.is_encoder:
             from .chat import chat_from_modelfile
 
             self.chat = chat_from_modelfile(self.file)
@@ -194,6 +196,45 @@ class Model:
     def last_digest(self) -> str:
         """nox: the SHA-256 digest chain (hex) of the last forward of any conversation ('' elsewhere)."""
         return self._native.last_digest()
+
+    # --- encoders (docs/encoders.md; cyb_llm/encoder.py) ---------------------
+    def _enc(self):
+        if not self.is_encoder:
+            from .encoder import not_an_encoder
+
+            raise not_an_encoder(self.config.get("model_type"))
+        if self._encoder is None:
+            from .encoder import Encoder
+
+            self._encoder = Encoder(self)
+        return self._encoder
+
+    def embed(self, texts, normalize: bool | None = None, pooling: str | None = None, batch_size: int = 32,
+              truncate: bool = True) -> np.ndarray:
+        """Sentence embeddings: float32 [n, hidden] for a list of texts, [hidden] for one str. Pooling
+        ('cls' | 'mean' | 'max') and normalization default to the file's [pooling] (else mean, off)."""
+        return self._enc().embed(texts, normalize=normalize, pooling=pooling, batch_size=batch_size, truncate=truncate)
+
+    def classify(self, texts, top_k: int | None = 1, batch_size: int = 32, truncate: bool = True):
+        """Sequence classification: per text (or (text, text) pair) the `top_k` best {"label", "score"}
+        (None: all), scores as transformers' text-classification pipeline."""
+        return self._enc().classify(texts, top_k=top_k, batch_size=batch_size, truncate=truncate)
+
+    def classify_tokens(self, texts, batch_size: int = 32, truncate: bool = True):
+        """Token classification: per text, per non-special token {"index", "token", "label", "score", "start", "end"}."""
+        return self._enc().classify_tokens(texts, batch_size=batch_size, truncate=truncate)
+
+    def rerank(self, query: str, documents, batch_size: int = 32, truncate: bool = True) -> np.ndarray:
+        """Cross-encoder scores of (query, document) pairs, as sentence-transformers CrossEncoder.predict."""
+        return self._enc().rerank(query, documents, batch_size=batch_size, truncate=truncate)
+
+    def create_embedding(self, input, model: str | None = None) -> dict:
+        """OpenAI embeddings response ({"object": "list", "data": [...], "model", "usage"})."""
+        return self._enc().create_embedding(input, model=model)
+
+    def encode(self, token_ids, batch_size: int = 32):
+        """Final hidden states of token ids: one sequence -> float32 [T, hidden]; a list -> a list of them."""
+        return self._enc().encode(token_ids, batch_size=batch_size)
 
     # --- generation ------------------------------------------------------
     def generator(self):
