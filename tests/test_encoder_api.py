@@ -234,3 +234,10 @@ def test_decoder_refuses_embeddings():
         with pytest.raises(InvalidConfig, match="'llama' is a decoder; embeddings need an encoder") as e:
             call()
         assert e.value.fields["field"] == "architecture.model_type"
+
+
+def test_cli_embed_on_a_decoder(capsys):
+    from cyb_llm import cli
+
+    assert cli.main(["embed", hub.fetch("smollm2", progress=False), "hello"]) == 1
+    assert "error: InvalidConfig: " in capsys.readouterr().err

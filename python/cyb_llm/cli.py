@@ -7,6 +7,7 @@
     cyb-llm fetch NAME              download a known model into the cache
     cyb-llm pull hf://ORG/REPO[/FILE.gguf]   download through huggingface_hub, import once
     cyb-llm list | rm NAME          the models in the cache
+    cyb-llm embed MODEL TEXT...     sentence embeddings of an encoder model (docs/encoders.md)
 
 MODEL is a .model or .gguf path or a known model name (default:
 cyb_llm.hub.DEFAULT_MODEL); names and .gguf files are imported into the
@@ -122,6 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     rm = sub.add_parser("rm", help="remove a model from the cache (a name as `cyb-llm list` shows it)")
     rm.add_argument("name")
     rm.set_defaults(func=cmd_rm)
+
+    emb = sub.add_parser("embed", help="sentence embeddings of an encoder model (BERT family)")
+    emb.add_argument("model", help="encoder .model path, HF folder or known name (e.g. minilm)")
+    emb.add_argument("texts", nargs="+", metavar="TEXT", help="texts to embed ('-' reads one text per line from stdin)")
+    emb.add_argument("--pooling", choices=("cls", "mean", "max"), help="default: the model's [pooling] (else mean)")
+    emb.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                     help="L2-normalize (default: the model's [pooling])")
+    emb.add_argument("--batch-size", type=int, default=32)
+    emb.add_argument("--no-truncate", action="store_true", help="refuse texts longer than the model's limit")
+    emb.add_argument("--json", action="store_true", help="print {model, dim, embeddings} as one JSON object")
+    g = emb.add_argument_group("model")
+    g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, ...)")
+    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    g.add_argument("--precise", action="store_true", help="f32 activations (reference-exact mode)")
+    emb.set_defaults(func=cmd_embed)
 
     bench = sub.add_parser("bench", help="CPU benchmark against llama.cpp (same GGUF, same threads)",
                            add_help=False)
@@ -306,6 +322,19 @@ def cmd_chat(a: argparse.Namespace) -> int:
         messages.append({"role": "assistant", "content": stream.text})
         if not a.quiet:
             print(_timing_line(stream.stats), file=sys.stderr)
+
+
+def cmd_embed(a: argparse.Namespace) -> int:
+    texts = [line.rstrip("\n") for line in sys.stdin] if a.texts == ["-"] else a.texts
+    m = _load(a, a.model)
+    vecs = m.embed(texts, normalize=a.normalize, pooling=a.pooling, batch_size=a.batch_size, truncate=not a.no_truncate)
+    if a.json:
+        print(json.dumps({"model": m.name, "dim": int(vecs.shape[1]), "embeddings": vecs.tolist()}))
+        return 0
+    for t, v in zip(texts, vecs):
+        head = ", ".join(f"{x:.4f}" for x in v[:6])
+        print(f"{len(v)} dims [{head}, ...]  {t[:60]!r}")
+    return 0
 
 
 def cmd_import(a: argparse.Namespace) -> int:
