@@ -690,6 +690,7 @@ UNARY = {
     "gelu_tanh": (gelu_tanh64, {}),
     "scale": (lambda x: x * np.float64(np.float32(0.37)), {"scale": 0.37}),
     "softcap": (lambda x: 30.0 * np.tanh(x / 30.0), {"softcap": 30.0}),
+    "relu": (lambda x: np.maximum(x, 0.0), {}),
 }
 
 

@@ -64,6 +64,7 @@ enum class OpKind : uint16_t {
   // sequence b sees every key s of b whose mask is nonzero; logits = scale * q.k;
   // a query with no real key gets 0.  out [B, T, n_heads, head_dim].
   EncoderAttention = 26,
+  Relu = 27,  // out = max(x, 0)
   COUNT_PLUS_ONE
 };
 

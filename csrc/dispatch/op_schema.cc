@@ -228,6 +228,7 @@ std::vector<OpSchema> build_table() {
      {n_heads, n_kv_heads, head_dim, A("scale", Fl, true, F::Scale)},
      {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}, {"key_mask", kDtF32 | kDtI32}}, {out}, ShapeRule::Like, 0,
      check_encoder_attention},
+    {OpKind::Relu, "relu", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
   };
   // clang-format on
   return t;

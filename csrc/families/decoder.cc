@@ -192,6 +192,7 @@ class Decoder : public Model {
 
   const std::string& family() const override { return family_; }
   int64_t vocab_size() const override { return plan_.vocab; }
+  int64_t hidden_size() const override { return plan_.hidden; }
   int64_t max_position() const override { return plan_.max_position; }
 
   std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {

@@ -43,6 +43,26 @@ struct ForwardProgress {
 
 class Conversation;
 
+// Encoders (families/encoder.h): one batch of B sequences padded to T tokens,
+// all arrays row-major [B, T]; mask 1 = a real token, 0 = padding; token_types
+// may be null (all 0).
+struct EncoderBatch {
+  const int32_t* ids = nullptr;
+  const int32_t* mask = nullptr;
+  const int32_t* token_types = nullptr;
+  int64_t batch = 0, len = 0;
+};
+// What Model::encode writes: the final hidden states [B, T, hidden], the
+// pooled (and optionally L2-normalized) embeddings [B, hidden], the sequence
+// classification logits [B, num_labels] or the token classification logits
+// [B, T, num_labels].
+enum class EncoderOutput { Hidden, Pooled, SequenceLogits, TokenLogits };
+struct EncoderRequest {
+  EncoderOutput what = EncoderOutput::Hidden;
+  int pool_mode = 0;  // Pooled: 0 cls, 1 mean, 2 max (the masked_pool op)
+  bool normalize = false;
+};
+
 class Model {
  public:
   // Load phase (docs/runtime.md "Load"): open + validate the file, pick the
@@ -86,6 +106,16 @@ class Model {
   virtual std::string last_digest() const { return ""; }
   virtual std::string graph_origin() const { return ""; }
 
+  // Encoders (families/encoder.h). A decoder answers false / 0 and its encode
+  // is InvalidConfig(field="architecture.model_type"). encode checks that the
+  // file is unchanged, serializes device backends like forward, and writes the
+  // request's output (EncoderRequest) to `out`; the checks of the batch are the
+  // encoder's (ShapeMismatch, InvalidConfig).
+  virtual bool is_encoder() const { return false; }
+  virtual int64_t hidden_size() const { return 0; }
+  virtual int64_t num_labels() const { return 0; }
+  void encode(const EncoderBatch& batch, const EncoderRequest& req, float* out);
+
   Dispatcher& dispatcher() { return *dispatcher_; }
   const LoadOptions& options() const { return opts_; }
   const ModelFile& file() const { return *file_; }
@@ -102,6 +132,8 @@ class Model {
   virtual int64_t conversation_bytes(int64_t max_context) const { return 0; }
   // Token ids must lie in [0, input_vocab()) (the embedding's rows).
   virtual int64_t input_vocab() const { return vocab_size(); }
+  // The encoder's work behind encode (the default: a decoder's InvalidConfig).
+  virtual void encode_batch(const EncoderBatch& batch, const EncoderRequest& req, float* out);
   // Checks `bytes` more against the budget (OutOfMemory naming `what`) and charges them.
   void reserve_memory(int64_t bytes, const std::string& what);
 

@@ -117,6 +117,20 @@ void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_
   }
 }
 
+void Model::encode(const EncoderBatch& batch, const EncoderRequest& req, float* out) {
+  if (!is_encoder()) encode_batch(batch, req, out);  // the decoder's error
+  file_->check_unchanged();
+  std::unique_lock<std::mutex> dev;
+  if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+  encode_batch(batch, req, out);
+}
+
+void Model::encode_batch(const EncoderBatch&, const EncoderRequest&, float*) {
+  throw_invalid_config("architecture.model_type",
+                       "'" + family() + "' is a decoder; embeddings need an encoder (bert, roberta, xlm-roberta, "
+                       "distilbert, modernbert)");
+}
+
 std::unique_ptr<Conversation> Model::new_conversation(int64_t max_context) {
   check_max_context(max_context, max_position());
   const int64_t bytes = conversation_bytes(max_context);

@@ -6,6 +6,7 @@
 #include "families/decoder.h"
 #include "families/decoder_graph.h"
 #include "families/decoder_plan.h"
+#include "families/encoder.h"
 #include "families/families.h"
 #include "model/graph_model.h"
 #include "model/model_base.h"
@@ -46,6 +47,11 @@ std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, cons
   const std::string& type = mt->as_string();
   if (!opts.exec_path.empty() && opts.exec_path != "curated" && opts.exec_path != "graph")
     throw_invalid_config("exec_path", "'" + opts.exec_path + "' is not an execution path (curated, graph)");
+  if (is_encoder_model_type(type)) {  // the curated encoders (families/encoder.h)
+    std::shared_ptr<Model> m = make_encoder(std::move(file), opts);
+    m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+  }
   const bool nox = opts.backend == "nox";
   const bool has_graph = file->has_section("graph");
   if (nox && opts.exec_path == "curated")

@@ -77,10 +77,26 @@ class Conversation:
 class Model:
     def backends(self) -> list[str]:
         ...
+    def classify(self, ids: typing.Any, attention_mask: typing.Any, token_type_ids: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
+        """
+        Sequence classification logits float32[B, num_labels].
+        """
+    def classify_tokens(self, ids: typing.Any, attention_mask: typing.Any, token_type_ids: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
+        """
+        Token classification logits float32[B, T, num_labels].
+        """
     def clear_dispatch_records(self) -> None:
         ...
     def dispatch_records(self) -> list:
         ...
+    def embed(self, ids: typing.Any, attention_mask: typing.Any, token_type_ids: typing.Any = None, pooling: str = 'mean', normalize: bool = False) -> numpy.typing.NDArray[numpy.float32]:
+        """
+        Pooled (masked_pool) and optionally L2-normalized embeddings float32[B, hidden].
+        """
+    def encode(self, ids: typing.Any, attention_mask: typing.Any, token_type_ids: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
+        """
+        Final hidden states float32[B, T, hidden] of int ids[B, T] (attention_mask: 1 token, 0 padding).
+        """
     def execution_path(self) -> str:
         ...
     def forward(self, conversation: Conversation, ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], all_logits: bool = False) -> numpy.typing.NDArray[numpy.float32]:
@@ -106,11 +122,26 @@ class Model:
     def family(self) -> str:
         ...
     @property
+    def hidden_size(self) -> int:
+        """
+        Width of the hidden states (0 when unknown).
+        """
+    @property
+    def is_encoder(self) -> bool:
+        """
+        True for an encoder (bert, roberta, ...).
+        """
+    @property
     def load_ms(self) -> float:
         ...
     @property
     def max_position(self) -> int:
         ...
+    @property
+    def num_labels(self) -> int:
+        """
+        Labels of the encoder's classification head (0 without one).
+        """
     @property
     def threads(self) -> int:
         """

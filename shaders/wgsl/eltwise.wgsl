@@ -54,6 +54,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     case 2u: { y = gelu_erf(a); }
     case 3u: { y = gelu_tanh(a); }
     case 4u: { y = p.softcap * tanh_s(a / p.softcap); }
+    case 5u: { y = max(a, 0.0); }
     case 16u: { y = a + b; }
     case 17u: { y = a * b; }
     case 18u: { y = silu(a) * b; }

@@ -371,6 +371,9 @@ void k_gelu(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) { 
 void k_gelu_tanh(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   unary(in, out, gelu_tanh);
 }
+void k_relu(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  unary(in, out, [](double a) { return a > 0.0 ? a : 0.0; });
+}
 void k_swiglu(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   binary(in, out, [](double g, double u) { return silu(g) * u; });
 }
@@ -444,6 +447,7 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::L2Normalize] = k_l2_normalize;
   t[OpKind::MaskedPool] = k_masked_pool;
   t[OpKind::EncoderAttention] = k_encoder_attention;
+  t[OpKind::Relu] = k_relu;
 }
 
 }  // namespace cpu

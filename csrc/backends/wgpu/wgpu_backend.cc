@@ -1002,6 +1002,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Silu:
     case OpKind::Gelu:
     case OpKind::GeluTanh:
+    case OpKind::Relu:
     case OpKind::Softcap:
       return all_plain();
     case OpKind::Rope: {  // one workgroup row per (token, head), 64 dims per workgroup
@@ -1235,6 +1236,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
         case OpKind::Gelu: code = 2; break;
         case OpKind::GeluTanh: code = 3; break;
         case OpKind::Softcap: code = 4; break;
+        case OpKind::Relu: code = 5; break;
         case OpKind::Add: code = 16; binary = true; break;
         case OpKind::Mul: code = 17; binary = true; break;
         case OpKind::SwiGlu: code = 18; binary = true; break;

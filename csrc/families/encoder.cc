@@ -1,0 +1,526 @@
+#include "families/encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/config_check.h"
+#include "core/errors.h"
+#include "dispatch/op.h"
+#include "families/decoder.h"  // config_arch, config_int, config_*_or
+#include "model/model_base.h"
+
+namespace cyb {
+
+namespace {
+
+// ------------------------------------------------------------------ plan ---
+
+enum class EncKind { Bert, Roberta, DistilBert };
+enum class Head { None, BertSeq, RobertaSeq, DistilSeq, Token };
+
+struct EncoderTypeInfo {
+  const char* model_type;
+  EncKind kind;
+};
+const EncoderTypeInfo kEncoderTypes[] = {
+    {"bert", EncKind::Bert}, {"roberta", EncKind::Roberta}, {"xlm-roberta", EncKind::Roberta},
+    {"distilbert", EncKind::DistilBert}};
+
+const EncoderTypeInfo* find_encoder_type(const std::string& t) {
+  for (const EncoderTypeInfo& e : kEncoderTypes)
+    if (t == e.model_type) return &e;
+  return nullptr;
+}
+
+struct EncLayer {
+  Tensor q, bq, k, bk, v, bv, o, bo, ln1, ln1b, up, bup, down, bdown, ln2, ln2b;
+  std::string label[8];
+};
+enum Label { kQ, kK, kV, kAttn, kO, kLn1, kFfn, kLn2 };
+const char* kLabelNames[8] = {"query", "key", "value", "attention", "attention_out", "attention_norm", "ffn",
+                              "output_norm"};
+
+struct EncoderPlan {
+  std::string type;
+  EncKind kind = EncKind::Bert;
+  int64_t hidden = 0, n_heads = 0, head_dim = 0, n_layers = 0, intermediate = 0, vocab = 0, max_position = 0;
+  int64_t type_vocab = 0;
+  int64_t pad_id = 0;
+  int64_t pos_offset = 0;  // roberta: padding_idx + 1
+  double eps = 1e-12;
+  OpKind act = OpKind::Gelu;
+  Head head = Head::None;
+  int64_t num_labels = 0;
+};
+
+const char* act_words = "gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish";
+
+OpKind parse_act(const std::string& a) {
+  if (a == "gelu") return OpKind::Gelu;
+  if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") return OpKind::GeluTanh;
+  if (a == "relu") return OpKind::Relu;
+  if (a == "silu" || a == "swish") return OpKind::Silu;
+  throw_invalid_config("architecture.hidden_act", "'" + a + "' is not supported (" + act_words + ")");
+}
+
+void require_range(int64_t v, const char* key, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw_invalid_config(std::string("architecture.") + key,
+                         "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                             std::to_string(v) + ")");
+}
+
+std::string arch_string_or(const toml::Value& arch, const char* key, const std::string& dflt) {
+  const toml::Value* v = arch.find(key);
+  if (!v || v->is_null()) return dflt;
+  if (!v->is_string()) throw_invalid_config(std::string("architecture.") + key, "must be a string");
+  return v->as_string();
+}
+
+EncoderPlan parse_encoder_config(const std::string& type, const toml::Value& config) {
+  const EncoderTypeInfo* info = find_encoder_type(type);
+  if (!info) throw_invalid_config("model_type", "'" + type + "' is not an encoder (" + encoder_model_types() + ")");
+  const toml::Value& a = config_arch(config);
+  EncoderPlan p;
+  p.type = type;
+  p.kind = info->kind;
+  p.hidden = config_int(a, "hidden_size");
+  p.n_heads = config_int(a, "num_attention_heads");
+  p.n_layers = config_int(a, "num_hidden_layers");
+  p.intermediate = config_int(a, "intermediate_size");
+  p.vocab = config_int(a, "vocab_size");
+  p.max_position = config_int(a, "max_position_embeddings");
+  require_range(p.hidden, "hidden_size", 1, 1 << 20);
+  require_range(p.n_heads, "num_attention_heads", 1, 1 << 12);
+  require_range(p.n_layers, "num_hidden_layers", 1, 1 << 12);
+  require_range(p.intermediate, "intermediate_size", 1, 1 << 22);
+  require_range(p.vocab, "vocab_size", 1, 1 << 24);
+  require_range(p.max_position, "max_position_embeddings", 1, 1 << 24);
+  if (p.hidden % p.n_heads != 0)
+    throw_invalid_config("architecture.num_attention_heads", "hidden_size " + std::to_string(p.hidden) +
+                                                                 " is not a multiple of num_attention_heads " +
+                                                                 std::to_string(p.n_heads));
+  p.head_dim = p.hidden / p.n_heads;
+  p.type_vocab = p.kind == EncKind::DistilBert ? 0 : config_int_or(a, "type_vocab_size", 2);
+  require_range(p.type_vocab, "type_vocab_size", 0, 1 << 16);
+  p.pad_id = config_int_or(a, "pad_token_id", p.kind == EncKind::Roberta ? 1 : 0);
+  if (p.kind == EncKind::Roberta) {
+    require_range(p.pad_id, "pad_token_id", 0, p.vocab - 1);
+    p.pos_offset = p.pad_id + 1;
+    if (p.pos_offset >= p.max_position)
+      throw_invalid_config("architecture.max_position_embeddings",
+                           "must exceed pad_token_id + 1 = " + std::to_string(p.pos_offset) + " (roberta positions)");
+  }
+  // DistilBERT's LayerNorm eps is fixed at 1e-12 in transformers.
+  p.eps = p.kind == EncKind::DistilBert ? 1e-12 : config_float_or(a, "layer_norm_eps", 1e-12);
+  check_domain(p.eps, Domain::Positive, "architecture.layer_norm_eps");
+  p.act = parse_act(arch_string_or(a, "hidden_act", arch_string_or(a, "activation", "gelu")));
+  return p;
+}
+
+// The file's tensor names: with or without the base model's prefix.
+class Names {
+ public:
+  Names(const ModelFile& f, EncKind kind) : f_(f) {
+    const char* cands[] = {"", "bert.", "roberta.", "distilbert.", "model."};
+    for (const char* c : cands)
+      if (f_.find(std::string(c) + "embeddings.word_embeddings.weight")) {
+        prefix_ = c;
+        return;
+      }
+    (void)kind;
+    prefix_ = kind == EncKind::Bert ? "bert." : kind == EncKind::Roberta ? "roberta." : "distilbert.";
+  }
+  // The base model's tensor `n` (prefixed when the file prefixes them).
+  std::string base(const std::string& n) const { return prefix_ + n; }
+  bool has(const std::string& n) const { return f_.find(n) != nullptr; }
+  // A head tensor: as written (classifier.*), or under the prefix.
+  std::string head(const std::string& n) const { return has(n) || !has(prefix_ + n) ? n : prefix_ + n; }
+
+ private:
+  const ModelFile& f_;
+  std::string prefix_;
+};
+
+// ----------------------------------------------------------------- model ---
+
+Op make_op(OpKind k, const char* label) { return Op{k, OpAttrs{}, label}; }
+
+class Encoder : public Model {
+ public:
+  explicit Encoder(EncoderPlan plan) : plan_(std::move(plan)) {}
+
+  void bind(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+    file_ = std::move(file);
+    opts_ = opts;
+    binder_.reset(file_.get());
+    bind_weights();
+    init_model_runtime(opts, opts.threads, &pool_, &dispatcher_);
+  }
+
+  const std::string& family() const override { return plan_.type; }
+  int64_t vocab_size() const override { return plan_.vocab; }
+  int64_t max_position() const override { return plan_.max_position - plan_.pos_offset; }
+  bool is_encoder() const override { return true; }
+  int64_t hidden_size() const override { return plan_.hidden; }
+  int64_t num_labels() const override { return plan_.num_labels; }
+
+ protected:
+  void forward_chunk(Conversation&, const int32_t*, int64_t, bool, float*) override { no_conversations(); }
+  std::unique_ptr<Conversation> make_conversation(int64_t) override { no_conversations(); }
+  void encode_batch(const EncoderBatch& b, const EncoderRequest& req, float* out) override;
+
+ private:
+  [[noreturn]] void no_conversations() const {
+    throw_invalid_config("architecture.model_type",
+                         "'" + plan_.type + "' is an encoder: it has no conversations or logits over a vocabulary "
+                         "(use encode / embed / classify)");
+  }
+  Tensor w(const std::string& name, std::vector<int64_t> shape) {
+    return binder_.weight(name, plan_.type + " encoder", &shape);
+  }
+  Tensor vec(const std::string& name, int64_t n) { return binder_.vector_f32(name, n, plan_.type + " encoder"); }
+  void bind_weights();
+  void check_batch(const EncoderBatch& b) const;
+
+  EncoderPlan plan_;
+  WeightBinder binder_;
+  Tensor word_, pos_, types_, emb_ln_, emb_lnb_;
+  std::vector<EncLayer> layers_;
+  Tensor head_dense_, head_dense_b_, head_out_, head_out_b_;
+};
+
+void Encoder::bind_weights() {
+  const EncoderPlan& p = plan_;
+  const Names n(*file_, p.kind);
+  const int64_t H = p.hidden, I = p.intermediate;
+  word_ = w(n.base("embeddings.word_embeddings.weight"), {p.vocab, H});
+  pos_ = w(n.base("embeddings.position_embeddings.weight"), {p.max_position, H});
+  if (p.type_vocab > 0) types_ = w(n.base("embeddings.token_type_embeddings.weight"), {p.type_vocab, H});
+  emb_ln_ = vec(n.base("embeddings.LayerNorm.weight"), H);
+  emb_lnb_ = vec(n.base("embeddings.LayerNorm.bias"), H);
+  layers_.resize(static_cast<size_t>(p.n_layers));
+  for (int64_t l = 0; l < p.n_layers; ++l) {
+    EncLayer& L = layers_[static_cast<size_t>(l)];
+    const std::string s = std::to_string(l);
+    if (p.kind == EncKind::DistilBert) {
+      const std::string b = n.base("transformer.layer." + s + ".");
+      L.q = w(b + "attention.q_lin.weight", {H, H});
+      L.bq = vec(b + "attention.q_lin.bias", H);
+      L.k = w(b + "attention.k_lin.weight", {H, H});
+      L.bk = vec(b + "attention.k_lin.bias", H);
+      L.v = w(b + "attention.v_lin.weight", {H, H});
+      L.bv = vec(b + "attention.v_lin.bias", H);
+      L.o = w(b + "attention.out_lin.weight", {H, H});
+      L.bo = vec(b + "attention.out_lin.bias", H);
+      L.ln1 = vec(b + "sa_layer_norm.weight", H);
+      L.ln1b = vec(b + "sa_layer_norm.bias", H);
+      L.up = w(b + "ffn.lin1.weight", {I, H});
+      L.bup = vec(b + "ffn.lin1.bias", I);
+      L.down = w(b + "ffn.lin2.weight", {H, I});
+      L.bdown = vec(b + "ffn.lin2.bias", H);
+      L.ln2 = vec(b + "output_layer_norm.weight", H);
+      L.ln2b = vec(b + "output_layer_norm.bias", H);
+    } else {
+      const std::string b = n.base("encoder.layer." + s + ".");
+      L.q = w(b + "attention.self.query.weight", {H, H});
+      L.bq = vec(b + "attention.self.query.bias", H);
+      L.k = w(b + "attention.self.key.weight", {H, H});
+      L.bk = vec(b + "attention.self.key.bias", H);
+      L.v = w(b + "attention.self.value.weight", {H, H});
+      L.bv = vec(b + "attention.self.value.bias", H);
+      L.o = w(b + "attention.output.dense.weight", {H, H});
+      L.bo = vec(b + "attention.output.dense.bias", H);
+      L.ln1 = vec(b + "attention.output.LayerNorm.weight", H);
+      L.ln1b = vec(b + "attention.output.LayerNorm.bias", H);
+      L.up = w(b + "intermediate.dense.weight", {I, H});
+      L.bup = vec(b + "intermediate.dense.bias", I);
+      L.down = w(b + "output.dense.weight", {H, I});
+      L.bdown = vec(b + "output.dense.bias", H);
+      L.ln2 = vec(b + "output.LayerNorm.weight", H);
+      L.ln2b = vec(b + "output.LayerNorm.bias", H);
+    }
+    for (int i = 0; i < 8; ++i) L.label[i] = "layers." + s + "." + kLabelNames[i];
+  }
+  // The head, from the architecture's name when the file keeps it, else from the tensors.
+  std::string arch_name;
+  if (const toml::Value* a = config_arch(file_->config()).find("architectures"); a && a->is_array() &&
+      !a->as_array().empty() && a->as_array()[0].is_string())
+    arch_name = a->as_array()[0].as_string();
+  const bool token = arch_name.find("ForTokenClassification") != std::string::npos;
+  const bool seq = arch_name.find("ForSequenceClassification") != std::string::npos;
+  auto rows_of = [&](const std::string& t) {
+    const TensorEntry* e = file_->find(t);
+    return e && e->shape.size() == 2 ? e->shape[0] : int64_t(0);
+  };
+  const std::string cls = n.head("classifier.weight"), out_proj = n.head("classifier.out_proj.weight"),
+                    pre = n.head("pre_classifier.weight"), pooler = n.base("pooler.dense.weight");
+  Head h = Head::None;
+  if (n.has(out_proj) && !token) h = Head::RobertaSeq;
+  else if (n.has(pre) && !token) h = Head::DistilSeq;
+  else if (n.has(cls)) {
+    if (token) h = Head::Token;
+    else if (seq || (p.kind == EncKind::Bert && n.has(pooler))) h = p.kind == EncKind::Bert ? Head::BertSeq : Head::Token;
+    else h = Head::Token;
+  }
+  plan_.head = h;
+  const std::string ctx = plan_.type + " classification head";
+  auto bind_out = [&](const std::string& wname) {
+    plan_.num_labels = rows_of(wname);
+    if (plan_.num_labels <= 0) throw_shape_mismatch(wname, {-1, H}, {});
+    head_out_ = w(wname, {plan_.num_labels, H});
+    const std::string bname = wname.substr(0, wname.size() - 6) + "bias";
+    head_out_b_ = vec(bname, plan_.num_labels);
+  };
+  switch (h) {
+    case Head::None: break;
+    case Head::BertSeq:
+      head_dense_ = w(pooler, {H, H});
+      head_dense_b_ = vec(n.base("pooler.dense.bias"), H);
+      bind_out(cls);
+      break;
+    case Head::RobertaSeq:
+      head_dense_ = w(n.head("classifier.dense.weight"), {H, H});
+      head_dense_b_ = vec(n.head("classifier.dense.bias"), H);
+      bind_out(out_proj);
+      break;
+    case Head::DistilSeq:
+      head_dense_ = w(pre, {H, H});
+      head_dense_b_ = vec(n.head("pre_classifier.bias"), H);
+      bind_out(cls);
+      break;
+    case Head::Token: bind_out(cls); break;
+  }
+}
+
+void Encoder::check_batch(const EncoderBatch& b) const {
+  const int64_t B = b.batch, T = b.len;
+  if (B <= 0 || T <= 0) throw_shape_mismatch("encode (ids)", {-1, -1}, {B, T});
+  const int64_t max_t = plan_.max_position - plan_.pos_offset;
+  if (T > max_t)
+    throw_shape_mismatch("encode (sequence length)", {max_t}, {T});
+  for (int64_t i = 0; i < B * T; ++i) {
+    if (b.ids[i] < 0 || b.ids[i] >= plan_.vocab)
+      throw_invalid_config("input_ids", "token id " + std::to_string(b.ids[i]) + " at [" + std::to_string(i / T) +
+                                            ", " + std::to_string(i % T) + "] is outside [0, " +
+                                            std::to_string(plan_.vocab) + ")");
+    if (b.token_types && (b.token_types[i] < 0 || b.token_types[i] >= std::max<int64_t>(plan_.type_vocab, 1)))
+      throw_invalid_config("token_type_ids",
+                           "token type " + std::to_string(b.token_types[i]) + " is outside [0, " +
+                               std::to_string(std::max<int64_t>(plan_.type_vocab, 1)) + ")" +
+                               (plan_.type_vocab == 0 ? " ('" + plan_.type + "' has no token types)" : ""));
+  }
+}
+
+void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, float* out) {
+  check_batch(b);
+  if ((req.what == EncoderOutput::SequenceLogits || req.what == EncoderOutput::TokenLogits) && plan_.head == Head::None)
+    throw_invalid_config("architecture.architectures", "'" + plan_.type + "' model has no classification head");
+  if (req.what == EncoderOutput::SequenceLogits && plan_.head == Head::Token)
+    throw_invalid_config("architecture.architectures",
+                         "the model has a token classification head: use classify_tokens");
+  if (req.what == EncoderOutput::TokenLogits && plan_.head != Head::Token)
+    throw_invalid_config("architecture.architectures",
+                         "the model has a sequence classification head: use classify");
+  if (req.what == EncoderOutput::Pooled && (req.pool_mode < 0 || req.pool_mode > 2))
+    throw_invalid_config("pooling", "must be cls, mean or max");
+  const int64_t B = b.batch, T = b.len, BT = B * T, H = plan_.hidden, I = plan_.intermediate;
+  const int64_t nh = plan_.n_heads, hd = plan_.head_dim;
+
+  // Host inputs of the ops (ids, positions, types, masks): sized per call.
+  std::vector<int32_t> pos(static_cast<size_t>(BT));
+  for (int64_t r = 0; r < B; ++r) {
+    if (plan_.kind == EncKind::Roberta) {  // transformers' create_position_ids_from_input_ids
+      int32_t c = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const bool real = b.ids[r * T + t] != plan_.pad_id;
+        c += real ? 1 : 0;
+        pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(real ? c + plan_.pad_id : plan_.pad_id);
+      }
+    } else {
+      for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(t);
+    }
+  }
+  std::vector<int32_t> zeros;
+  const int32_t* types = b.token_types;
+  if (!types && plan_.type_vocab > 0) {
+    zeros.assign(static_cast<size_t>(BT), 0);
+    types = zeros.data();
+  }
+  auto host_i32 = [](const int32_t* p, Shape s) {
+    Tensor t;
+    t.dtype = DType::I32;
+    t.shape = s;
+    t.data = const_cast<int32_t*>(p);
+    return t;
+  };
+  const Tensor ids_t = host_i32(b.ids, Shape{BT}), pos_t = host_i32(pos.data(), Shape{BT});
+  const Tensor mask_t = host_i32(b.mask, Shape{B, T});
+
+  ExecContext ctx(pool_.get(), opts_.precise);
+  Dispatcher& d = *dispatcher_;
+  Backend& be = *d.chain().front();
+  be.begin_forward(ctx);
+  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
+  const float eps = static_cast<float>(plan_.eps);
+  auto layer_norm = [&](const Tensor& x, const Tensor& g, const Tensor& bb, Tensor* y, const char* label) {
+    Op op = make_op(OpKind::LayerNorm, label);
+    op.a.eps = eps;
+    d.run(op, {x, g, bb}, {y}, ctx);
+  };
+  auto matmul = [&](const Tensor& x, const Tensor& W, const Tensor& bias, Tensor* y, const char* label) {
+    d.run(make_op(OpKind::Matmul, label), {x, W, bias}, {y}, ctx);
+  };
+
+  // embeddings
+  Tensor x = frame(Shape{BT, H}), e = frame(Shape{BT, H}), e2 = frame(Shape{BT, H});
+  d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
+  d.run(make_op(OpKind::Embedding, "embeddings.position"), {pos_t, pos_}, {&e2}, ctx);
+  d.run(make_op(OpKind::Add, "embeddings.add"), {e, e2}, {&x}, ctx);
+  if (types) {
+    d.run(make_op(OpKind::Embedding, "embeddings.token_type"), {host_i32(types, Shape{BT}), types_}, {&e2}, ctx);
+    d.run(make_op(OpKind::Add, "embeddings.add"), {x, e2}, {&e}, ctx);
+    std::swap(x, e);
+  }
+  layer_norm(x, emb_ln_, emb_lnb_, &e, "embeddings.norm");
+  std::swap(x, e);
+
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const bool reuse = be.host_memory();  // a host backend finishes each op before the next
+  Tensor q, k, v, att, o, s, x1, up, f;
+  auto layer_frames = [&] {
+    q = frame(Shape{B, T, nh, hd});
+    k = frame(Shape{B, T, nh, hd});
+    v = frame(Shape{B, T, nh, hd});
+    att = frame(Shape{B, T, nh, hd});
+    o = frame(Shape{BT, H});
+    s = frame(Shape{BT, H});
+    x1 = frame(Shape{BT, H});
+    up = frame(Shape{BT, I});
+    f = frame(Shape{BT, H});
+  };
+  if (reuse) layer_frames();
+  for (const EncLayer& L : layers_) {
+    if (!reuse) layer_frames();
+    matmul(x, L.q, L.bq, &q, L.label[kQ].c_str());
+    matmul(x, L.k, L.bk, &k, L.label[kK].c_str());
+    matmul(x, L.v, L.bv, &v, L.label[kV].c_str());
+    {
+      Op op = make_op(OpKind::EncoderAttention, L.label[kAttn].c_str());
+      op.a.n_heads = static_cast<int>(nh);
+      op.a.n_kv_heads = static_cast<int>(nh);
+      op.a.head_dim = static_cast<int>(hd);
+      op.a.scale = scale;
+      d.run(op, {q, k, v, mask_t}, {&att}, ctx);
+    }
+    Tensor att2 = att;
+    att2.shape = Shape{BT, H};
+    matmul(att2, L.o, L.bo, &o, L.label[kO].c_str());
+    d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
+    layer_norm(s, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
+    matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
+    d.run(make_op(plan_.act, L.label[kFfn].c_str()), {up}, {&up}, ctx);
+    matmul(up, L.down, L.bdown, &f, L.label[kFfn].c_str());
+    d.run(make_op(OpKind::Add, L.label[kLn2].c_str()), {f, x1}, {&s}, ctx);
+    if (reuse) {
+      layer_norm(s, L.ln2, L.ln2b, &x, L.label[kLn2].c_str());
+    } else {
+      x = frame(Shape{BT, H});
+      layer_norm(s, L.ln2, L.ln2b, &x, L.label[kLn2].c_str());
+    }
+  }
+
+  // outputs
+  Tensor result;
+  int64_t n_out = 0;
+  Tensor x3 = x;
+  x3.shape = Shape{B, T, H};
+  std::vector<float> maskf(static_cast<size_t>(BT));
+  for (int64_t i = 0; i < BT; ++i) maskf[static_cast<size_t>(i)] = b.mask[i] != 0 ? 1.f : 0.f;
+  Tensor maskf_t;
+  maskf_t.dtype = DType::F32;
+  maskf_t.shape = Shape{B, T};
+  maskf_t.data = maskf.data();
+  auto pool = [&](int mode, const char* label) {
+    Tensor c = frame(Shape{B, H});
+    Op op = make_op(OpKind::MaskedPool, label);
+    op.a.pool_mode = mode;
+    d.run(op, {x3, maskf_t}, {&c}, ctx);
+    return c;
+  };
+  switch (req.what) {
+    case EncoderOutput::Hidden:
+      result = x;
+      n_out = BT * H;
+      break;
+    case EncoderOutput::Pooled: {
+      result = pool(req.pool_mode, "pooling");
+      if (req.normalize) {
+        Tensor y = frame(Shape{B, H});
+        Op op = make_op(OpKind::L2Normalize, "normalize");
+        op.a.eps = 1e-12f;
+        d.run(op, {result}, {&y}, ctx);
+        result = y;
+      }
+      n_out = B * H;
+      break;
+    }
+    case EncoderOutput::SequenceLogits: {
+      Tensor c = pool(0, "head.cls");
+      Tensor h1 = frame(Shape{B, H});
+      matmul(c, head_dense_, head_dense_b_, &h1, "head.dense");
+      if (plan_.head == Head::DistilSeq) {
+        d.run(make_op(OpKind::Relu, "head.act"), {h1}, {&h1}, ctx);
+      } else {
+        Op op = make_op(OpKind::Softcap, "head.act");  // 1 * tanh(x / 1): tanh
+        op.a.softcap = 1.f;
+        d.run(op, {h1}, {&h1}, ctx);
+      }
+      result = frame(Shape{B, plan_.num_labels});
+      matmul(h1, head_out_, head_out_b_, &result, "head.out");
+      n_out = B * plan_.num_labels;
+      break;
+    }
+    case EncoderOutput::TokenLogits:
+      result = frame(Shape{BT, plan_.num_labels});
+      matmul(x, head_out_, head_out_b_, &result, "head.out");
+      n_out = BT * plan_.num_labels;
+      break;
+  }
+  if (be.host_memory()) std::memcpy(out, result.data, static_cast<size_t>(n_out) * sizeof(float));
+  else be.download_f32(result, out);
+  be.end_forward(ctx);
+  bool finite = true;
+  for (int64_t i = 0; i < n_out; ++i) finite = finite && std::isfinite(out[i]);
+  if (!finite) {
+    file_->check_unchanged();
+    throw_format("weights", "", "the encoder produced non-finite values: the weights of '" + file_->path() +
+                                    "' hold non-finite values (overwritten or corrupted since load?)");
+  }
+}
+
+}  // namespace
+
+bool is_encoder_model_type(const std::string& model_type) { return find_encoder_type(model_type) != nullptr; }
+
+std::string encoder_model_types() {
+  std::string s;
+  for (const EncoderTypeInfo& e : kEncoderTypes) s += (s.empty() ? "" : ", ") + std::string(e.model_type);
+  return s;
+}
+
+std::shared_ptr<Model> make_encoder(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  const toml::Value* mt = file->config().find("model_type");
+  const std::string type = mt && mt->is_string() ? mt->as_string() : "";
+  if (opts.backend == "nox")
+    throw_backend_init("nox", "'" + type + "' encoders are not supported [nox] (graph-only; the graph has no encoder)");
+  if (!opts.exec_path.empty() && opts.exec_path != "curated")
+    throw_invalid_config("exec_path", "'" + type + "' encoders run only the curated path (got '" + opts.exec_path + "')");
+  auto m = std::make_shared<Encoder>(parse_encoder_config(type, file->config()));
+  m->bind(std::move(file), opts);
+  return m;
+}
+
+}  // namespace cyb
