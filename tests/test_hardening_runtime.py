@@ -361,10 +361,12 @@ def test_new_conversation_over_the_budget_is_out_of_memory(path):
     assert m._native.charged_bytes == held  # a dropped conversation gives its bytes back
 
 
-def test_huge_but_valid_context_is_out_of_memory_against_available_memory(tmp_path):
+@pytest.mark.parametrize("exec_path", ["curated", "graph"])
+def test_huge_but_valid_context_is_out_of_memory_against_available_memory(tmp_path, exec_path):
     # max_position 2**24: a KV cache for all of it would need more than any test machine has.
     layers = 48
-    m = cyb_llm.load(_tiny_llama(tmp_path / "long.model", max_position=2**24, layers=layers), threads=1)
+    m = cyb_llm.load(_tiny_llama(tmp_path / "long.model", max_position=2**24, layers=layers), threads=1,
+                     exec_path=exec_path)
     ctx = 2**24
     need = layers * 2 * 2 * ctx * 16 * 2  # layers x (k, v) x kv heads x positions x head_dim x f16: 103 GB
     try:
@@ -380,14 +382,16 @@ def test_huge_but_valid_context_is_out_of_memory_against_available_memory(tmp_pa
 
 # ------------------------------------------------------- 7. amplification ---
 
-def test_rope_tables_follow_the_conversations_not_max_position(tmp_path):
+@pytest.mark.parametrize("exec_path", ["curated", "graph"])
+def test_rope_tables_follow_the_conversations_not_max_position(tmp_path, exec_path):
     # max_position_embeddings = 2**24 used to build RoPE tables for every position at load
     # (1 GiB for this model's 16 rotary dims; 4.4 GB and 20 s for a real one).
     p = _tiny_llama(tmp_path / "long.model", max_position=2**24)
     r = _run_python(f"""
         import resource, numpy as np, cyb_llm
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        m = cyb_llm.load({p!r}, threads=1)
+        m = cyb_llm.load({p!r}, threads=1, exec_path={exec_path!r})
+        assert m.execution_path == {exec_path!r}
         c = m.new_conversation(4096)
         a = c.forward(list(range(1, 40)), all_logits=True)
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024

@@ -11,7 +11,8 @@ python3 tests/nox_golden.py write "$WORK/golden.model" >/dev/null
 SRCS="tools/nox_golden.cc csrc/backends/nox/nox_backend.cc csrc/backends/nox/nox_math.cc csrc/backends/nox/sha256.cc
       csrc/core/quant.cc csrc/core/rope.cc csrc/model/nox_tracer.cc csrc/graph/graph.cc csrc/graph/fusion.cc csrc/graph/executor.cc
       csrc/format/toml.cc csrc/format/model_file.cc $(ls csrc/dispatch/*.cc)
-      csrc/core/errors.cc csrc/core/dtype.cc csrc/core/frame_allocator.cc csrc/core/thread_pool.cc"
+      csrc/core/errors.cc csrc/core/dtype.cc csrc/core/frame_allocator.cc csrc/core/thread_pool.cc
+      csrc/core/config_check.cc"
 status=0
 ran=0
 for cxx in ${CXXS:-g++ clang++}; do

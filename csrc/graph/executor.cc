@@ -20,21 +20,18 @@ Shape concrete(const SymShape& s, int64_t T, int64_t R, int64_t C) {
 }  // namespace
 
 Executor::Executor(Graph g, FusionReport report, const WeightFn& weight, const RopeFn& rope)
-    : g_(std::move(g)), report_(std::move(report)) {
+    : g_(std::move(g)), report_(std::move(report)), rope_fn_(rope) {
   const size_t V = g_.values.size(), N = g_.nodes.size();
   weights_.resize(V);
   for (size_t v = 0; v < V; ++v)
     if (g_.values[v].kind == ValueKind::Weight) weights_[v] = weight(g_.values[v]);
 
-  // RoPE tables: one per distinct spec, built once.
-  rope_cos_.resize(g_.ropes.size());
-  rope_sin_.resize(g_.ropes.size());
-  ropes_.resize(g_.ropes.size());
+  // RoPE tables: one per distinct spec, built when a conversation needs them (ensure_rope).
+  rope_cur_.reset(new std::atomic<const RopeTable*>[g_.ropes.size()]);
   max_pos_ = 0;
   for (size_t i = 0; i < g_.ropes.size(); ++i) {
+    rope_cur_[i].store(nullptr);
     const RopeSpec& r = g_.ropes[i];
-    rope(r, rope_cos_[i], rope_sin_[i]);
-    ropes_[i] = RopeTable{rope_cos_[i].data(), rope_sin_[i].data(), r.rot_dims, r.max_pos, r.neox};
     max_pos_ = max_pos_ == 0 ? r.max_pos : std::min(max_pos_, r.max_pos);
   }
   if (max_pos_ == 0) max_pos_ = int64_t(1) << 24;
@@ -42,8 +39,7 @@ Executor::Executor(Graph g, FusionReport report, const WeightFn& weight, const R
   ops_.resize(N);
   for (size_t i = 0; i < N; ++i) {
     const Node& n = g_.nodes[i];
-    ops_[i] = Op{n.kind, n.attrs, n.name.c_str()};
-    if (n.rope >= 0) ops_[i].a.rope = &ropes_[static_cast<size_t>(n.rope)];
+    ops_[i] = Op{n.kind, n.attrs, n.name.c_str()};  // a.rope: the current table, set per forward
   }
 
   // Lifetimes: views share their source's memory (root); a root is recycled
@@ -78,7 +74,44 @@ Executor::Executor(Graph g, FusionReport report, const WeightFn& weight, const R
   vocab_ = out.shape[1].c;
 }
 
+void Executor::ensure_rope(int64_t positions) const {
+  std::lock_guard<std::mutex> lk(rope_mu_);
+  const int64_t built = rope_built_.load();
+  if (positions <= built) return;
+  // grow geometrically (a few rebuilds at most), never past max_position
+  const int64_t n = std::min(max_pos_, std::max(positions, 2 * built));
+  for (size_t i = 0; i < g_.ropes.size(); ++i) {
+    RopeSpec r = g_.ropes[i];
+    r.max_pos = n;
+    auto gen = std::make_unique<RopeGen>();
+    rope_fn_(r, gen->cos, gen->sin);
+    gen->table = RopeTable{gen->cos.data(), gen->sin.data(), r.rot_dims, n, r.neox};
+    rope_cur_[i].store(&gen->table, std::memory_order_release);
+    rope_gens_.push_back(std::move(gen));
+  }
+  rope_built_.store(n);
+}
+
+int64_t Executor::rope_growth_bytes(int64_t positions) const {
+  const int64_t built = rope_built_.load();
+  if (positions <= built) return 0;
+  const int64_t n = std::min(max_pos_, std::max(positions, 2 * built));
+  int64_t bytes = 0;
+  for (const RopeSpec& r : g_.ropes) bytes += 2 * n * (r.rot_dims / 2) * static_cast<int64_t>(sizeof(float));
+  return bytes;
+}
+
+int64_t Executor::state_bytes(int64_t max_context, DType cache_dtype) const {
+  int64_t bytes = 0;
+  for (int id : state_ids_) {
+    const Shape s = concrete(g_.values[static_cast<size_t>(id)].shape, 1, 1, max_context);
+    bytes += static_cast<int64_t>(row_bytes(cache_dtype, s.cols()) * static_cast<size_t>(s.rows()));
+  }
+  return bytes;
+}
+
 std::unique_ptr<ExecState> Executor::new_state(Backend& b, int64_t max_context, DType cache_dtype) const {
+  ensure_rope(max_context);
   auto st = std::make_unique<ExecState>();
   st->owner = &b;
   for (int id : state_ids_)
@@ -167,6 +200,7 @@ void Executor::forward(ExecState& st, ExecContext& ctx, Dispatcher& d, const int
       }
       Op op = ops_[i];
       op.a.pos0 = pos0;
+      if (n.rope >= 0) op.a.rope = rope_cur_[static_cast<size_t>(n.rope)].load(std::memory_order_acquire);
       d.run(op, in, ni, out, no, ctx);
     }
     for (int k = 0; k < no; ++k) vals[static_cast<size_t>(n.outputs[static_cast<size_t>(k)])] = out[k];

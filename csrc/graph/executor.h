@@ -4,8 +4,10 @@
 // and dispatches every node through the model's Dispatcher (labels = node names).
 // Reshape and last_rows are views: resolved here, no kernel runs.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -53,8 +55,13 @@ class Executor {
   int64_t vocab() const { return vocab_; }
   int64_t max_position() const { return max_pos_; }
 
-  // KV caches for max_context positions, allocated on `b` (dtype f32 or f16).
+  // KV caches for max_context positions, allocated on `b` (dtype f32 or f16); the RoPE
+  // tables grow to max_context positions if they are shorter.
   std::unique_ptr<ExecState> new_state(Backend& b, int64_t max_context, DType cache_dtype) const;
+  // Bytes new_state allocates for its KV caches (the memory budget, docs/errors.md).
+  int64_t state_bytes(int64_t max_context, DType cache_dtype) const;
+  // Bytes one more RoPE table growth to `positions` would allocate (0 when they suffice).
+  int64_t rope_growth_bytes(int64_t positions) const;
   // Runs ids[0..T) at position pos0; writes [vocab] (last row) or [T, vocab] floats.
   void forward(ExecState& st, ExecContext& ctx, Dispatcher& d, const int32_t* ids, int64_t T, int64_t pos0,
                int64_t max_context, bool all_logits, float* logits, NodeObserver* obs) const;
@@ -63,8 +70,20 @@ class Executor {
   Graph g_;
   FusionReport report_;
   std::vector<Tensor> weights_;  // by value id
-  std::vector<std::vector<float>> rope_cos_, rope_sin_;
-  std::vector<RopeTable> ropes_;
+  // RoPE tables, built for the largest max_context asked so far (never for all of
+  // max_position_embeddings up front). Growing publishes new tables and keeps the old
+  // ones, so a forward running meanwhile still reads valid ones (values at a position
+  // never change).
+  struct RopeGen {
+    std::vector<float> cos, sin;
+    RopeTable table;
+  };
+  void ensure_rope(int64_t positions) const;
+  RopeFn rope_fn_;
+  mutable std::mutex rope_mu_;
+  mutable std::vector<std::unique_ptr<RopeGen>> rope_gens_;
+  std::unique_ptr<std::atomic<const RopeTable*>[]> rope_cur_;  // one per graph rope spec
+  mutable std::atomic<int64_t> rope_built_{0};
   std::vector<Op> ops_;                        // per node, label = node name
   std::vector<int> root_;                      // view -> the value owning the memory
   std::vector<std::vector<int>> free_after_;   // per node: roots dead after it

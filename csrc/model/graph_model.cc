@@ -48,6 +48,16 @@ class GraphModel : public Model {
   }
   std::string graph_origin() const override { return origin_; }
 
+  // The memory budget (docs/errors.md): the KV caches the graph declares, the RoPE table
+  // growth, and the frame pool's intermediates (estimated as for the curated path: a few rows
+  // of the widest state per token of a forward chunk).
+  int64_t conversation_bytes(int64_t max_context) const override {
+    const DType cache = (opts_.precise || nox_) ? DType::F32 : DType::F16;
+    const int64_t T = std::min(max_context, kForwardChunk);
+    return exec_->state_bytes(max_context, cache) + exec_->rope_growth_bytes(max_context) +
+           T * exec_->vocab() * 4;
+  }
+
   std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
     check_max_context(max_context, max_pos_);
     auto c = std::make_unique<GraphConversation>(pool_.get(), opts_.precise || nox_, max_context, &wdig_);
