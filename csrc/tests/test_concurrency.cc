@@ -19,17 +19,10 @@
 #include "core/errors.h"
 #include "core/thread_pool.h"
 #include "runtime/model.h"
+#include "tests/check.h"
 
 using namespace cyb;
 
-static std::atomic<int> g_fail{0};
-#define CHECK(c)                                                 \
-  do {                                                           \
-    if (!(c)) {                                                  \
-      std::printf("FAILED %s:%d: %s\n", __FILE__, __LINE__, #c); \
-      g_fail = 1;                                                \
-    }                                                            \
-  } while (0)
 
 static void pool_two_callers() {
   ThreadPool pool(2);

@@ -10,17 +10,10 @@
 #include "core/frame_allocator.h"
 #include "core/thread_pool.h"
 #include "dispatch/dispatcher.h"
+#include "tests/check.h"
 
 using namespace cyb;
 
-static int g_fail = 0;
-#define CHECK(c)                                                   \
-  do {                                                             \
-    if (!(c)) {                                                    \
-      std::printf("FAILED %s:%d: %s\n", __FILE__, __LINE__, #c);   \
-      g_fail = 1;                                                  \
-    }                                                              \
-  } while (0)
 
 // A backend that supports only Add (and counts its runs): everything else falls back.
 class AddOnly : public Backend {
