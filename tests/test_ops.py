@@ -603,37 +603,43 @@ def test_attention_bad_shapes_are_errors():
         run("attention", [q, kc, kc], dict(attrs, pos0=0, n_kv_heads=3))
 
 
-def encoder_attention_ref(q, k, v, mask, nh, nkv, hd, scale):
-    """q [B,T,nh,hd], k/v [B,S,nkv,hd], mask [B,S]: every query of b over the real keys of b."""
-    B, T = q.shape[0], q.shape[1]
+def encoder_attention_ref(q, k, v, mask, nh, nkv, hd, scale, window=0):
+    """q [B,T,nh,hd], k/v [B,S,nkv,hd], mask [B,S]: every query t of b over the real keys s of b
+    (with |t - s| <= window when window > 0)."""
+    B, T, S = q.shape[0], q.shape[1], k.shape[1]
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
     out = np.zeros((B, T, nh, hd))
     g = nh // nkv
     for b in range(B):
-        real = np.asarray(mask[b]) != 0
-        if not real.any():
-            continue
-        for h in range(nh):
-            kk, vv = k64[b, real, h // g], v64[b, real, h // g]
-            s = q64[b, :, h] @ kk.T * scale
-            e = np.exp(s - s.max(-1, keepdims=True))
-            out[b, :, h] = (e / e.sum(-1, keepdims=True)) @ vv
+        for t in range(T):
+            vis = np.asarray(mask[b]) != 0
+            if window > 0:
+                vis = vis & (np.abs(np.arange(S) - t) <= window)
+            if not vis.any():
+                continue
+            for h in range(nh):
+                kk, vv = k64[b, vis, h // g], v64[b, vis, h // g]
+                s = kk @ q64[b, t, h] * scale
+                e = np.exp(s - s.max())
+                out[b, t, h] = (e / e.sum()) @ vv
     return out
 
 
-ENC_ATT_CASES = [  # (B, T, S, n_heads, n_kv_heads, head_dim): S != T is cross-attention
-    (1, 1, 1, 1, 1, 8),
-    (3, 7, 7, 4, 4, 16),
-    (2, 5, 9, 6, 2, 64),
-    (2, 12, 12, 2, 1, 80),
-    (4, 3, 17, 3, 3, 40),
+ENC_ATT_CASES = [  # (B, T, S, n_heads, n_kv_heads, head_dim, window): S != T is cross-attention
+    (1, 1, 1, 1, 1, 8, 0),
+    (3, 7, 7, 4, 4, 16, 0),
+    (2, 5, 9, 6, 2, 64, 0),
+    (2, 12, 12, 2, 1, 80, 0),
+    (4, 3, 17, 3, 3, 40, 0),
+    (2, 11, 11, 2, 2, 36, 2),   # ModernBERT's local layers: |t - s| <= window
+    (3, 20, 20, 4, 2, 16, 5),
 ]
 
 
 @pytest.mark.parametrize("case", ENC_ATT_CASES, ids=[str(c) for c in ENC_ATT_CASES])
 @pytest.mark.parametrize("mask_dtype", ["f32", "i32"])
 def test_encoder_attention(case, mask_dtype, backend):
-    B, T, S, nh, nkv, hd = case
+    B, T, S, nh, nkv, hd, window = case
     rng = np.random.default_rng(31)
     q = (rng.standard_normal((B, T, nh, hd)) * 2).astype(np.float32)
     k = rng.standard_normal((B, S, nkv, hd)).astype(np.float32)
@@ -647,14 +653,16 @@ def test_encoder_attention(case, mask_dtype, backend):
         mask[1, 0] = 0  # a hole that is not a suffix: the mask, not a length, decides
         mask[1, S - 1] = 1
     scale = 1.0 / math.sqrt(hd)
-    attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "scale": scale}
+    attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "scale": scale, "window": window}
     (y,) = run("encoder_attention", [q, k, v, mask], attrs, backend=backend)
     assert y.shape == q.shape
-    ref = encoder_attention_ref(q, k, v, mask, nh, nkv, hd, scale)
+    ref = encoder_attention_ref(q, k, v, mask, nh, nkv, hd, scale, window)
     assert rel_err(y, ref) <= TOL_F32
     if mask.any() and not mask.all():  # the mask matters: an all-ones reference is far away
-        unmasked = encoder_attention_ref(q, k, v, np.ones_like(mask), nh, nkv, hd, scale)
+        unmasked = encoder_attention_ref(q, k, v, np.ones_like(mask), nh, nkv, hd, scale, window)
         assert rel_err(y, unmasked) > 100 * TOL_F32
+    if window:  # so does the window
+        assert rel_err(y, encoder_attention_ref(q, k, v, mask, nh, nkv, hd, scale)) > 100 * TOL_F32
 
 
 def test_encoder_attention_bad_shapes_are_errors():

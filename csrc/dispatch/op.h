@@ -61,8 +61,9 @@ enum class OpKind : uint16_t {
   // Bidirectional (non-causal) attention over a batch with a key padding mask:
   // q [B, T, n_heads, head_dim], k/v [B, S, n_kv_heads, head_dim] (S may differ from T:
   // cross-attention), key_mask [B, S] (f32 or i32, nonzero = a real key). Query t of
-  // sequence b sees every key s of b whose mask is nonzero; logits = scale * q.k;
-  // a query with no real key gets 0.  out [B, T, n_heads, head_dim].
+  // sequence b sees every key s of b whose mask is nonzero (and, when window > 0, only
+  // those with |t - s| <= window: ModernBERT's local layers); logits = scale * q.k;
+  // a query with no visible key gets 0.  out [B, T, n_heads, head_dim].
   EncoderAttention = 26,
   Relu = 27,  // out = max(x, 0)
   COUNT_PLUS_ONE
@@ -91,7 +92,7 @@ struct OpAttrs {
   int n_kv_heads = 0;
   int head_dim = 0;
   int64_t pos0 = 0;            // Rope, Attention, KvWrite
-  int64_t window = 0;          // Attention sliding window (0 = full causal)
+  int64_t window = 0;          // Attention sliding window (0 = full causal); EncoderAttention: |t - s| <= window
   int pool_mode = 0;           // MaskedPool: 0 cls, 1 mean, 2 max
   const RopeTable* rope = nullptr;
 };

@@ -149,6 +149,7 @@ void check_encoder_attention(const Op& op, const Tensor* in, int, const Tensor*,
   const int64_t rows_k = heads_rows(op, in[1], op.a.n_kv_heads, "k");
   if (rows_k != B * S) bad_shape(op, {B, S, op.a.n_kv_heads, op.a.head_dim}, in[1].shape, "k");
   if (in[2].shape.numel() != in[1].shape.numel()) bad_shape(op, in[1].shape.vec(), in[2].shape, "v");
+  if (op.a.window < 0) throw_invalid_config("window", "must be >= 0 (0: none), got " + std::to_string(op.a.window));
 }
 
 // ------------------------------------------------------------- the table
@@ -225,7 +226,7 @@ std::vector<OpSchema> build_table() {
     {OpKind::MaskedPool, "masked_pool", 2, 2, 1, false, {Ae("mode", true, F::PoolMode, "cls|mean|max")},
      {x, {"mask", kDtF32, IS::Rows0}}, {out}, ShapeRule::DropRow, 0, check_masked_pool},
     {OpKind::EncoderAttention, "encoder_attention", 4, 4, 1, false,
-     {n_heads, n_kv_heads, head_dim, A("scale", Fl, true, F::Scale)},
+     {n_heads, n_kv_heads, head_dim, A("scale", Fl, true, F::Scale), A("window", AttrType::Int, false, F::Window)},
      {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}, {"key_mask", kDtF32 | kDtI32}}, {out}, ShapeRule::Like, 0,
      check_encoder_attention},
     {OpKind::Relu, "relu", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},

@@ -2,10 +2,11 @@
 // q [B*T, nh, hd], k/v [B*S, nkv, hd], key mask [B, S] (i32, or f32 when mask_f32 = 1;
 // nonzero = a real key). One workgroup per (head, query row b*T + t): the real keys of
 // sequence b in tiles of 64 with a running max (online softmax); each lane owns output
-// dims li, li + 64, ... (head_dim <= 256). A row with no real key writes 0.
+// dims li, li + 64, ... (head_dim <= 256). window > 0: only keys with |t - j| <= window.
+// A row with no visible key writes 0.
 struct P {
   T: u32, S: u32, nh: u32, nkv: u32,
-  hd: u32, mask_f32: u32, pad0: u32, pad1: u32,
+  hd: u32, mask_f32: u32, window: u32, pad1: u32,
   scale: f32, pad2: u32, pad3: u32, pad4: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
@@ -45,7 +46,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var ok = false;
     var s = -3.0e38;
     if (j < p.S) {
-      ok = real(b * p.S + j);
+      let t = bt % p.T;
+      ok = real(b * p.S + j) && (p.window == 0u || (max(t, j) - min(t, j)) <= p.window);
       if (ok) {
         var d = 0.0;
         let kb = kb0 + j * rs;

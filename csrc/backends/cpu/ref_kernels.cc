@@ -273,7 +273,9 @@ void k_encoder_attention(const Op& op, const Tensor* in, int, Tensor* out, int, 
   const double scale = op.a.scale;
   const Tensor& mask = in[3];
   const bool mask_i32 = mask.dtype == DType::I32;
-  auto real = [&](int64_t b, int64_t s) {
+  const int64_t win = op.a.window;
+  auto real = [&](int64_t b, int64_t t, int64_t s) {
+    if (win > 0 && (s - t > win || t - s > win)) return false;
     return mask_i32 ? static_cast<const int32_t*>(mask.data)[b * S + s] != 0 : mask.f32()[b * S + s] != 0.f;
   };
   const size_t per = static_cast<size_t>(S + hd);
@@ -282,14 +284,14 @@ void k_encoder_attention(const Op& op, const Tensor* in, int, Tensor* out, int, 
     double* sc = scr + per * static_cast<size_t>(item);
     double* acc = sc + S;
     for (int64_t r = rb; r < re; ++r) {
-      const int64_t bt = r / nh, b = bt / T;
+      const int64_t bt = r / nh, b = bt / T, t = bt % T;
       const int h = static_cast<int>(r % nh), kh = h / group;
       const float* q = in[0].f32() + r * hd;
       const float* kb = in[1].f32() + (b * S * nkv + kh) * hd;
       const float* vb = in[2].f32() + (b * S * nkv + kh) * hd;
       double mx = -INFINITY;
       for (int64_t s = 0; s < S; ++s) {
-        if (!real(b, s)) continue;
+        if (!real(b, t, s)) continue;
         const float* kr = kb + s * nkv * hd;
         double d = 0.0;
         for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * static_cast<double>(kr[i]);
@@ -298,13 +300,13 @@ void k_encoder_attention(const Op& op, const Tensor* in, int, Tensor* out, int, 
       }
       double den = 0.0;
       for (int64_t s = 0; s < S; ++s)
-        if (real(b, s)) {
+        if (real(b, t, s)) {
           sc[s] = std::exp(sc[s] - mx);
           den += sc[s];
         }
       for (int i = 0; i < hd; ++i) acc[i] = 0.0;
       for (int64_t s = 0; s < S; ++s) {
-        if (!real(b, s)) continue;
+        if (!real(b, t, s)) continue;
         const double w = sc[s] / den;
         const float* vr = vb + s * nkv * hd;
         for (int i = 0; i < hd; ++i) acc[i] += w * static_cast<double>(vr[i]);

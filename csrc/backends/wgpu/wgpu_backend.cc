@@ -1016,7 +1016,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::EncoderAttention: {  // one workgroup per (head, query row); 64 lanes own <= 4 dims each
       const int64_t rows = in[0].shape.numel() / (static_cast<int64_t>(op.a.n_heads) * op.a.head_dim);
       return plain(in[0]) && plain(in[1]) && plain(in[2]) && in[3].offset == 0 && op.a.head_dim <= 256 &&
-             op.a.n_heads <= 65535 && rows <= 65535;
+             op.a.n_heads <= 65535 && rows <= 65535 && op.a.window <= 0x7fffffff;
     }
     case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim
       return plain(in[0]) && op.a.head_dim % 2 == 0;
@@ -1236,7 +1236,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       const int64_t B = in[3].shape.d[0], S = in[3].shape.d[1];
       const int64_t T = in[0].shape.numel() / (B * nh * hd);
       Pipeline& pl = pipeline(g_, "encoder_attention", {});
-      uint32_t p[12] = {u(T), u(S), u(nh), u(nkv), u(hd), in[3].dtype == DType::F32 ? 1u : 0u, 0, 0,
+      uint32_t p[12] = {u(T), u(S), u(nh), u(nkv), u(hd), in[3].dtype == DType::F32 ? 1u : 0u, u(op.a.window), 0,
                         f2u(op.a.scale), 0, 0, 0};
       Bind b[] = {{1, act(st, in[0]), 0, W}, {2, act(st, in[1]), 0, W}, {3, act(st, in[2]), 0, W},
                   {4, act(st, in[3]), 0, W}, {5, dev(out[0])->bufs[0], 0, W}};
