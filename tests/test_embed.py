@@ -18,10 +18,8 @@ import numpy as np
 import pytest
 
 import cyb_llm
-from cyb_llm import _core, hub
+from cyb_llm import hub
 from tolerances import tolerance
-
-pytestmark = pytest.mark.skipif(not hasattr(_core.Model, "embed"), reason="this _core has no encoder API yet")
 
 st = pytest.importorskip("sentence_transformers")
 torch = pytest.importorskip("torch")

@@ -195,8 +195,11 @@ def test_rerank_activation(minilm_file):
     assert set(np.round(s, 6)) == set(np.round(1 / (1 + np.exp(-np.array([1.5, -0.5]))), 6).astype(np.float32))
     enc, _ = make(minilm_file, dict(cfg, rerank={"activation": "identity"}), num_labels=1, logits=[[1.5], [-0.5]])
     assert set(enc.rerank("q", ["x", "y"]).tolist()) == {1.5, -0.5}
-    with pytest.raises(TypeError):
-        enc.rerank(["q"], ["x"])
+    assert enc.rerank("q", ("x", "y")).shape == (2,)  # a tuple of documents is a list, not a pair
+    assert enc.rerank("q", "y") == np.float32(-0.5)  # one document: one score
+    for q, d in ((["q"], ["x"]), ("q", [("x", "y")]), ("q", 3)):
+        with pytest.raises(TypeError):
+            enc.rerank(q, d)
 
 
 def test_create_embedding_shape(minilm_file):

@@ -100,7 +100,8 @@ class Encoder:
         tok_cfg = self.config.get("tokenizer") or {}
         pad = tok_cfg.get("pad_token_id", arch.get("pad_token_id", 0))
         self.pad_id = int(pad) if isinstance(pad, int) else 0
-        self.token_types = self.model_type not in _NO_TOKEN_TYPES and int(arch.get("type_vocab_size", 2) or 0) > 0
+        # token types only where the model has more than one (RoBERTa's single type: None, as all zeros)
+        self.token_types = self.model_type not in _NO_TOKEN_TYPES and int(arch.get("type_vocab_size", 2) or 0) > 1
         labels = arch.get("id2label") or {}
         self.id2label = {int(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
         self.problem_type = arch.get("problem_type")
@@ -302,9 +303,13 @@ class Encoder:
         activation of the file, else sigmoid for one-label models and the raw logits otherwise."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}")
-        docs, _single, _ = _check_texts(documents, "documents")
-        if _single and isinstance(documents, tuple):
-            raise TypeError("documents must be a str or a list of str")
+        _single = isinstance(documents, str)
+        if not _single and not isinstance(documents, (list, tuple)):
+            raise TypeError(f"documents must be a str or a list of str, got {type(documents).__name__}")
+        docs = [documents] if _single else list(documents)
+        for i, d in enumerate(docs):
+            if not isinstance(d, str):
+                raise TypeError(f"documents[{i}] must be a str, got {type(d).__name__}")
         self._check_head(token=False)
         n_labels = int(self.model._native.num_labels)
         if not docs:
