@@ -33,6 +33,8 @@ except Exception as e:  # no library or no adapter
     WGPU_SKIP = f"no wgpu+rs adapter: {e}"
 BACKENDS = [f"cpu:{lvl}" for lvl in LEVELS] + ["wgpu+rs"]
 FAMILIES = ["bert", "roberta", "xlm-roberta", "distilbert"]
+if hasattr(tf, "ModernBertConfig"):  # RoPE, GeGLU, alternating local (windowed) / global attention
+    FAMILIES.append("modernbert")
 HEADS = ["seq", "token"]
 AUTO = {None: "AutoModel", "seq": "AutoModelForSequenceClassification", "token": "AutoModelForTokenClassification"}
 
@@ -45,7 +47,7 @@ def rel_err(a, ref):
 class Tiny:
     """One checkpoint: the HF folder, its .model, the transformers model, a padded batch."""
 
-    def __init__(self, root, family, head, seed=0):
+    def __init__(self, root, family, head, seed=0, lengths=(9, 4, 1, 6)):
         from cyb_llm.convert import import_model
         from encoder_fixtures import make_encoder_folder
 
@@ -56,7 +58,7 @@ class Tiny:
         self.hf = getattr(tf, AUTO[head]).from_pretrained(self.folder).eval()
         cfg = self.hf.config
         rng = np.random.default_rng(seed + 7)
-        lengths = [9, 4, 1, 6]  # real padding: different lengths in one batch
+        # real padding: different lengths in one batch
         B, T = len(lengths), max(lengths)
         pad = cfg.pad_token_id
         self.ids = rng.integers(5, cfg.vocab_size, (B, T)).astype(np.int32)
@@ -178,6 +180,23 @@ def test_ablations_are_far_from_the_reference(tinies):
     assert rel_err(ours_h, h_zero) > ABLATION
     # and ours without token types is that reference
     assert rel_err(m.encode(t.ids, t.mask, None), h_zero) <= TOL
+
+
+@pytest.mark.skipif("modernbert" not in FAMILIES, reason="transformers without ModernBERT")
+def test_modernbert_local_window_matters(tmp_path):
+    """The local layers see only |t - s| <= local_attention / 2: on long rows, the same weights
+    with every layer global are farther than `encoder-ablation-window` from the reference we match
+    (one local layer of three on tiny random weights: a smaller effect than the mask's)."""
+    t = Tiny(tmp_path, "modernbert", "token", lengths=(48, 30))
+    m = load(t, "cpu")
+    ours = t.ours(m, "encode")
+    assert rel_err(ours, t.reference()[0]) <= TOL
+    cfg = t.hf.config
+    assert "sliding_attention" in cfg.layer_types and t.ids.shape[1] > cfg.local_attention // 2 + 1
+    wide = getattr(tf, AUTO["token"]).from_pretrained(t.folder, layer_types=["full_attention"] * len(cfg.layer_types)).eval()
+    h_wide, _ = t.reference(model=wide)
+    real = t.mask != 0
+    assert rel_err(ours[real], h_wide[real]) > tolerance("encoder-ablation-window") >= 10 * TOL
 
 
 def test_roberta_positions_skip_the_padding(tinies):

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/config_check.h"
+#include "core/rope.h"
 #include "core/errors.h"
 #include "dispatch/op.h"
 #include "families/decoder.h"  // config_arch, config_int, config_*_or
@@ -17,8 +18,9 @@ namespace {
 
 // ------------------------------------------------------------------ plan ---
 
-enum class EncKind { Bert, Roberta, DistilBert };
-enum class Head { None, BertSeq, RobertaSeq, DistilSeq, Token };
+enum class EncKind { Bert, Roberta, DistilBert, ModernBert };
+// ModernSeq / ModernToken: ModernBERT's prediction head (dense, act, norm) then the classifier.
+enum class Head { None, BertSeq, RobertaSeq, DistilSeq, Token, ModernSeq, ModernToken };
 
 struct EncoderTypeInfo {
   const char* model_type;
@@ -26,7 +28,7 @@ struct EncoderTypeInfo {
 };
 const EncoderTypeInfo kEncoderTypes[] = {
     {"bert", EncKind::Bert}, {"roberta", EncKind::Roberta}, {"xlm-roberta", EncKind::Roberta},
-    {"distilbert", EncKind::DistilBert}};
+    {"distilbert", EncKind::DistilBert}, {"modernbert", EncKind::ModernBert}};
 
 const EncoderTypeInfo* find_encoder_type(const std::string& t) {
   for (const EncoderTypeInfo& e : kEncoderTypes)
@@ -35,7 +37,10 @@ const EncoderTypeInfo* find_encoder_type(const std::string& t) {
 }
 
 struct EncLayer {
-  Tensor q, bq, k, bk, v, bv, o, bo, ln1, ln1b, up, bup, down, bdown, ln2, ln2b;
+  // bert family: ln1 after attention, ln2 after the ffn (post-norm). ModernBERT (pre-norm):
+  // ln1 = attn_norm (absent on layer 0), ln2 = mlp_norm, up = Wi's input half, gate = its gate half.
+  Tensor q, bq, k, bk, v, bv, o, bo, ln1, ln1b, up, bup, gate, bgate, down, bdown, ln2, ln2b;
+  bool global = true;  // ModernBERT: full attention (else the local window and the local rope)
   std::string label[8];
 };
 enum Label { kQ, kK, kV, kAttn, kO, kLn1, kFfn, kLn2 };
@@ -53,6 +58,12 @@ struct EncoderPlan {
   OpKind act = OpKind::Gelu;
   Head head = Head::None;
   int64_t num_labels = 0;
+  // ModernBERT
+  std::vector<uint8_t> layer_global;
+  int64_t window = 0;  // local layers: |t - s| <= window (local_attention / 2)
+  double theta_global = 160000.0, theta_local = 10000.0;
+  OpKind head_act = OpKind::Gelu;
+  int pool_mode = 0;   // classifier_pooling: cls 0, mean 1
 };
 
 const char* act_words = "gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish";
@@ -103,6 +114,44 @@ EncoderPlan parse_encoder_config(const std::string& type, const toml::Value& con
                                                                  " is not a multiple of num_attention_heads " +
                                                                  std::to_string(p.n_heads));
   p.head_dim = p.hidden / p.n_heads;
+  if (p.kind == EncKind::ModernBert) {
+    p.eps = config_float_or(a, "norm_eps", 1e-5);
+    check_domain(p.eps, Domain::Positive, "architecture.norm_eps");
+    const std::string act = arch_string_or(a, "hidden_activation", "gelu");
+    if (act != "gelu" && act != "gelu_pytorch_tanh" && act != "gelu_new")
+      throw_invalid_config("architecture.hidden_activation", "'" + act + "' is not supported (gelu, gelu_pytorch_tanh)");
+    p.act = act == "gelu" ? OpKind::Gelu : OpKind::GeluTanh;
+    p.head_act = parse_act(arch_string_or(a, "classifier_activation", "gelu"));
+    const std::string pool = arch_string_or(a, "classifier_pooling", "cls");
+    if (pool != "cls" && pool != "mean")
+      throw_invalid_config("architecture.classifier_pooling", "must be \"cls\" or \"mean\", got '" + pool + "'");
+    p.pool_mode = pool == "cls" ? 0 : 1;
+    p.theta_global = config_float_or(a, "global_rope_theta", config_float_or(a, "rope_theta", 160000.0));
+    p.theta_local = config_float_or(a, "local_rope_theta", config_float_or(a, "rope_local_base_freq", 10000.0));
+    check_domain(p.theta_global, Domain::Positive, "architecture.global_rope_theta");
+    check_domain(p.theta_local, Domain::Positive, "architecture.local_rope_theta");
+    if (p.head_dim % 2) throw_invalid_config("architecture.num_attention_heads", "head_dim must be even (RoPE)");
+    const int64_t local = config_int_or(a, "local_attention", 128);
+    p.window = config_int_or(a, "sliding_window", local / 2);
+    if (p.window <= 0) throw_invalid_config("architecture.local_attention", "must be a positive integer");
+    p.layer_global.assign(static_cast<size_t>(p.n_layers), 1);
+    if (const toml::Value* lt = a.find("layer_types"); lt && lt->is_array()) {
+      if (static_cast<int64_t>(lt->as_array().size()) != p.n_layers)
+        throw_invalid_config("architecture.layer_types", "must have one entry per layer");
+      for (size_t i = 0; i < lt->as_array().size(); ++i) {
+        const toml::Value& v = lt->as_array()[i];
+        if (!v.is_string() || (v.as_string() != "full_attention" && v.as_string() != "sliding_attention"))
+          throw_invalid_config("architecture.layer_types", "entries must be \"full_attention\" or \"sliding_attention\"");
+        p.layer_global[i] = v.as_string() == "full_attention";
+      }
+    } else {
+      const int64_t every = config_int_or(a, "global_attn_every_n_layers", 3);
+      require_range(every, "global_attn_every_n_layers", 1, 1 << 12);
+      for (int64_t l = 0; l < p.n_layers; ++l) p.layer_global[static_cast<size_t>(l)] = l % every == 0;
+    }
+    p.pad_id = config_int_or(a, "pad_token_id", 0);
+    return p;
+  }
   p.type_vocab = p.kind == EncKind::DistilBert ? 0 : config_int_or(a, "type_vocab_size", 2);
   require_range(p.type_vocab, "type_vocab_size", 0, 1 << 16);
   p.pad_id = config_int_or(a, "pad_token_id", p.kind == EncKind::Roberta ? 1 : 0);
@@ -125,13 +174,17 @@ class Names {
  public:
   Names(const ModelFile& f, EncKind kind) : f_(f) {
     const char* cands[] = {"", "bert.", "roberta.", "distilbert.", "model."};
+    const std::string probe = kind == EncKind::ModernBert ? "embeddings.tok_embeddings.weight"
+                                                          : "embeddings.word_embeddings.weight";
     for (const char* c : cands)
-      if (f_.find(std::string(c) + "embeddings.word_embeddings.weight")) {
+      if (f_.find(std::string(c) + probe)) {
         prefix_ = c;
         return;
       }
-    (void)kind;
-    prefix_ = kind == EncKind::Bert ? "bert." : kind == EncKind::Roberta ? "roberta." : "distilbert.";
+    prefix_ = kind == EncKind::Bert         ? "bert."
+              : kind == EncKind::Roberta    ? "roberta."
+              : kind == EncKind::DistilBert ? "distilbert."
+                                            : "model.";
   }
   // The base model's tensor `n` (prefixed when the file prefixes them).
   std::string base(const std::string& n) const { return prefix_ + n; }
@@ -182,7 +235,11 @@ class Encoder : public Model {
     return binder_.weight(name, plan_.type + " encoder", &shape);
   }
   Tensor vec(const std::string& name, int64_t n) { return binder_.vector_f32(name, n, plan_.type + " encoder"); }
+  Tensor vec_opt(const std::string& name, int64_t n) {
+    return binder_.vector_f32(name, n, plan_.type + " encoder", /*required=*/false);
+  }
   void bind_weights();
+  void bind_modernbert();
   void check_batch(const EncoderBatch& b) const;
 
   EncoderPlan plan_;
@@ -190,9 +247,90 @@ class Encoder : public Model {
   Tensor word_, pos_, types_, emb_ln_, emb_lnb_;
   std::vector<EncLayer> layers_;
   Tensor head_dense_, head_dense_b_, head_out_, head_out_b_;
+  Tensor final_norm_, final_norm_b_, head_norm_, head_norm_b_;  // ModernBERT
+  // ModernBERT's RoPE tables (global and local theta), max_position_embeddings rows, built at load.
+  struct Rope {
+    std::vector<float> cos, sin;
+    RopeTable table;
+  };
+  Rope rope_global_, rope_local_;
 };
 
+void Encoder::bind_modernbert() {
+  const EncoderPlan& p = plan_;
+  const Names n(*file_, p.kind);
+  const int64_t H = p.hidden, I = p.intermediate;
+  word_ = w(n.base("embeddings.tok_embeddings.weight"), {p.vocab, H});
+  emb_ln_ = vec(n.base("embeddings.norm.weight"), H);
+  emb_lnb_ = vec_opt(n.base("embeddings.norm.bias"), H);
+  final_norm_ = vec(n.base("final_norm.weight"), H);
+  final_norm_b_ = vec_opt(n.base("final_norm.bias"), H);
+  layers_.resize(static_cast<size_t>(p.n_layers));
+  for (int64_t l = 0; l < p.n_layers; ++l) {
+    EncLayer& L = layers_[static_cast<size_t>(l)];
+    const std::string s = std::to_string(l), b = n.base("layers." + s + ".");
+    const Tensor qkv = w(b + "attn.Wqkv.weight", {3 * H, H});
+    L.q = qkv.rows(0, H);
+    L.k = qkv.rows(H, H);
+    L.v = qkv.rows(2 * H, H);
+    if (n.has(b + "attn.Wqkv.bias")) {
+      const Tensor bqkv = vec(b + "attn.Wqkv.bias", 3 * H);
+      for (Tensor* t : {&L.bq, &L.bk, &L.bv}) {
+        *t = bqkv;
+        t->shape = Shape{H};
+      }
+      L.bk.data = bqkv.f32() + H;
+      L.bv.data = bqkv.f32() + 2 * H;
+    }
+    L.o = w(b + "attn.Wo.weight", {H, H});
+    L.bo = vec_opt(b + "attn.Wo.bias", H);
+    if (l > 0) {  // layer 0 has no attn_norm (nn.Identity)
+      L.ln1 = vec(b + "attn_norm.weight", H);
+      L.ln1b = vec_opt(b + "attn_norm.bias", H);
+    }
+    L.ln2 = vec(b + "mlp_norm.weight", H);
+    L.ln2b = vec_opt(b + "mlp_norm.bias", H);
+    const Tensor wi = w(b + "mlp.Wi.weight", {2 * I, H});
+    L.up = wi.rows(0, I);
+    L.gate = wi.rows(I, I);
+    if (n.has(b + "mlp.Wi.bias")) {
+      const Tensor bi = vec(b + "mlp.Wi.bias", 2 * I);
+      L.bup = bi;
+      L.bup.shape = Shape{I};
+      L.bgate = L.bup;
+      L.bgate.data = bi.f32() + I;
+    }
+    L.down = w(b + "mlp.Wo.weight", {H, I});
+    L.bdown = vec_opt(b + "mlp.Wo.bias", H);
+    L.global = p.layer_global[static_cast<size_t>(l)] != 0;
+    for (int i = 0; i < 8; ++i) L.label[i] = "layers." + s + "." + kLabelNames[i];
+  }
+  std::string arch_name;
+  if (const toml::Value* a = config_arch(file_->config()).find("architectures"); a && a->is_array() &&
+      !a->as_array().empty() && a->as_array()[0].is_string())
+    arch_name = a->as_array()[0].as_string();
+  if (n.has(n.head("head.dense.weight")) && n.has(n.head("classifier.weight"))) {
+    plan_.head = arch_name.find("ForTokenClassification") != std::string::npos ? Head::ModernToken : Head::ModernSeq;
+    head_dense_ = w(n.head("head.dense.weight"), {H, H});
+    head_dense_b_ = vec_opt(n.head("head.dense.bias"), H);
+    head_norm_ = vec(n.head("head.norm.weight"), H);
+    head_norm_b_ = vec_opt(n.head("head.norm.bias"), H);
+    const std::string cls = n.head("classifier.weight");
+    const TensorEntry* e = file_->find(cls);
+    plan_.num_labels = e && e->shape.size() == 2 ? e->shape[0] : 0;
+    if (plan_.num_labels <= 0) throw_shape_mismatch(cls, {-1, H}, {});
+    head_out_ = w(cls, {plan_.num_labels, H});
+    head_out_b_ = vec_opt(n.head("classifier.bias"), plan_.num_labels);
+  }
+  for (Rope* r : {&rope_global_, &rope_local_}) {
+    build_rope_table(static_cast<int>(p.head_dim), p.max_position, r == &rope_global_ ? p.theta_global : p.theta_local,
+                     RopeScaling{}, r->cos, r->sin);
+    r->table = RopeTable{r->cos.data(), r->sin.data(), static_cast<int>(p.head_dim), p.max_position, true};
+  }
+}
+
 void Encoder::bind_weights() {
+  if (plan_.kind == EncKind::ModernBert) return bind_modernbert();
   const EncoderPlan& p = plan_;
   const Names n(*file_, p.kind);
   const int64_t H = p.hidden, I = p.intermediate;
@@ -292,6 +430,8 @@ void Encoder::bind_weights() {
       bind_out(cls);
       break;
     case Head::Token: bind_out(cls); break;
+    case Head::ModernSeq:
+    case Head::ModernToken: break;  // bind_modernbert
   }
 }
 
@@ -316,35 +456,42 @@ void Encoder::check_batch(const EncoderBatch& b) const {
 
 void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, float* out) {
   check_batch(b);
-  if ((req.what == EncoderOutput::SequenceLogits || req.what == EncoderOutput::TokenLogits) && plan_.head == Head::None)
+  const Head hk = plan_.head;
+  const bool seq_head = hk == Head::BertSeq || hk == Head::RobertaSeq || hk == Head::DistilSeq || hk == Head::ModernSeq;
+  const bool tok_head = hk == Head::Token || hk == Head::ModernToken;
+  if ((req.what == EncoderOutput::SequenceLogits || req.what == EncoderOutput::TokenLogits) && hk == Head::None)
     throw_invalid_config("architecture.architectures", "'" + plan_.type + "' model has no classification head");
-  if (req.what == EncoderOutput::SequenceLogits && plan_.head == Head::Token)
+  if (req.what == EncoderOutput::SequenceLogits && !seq_head)
     throw_invalid_config("architecture.architectures",
                          "the model has a token classification head: use classify_tokens");
-  if (req.what == EncoderOutput::TokenLogits && plan_.head != Head::Token)
+  if (req.what == EncoderOutput::TokenLogits && !tok_head)
     throw_invalid_config("architecture.architectures",
                          "the model has a sequence classification head: use classify");
   if (req.what == EncoderOutput::Pooled && (req.pool_mode < 0 || req.pool_mode > 2))
     throw_invalid_config("pooling", "must be cls, mean or max");
+  const bool modern = plan_.kind == EncKind::ModernBert;
   const int64_t B = b.batch, T = b.len, BT = B * T, H = plan_.hidden, I = plan_.intermediate;
   const int64_t nh = plan_.n_heads, hd = plan_.head_dim;
 
   // Host inputs of the ops (ids, positions, types, masks): sized per call.
-  std::vector<int32_t> pos(static_cast<size_t>(BT));
-  for (int64_t r = 0; r < B; ++r) {
-    if (plan_.kind == EncKind::Roberta) {  // transformers' create_position_ids_from_input_ids
-      int32_t c = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        const bool real = b.ids[r * T + t] != plan_.pad_id;
-        c += real ? 1 : 0;
-        pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(real ? c + plan_.pad_id : plan_.pad_id);
+  std::vector<int32_t> pos;
+  if (!modern) {
+    pos.resize(static_cast<size_t>(BT));
+    for (int64_t r = 0; r < B; ++r) {
+      if (plan_.kind == EncKind::Roberta) {  // transformers' create_position_ids_from_input_ids
+        int32_t c = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          const bool real = b.ids[r * T + t] != plan_.pad_id;
+          c += real ? 1 : 0;
+          pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(real ? c + plan_.pad_id : plan_.pad_id);
+        }
+      } else {
+        for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(t);
       }
-    } else {
-      for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(t);
     }
   }
   std::vector<int32_t> zeros;
-  const int32_t* types = b.token_types;
+  const int32_t* types = plan_.type_vocab > 0 ? b.token_types : nullptr;
   if (!types && plan_.type_vocab > 0) {
     zeros.assign(static_cast<size_t>(BT), 0);
     types = zeros.data();
@@ -356,8 +503,14 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     t.data = const_cast<int32_t*>(p);
     return t;
   };
-  const Tensor ids_t = host_i32(b.ids, Shape{BT}), pos_t = host_i32(pos.data(), Shape{BT});
+  const Tensor ids_t = host_i32(b.ids, Shape{BT});
   const Tensor mask_t = host_i32(b.mask, Shape{B, T});
+  std::vector<float> maskf(static_cast<size_t>(BT));
+  for (int64_t i = 0; i < BT; ++i) maskf[static_cast<size_t>(i)] = b.mask[i] != 0 ? 1.f : 0.f;
+  Tensor maskf_t;
+  maskf_t.dtype = DType::F32;
+  maskf_t.shape = Shape{B, T};
+  maskf_t.data = maskf.data();
 
   ExecContext ctx(pool_.get(), opts_.precise);
   Dispatcher& d = *dispatcher_;
@@ -368,68 +521,105 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
   auto layer_norm = [&](const Tensor& x, const Tensor& g, const Tensor& bb, Tensor* y, const char* label) {
     Op op = make_op(OpKind::LayerNorm, label);
     op.a.eps = eps;
-    d.run(op, {x, g, bb}, {y}, ctx);
+    if (bb.data) d.run(op, {x, g, bb}, {y}, ctx);
+    else d.run(op, {x, g}, {y}, ctx);
   };
   auto matmul = [&](const Tensor& x, const Tensor& W, const Tensor& bias, Tensor* y, const char* label) {
-    d.run(make_op(OpKind::Matmul, label), {x, W, bias}, {y}, ctx);
+    if (bias.data) d.run(make_op(OpKind::Matmul, label), {x, W, bias}, {y}, ctx);
+    else d.run(make_op(OpKind::Matmul, label), {x, W}, {y}, ctx);
   };
 
   // embeddings
-  Tensor x = frame(Shape{BT, H}), e = frame(Shape{BT, H}), e2 = frame(Shape{BT, H});
-  d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
-  d.run(make_op(OpKind::Embedding, "embeddings.position"), {pos_t, pos_}, {&e2}, ctx);
-  d.run(make_op(OpKind::Add, "embeddings.add"), {e, e2}, {&x}, ctx);
-  if (types) {
-    d.run(make_op(OpKind::Embedding, "embeddings.token_type"), {host_i32(types, Shape{BT}), types_}, {&e2}, ctx);
-    d.run(make_op(OpKind::Add, "embeddings.add"), {x, e2}, {&e}, ctx);
-    std::swap(x, e);
+  Tensor x = frame(Shape{BT, H}), e = frame(Shape{BT, H});
+  if (modern) {
+    d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
+  } else {
+    Tensor e2 = frame(Shape{BT, H});
+    d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
+    d.run(make_op(OpKind::Embedding, "embeddings.position"), {host_i32(pos.data(), Shape{BT}), pos_}, {&e2}, ctx);
+    d.run(make_op(OpKind::Add, "embeddings.add"), {e, e2}, {&x}, ctx);
+    if (types) {
+      d.run(make_op(OpKind::Embedding, "embeddings.token_type"), {host_i32(types, Shape{BT}), types_}, {&e2}, ctx);
+      d.run(make_op(OpKind::Add, "embeddings.add"), {x, e2}, {&e}, ctx);
+    } else {
+      std::swap(x, e);
+    }
   }
-  layer_norm(x, emb_ln_, emb_lnb_, &e, "embeddings.norm");
-  std::swap(x, e);
+  layer_norm(e, emb_ln_, emb_lnb_, &x, "embeddings.norm");
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const bool reuse = be.host_memory();  // a host backend finishes each op before the next
-  Tensor q, k, v, att, o, s, x1, up, f;
+  Tensor q, k, v, att, o, s, x1, up, gt, f;
   auto layer_frames = [&] {
-    q = frame(Shape{B, T, nh, hd});
-    k = frame(Shape{B, T, nh, hd});
-    v = frame(Shape{B, T, nh, hd});
-    att = frame(Shape{B, T, nh, hd});
+    q = frame(Shape{BT, H});
+    k = frame(Shape{BT, H});
+    v = frame(Shape{BT, H});
+    att = frame(Shape{BT, H});
     o = frame(Shape{BT, H});
     s = frame(Shape{BT, H});
     x1 = frame(Shape{BT, H});
     up = frame(Shape{BT, I});
+    if (modern) gt = frame(Shape{BT, I});
     f = frame(Shape{BT, H});
   };
   if (reuse) layer_frames();
+  auto attention = [&](const EncLayer& L, const Tensor& h) {  // att = attention(h Wq, h Wk, h Wv)
+    matmul(h, L.q, L.bq, &q, L.label[kQ].c_str());
+    matmul(h, L.k, L.bk, &k, L.label[kK].c_str());
+    matmul(h, L.v, L.bv, &v, L.label[kV].c_str());
+    if (modern) {  // RoPE per sequence (positions 0..T-1 in each)
+      Op op = make_op(OpKind::Rope, L.label[kQ].c_str());
+      op.a.rope = L.global ? &rope_global_.table : &rope_local_.table;
+      op.a.n_heads = static_cast<int>(nh);
+      op.a.head_dim = static_cast<int>(hd);
+      for (int64_t r = 0; r < B; ++r)
+        for (Tensor* t : {&q, &k}) {
+          Tensor rows = t->rows(r * T, T);
+          d.run(op, {rows}, {&rows}, ctx);
+        }
+    }
+    Op op = make_op(OpKind::EncoderAttention, L.label[kAttn].c_str());
+    op.a.n_heads = static_cast<int>(nh);
+    op.a.n_kv_heads = static_cast<int>(nh);
+    op.a.head_dim = static_cast<int>(hd);
+    op.a.scale = scale;
+    op.a.window = modern && !L.global ? plan_.window : 0;
+    d.run(op, {q, k, v, mask_t}, {&att}, ctx);
+  };
   for (const EncLayer& L : layers_) {
     if (!reuse) layer_frames();
-    matmul(x, L.q, L.bq, &q, L.label[kQ].c_str());
-    matmul(x, L.k, L.bk, &k, L.label[kK].c_str());
-    matmul(x, L.v, L.bv, &v, L.label[kV].c_str());
-    {
-      Op op = make_op(OpKind::EncoderAttention, L.label[kAttn].c_str());
-      op.a.n_heads = static_cast<int>(nh);
-      op.a.n_kv_heads = static_cast<int>(nh);
-      op.a.head_dim = static_cast<int>(hd);
-      op.a.scale = scale;
-      d.run(op, {q, k, v, mask_t}, {&att}, ctx);
+    Tensor xn = reuse ? x : frame(Shape{BT, H});  // the layer's output (in place of x on a host backend)
+    if (modern) {  // pre-norm: x += attn(attn_norm(x)); x += Wo(act(h Wi_in) * (h Wi_gate)), h = mlp_norm(x)
+      if (L.ln1.data) layer_norm(x, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
+      attention(L, L.ln1.data ? x1 : x);
+      matmul(att, L.o, L.bo, &o, L.label[kO].c_str());
+      d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
+      layer_norm(s, L.ln2, L.ln2b, &x1, L.label[kLn2].c_str());
+      matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
+      matmul(x1, L.gate, L.bgate, &gt, L.label[kFfn].c_str());
+      Op g = make_op(OpKind::GeGlu, L.label[kFfn].c_str());
+      g.a.gelu_erf = plan_.act == OpKind::Gelu;
+      Tensor act = frame(Shape{BT, I});
+      d.run(g, {up, gt}, {&act}, ctx);
+      matmul(act, L.down, L.bdown, &f, L.label[kFfn].c_str());
+      d.run(make_op(OpKind::Add, L.label[kLn2].c_str()), {f, s}, {&xn}, ctx);
+    } else {  // post-norm: x = ln1(x + attn(x)); x = ln2(x + ffn(x))
+      attention(L, x);
+      matmul(att, L.o, L.bo, &o, L.label[kO].c_str());
+      d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
+      layer_norm(s, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
+      matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
+      d.run(make_op(plan_.act, L.label[kFfn].c_str()), {up}, {&up}, ctx);
+      matmul(up, L.down, L.bdown, &f, L.label[kFfn].c_str());
+      d.run(make_op(OpKind::Add, L.label[kLn2].c_str()), {f, x1}, {&s}, ctx);
+      layer_norm(s, L.ln2, L.ln2b, &xn, L.label[kLn2].c_str());
     }
-    Tensor att2 = att;
-    att2.shape = Shape{BT, H};
-    matmul(att2, L.o, L.bo, &o, L.label[kO].c_str());
-    d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
-    layer_norm(s, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
-    matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
-    d.run(make_op(plan_.act, L.label[kFfn].c_str()), {up}, {&up}, ctx);
-    matmul(up, L.down, L.bdown, &f, L.label[kFfn].c_str());
-    d.run(make_op(OpKind::Add, L.label[kLn2].c_str()), {f, x1}, {&s}, ctx);
-    if (reuse) {
-      layer_norm(s, L.ln2, L.ln2b, &x, L.label[kLn2].c_str());
-    } else {
-      x = frame(Shape{BT, H});
-      layer_norm(s, L.ln2, L.ln2b, &x, L.label[kLn2].c_str());
-    }
+    x = xn;
+  }
+  if (modern) {
+    Tensor xf = frame(Shape{BT, H});
+    layer_norm(x, final_norm_, final_norm_b_, &xf, "final_norm");
+    x = xf;
   }
 
   // outputs
@@ -437,18 +627,20 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
   int64_t n_out = 0;
   Tensor x3 = x;
   x3.shape = Shape{B, T, H};
-  std::vector<float> maskf(static_cast<size_t>(BT));
-  for (int64_t i = 0; i < BT; ++i) maskf[static_cast<size_t>(i)] = b.mask[i] != 0 ? 1.f : 0.f;
-  Tensor maskf_t;
-  maskf_t.dtype = DType::F32;
-  maskf_t.shape = Shape{B, T};
-  maskf_t.data = maskf.data();
   auto pool = [&](int mode, const char* label) {
     Tensor c = frame(Shape{B, H});
     Op op = make_op(OpKind::MaskedPool, label);
     op.a.pool_mode = mode;
     d.run(op, {x3, maskf_t}, {&c}, ctx);
     return c;
+  };
+  // ModernBERT's prediction head: norm(act(dense(h)))
+  auto modern_head = [&](const Tensor& h, int64_t rows) {
+    Tensor h1 = frame(Shape{rows, H}), h2 = frame(Shape{rows, H});
+    matmul(h, head_dense_, head_dense_b_, &h1, "head.dense");
+    d.run(make_op(plan_.head_act, "head.act"), {h1}, {&h1}, ctx);
+    layer_norm(h1, head_norm_, head_norm_b_, &h2, "head.norm");
+    return h2;
   };
   switch (req.what) {
     case EncoderOutput::Hidden:
@@ -468,15 +660,20 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
       break;
     }
     case EncoderOutput::SequenceLogits: {
-      Tensor c = pool(0, "head.cls");
-      Tensor h1 = frame(Shape{B, H});
-      matmul(c, head_dense_, head_dense_b_, &h1, "head.dense");
-      if (plan_.head == Head::DistilSeq) {
-        d.run(make_op(OpKind::Relu, "head.act"), {h1}, {&h1}, ctx);
+      Tensor h1;
+      if (hk == Head::ModernSeq) {
+        h1 = modern_head(pool(plan_.pool_mode, "head.pool"), B);
       } else {
-        Op op = make_op(OpKind::Softcap, "head.act");  // 1 * tanh(x / 1): tanh
-        op.a.softcap = 1.f;
-        d.run(op, {h1}, {&h1}, ctx);
+        const Tensor c = pool(0, "head.cls");
+        h1 = frame(Shape{B, H});
+        matmul(c, head_dense_, head_dense_b_, &h1, "head.dense");
+        if (hk == Head::DistilSeq) {
+          d.run(make_op(OpKind::Relu, "head.act"), {h1}, {&h1}, ctx);
+        } else {
+          Op op = make_op(OpKind::Softcap, "head.act");  // 1 * tanh(x / 1): tanh
+          op.a.softcap = 1.f;
+          d.run(op, {h1}, {&h1}, ctx);
+        }
       }
       result = frame(Shape{B, plan_.num_labels});
       matmul(h1, head_out_, head_out_b_, &result, "head.out");
@@ -485,7 +682,7 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     }
     case EncoderOutput::TokenLogits:
       result = frame(Shape{BT, plan_.num_labels});
-      matmul(x, head_out_, head_out_b_, &result, "head.out");
+      matmul(hk == Head::ModernToken ? modern_head(x, BT) : x, head_out_, head_out_b_, &result, "head.out");
       n_out = BT * plan_.num_labels;
       break;
   }

@@ -14,6 +14,15 @@
 //     roberta     out_proj(tanh(dense(x[:, 0])))
 //     distilbert  classifier(relu(pre_classifier(x[:, 0])))
 //     token       classifier(x)
+//
+// ModernBERT (pre-norm, no position embeddings, no biases unless configured):
+//   x = LayerNorm(tok[ids])
+//   for each layer:
+//     h = attn_norm(x) (layer 0: x); q, k, v = rows of h Wqkv; rope(q), rope(k) per sequence
+//         (global_rope_theta on global layers, local_rope_theta on local ones)
+//     x = x + encoder_attention(q, k, v, key_mask, window: local layers |t - s| <= local_attention/2) Wo
+//     h = mlp_norm(x); x = x + (gelu(h Wi_in) * (h Wi_gate)) Wo
+//   x = final_norm(x); heads: classifier(norm(act(dense(pool or x)))), pool: classifier_pooling
 #pragma once
 #include <memory>
 #include <string>
@@ -22,7 +31,7 @@
 
 namespace cyb {
 
-// True for the encoder model types (bert, roberta, xlm-roberta, distilbert).
+// True for the encoder model types (bert, roberta, xlm-roberta, distilbert, modernbert).
 bool is_encoder_model_type(const std::string& model_type);
 // Comma-separated list of them (for error messages).
 std::string encoder_model_types();

@@ -1007,7 +1007,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return all_plain();
     case OpKind::Rope: {  // one workgroup row per (token, head), 64 dims per workgroup
       const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(op.a.n_heads) * op.a.head_dim);
-      return plain(in[0]) && T * op.a.n_heads <= 65535 && op.a.head_dim <= 65535 * 64;
+      return in[0].dtype == DType::F32 && in[0].offset % 4 == 0 && T * op.a.n_heads <= 65535 &&
+             op.a.head_dim <= 65535 * 64;
     }
     case OpKind::Attention:  // device caches; f16 caches are read as packed pairs
       return op.a.head_dim <= 256 && (in[1].dtype == DType::F32 || op.a.head_dim % 2 == 0) &&
@@ -1187,9 +1188,12 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       stt.data = const_cast<float*>(rt.sin);
       WGPUBuffer cb = weight(ct)->bufs[0], sb = weight(stt)->bufs[0];
       WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0];
-      const bool inplace = xb == yb;
+      const bool inplace = xb == yb;  // a row view rotated in place (x and y: the same view)
+      if (inplace && in[0].offset != out[0].offset)
+        throw_unsupported_op("rope (overlapping views of one buffer)", "wgpu+rs", "-");
       Pipeline& pl = pipeline(g_, "rope", inplace ? std::vector<std::string>{"INPLACE"} : std::vector<std::string>{});
-      uint32_t p[8] = {u(T), u(nh), u(hd), u(half), u(op.a.pos0), rt.neox ? 1u : 0u, 0, 0};
+      uint32_t p[8] = {u(T), u(nh), u(hd), u(half), u(op.a.pos0), rt.neox ? 1u : 0u, u(in[0].offset / 4),
+                       u(out[0].offset / 4)};
       const uint32_t gx = u((hd + 63) / 64), gy = u(T * nh);
       if (inplace) {
         Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, yb, 0, W}};
