@@ -218,7 +218,8 @@ void test_level(CpuLevel L) {
   for (int64_t D : {67, 256}) {
     Buf a = randn(Shape{5, D}, 3.f), b = randn(Shape{5, D}), w = randn(Shape{D});
     for (OpKind k : {OpKind::Add, OpKind::Mul, OpKind::SwiGlu, OpKind::GeGlu, OpKind::Silu, OpKind::GeluTanh,
-                     OpKind::Gelu, OpKind::Softcap, OpKind::Softmax, OpKind::Scale, OpKind::RmsNorm, OpKind::LayerNorm}) {
+                     OpKind::Gelu, OpKind::Softcap, OpKind::Softmax, OpKind::Scale, OpKind::RmsNorm, OpKind::LayerNorm,
+                     OpKind::Relu}) {
       Op op{};
       op.kind = k;
       op.a.softcap = 5.f;
@@ -257,6 +258,25 @@ void test_level(CpuLevel L) {
     auto y = run(L, false, sk, {a, b, w}, {Buf(DType::F32, a.t.shape), Buf(DType::F32, a.t.shape)});
     auto ref = run(CpuLevel::Scalar, true, sk, {a, b, w}, {Buf(DType::F32, a.t.shape), Buf(DType::F32, a.t.shape)});
     check(ln + " fused_skip_norm", std::max(rel_err(y[0], ref[0]), rel_err(y[1], ref[1])), 1e-6);
+  }
+  for (int64_t window : {int64_t(0), int64_t(3)}) {  // encoder_attention: 3 sequences (one without keys), GQA
+    const int nh = 4, nkv = 2, hd = 36;
+    const int64_t B = 3, T = 9, S = 9;
+    Buf q = randn(Shape{B, T, nh, hd}, 2.f), k = randn(Shape{B, S, nkv, hd}), v = randn(Shape{B, S, nkv, hd});
+    Buf m(DType::I32, Shape{B, S});
+    int32_t* mp = static_cast<int32_t*>(m.t.data);
+    for (int64_t i = 0; i < B * S; ++i) mp[i] = i < S || (i >= S && i < S + 5) ? 1 : 0;  // lengths 9, 5, 0
+    mp[S + 1] = 0;  // a hole
+    Op op{};
+    op.kind = OpKind::EncoderAttention;
+    op.a.n_heads = nh;
+    op.a.n_kv_heads = nkv;
+    op.a.head_dim = hd;
+    op.a.scale = 1.f / 6.f;
+    op.a.window = window;
+    Buf y = run(L, false, op, {q, k, v, m}, {Buf(DType::F32, q.t.shape)})[0];
+    Buf ref = run(CpuLevel::Scalar, true, op, {q, k, v, m}, {Buf(DType::F32, q.t.shape)})[0];
+    check(ln + " encoder_attention window=" + std::to_string(window), rel_err(y, ref), 1e-6);
   }
   for (bool neox : {true, false}) {
     rt.neox = neox;
