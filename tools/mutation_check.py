@@ -204,12 +204,13 @@ def run_mutation(m: Mutation) -> dict:
         row["caught_by"] = f"NOT APPLIED: {e}"
         return row
     try:
-        if m.native:
-            try:
-                build()
-            except SystemExit as e:  # a mutation must compile; if not, it is a stale mutation
-                row["caught_by"] = f"NOT BUILT: {str(e).splitlines()[0]}"
-                return row
+        # Always (incremental): the previous native mutation was reverted in the sources,
+        # and its build must not leak into a Python-only mutation.
+        try:
+            build()
+        except SystemExit as e:  # a mutation must compile; if not, it is a stale mutation
+            row["caught_by"] = f"NOT BUILT: {str(e).splitlines()[0]}"
+            return row
         xml = os.path.join(WORK, f"{m.name}.xml")
         r = sh(pytest_cmd(m.name), cwd=SRC, env=env(), check=False, capture=True)
         with open(os.path.join(WORK, f"{m.name}.log"), "w") as f:
