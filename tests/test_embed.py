@@ -240,7 +240,7 @@ def test_tiny_classify_as_pipeline(tmp_path, family, problem_type):
         np.testing.assert_allclose(sorted((x["score"] for x in o), reverse=True), sorted(s, reverse=True), atol=bound)
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "modernbert"])
 def test_tiny_classify_tokens(tmp_path, family):
     from transformers import AutoModelForTokenClassification
 
@@ -258,7 +258,7 @@ def test_tiny_classify_tokens(tmp_path, family):
             assert abs(e["score"] - p[e["index"]].max()) <= tolerance("precise-vs-transformers")
 
 
-@pytest.mark.parametrize("family", ["bert", "xlm-roberta"])
+@pytest.mark.parametrize("family", ["bert", "xlm-roberta", "modernbert"])
 def test_tiny_rerank_as_cross_encoder(tmp_path, family):
     folder, path = _tiny(tmp_path, family, "seq", num_labels=1)
     ce = st.CrossEncoder(folder, device="cpu")
@@ -268,3 +268,12 @@ def test_tiny_rerank_as_cross_encoder(tmp_path, family):
     ours = m.rerank("the cat", docs)
     assert ours.shape == (4,)
     np.testing.assert_allclose(ours, ref, atol=tolerance("precise-vs-transformers"))
+
+
+def test_minilm_is_no_decoder(minilm):
+    m = cyb_llm.load(minilm)
+    assert m.is_encoder and m.chat is None and m.family == "bert"
+    with pytest.raises(cyb_llm.InvalidConfig, match="bert"):
+        m.new_conversation()
+    with pytest.raises(cyb_llm.InvalidConfig, match="bert"):
+        list(m.generator().generate("hello", max_tokens=2))
