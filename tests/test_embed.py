@@ -174,13 +174,6 @@ def _tiny(tmp_path, family, head, **kw):
     folder = make_encoder_folder(tmp_path, family, head, **kw)
     out = str(tmp_path / f"{family}-{head}.model")
     import_model(folder, out, progress=False)
-    if family == "modernbert":  # imported (tests/test_encoder_import.py); the native family may not exist yet
-        try:
-            cyb_llm.load(out)
-        except cyb_llm.errors.InvalidConfig as e:
-            if "modernbert" not in str(e):
-                raise
-            pytest.skip(f"no native ModernBERT encoder in this build: {e}")
     return folder, out
 
 
