@@ -218,6 +218,40 @@ def test_roberta_positions_skip_the_padding(tinies):
     assert rel_err(b, hidden[0, 3:]) <= TOL
 
 
+def test_concurrent_calls_match(tinies):
+    """encode releases the GIL and keeps its activations per call: calls from several threads on
+    one model give the single-threaded results."""
+    import threading
+
+    t = tinies("bert", "seq")
+    m = load(t, "cpu")
+    want_h, want_l = t.ours(m, "encode"), t.ours(m, "classify")
+    got, errs = [], []
+
+    def work():
+        try:
+            for _ in range(3):
+                got.append((t.ours(m, "encode"), t.ours(m, "classify")))
+        except Exception as e:  # reported below
+            errs.append(e)
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errs and len(got) == 9
+    for h, lg in got:
+        np.testing.assert_array_equal(h, want_h)
+        np.testing.assert_array_equal(lg, want_l)
+
+
+def test_memory_budget_is_checked(tinies):
+    t = tinies("bert", "seq")
+    m = _core.load(ModelFile(t.path)._native, backend="cpu", max_memory=ModelFile(t.path).file_size + 4096)
+    with pytest.raises(errors.OutOfMemory, match="encode"):
+        m.encode(np.zeros((64, 64), np.int32), np.ones((64, 64), np.int32))
+
+
 def test_api_errors(tinies, tmp_path):
     t = tinies("bert", "seq")
     m = load(t, "cpu")

@@ -472,6 +472,13 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
   const bool modern = plan_.kind == EncKind::ModernBert;
   const int64_t B = b.batch, T = b.len, BT = B * T, H = plan_.hidden, I = plan_.intermediate;
   const int64_t nh = plan_.n_heads, hd = plan_.head_dim;
+  {  // what this call allocates (activations of one layer, per layer on a device backend; host inputs)
+    const int64_t layers = dispatcher_->chain().front()->host_memory() ? 1 : plan_.n_layers;
+    const int64_t bytes = 4 * (BT * (5 * H + layers * (8 * H + 3 * I)) + 3 * BT) +
+                          4 * std::max<int64_t>(plan_.num_labels, 1) * BT;
+    check_memory_budget(opts_.max_memory, charged_bytes(), bytes,
+                        "encode(batch=" + std::to_string(B) + ", length=" + std::to_string(T) + "): activations");
+  }
 
   // Host inputs of the ops (ids, positions, types, masks): sized per call.
   std::vector<int32_t> pos;
