@@ -252,6 +252,27 @@ def test_memory_budget_is_checked(tinies):
         m.encode(np.zeros((64, 64), np.int32), np.ones((64, 64), np.int32))
 
 
+@pytest.mark.parametrize("change, field", [
+    ({"position_embedding_type": "relative_key"}, "position_embedding_type"),
+    ({"hidden_act": "mish"}, "hidden_act"),
+    ({"num_attention_heads": 5}, "num_attention_heads"),
+    ({"layer_norm_eps": -1.0}, "layer_norm_eps"),
+    ({"max_position_embeddings": 0}, "max_position_embeddings"),
+])
+def test_bad_config_is_invalid_config(tinies, tmp_path, change, field):
+    from cyb_llm.format import _source_tensors, write_model
+
+    t = tinies("bert", "seq")
+    mf = ModelFile(t.path)
+    cfg = dict(mf.config)
+    cfg["architecture"] = dict(cfg["architecture"], **change)
+    bad = str(tmp_path / "bad.model")
+    write_model(bad, name=mf.name, config=cfg, tensors=_source_tensors(mf))
+    with pytest.raises(errors.InvalidConfig) as ei:
+        _core.load(ModelFile(bad)._native, backend="cpu")
+    assert ei.value.fields["field"] == "architecture." + field
+
+
 def test_api_errors(tinies, tmp_path):
     t = tinies("bert", "seq")
     m = load(t, "cpu")

@@ -152,6 +152,10 @@ EncoderPlan parse_encoder_config(const std::string& type, const toml::Value& con
     p.pad_id = config_int_or(a, "pad_token_id", 0);
     return p;
   }
+  const std::string pos_type = arch_string_or(a, "position_embedding_type", "absolute");
+  if (pos_type != "absolute")
+    throw_invalid_config("architecture.position_embedding_type",
+                         "'" + pos_type + "' is not supported (absolute position embeddings only)");
   p.type_vocab = p.kind == EncKind::DistilBert ? 0 : config_int_or(a, "type_vocab_size", 2);
   require_range(p.type_vocab, "type_vocab_size", 0, 1 << 16);
   p.pad_id = config_int_or(a, "pad_token_id", p.kind == EncKind::Roberta ? 1 : 0);
