@@ -199,6 +199,25 @@ def test_modernbert_local_window_matters(tmp_path):
     assert rel_err(ours[real], h_wide[real]) > tolerance("encoder-ablation-window") >= 10 * TOL
 
 
+@pytest.mark.parametrize("level", LEVELS)
+def test_quantized_fast_vs_precise(tmp_path_factory, level):
+    """Q8_0 weights: fast mode runs the matmuls on 16-bit activations (docs/runtime.md,
+    "Precision modes"), within `fast-vs-precise` of precise; precise is the same at every level."""
+    from cyb_llm.convert import import_model
+
+    t = Tiny(tmp_path_factory.mktemp("q8"), "bert", "seq")
+    q8 = t.folder + "-q8_0.model"
+    import_model(t.folder, q8, quantize="q8_0", progress=False)
+    assert any(i.encoding == "q8_0" for i in ModelFile(q8).tensors.values())
+    _core.set_cpu_level("scalar")
+    ref = _core.load(ModelFile(q8)._native, backend="cpu", precise=True)
+    want = ref.encode(t.ids, t.mask, t.types)
+    _core.set_cpu_level(level)
+    for precise, key in ((True, "cross-path"), (False, "fast-vs-precise")):
+        m = _core.load(ModelFile(q8)._native, backend="cpu", precise=precise)
+        assert rel_err(m.encode(t.ids, t.mask, t.types), want) <= tolerance(key), (level, precise)
+
+
 def test_roberta_positions_skip_the_padding(tinies):
     """roberta positions start at padding_idx + 1 and skip pad ids: a left-padded row equals the
     unpadded row (transformers' create_position_ids_from_input_ids), a bert row does not."""
