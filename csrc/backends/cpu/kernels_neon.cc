@@ -370,6 +370,71 @@ void k_attention(const Op& op, const Tensor* in, int, Tensor* out, int, ExecCont
   });
 }
 
+// Non-causal attention with a key padding mask (and an optional |t - s| window): the real
+// keys of each sequence listed once, f32 dot products, the weighted values 4 lanes at a time.
+void k_encoder_attention(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
+  const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim;
+  const int64_t B = in[3].shape.d[0], S = in[3].shape.d[1];
+  const int64_t T = in[0].shape.numel() / (B * nh * hd), rows = B * T * nh;
+  const int group = nh / nkv;
+  const int64_t win = op.a.window;
+  int32_t* real = cyb::cpu::scratch<int32_t>(cyb::cpu::kScratchKv, static_cast<size_t>(B * (S + 1)));
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t* r = real + b * (S + 1);
+    int32_t n = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const bool ok = in[3].dtype == DType::I32 ? static_cast<const int32_t*>(in[3].data)[b * S + s] != 0
+                                                : in[3].f32()[b * S + s] != 0.f;
+      if (ok) r[1 + n++] = static_cast<int32_t>(s);
+    }
+    r[0] = n;
+  }
+  const size_t per = static_cast<size_t>((S + hd + 15) / 8 * 8);
+  float* base = cyb::cpu::scratch<float>(cyb::cpu::kScratchItems,
+                                         per * static_cast<size_t>(cyb::cpu::row_items(ctx, rows, 1)));
+  const int64_t ks = static_cast<int64_t>(nkv) * hd;
+  cyb::cpu::parallel_rows(ctx, rows, 1, [&](int64_t r0, int64_t r1, int item) {
+    float* sc = base + per * static_cast<size_t>(item);
+    float* acc = sc + ((S + 7) & ~int64_t{7});
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (T * nh), t = (r / nh) % T;
+      const int h = static_cast<int>(r % nh), kh = h / group;
+      const int32_t* idx = real + b * (S + 1) + 1;
+      int64_t n = idx[-1];
+      if (win > 0) {
+        const int32_t* lo = std::lower_bound(idx, idx + n, static_cast<int32_t>(std::max<int64_t>(0, t - win)));
+        const int32_t* hi = std::upper_bound(lo, idx + n, static_cast<int32_t>(std::min<int64_t>(S - 1, t + win)));
+        idx = lo;
+        n = hi - lo;
+      }
+      const float* q = in[0].f32() + r * hd;
+      const float* kb = in[1].f32() + b * S * ks + kh * hd;
+      const float* vb = in[2].f32() + b * S * ks + kh * hd;
+      float* o = out[0].f32() + r * hd;
+      if (n == 0) {
+        for (int i = 0; i < hd; ++i) o[i] = 0.f;
+        continue;
+      }
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        sc[j] = dot_f32(kb + idx[j] * ks, q, hd) * op.a.scale;
+        mx = std::max(mx, sc[j]);
+      }
+      float den = 0.f;
+      for (int64_t j = 0; j < n; ++j) den += (sc[j] = std::exp(sc[j] - mx));
+      for (int i = 0; i < hd; ++i) acc[i] = 0.f;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* v = vb + idx[j] * ks;
+        const float w = sc[j];
+        int i = 0;
+        for (; i + 4 <= hd; i += 4) vst1q_f32(acc + i, vfmaq_n_f32(vld1q_f32(acc + i), vld1q_f32(v + i), w));
+        for (; i < hd; ++i) acc[i] += w * v[i];
+      }
+      for (int i = 0; i < hd; ++i) o[i] = acc[i] / den;
+    }
+  });
+}
+
 }  // namespace
 }  // namespace cyb_neon
 
@@ -381,6 +446,7 @@ void fill_neon_kernels(KernelTable& t) {
   t[OpKind::FusedSwiGlu] = cyb_neon::k_fused_swiglu;
   t[OpKind::RmsNorm] = cyb_neon::k_rms_norm;
   t[OpKind::Attention] = cyb_neon::k_attention;
+  t[OpKind::EncoderAttention] = cyb_neon::k_encoder_attention;
 }
 bool neon_q16_encoding(DType t) { return cyb_neon::is_q16_encoding(t); }
 }  // namespace cpu
