@@ -1,0 +1,130 @@
+"""Encoder speed on a GPU: cyb_llm wgpu+rs against PyTorch fp16 on CUDA, same model, same batches,
+one run (docs/encoders.md, "GPU"). For the lent H200, which has torch and transformers but no
+network: the real all-MiniLM-L6-v2 cannot travel there, and speed does not depend on the weight
+values, so the model is a BertModel of MiniLM's exact config with seeded random weights (saved by
+transformers, imported by cyb_llm's HF importer), and the inputs are seeded token-id batches with
+sentence-like lengths. Both sides compute what sentence-transformers does for MiniLM: BertModel,
+mean pooling over the attention mask, L2 normalization.
+
+    python bench/gpu_bench_embed.py [--n 4096] [--batch-size 128] [--out DIR]
+
+Prints sentences/s of each, the ratio, and the agreement of the wgpu+rs embeddings with the
+torch f32 ones (max |difference| of normalized embeddings; the torch fp16 run is only timed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
+              vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
+              layer_norm_eps=1e-12)
+
+
+def batches(n: int, batch_size: int, seed: int = 0):
+    """Seeded token-id batches, lengths 8..128 sorted into buckets as the library batches them."""
+    rng = np.random.default_rng(seed)
+    lens = np.sort(rng.integers(8, 129, size=n))
+    out = []
+    for b in range(0, n, batch_size):
+        ls = lens[b:b + batch_size]
+        T = int(ls.max())
+        ids = np.zeros((len(ls), T), np.int32)
+        mask = np.zeros((len(ls), T), np.int32)
+        for i, L in enumerate(ls):
+            ids[i, :L] = rng.integers(1000, MINILM["vocab_size"], size=L)
+            ids[i, 0], ids[i, L - 1] = 101, 102  # [CLS] ... [SEP]
+            mask[i, :L] = 1
+        out.append((ids, mask))
+    return out
+
+
+def torch_embed(model, ids, mask, device, dtype):
+    import torch
+
+    with torch.no_grad():
+        i = torch.from_numpy(ids.astype(np.int64)).to(device)
+        m = torch.from_numpy(mask.astype(np.int64)).to(device)
+        h = model(input_ids=i, attention_mask=m).last_hidden_state
+        mf = m.unsqueeze(-1).to(h.dtype)
+        e = (h * mf).sum(1) / mf.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(e.float(), dim=-1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--backend", default="wgpu+rs")
+    ap.add_argument("--out", default=None, help="folder for the JSON result")
+    a = ap.parse_args()
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    import cyb_llm
+    from cyb_llm.convert import import_model
+
+    torch.manual_seed(0)
+    ref = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
+    tmp = tempfile.mkdtemp()
+    ref.save_pretrained(tmp)
+    path = os.path.join(tmp, "minilm-shape.model")
+    import_model(tmp, path, progress=False)
+    data = batches(a.n, a.batch_size)
+
+    m = cyb_llm.load(path, backend=a.backend)
+    nat = m._native
+
+    def ours(ids, mask):
+        return nat.embed(ids, mask, None, "mean", True)
+
+    # agreement on the first two batches against torch f32 on the CPU
+    err = 0.0
+    for ids, mask in data[:2]:
+        want = torch_embed(ref, ids, mask, "cpu", torch.float32).numpy()
+        err = max(err, float(np.max(np.abs(ours(ids, mask) - want))))
+    fell_back = sorted({r["op"] for r in m.dispatch_records if r["backend"] != a.backend})
+
+    def timed(fn):
+        fn(*data[0])  # warm-up
+        best = float("inf")
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            for ids, mask in data:
+                fn(ids, mask)
+            best = min(best, time.perf_counter() - t0)
+        return a.n / best
+
+    res = {"n": a.n, "batch_size": a.batch_size, "backend": a.backend, "max_abs_diff_vs_torch_f32": err,
+           "ops_not_on_backend": fell_back}
+    res["cyb_llm_sentences_per_s"] = timed(ours)
+    if torch.cuda.is_available():
+        gpu = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
+        gpu.load_state_dict(ref.state_dict())
+        gpu = gpu.half().cuda()
+
+        def theirs(ids, mask):
+            torch_embed(gpu, ids, mask, "cuda", torch.float16)
+            torch.cuda.synchronize()
+
+        res["torch_fp16_cuda_sentences_per_s"] = timed(theirs)
+        res["torch_device"] = torch.cuda.get_device_name(0)
+        res["ratio_cyb_over_torch"] = res["cyb_llm_sentences_per_s"] / res["torch_fp16_cuda_sentences_per_s"]
+    print(json.dumps(res, indent=1))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "embed_gpu.json"), "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
