@@ -64,6 +64,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--backend", default="wgpu+rs")
     ap.add_argument("--out", default=None, help="folder for the JSON result")
+    ap.add_argument("--profile", action="store_true", help="also print cyb_llm's per-op times of one pass")
     a = ap.parse_args()
 
     import torch
@@ -106,6 +107,15 @@ def main() -> int:
     res = {"n": a.n, "batch_size": a.batch_size, "backend": a.backend, "max_abs_diff_vs_torch_f32": err,
            "ops_not_on_backend": fell_back}
     res["cyb_llm_sentences_per_s"] = timed(ours)
+    if a.profile:
+        m.set_profiling(True)
+        nat.clear_dispatch_records()
+        for ids, mask in data:
+            ours(ids, mask)
+        recs = sorted(m.dispatch_records, key=lambda r: -r["total_ms"])
+        res["profile_ms_by_op"] = {f"{r['label']} ({r['op']}, {r['backend']})": round(r["total_ms"], 1)
+                                   for r in recs[:12]}
+        m.set_profiling(False)
     if torch.cuda.is_available():
         gpu = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
         gpu.load_state_dict(ref.state_dict())
