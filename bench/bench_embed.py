@@ -5,7 +5,8 @@ Usage: PYTHONPATH=python python bench/bench_embed.py [--model minilm] [--threads
        [--batch-size 32] [--reps 3] [--backend cpu] [--device cpu|cuda] [--fp16] [--skip onnx,precise] [--json FILE]
 
 Every engine embeds the same `--n` sentences (seeded, 3..120 words) with the model's pooling and
-normalization, tokenization included; the best of `--reps` timed runs after one warm-up run counts.
+normalization, tokenization included; after one warm-up call each, `--reps` rounds run every engine
+once in turn (a change of the machine's load hits all alike) and each engine's best time counts.
 cyb_llm runs fast (default) and precise; sentence-transformers on torch (`--device cuda --fp16`: its
 half-precision CUDA path, the GPU recipe); onnxruntime on the model exported here with
 torch.onnx.export (CPU execution provider, same intra-op threads), pooling in numpy. Also printed:
@@ -44,24 +45,27 @@ def sentences(n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def timed(fn, reps: int) -> tuple[float, np.ndarray]:
-    out = fn()  # warm-up (and the result)
-    best = float("inf")
+def timed_round_robin(engines: list, reps: int) -> list[tuple[float, np.ndarray]]:
+    """(best seconds, result) per engine: one warm-up call each (its result kept), then `reps`
+    rounds in which every engine runs once, so that a change of the machine's load hits all alike."""
+    outs = [np.asarray(fn(), np.float32) for _, fn in engines]
+    best = [float("inf")] * len(engines)
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, np.asarray(out, np.float32)
+        for i, (_, fn) in enumerate(engines):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return list(zip(best, outs))
 
 
-def run_cyb(path, texts, threads, bs, reps, precise, backend):
+def make_cyb(path, texts, threads, bs, precise, backend):
     import cyb_llm
 
     m = cyb_llm.load(path, precise=precise, threads=threads, backend=backend)
-    return timed(lambda: m.embed(texts, batch_size=bs), reps)
+    return lambda: m.embed(texts, batch_size=bs)
 
 
-def run_st(folder, texts, threads, bs, reps, device, fp16):
+def make_st(folder, texts, threads, bs, device, fp16):
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -69,10 +73,10 @@ def run_st(folder, texts, threads, bs, reps, device, fp16):
     model = SentenceTransformer(folder, device=device)
     if fp16:
         model = model.half()
-    return timed(lambda: model.encode(texts, batch_size=bs, convert_to_numpy=True), reps), model
+    return lambda: model.encode(texts, batch_size=bs, convert_to_numpy=True)
 
 
-def run_onnx(folder, texts, threads, bs, reps, pooling):
+def make_onnx(folder, texts, threads, bs, pooling):
     import onnxruntime as ort
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -121,7 +125,7 @@ def run_onnx(folder, texts, threads, bs, reps, pooling):
             out[idx] = v
         return out
 
-    return timed(embed, reps)
+    return embed
 
 
 def main(argv=None) -> int:
@@ -144,22 +148,19 @@ def main(argv=None) -> int:
     path, folder = hub.fetch(a.model, progress=False), hub.fetch_source(a.model, progress=False)
     pooling = ModelFile(path).config.get("pooling", {})
     texts = sentences(a.n)
-    rows = []  # (engine, seconds, result)
-    t, out = run_cyb(path, texts, a.threads, a.batch_size, a.reps, False, a.backend)
-    rows.append((f"cyb_llm fast ({a.backend or 'default backend'})", t, out))
+    backend = a.backend or "default backend"
+    engines = [(f"cyb_llm fast ({backend})", make_cyb(path, texts, a.threads, a.batch_size, False, a.backend))]
     if "precise" not in skip:
-        t, out = run_cyb(path, texts, a.threads, a.batch_size, a.reps, True, a.backend)
-        rows.append((f"cyb_llm precise ({a.backend or 'default backend'})", t, out))
-    ref = None
+        engines.append((f"cyb_llm precise ({backend})", make_cyb(path, texts, a.threads, a.batch_size, True, a.backend)))
     if "st" not in skip:
-        (t, out), _ = run_st(folder, texts, a.threads, a.batch_size, a.reps, a.device, a.fp16)
-        rows.append((f"sentence-transformers (torch {a.device}{' fp16' if a.fp16 else ''})", t, out))
-        ref = out if (a.device == "cpu" and not a.fp16) else None
-    if ref is None:
-        (_, ref), _ = run_st(folder, texts, a.threads, a.batch_size, 0, "cpu", False)
+        engines.append((f"sentence-transformers (torch {a.device}{' fp16' if a.fp16 else ''})",
+                        make_st(folder, texts, a.threads, a.batch_size, a.device, a.fp16)))
     if "onnx" not in skip:
-        t, out = run_onnx(folder, texts, a.threads, a.batch_size, a.reps, pooling)
-        rows.append(("onnxruntime (CPU EP)", t, out))
+        engines.append(("onnxruntime (CPU EP)", make_onnx(folder, texts, a.threads, a.batch_size, pooling)))
+    rows = [(name, t, out) for (name, _), (t, out) in zip(engines, timed_round_robin(engines, a.reps))]
+    st_cpu = next((out for name, _, out in rows if name == "sentence-transformers (torch cpu)"), None)
+    ref = (st_cpu if st_cpu is not None
+           else make_st(folder, texts, a.threads, a.batch_size, "cpu", False)()).astype(np.float64)
     base = rows[0][1]
     print(f"{a.n} sentences, model {a.model}, threads {a.threads}, batch {a.batch_size}, best of {a.reps}")
     print(f"{'engine':48s} {'sent/s':>9s} {'time/cyb fast':>14s} {'max|d| vs st f32':>16s}")
