@@ -30,9 +30,10 @@ import tempfile
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkout_path import ROOT, setup  # noqa: E402
+
+setup()
 TARGETS = ("gguf", "chat")
 OUT = os.path.join(ROOT, "build", "fuzz_py")
 

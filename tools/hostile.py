@@ -44,10 +44,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _p in (os.path.join(ROOT, "python"), os.path.join(ROOT, "tests")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkout_path import ROOT, setup  # noqa: E402
+
+setup()
 
 CLASSES = ("clean", "ok", "crash", "hang", "unstructured")
 FAILING = ("crash", "hang", "unstructured")
