@@ -20,7 +20,6 @@ from cyb_llm.sampling import SamplingParams
 
 from graph_util import ARCH, llama_graph, tiny_tensors, write_tiny
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --- 1. token ids are never coerced ------------------------------------------------------------
@@ -352,7 +351,7 @@ def test_malformed_safetensors_header_is_a_format_error(tmp_path, header):
 # --- CLI -----------------------------------------------------------------------------------------
 
 def _cli(*args, env=None):
-    e = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+    e = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(cyb_llm.__file__)), os.environ.get("PYTHONPATH", "")]))
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "cyb_llm.cli", *args], capture_output=True, text=True,
                           env=e, timeout=300)
@@ -368,7 +367,7 @@ def test_cli_prints_one_error_line_for_a_bad_config(tmp_path):
 def test_cli_gpu_probe_prints_no_xdg_runtime_dir_noise(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
     path = write_tiny(tmp_path / "x.model", model_type="llama")
-    e = dict(env, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+    e = dict(env, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(cyb_llm.__file__)), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-c", "import cyb_llm; cyb_llm.load(__import__('sys').argv[1])", path],
                        capture_output=True, text=True, env=e, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,6 @@ import pytest
 import cyb_llm
 from cyb_llm import _core, errors, hub
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +30,8 @@ def model(path):
 def _run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter with this checkout's package (and _core)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    # the cyb_llm this test imported (a development checkout's or the installed one)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(cyb_llm.__file__)) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=timeout)
 
