@@ -347,43 +347,33 @@ void Encoder::bind_weights() {
   for (int64_t l = 0; l < p.n_layers; ++l) {
     EncLayer& L = layers_[static_cast<size_t>(l)];
     const std::string s = std::to_string(l);
-    if (p.kind == EncKind::DistilBert) {
-      const std::string b = n.base("transformer.layer." + s + ".");
-      L.q = w(b + "attention.q_lin.weight", {H, H});
-      L.bq = vec(b + "attention.q_lin.bias", H);
-      L.k = w(b + "attention.k_lin.weight", {H, H});
-      L.bk = vec(b + "attention.k_lin.bias", H);
-      L.v = w(b + "attention.v_lin.weight", {H, H});
-      L.bv = vec(b + "attention.v_lin.bias", H);
-      L.o = w(b + "attention.out_lin.weight", {H, H});
-      L.bo = vec(b + "attention.out_lin.bias", H);
-      L.ln1 = vec(b + "sa_layer_norm.weight", H);
-      L.ln1b = vec(b + "sa_layer_norm.bias", H);
-      L.up = w(b + "ffn.lin1.weight", {I, H});
-      L.bup = vec(b + "ffn.lin1.bias", I);
-      L.down = w(b + "ffn.lin2.weight", {H, I});
-      L.bdown = vec(b + "ffn.lin2.bias", H);
-      L.ln2 = vec(b + "output_layer_norm.weight", H);
-      L.ln2b = vec(b + "output_layer_norm.bias", H);
-    } else {
-      const std::string b = n.base("encoder.layer." + s + ".");
-      L.q = w(b + "attention.self.query.weight", {H, H});
-      L.bq = vec(b + "attention.self.query.bias", H);
-      L.k = w(b + "attention.self.key.weight", {H, H});
-      L.bk = vec(b + "attention.self.key.bias", H);
-      L.v = w(b + "attention.self.value.weight", {H, H});
-      L.bv = vec(b + "attention.self.value.bias", H);
-      L.o = w(b + "attention.output.dense.weight", {H, H});
-      L.bo = vec(b + "attention.output.dense.bias", H);
-      L.ln1 = vec(b + "attention.output.LayerNorm.weight", H);
-      L.ln1b = vec(b + "attention.output.LayerNorm.bias", H);
-      L.up = w(b + "intermediate.dense.weight", {I, H});
-      L.bup = vec(b + "intermediate.dense.bias", I);
-      L.down = w(b + "output.dense.weight", {H, I});
-      L.bdown = vec(b + "output.dense.bias", H);
-      L.ln2 = vec(b + "output.LayerNorm.weight", H);
-      L.ln2b = vec(b + "output.LayerNorm.bias", H);
-    }
+    // The layer's tensor names (HF spelling): BERT/RoBERTa, then DistilBERT.
+    struct LayerNames {
+      const char *prefix, *q, *k, *v, *o, *ln1, *up, *down, *ln2;
+    };
+    static const LayerNames kBert{"encoder.layer.", "attention.self.query", "attention.self.key",
+                                  "attention.self.value", "attention.output.dense",
+                                  "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+                                  "output.LayerNorm"};
+    static const LayerNames kDistil{"transformer.layer.", "attention.q_lin", "attention.k_lin",
+                                    "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1",
+                                    "ffn.lin2", "output_layer_norm"};
+    const LayerNames& nm = p.kind == EncKind::DistilBert ? kDistil : kBert;
+    const std::string b = n.base(nm.prefix + s + ".");
+    auto mat = [&](const char* t, int64_t rows, int64_t cols, Tensor& wt, Tensor& bias) {
+      wt = w(b + t + ".weight", {rows, cols});
+      bias = vec(b + t + ".bias", rows);
+    };
+    mat(nm.q, H, H, L.q, L.bq);
+    mat(nm.k, H, H, L.k, L.bk);
+    mat(nm.v, H, H, L.v, L.bv);
+    mat(nm.o, H, H, L.o, L.bo);
+    L.ln1 = vec(b + nm.ln1 + ".weight", H);
+    L.ln1b = vec(b + nm.ln1 + ".bias", H);
+    mat(nm.up, I, H, L.up, L.bup);
+    mat(nm.down, H, I, L.down, L.bdown);
+    L.ln2 = vec(b + nm.ln2 + ".weight", H);
+    L.ln2b = vec(b + nm.ln2 + ".bias", H);
     for (int i = 0; i < 8; ++i) L.label[i] = "layers." + s + "." + kLabelNames[i];
   }
   // The head, from the architecture's name when the file keeps it, else from the tensors.
