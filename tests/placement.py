@@ -7,6 +7,17 @@ another backend calls `assert_ran_on(model, backend)` after its forwards.
 from __future__ import annotations
 
 
+def wgpu_skip_reason() -> str | None:
+    """None when a wgpu+rs adapter starts here (lavapipe counts), else why not (a skip reason)."""
+    from cyb_llm import _core
+
+    try:
+        _core.wgpu_info(True)
+        return None
+    except Exception as e:  # no library or no adapter
+        return f"no wgpu+rs adapter: {e}"
+
+
 def assert_ran_on(model, backend: str, what: str = "") -> None:
     """Every op dispatched so far ran on `backend`, none as a fallback (the backends under test
     claim every op of the decoder models: docs/runtime.md, "Backends")."""

@@ -17,7 +17,7 @@ import pytest
 
 from cyb_llm import _core, errors
 from cyb_llm.format import ModelFile
-from placement import assert_ran_on
+from placement import assert_ran_on, wgpu_skip_reason
 from tolerances import tolerance
 
 torch = pytest.importorskip("torch")
@@ -26,11 +26,7 @@ tf = pytest.importorskip("transformers")
 TOL = tolerance("encoder-vs-transformers")
 ABLATION = tolerance("encoder-ablation")
 LEVELS = _core.cpu_levels()
-try:
-    _core.wgpu_info(True)
-    WGPU_SKIP = None
-except Exception as e:  # no library or no adapter
-    WGPU_SKIP = f"no wgpu+rs adapter: {e}"
+WGPU_SKIP = wgpu_skip_reason()  # None, or why the wgpu+rs row is skipped
 BACKENDS = [f"cpu:{lvl}" for lvl in LEVELS] + ["wgpu+rs"]
 FAMILIES = ["bert", "roberta", "xlm-roberta", "distilbert"]
 if hasattr(tf, "ModernBertConfig"):  # RoPE, GeGLU, alternating local (windowed) / global attention

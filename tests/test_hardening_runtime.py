@@ -15,6 +15,8 @@ import pytest
 import cyb_llm
 from cyb_llm import _core, errors, hub
 
+from placement import wgpu_skip_reason
+
 
 
 @pytest.fixture(scope="module")
@@ -141,20 +143,12 @@ def _prefill_decode(conv, ids, steps):
     return np.stack(out)
 
 
-def _wgpu_available():
-    try:
-        _core.wgpu_info(True)
-        return True
-    except errors.BackendInit:
-        return False
-
-
 @pytest.mark.parametrize("backend", ["cpu", "wgpu+rs"])
 def test_two_conversations_of_one_model_run_concurrently(path, backend):
     import threading
 
-    if backend == "wgpu+rs" and not _wgpu_available():
-        pytest.skip("no wgpu+rs adapter")
+    if backend == "wgpu+rs" and wgpu_skip_reason():
+        pytest.skip(wgpu_skip_reason())
     m = cyb_llm.load(path, backend=backend, threads=2)
     prompts = [_prompt(m.vocab_size, 20, 1), _prompt(m.vocab_size, 13, 2)]
     steps = 6 if backend == "cpu" else 3  # lavapipe runs a forward in software: keep it short

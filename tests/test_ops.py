@@ -28,6 +28,7 @@ from cyb_llm import _core
 gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as GQ  # noqa: E402
 from gguf.quants import dequantize  # noqa: E402
+from placement import wgpu_skip_reason  # noqa: E402
 from tolerances import tolerance  # noqa: E402
 
 TOL_F32 = tolerance("op-f32")
@@ -35,11 +36,7 @@ TOL_F16 = tolerance("op-f16")
 TOL_FUSED = tolerance("fused-f32")
 
 LEVELS = _core.cpu_levels()
-try:
-    _core.wgpu_info(True)
-    WGPU_SKIP = None
-except Exception as e:  # no library or no adapter: the row says why
-    WGPU_SKIP = f"no wgpu+rs adapter: {e}"
+WGPU_SKIP = wgpu_skip_reason()  # None, or why the wgpu+rs row is skipped
 # Every backend of the runtime: "cpu:<level>" for each cpu level, then the others.
 BACKENDS = [f"cpu:{lvl}" for lvl in LEVELS] + ["wgpu+rs", "nox"]
 QUANT = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
