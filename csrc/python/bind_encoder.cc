@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "dispatch/op_schema.h"
 #include "runtime/model.h"
 
 namespace py = pybind11;
@@ -115,10 +116,9 @@ void bind_encoder(py::module_& m) {
           [](Model& mm, py::object ids, py::object attention_mask, py::object token_type_ids,
              const std::string& pooling, bool normalize) {
             EncoderRequest r = request(EncoderOutput::Pooled);
-            if (pooling == "cls") r.pool_mode = 0;
-            else if (pooling == "mean") r.pool_mode = 1;
-            else if (pooling == "max") r.pool_mode = 2;
-            else throw_invalid_config("pooling", "'" + pooling + "' is not a pooling mode (cls, mean, max)");
+            // the masked_pool op's own mode names (its schema row is their one definition)
+            r.pool_mode = attr_choice(*op_schema(OpKind::MaskedPool).attr("mode"), pooling.c_str());
+            if (r.pool_mode < 0) throw_invalid_config("pooling", "'" + pooling + "' is not a pooling mode (cls, mean, max)");
             r.normalize = normalize;
             return run_encode(mm, ids, attention_mask, token_type_ids, r);
           },
