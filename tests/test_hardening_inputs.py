@@ -155,10 +155,10 @@ def test_pending_sigint_during_a_native_error_raises_keyboard_interrupt():
 
 # --- 5. GGUF import ------------------------------------------------------------------------------
 
-def _gguf(path, *, head_count=4, tensors=True):
+def _gguf(path, *, head_count=4, tensors=True, arch="llama", block_count=1):
     gguf = pytest.importorskip("gguf")
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(1)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(block_count)
     w.add_context_length(64)
     w.add_embedding_length(32)
     w.add_feed_forward_length(64)
@@ -190,6 +190,44 @@ def test_gguf_head_count_zero_is_invalid_config(tmp_path):
     with pytest.raises(errors.InvalidConfig) as e:
         GGUFSource(_gguf(tmp_path / "h.gguf", head_count=0))
     assert e.value.field == "llama.attention.head_count"
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma2", "gemma3"])
+def test_gguf_layer_count_beyond_its_tensors_is_invalid_config(tmp_path, arch):
+    """A block_count of 2**31-1 once built per-layer tables of that length (4 GB before any check)."""
+    from cyb_llm.convert.gguf import GGUFSource
+
+    with pytest.raises(errors.InvalidConfig) as e:
+        GGUFSource(_gguf(tmp_path / "h.gguf", arch=arch, block_count=2**31 - 1))
+    assert e.value.field == f"{arch}.block_count"
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gemma3", "modernbert"])
+def test_hf_layer_count_beyond_its_tensors_is_invalid_config(tmp_path, model_type):
+    import json
+
+    from cyb_llm.convert.hf import HFSource
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2**40,
+                                                      "hidden_size": 8, "num_attention_heads": 2}))
+    with pytest.raises(errors.InvalidConfig) as e:
+        HFSource(str(tmp_path))
+    assert e.value.field == "num_hidden_layers"
+
+
+def test_hf_gemma3_sliding_window_pattern_zero_is_invalid_config(tmp_path):
+    import json
+
+    from safetensors.numpy import save_file
+
+    from cyb_llm.convert.hf import HFSource
+
+    save_file({"w": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3", "num_hidden_layers": 1,
+                                                      "sliding_window_pattern": 0}))
+    with pytest.raises(errors.InvalidConfig) as e:
+        HFSource(str(tmp_path))
+    assert e.value.field == "sliding_window_pattern"
 
 
 def _patched(tmp_path, data: bytes, name: str) -> str:

@@ -133,6 +133,31 @@ def run_atheris(target: str, seconds: int, timeout: int) -> int:
     return 0
 
 
+def run_atheris_logged(target: str, seconds: int, timeout: int) -> int:
+    """Runs the atheris engine in a child whose libFuzzer output goes to build/fuzz_py/<target>.log
+    (thousands of NEW/REDUCE lines); prints one summary line, or the log's tail on a failure."""
+    import re
+    import subprocess
+
+    os.makedirs(OUT, exist_ok=True)
+    log = os.path.join(OUT, f"{target}.log")
+    cmd = [sys.executable, os.path.abspath(__file__), target, "--seconds", str(seconds), "--timeout", str(timeout),
+           "--engine", "atheris"]
+    with open(log, "wb") as f:
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, CYB_FUZZ_PY_CHILD="1"))
+    text = open(log, encoding="utf-8", errors="replace").read()
+    execs = re.findall(r"stat::number_of_executed_units:\s*(\d+)", text)
+    cov = re.findall(r"cov: (\d+)", text)
+    if rc != 0:
+        print("\n".join(text.splitlines()[-60:]))
+        print(f"fuzz_py {target}: FAILED (exit {rc}) after {execs[-1] if execs else '?'} executions; "
+              f"the input is in {OUT}/{target}-*; the whole log in {log}")
+        return 1
+    print(f"fuzz_py {target}: {execs[-1] if execs else '?'} executions in {seconds}s (atheris), "
+          f"cov: {cov[-1] if cov else '?'}, no failure")
+    return 0
+
+
 def mutate(rng: random.Random, data: bytes, corpus: list[bytes]) -> bytes:
     b = bytearray(data)
     for _ in range(rng.randint(1, 8)):
@@ -226,7 +251,9 @@ def main() -> int:
         except ImportError:
             engine = "random"
     if engine == "atheris":
-        return run_atheris(args.target, args.seconds, args.timeout)
+        if os.environ.get("CYB_FUZZ_PY_CHILD") == "1":
+            return run_atheris(args.target, args.seconds, args.timeout)
+        return run_atheris_logged(args.target, args.seconds, args.timeout)
     return run_random(args.target, args.seconds, args.timeout, args.seed)
 
 

@@ -20,6 +20,18 @@ def make_error(cls, message: str, **fields) -> Exception:
     return cls(message=message, **known)
 
 
+def check_layer_count(value: Any, n_tensors: int, key: str, error_cls) -> int:
+    """The checkpoint's layer count as an int, bounded by its tensor count (every layer holds at least
+    one tensor): per-layer tables built from the count (layer types, required tensor names) stay as
+    small as the file itself. `error_cls(...)` names `key` otherwise."""
+    bound = max(n_tensors, 1)  # a file without tensors fails later, on the first tensor it lacks
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= bound:
+        raise make_error(error_cls, f"{key} = {value!r} is not a layer count of this checkpoint "
+                         f"(a positive integer, at most its {n_tensors} tensors)", field=key,
+                         reason=f"must be a positive integer <= {bound}, got {value!r}")
+    return value
+
+
 def nbytes(data: Any) -> int:
     return memoryview(data).nbytes
 

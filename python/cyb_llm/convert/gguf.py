@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import FormatError, InvalidConfig, MissingTensor, UnsupportedOp
-from .common import TensorRecord, make_error
+from .common import TensorRecord, check_layer_count, make_error
 from .generation import from_gguf as sampling_from_gguf
 from .gguf_tokenizer import GEMMA_FAMILY, build_from_gguf
 
@@ -125,7 +125,8 @@ def build_config(meta: dict, arch: str, tensor_names: set[str]) -> dict[str, Any
     heads = count("attention.head_count", required=True)
     kv_heads = count("attention.head_count_kv", heads)
     head_dim = count("attention.key_length", hidden // heads)
-    n_layers = count("block_count", required=True)
+    n_layers = check_layer_count(count("block_count", required=True), len(tensor_names), f"{arch}.block_count",
+                                 InvalidConfig)
     ffn = count("feed_forward_length", required=True)
     tokens = meta.get("tokenizer.ggml.tokens")
     vocab_size = int(k("vocab_size", len(tokens) if tokens is not None else 0))

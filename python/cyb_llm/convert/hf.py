@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import FormatError, InvalidConfig, TokenizerError
-from .common import TensorRecord, make_error
+from .common import TensorRecord, check_layer_count, make_error
 from .generation import from_generation_config
 from .gguf_tokenizer import vocab_section
 
@@ -60,8 +60,9 @@ def _toml_safe(v: Any) -> Any:
     return v
 
 
-def normalize_config(cfg: dict) -> dict[str, Any]:
-    """config.json -> the `.model` config (model_type + [architecture]) in the classic spelling."""
+def normalize_config(cfg: dict, n_tensors: int) -> dict[str, Any]:
+    """config.json -> the `.model` config (model_type + [architecture]) in the classic spelling.
+    `n_tensors` (the checkpoint's tensor count) bounds the layer count."""
     if not isinstance(cfg, dict) or "model_type" not in cfg:
         raise make_error(InvalidConfig, "config.json has no model_type", field="model_type", reason="missing")
     model_type = _MODEL_TYPES.get(cfg["model_type"], cfg["model_type"])
@@ -78,6 +79,8 @@ def normalize_config(cfg: dict) -> dict[str, Any]:
                 a.setdefault(canon, a[k])
         a.setdefault("layer_norm_eps", 1e-12)  # fixed in transformers' DistilBERT
         a.setdefault("type_vocab_size", 0)
+    if "num_hidden_layers" in a:
+        a["num_hidden_layers"] = check_layer_count(a["num_hidden_layers"], n_tensors, "num_hidden_layers", InvalidConfig)
     rp = a.pop("rope_parameters", None)
     if isinstance(rp, dict):
         if "full_attention" in rp or "sliding_attention" in rp:  # per layer type (Gemma 3)
@@ -116,6 +119,9 @@ def normalize_config(cfg: dict) -> dict[str, Any]:
         n = a.get("num_hidden_layers", 0)
         if "layer_types" not in a and n:
             pattern = a.get("sliding_window_pattern", a.get("_sliding_window_pattern", 6))
+            if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+                raise make_error(InvalidConfig, f"sliding_window_pattern must be a positive integer, got {pattern!r}",
+                                 field="sliding_window_pattern", reason=f"must be a positive integer, got {pattern!r}")
             a["layer_types"] = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
         a.setdefault("query_pre_attn_scalar", a.get("head_dim"))
     if model_type == "modernbert":  # both spellings: transformers 5 (rope_parameters, layer_types) and 4 (global/local)
@@ -189,7 +195,6 @@ class HFSource:
                              field="quantize", reason="unknown type")
         self.quantize = QUANTIZE_TYPES[quantize.lower()] if quantize else None
         raw_cfg = _read_json(os.path.join(folder, "config.json"), "config.json")
-        self.config = normalize_config(raw_cfg)
         files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
         self.files = [_SafetensorsFile(p) for p in files]
         self.entries: list[tuple[str, _SafetensorsFile]] = []
@@ -204,6 +209,7 @@ class HFSource:
                     raise make_error(FormatError, f"tensor {name!r} has dtype {dt}, which the .model format cannot hold",
                                      section="safetensors", key=name)
                 self.entries.append((name, sf))
+        self.config = normalize_config(raw_cfg, len(seen))
         a = self.config["architecture"]
         if "lm_head.weight" not in seen and "tie_word_embeddings" in a and not a["tie_word_embeddings"] \
                 and self.config["model_type"] in ("llama", "qwen2", "qwen3", "mistral", "phi3"):
