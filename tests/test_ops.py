@@ -193,7 +193,7 @@ def test_embedding_every_encoding(enc, backend):
 
 
 @pytest.mark.parametrize("enc", ENCODINGS)
-@pytest.mark.parametrize("T", [1, 5, 9])  # 9: the tile paths (avx512 8-token tiles, amx)
+@pytest.mark.parametrize("T", [1, 5, 9, 20])  # 9: the tile paths (avx512 8-token tiles, amx); 20: packed float GEMM
 def test_matmul_every_encoding(enc, T, backend, precise):
     rng = np.random.default_rng(2 + T)
     for k in row_lengths(enc):
@@ -208,7 +208,7 @@ def test_matmul_every_encoding(enc, T, backend, precise):
         assert rel_err(yb, ref + bias) <= TOL_F32, (enc, k)
 
 
-@pytest.mark.parametrize("enc", ["f32", "q4_1", "q4_k", "q6_k", "q8_0"])
+@pytest.mark.parametrize("enc", ["f32", "f16", "bf16", "q4_1", "q4_k", "q6_k", "q8_0"])
 def test_matmul_many_rows_threads(enc, backend, precise):
     """Enough output rows and tokens to spread over threads and tiles."""
     rng = np.random.default_rng(7)

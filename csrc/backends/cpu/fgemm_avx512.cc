@@ -1,11 +1,15 @@
 // AVX-512 matmul of several tokens on F32 / F16 / BF16 weights (both modes: the
-// weights are exact in f32, products and sums are f32). A 4-row x 4-token block
+// weights are exact in f32, products and sums are f32): the packed GEMM of
+// fgemm_packed.inc (from kPackedMinTokens tokens on) and, below, a 4-row x 4-token block
 // keeps 16 accumulators in registers: per 16 values of K, 4 weight vectors
 // (widened once) and 4 activation vectors feed 16 FMAs. Blocking: the 4-token
 // activation tile stays in L1 while the weights of a block of rows stay in L2.
 #include "backends/cpu/avx512_common.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/simd_common.h"
@@ -87,9 +91,29 @@ void rows(const float* x, int64_t T, int64_t K, const uint8_t* base, size_t rb, 
   }
 }
 
+struct V {
+  using reg = __m512;
+  static constexpr int kLanes = 16, kRows = 14;  // 28 sums + 2 panel registers of 32
+  static reg zero() { return _mm512_setzero_ps(); }
+  static reg load(const float* p) { return _mm512_loadu_ps(p); }
+  static reg bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+  static __mmask16 mask(int n) { return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1); }
+  static reg loadn(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static void store(float* p, reg v, int n) {
+    _mm512_mask_storeu_ps(p, mask(n), v);
+  }
+};
+
+#include "backends/cpu/fgemm_packed.inc"
+
 }  // namespace
 
-bool avx512_float_weights(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+void avx512_packed_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
+                          ExecContext& ctx) {
+  packed_matmul(x, T, K, W, bias, y, ctx);
+}
 
 void avx512_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
   const int64_t N = W.shape.d[0];

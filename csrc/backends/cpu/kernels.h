@@ -35,10 +35,19 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
 // (q32_avx512.cc; activations quantized as BlockQ16).
 bool avx512_q32_encoding(DType t);
 void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
-// avx512 level, both modes: F32 / F16 / BF16 weights and several tokens
-// (fgemm_avx512.cc; 4 x 4 register blocks, f32 products and sums).
-bool avx512_float_weights(DType t);
+// avx512 level, both modes: F32 / F16 / BF16 weights and 2..kPackedMinTokens-1
+// tokens (fgemm_avx512.cc; 4 x 4 register blocks, f32 products and sums).
 void avx512_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+// Both modes, F32 / F16 / BF16 weights, T >= kPackedMinTokens tokens: the packed
+// GEMM of fgemm_packed.inc at the avx512 (fgemm_avx512.cc) and avx2 (fgemm_avx2.cc)
+// levels; y = x @ W^T + bias (bias may be null).
+void avx512_packed_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
+                          ExecContext& ctx);
+void avx2_packed_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
+                        ExecContext& ctx);
+// Tokens from which a float-weight matmul repacks the weights (the packing reads
+// every weight once more: below this, dot-product kernels on the rows win).
+constexpr int64_t kPackedMinTokens = 16;
 // avx512 level: attention of >= 8 query tokens over an f32 cache [nkv][cache_ctx][hd]
 // (attention_avx512.cc); false when head_dim is not a multiple of 16 or > 128.
 bool avx512_attention_tiles(const Op& op, int64_t T, const float* q, const float* k, const float* v, int64_t cache_ctx,
@@ -54,6 +63,9 @@ void fill_amx_kernels(KernelTable& t);
 void fill_neon_kernels(KernelTable& t);
 bool neon_q16_encoding(DType t);
 #endif
+
+// Weights the float kernels take as they are (exact in f32): F32, F16, BF16.
+inline bool float_weights(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 // Reads element i of an F32 / F16 / BF16 tensor.
 float load_elem(const Tensor& t, int64_t i);

@@ -42,7 +42,7 @@ static_assert(sizeof(BlockQ16K) == 576, "BlockQ16K layout");
 // scores, unpacked rows) take slices of one kScratchItems buffer owned by the
 // caller, so no pool thread ever allocates lazily (a steady decode allocates
 // nothing, whichever thread happens to run which item).
-enum ScratchSlot { kScratchXq = 0, kScratchNorm, kScratchGateUp, kScratchItems, kScratchKv, kScratchCount };
+enum ScratchSlot { kScratchXq = 0, kScratchNorm, kScratchGateUp, kScratchItems, kScratchKv, kScratchPack, kScratchCount };
 
 // Per-thread, 64-byte aligned scratch; grows during warm-up, then is reused.
 // Call it from the calling thread only (not from inside work items).
