@@ -8,6 +8,7 @@
     cyb-llm pull hf://ORG/REPO[/FILE.gguf]   download through huggingface_hub, import once
     cyb-llm list | rm NAME          the models in the cache
     cyb-llm embed MODEL TEXT...     sentence embeddings of an encoder model (docs/encoders.md)
+    cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
 
 MODEL is a .model or .gguf path or a known model name (default:
 cyb_llm.hub.DEFAULT_MODEL); names and .gguf files are imported into the
@@ -138,6 +139,33 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--precise", action="store_true", help="f32 activations (reference-exact mode)")
     emb.set_defaults(func=cmd_embed)
+
+    srv = sub.add_parser("serve", help="OpenAI-compatible HTTP server (needs the serve extra: "
+                                       "pip install 'cyb_llm[serve]')")
+    srv.add_argument("models", nargs="*", metavar="MODEL",
+                     help="models to serve (path or known name; default: the hub's default model); requests "
+                          "name them by this argument (a path by its file stem)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8080)
+    srv.add_argument("--parallel", "-np", type=int, default=1,
+                     help="slots per text model: requests generating at the same time (default 1)")
+    srv.add_argument("--ctx", type=int, help="context of each slot (default: min(model context, 4096))")
+    srv.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (default: no key; "
+                                       "also read from $CYB_LLM_API_KEY)")
+    srv.add_argument("--max-queue", type=int, default=16,
+                     help="requests waiting for a slot, per model, before 429 (default 16)")
+    srv.add_argument("--request-timeout", type=float, default=600.0,
+                     help="seconds a request may wait for a slot and run (default 600; 0 = none)")
+    srv.add_argument("--max-body", type=int, default=8 * 2**20, help="largest request body in bytes (default 8 MiB)")
+    srv.add_argument("--cors-origin", action="append", help="allowed CORS origin (repeatable; default: CORS off)")
+    srv.add_argument("--shutdown-timeout", type=float, default=10.0,
+                     help="on SIGTERM/SIGINT, seconds to let in-flight requests finish (default 10)")
+    srv.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    g = srv.add_argument_group("model")
+    g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, ...)")
+    g.add_argument("--threads", type=int, help="CPU threads per model (default: all cores)")
+    g.add_argument("--precise", action="store_true", help="f32 activations and KV cache (reference-exact mode)")
+    srv.set_defaults(func=cmd_serve)
 
     bench = sub.add_parser("bench", help="CPU benchmark against llama.cpp (same GGUF, same threads)",
                            add_help=False)
@@ -334,6 +362,52 @@ def cmd_embed(a: argparse.Namespace) -> int:
     for t, v in zip(texts, vecs):
         head = ", ".join(f"{x:.4f}" for x in v[:6])
         print(f"{len(v)} dims [{head}, ...]  {t[:60]!r}")
+    return 0
+
+
+def _serve_id(arg: str) -> str:
+    """The id a served model answers to: a known name as given, a path by its file stem."""
+    base = os.path.basename(os.fspath(arg).rstrip("/\\"))
+    for ext in (".model", ".gguf"):
+        if base.endswith(ext):
+            return base[:-len(ext)]
+    return base
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from .serve.app import create_app
+    except ImportError as e:
+        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): pip install 'cyb_llm[serve]'")
+    from .errors import InvalidConfig
+    from .hub import DEFAULT_MODEL
+
+    for name, v, lo in (("parallel", a.parallel, 1), ("max_queue", a.max_queue, 0), ("port", a.port, 0),
+                        ("max_body", a.max_body, 1)):
+        if v < lo:
+            raise InvalidConfig(field=name, reason=f"must be >= {lo}, got {v}")
+    if a.port > 65535:
+        raise InvalidConfig(field="port", reason=f"must be <= 65535, got {a.port}")
+    args = a.models or [DEFAULT_MODEL]
+    ids = [_serve_id(m) for m in args]
+    if len(set(ids)) != len(ids):
+        raise _Usage(f"two models would be served under one name: {', '.join(ids)}")
+    a.exec_path, a.no_fuse = None, False
+    models = {mid: _load(a, m) for mid, m in zip(ids, args)}
+    app = create_app(models, parallel=a.parallel, api_key=a.api_key or os.environ.get("CYB_LLM_API_KEY"),
+                     max_queue=a.max_queue, ctx=a.ctx, cors_origin=a.cors_origin,
+                     request_timeout=a.request_timeout or None, max_body=a.max_body)
+    print(f"cyb-llm serve: {', '.join(ids)} on http://{a.host}:{a.port}/v1 ({a.parallel} slot(s) per text model)",
+          file=sys.stderr)
+    import logging
+
+    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # uvicorn handles SIGTERM/SIGINT: it stops accepting, waits up to the shutdown timeout for
+    # in-flight requests (streams are cancelled after it), runs the app's shutdown, exits 0.
+    uvicorn.run(app, host=a.host, port=a.port, log_level=a.log_level, access_log=False,
+                timeout_graceful_shutdown=a.shutdown_timeout)
     return 0
 
 

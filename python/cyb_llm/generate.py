@@ -25,7 +25,7 @@ import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -150,11 +150,13 @@ class Generator:
         self._own_busy = False
 
     # --- prompt -----------------------------------------------------------
-    def encode_prompt(self, prompt: str | Sequence[Mapping[str, Any]] | Sequence[int]) -> list[int]:
+    def encode_prompt(self, prompt: str | Sequence[Mapping[str, Any]] | Sequence[int],
+                      tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
         """Token ids of a prompt: a string (raw completion, the tokenizer's special
         tokens added), a list of chat messages (rendered by the model's chat
-        template with the generation prompt, then encoded without adding
-        special tokens, as HF apply_chat_template(tokenize=True) does) or a list of ids."""
+        template with the generation prompt, and `tools` (OpenAI function tools)
+        when given, then encoded without adding special tokens, as HF
+        apply_chat_template(tokenize=True) does) or a list of ids."""
         if isinstance(prompt, str):
             ids = self.model.tokenizer.encode(prompt, add_special_tokens=True)
         elif isinstance(prompt, Sequence) and prompt and all(isinstance(m, Mapping) for m in prompt):
@@ -163,8 +165,8 @@ class Generator:
                 raise InvalidConfig(field="chat_template",
                                     reason=f"model {getattr(self.model, 'name', '?')!r} has no chat template; "
                                            "pass a string prompt for raw completion")
-            ids = self.model.tokenizer.encode(chat.render(list(prompt), add_generation_prompt=True),
-                                              add_special_tokens=False)
+            text = chat.render(list(prompt), add_generation_prompt=True, **({"tools": list(tools)} if tools else {}))
+            ids = self.model.tokenizer.encode(text, add_special_tokens=False)
         elif isinstance(prompt, (Sequence, np.ndarray)) and not isinstance(prompt, (bytes, bytearray)):
             # token ids: checked as Conversation.forward checks them (no coercion, within the vocab)
             ids = token_id_array(prompt, getattr(self.model, "vocab_size", None)).tolist()
@@ -179,13 +181,14 @@ class Generator:
     def generate(self, prompt_or_messages: Any, max_tokens: int | None = None,
                  sampling: SamplingParams | Mapping[str, Any] | None = None,
                  stop: str | Sequence[str] | None = None, conversation: Any = None,
-                 logprobs: bool = False, top_logprobs: int = 0) -> Stream:
+                 logprobs: bool = False, top_logprobs: int = 0,
+                 tools: Sequence[Mapping[str, Any]] | None = None) -> Stream:
         """Starts a generation; see the module docstring. `sampling` is a
         SamplingParams, a dict of overrides of the model's defaults, or None
         (the model's defaults, `SamplingParams.from_model`). `max_tokens=None`
         runs until EOS, a stop string or the end of the context. Errors in the
         request (empty prompt, negative max_tokens, a prompt longer than the
-        context) raise here, before any work."""
+        context) raise here, before any work. `tools`: see `encode_prompt`."""
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
             raise InvalidConfig(field="max_tokens", reason=f"must be an integer >= 0 or None, got {max_tokens!r}")
         if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
@@ -200,7 +203,7 @@ class Generator:
             raise InvalidConfig(field="sampling", reason="must be a SamplingParams, a dict or None")
         if stop is not None:
             params = params.replace(stop=list(params.stop) + SamplingParams(stop=stop).stop)
-        ids = self.encode_prompt(prompt_or_messages)
+        ids = self.encode_prompt(prompt_or_messages, tools=tools)
 
         own = conversation is None
         if own:
@@ -394,6 +397,27 @@ def _logprob_entry(tokenizer: Any, token: int, logprob: float, top: list[tuple[i
     return entry
 
 
+def _start(model: Any, prompt: Any, max_tokens: int | None, temperature: float | None, top_p: float | None,
+           top_k: int | None, min_p: float | None, repetition_penalty: float | None,
+           presence_penalty: float | None, frequency_penalty: float | None, top_logprobs: int, want_lp: bool,
+           seed: int | None, stop: Any, generator: Generator | None, conversation: Any,
+           tools: Sequence[Mapping[str, Any]] | None = None) -> Stream:
+    """The Stream behind an OpenAI-shaped completion (both kinds): the model's sampling defaults
+    with the non-None overrides, the request's errors raised before any work."""
+    params = SamplingParams.from_model(
+        model, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+        repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty, seed=seed)
+    gen = generator or Generator(model)
+    return gen.generate(prompt, max_tokens=max_tokens, sampling=params, stop=stop, conversation=conversation,
+                        logprobs=want_lp, top_logprobs=top_logprobs, tools=tools)
+
+
+def _usage(s: Stream) -> dict:
+    return {"prompt_tokens": s.stats.prompt_tokens, "completion_tokens": s.stats.completion_tokens,
+            "total_tokens": s.stats.prompt_tokens + s.stats.completion_tokens}
+
+
 def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], stream: bool = False,
                            max_tokens: int | None = None, temperature: float | None = None,
                            top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
@@ -401,50 +425,36 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
                            frequency_penalty: float | None = None, logprobs: bool = False,
                            top_logprobs: int = 0, seed: int | None = None,
                            stop: str | Sequence[str] | None = None, generator: Generator | None = None,
-                           conversation: Any = None) -> dict | Iterator[dict]:
+                           conversation: Any = None, tools: Sequence[Mapping[str, Any]] | None = None,
+                           tool_choice: str | None = None) -> dict | Iterator[dict]:
     """An OpenAI-shaped chat completion (`chat.completion` dict, or with
     stream=True an iterator of `chat.completion.chunk` dicts). Sampling values
     left as None come from the model's defaults. Logprobs are those of the
     model's raw distribution (log-softmax of the logits, before sampling).
+    `tools` (OpenAI function tools) go to the chat template; with `tool_choice`
+    "auto" (the default when tools are given) the answer is parsed for tool
+    calls (cyb_llm.toolcalls): found, they come back as `message.tool_calls`
+    (streamed as `delta.tool_calls`) with finish_reason "tool_calls". "none"
+    leaves the tools out of the prompt.
     Extra key: "timings" (GenerationStats.as_dict()), in the last chunk when streaming."""
+    from .toolcalls import ToolCallStream, check_tool_choice, parse_tool_calls, tool_names
+
     if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
         raise InvalidConfig(field="messages", reason="must be a non-empty list of {role, content} messages")
     for m in messages:
         if not isinstance(m, Mapping) or "role" not in m:
             raise InvalidConfig(field="messages", reason=f"each message needs a role, got {m!r}")
-    params = SamplingParams.from_model(
-        model, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-        repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
-        frequency_penalty=frequency_penalty, seed=seed)
+    names = tool_names(tools)
+    if check_tool_choice(tool_choice, tools) == "none":
+        tools, names = None, set()
     want_lp = bool(logprobs) or bool(top_logprobs)
-    gen = generator or Generator(model)
-    s = gen.generate(list(messages), max_tokens=max_tokens, sampling=params, stop=stop,
-                     conversation=conversation, logprobs=want_lp, top_logprobs=int(top_logprobs or 0))
+    s = _start(model, list(messages), max_tokens, temperature, top_p, top_k, min_p, repetition_penalty,
+               presence_penalty, frequency_penalty, int(top_logprobs or 0), want_lp, seed, stop, generator,
+               conversation, tools=tools)
     ident = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     name = getattr(model, "name", "model")
     tok = model.tokenizer
-
-    def usage() -> dict:
-        return {"prompt_tokens": s.stats.prompt_tokens, "completion_tokens": s.stats.completion_tokens,
-                "total_tokens": s.stats.prompt_tokens + s.stats.completion_tokens}
-
-    if not stream:
-        content: list[dict] = []
-        for c in s:
-            if want_lp and c.token is not None:
-                content.append(_logprob_entry(tok, c.token, c.logprob, c.top_logprobs))
-        return {
-            "id": ident, "object": "chat.completion", "created": created, "model": name,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": s.text},
-                "logprobs": {"content": content} if want_lp else None,
-                "finish_reason": s.finish_reason,
-            }],
-            "usage": usage(),
-            "timings": s.stats.as_dict(),
-        }
 
     def chunks() -> Iterator[dict]:
         def wrap(delta: dict, finish: str | None = None, lp: list | None = None) -> dict:
@@ -453,20 +463,143 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
                                  "logprobs": {"content": lp} if lp is not None else None,
                                  "finish_reason": finish}]}
 
+        split = ToolCallStream(names) if names else None
         with s:
             yield wrap({"role": "assistant", "content": ""})
             for c in s:
                 lp = [_logprob_entry(tok, c.token, c.logprob, c.top_logprobs)] \
                     if want_lp and c.token is not None else None
-                if c.text or lp:
-                    yield wrap({"content": c.text}, lp=lp)
+                text = split.push(c.text) if split is not None else c.text
+                if text or lp:
+                    yield wrap({"content": text}, lp=lp)
                 if c.finish_reason is not None:
-                    last = wrap({}, c.finish_reason)
-                    last["usage"] = usage()
+                    finish = c.finish_reason
+                    if split is not None:
+                        rest, calls = split.finish()
+                        if rest:
+                            yield wrap({"content": rest})
+                        if calls:
+                            finish = "tool_calls"
+                            yield wrap({"tool_calls": [dict(call, index=i) for i, call in enumerate(calls)]})
+                    last = wrap({}, finish)
+                    last["usage"] = _usage(s)
                     last["timings"] = s.stats.as_dict()
                     yield last
 
-    return chunks()
+    return chunks() if stream else merge_chat_chunks(chunks())
 
 
-__all__ = ["Chunk", "GenerationStats", "Stream", "Generator", "create_chat_completion", "token_bytes"]
+def merge_chat_chunks(chunks: Iterable[dict]) -> dict:
+    """The `chat.completion` dict that a stream of `chat.completion.chunk` dicts of one choice adds
+    up to (what create_chat_completion(stream=False) returns; the server folds its streams with it)."""
+    head: dict = {}
+    text: list[str] = []
+    lp: list[dict] | None = None
+    calls: list[dict] = []
+    finish = None
+    extra: dict = {}
+    for ch in chunks:
+        head = head or ch
+        choice = ch["choices"][0]
+        delta = choice.get("delta") or {}
+        text.append(delta.get("content") or "")
+        calls += [{k: v for k, v in c.items() if k != "index"} for c in delta.get("tool_calls") or []]
+        if choice.get("logprobs") is not None:
+            lp = (lp or []) + list(choice["logprobs"].get("content") or [])
+        finish = choice.get("finish_reason") or finish
+        extra.update({k: ch[k] for k in ("usage", "timings") if k in ch})
+    content = "".join(text)
+    message: dict[str, Any] = {"role": "assistant", "content": content if (content or not calls) else None}
+    if calls:
+        message["tool_calls"] = calls
+    return {"id": head.get("id"), "object": "chat.completion", "created": head.get("created"),
+            "model": head.get("model"),
+            "choices": [{"index": 0, "message": message, "logprobs": {"content": lp} if lp is not None else None,
+                         "finish_reason": finish}],
+            **extra}
+
+
+def create_completion(model: Any, prompt: str | Sequence[int], stream: bool = False, max_tokens: int | None = 16,
+                      temperature: float | None = None, top_p: float | None = None, top_k: int | None = None,
+                      min_p: float | None = None, repetition_penalty: float | None = None,
+                      presence_penalty: float | None = None, frequency_penalty: float | None = None,
+                      logprobs: int | None = None, seed: int | None = None,
+                      stop: str | Sequence[str] | None = None, generator: Generator | None = None,
+                      conversation: Any = None) -> dict | Iterator[dict]:
+    """An OpenAI-shaped raw completion (`text_completion` dict, or with stream=True an iterator
+    of them, one per piece of text): `prompt` (a string, or token ids) is continued without the
+    chat template. `max_tokens` defaults to 16 as in OpenAI's API (None: until EOS, a stop string
+    or the end of the context). `logprobs=k` gives OpenAI's legacy logprobs object (tokens,
+    token_logprobs, top_logprobs with k entries (at most 20), text_offset). The other
+    parameters are those of create_chat_completion; "timings" is added as there."""
+    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, Mapping) for m in prompt):
+        raise InvalidConfig(field="prompt", reason="a list of messages: use create_chat_completion")
+    if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)):
+        raise InvalidConfig(field="logprobs", reason=f"must be an integer in [0, 20] or None, got {logprobs!r}")
+    want_lp = logprobs is not None
+    s = _start(model, prompt, max_tokens, temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
+               frequency_penalty, int(logprobs or 0), want_lp, seed, stop, generator, conversation)
+    ident = "cmpl-" + uuid.uuid4().hex[:24]
+    created = int(time.time())
+    name = getattr(model, "name", "model")
+    tok = model.tokenizer
+    offset = 0
+
+    def lp_of(chunks: list[Chunk]) -> dict | None:
+        nonlocal offset
+        if not want_lp:
+            return None
+        out: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+        for c in chunks:
+            if c.token is None:
+                continue
+            piece = token_bytes(tok, c.token).decode("utf-8", errors="replace")
+            out["tokens"].append(piece)
+            out["token_logprobs"].append(c.logprob)
+            out["top_logprobs"].append({token_bytes(tok, t).decode("utf-8", errors="replace"): lp
+                                        for t, lp in (c.top_logprobs or [])})
+            out["text_offset"].append(offset)
+            offset += len(piece)
+        return out
+
+    def wrap(text: str, finish: str | None, lp: dict | None) -> dict:
+        return {"id": ident, "object": "text_completion", "created": created, "model": name,
+                "choices": [{"index": 0, "text": text, "logprobs": lp, "finish_reason": finish}]}
+
+    def chunks() -> Iterator[dict]:
+        with s:
+            for c in s:
+                if c.text or (want_lp and c.token is not None) or c.finish_reason is not None:
+                    out = wrap(c.text, c.finish_reason, lp_of([c]))
+                    if c.finish_reason is not None:
+                        out["usage"] = _usage(s)
+                        out["timings"] = s.stats.as_dict()
+                    yield out
+
+    return chunks() if stream else merge_completion_chunks(chunks())
+
+
+def merge_completion_chunks(chunks: Iterable[dict]) -> dict:
+    """The `text_completion` dict that a stream of them (one choice) adds up to."""
+    head: dict = {}
+    text: list[str] = []
+    lp: dict[str, list] | None = None
+    finish = None
+    extra: dict = {}
+    for ch in chunks:
+        head = head or ch
+        choice = ch["choices"][0]
+        text.append(choice.get("text") or "")
+        if choice.get("logprobs") is not None:
+            lp = lp or {}
+            for k, v in choice["logprobs"].items():
+                lp.setdefault(k, []).extend(v)
+        finish = choice.get("finish_reason") or finish
+        extra.update({k: ch[k] for k in ("usage", "timings") if k in ch})
+    return {"id": head.get("id"), "object": "text_completion", "created": head.get("created"),
+            "model": head.get("model"),
+            "choices": [{"index": 0, "text": "".join(text), "logprobs": lp, "finish_reason": finish}], **extra}
+
+
+__all__ = ["Chunk", "GenerationStats", "Stream", "Generator", "create_chat_completion", "create_completion",
+           "merge_chat_chunks", "merge_completion_chunks", "token_bytes"]

@@ -247,6 +247,12 @@ class Model:
 
         return create_chat_completion(self, list(messages), **kwargs)
 
+    def create_completion(self, prompt, **kwargs):
+        """OpenAI-shaped raw completion of `prompt` (no chat template): cyb_llm.generate.create_completion."""
+        from .generate import create_completion
+
+        return create_completion(self, prompt, **kwargs)
+
     def __repr__(self) -> str:
         return f"Model({self.name!r}, family={self.family!r}, backend={self.backend!r}, precise={self.precise})"
 

@@ -1,0 +1,660 @@
+"""The OpenAI-compatible HTTP app (FastAPI) over loaded models; docs/serve.md describes it.
+
+    from cyb_llm.serve import create_app
+    app = create_app({"smollm2": cyb_llm.load("smollm2")}, parallel=2)
+    uvicorn.run(app, port=8080)
+
+Generation, sampling, chat templates, tool-call parsing and embeddings are the
+library's (cyb_llm.generate, cyb_llm.toolcalls, cyb_llm.encoder); this module
+checks requests, schedules them on slots (engine.py) and shapes the answers.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import hmac
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import defaultdict
+from contextlib import asynccontextmanager
+from typing import Any, Callable, Mapping
+
+try:
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.middleware.cors import CORSMiddleware
+except ImportError as e:  # pragma: no cover - exercised by the CLI's message
+    raise ImportError("cyb-llm serve needs the serve extra: pip install 'cyb_llm[serve]'") from e
+
+import numpy as np
+
+from .. import __version__
+from ..errors import Error, InvalidConfig, OutOfMemory
+from ..generate import (Generator, create_chat_completion, create_completion, merge_chat_chunks,
+                        merge_completion_chunks)
+from ..toolcalls import check_tool_choice, tool_names
+from .engine import DONE, EncoderEngine, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
+
+log = logging.getLogger("cyb_llm.serve")
+
+DEFAULT_MAX_BODY = 8 * 2**20   # bytes of a request body
+DEFAULT_MAX_QUEUE = 16         # requests waiting for a slot, per model
+DEFAULT_REQUEST_TIMEOUT = 600.0
+MAX_N = 8                      # choices per request
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/models",
+             "/health", "/metrics")
+
+
+class ApiError(Exception):
+    """An error answered in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def api_error_of(e: BaseException) -> ApiError:
+    """The answer to an exception: ApiError as it is; a cyb_llm.Error of the request 400 (OutOfMemory
+    503); a timeout 503; anything else 500 (logged by the caller)."""
+    if isinstance(e, ApiError):
+        return e
+    if isinstance(e, OutOfMemory):
+        return ApiError(503, f"out of memory: {e}", type="server_error", code="out_of_memory")
+    if isinstance(e, Error):
+        param = getattr(e, "field", None)
+        return ApiError(400, f"{type(e).__name__}: {e}", param=param if isinstance(param, str) else None,
+                        code=type(e).__name__)
+    if isinstance(e, RequestTimeout):
+        return ApiError(503, "the request ran past the server's request timeout", type="server_error",
+                        code="timeout")
+    return ApiError(500, f"internal error ({type(e).__name__}); the server log has the details",
+                    type="server_error", code="internal_error")
+
+
+# --- metrics ------------------------------------------------------------------------
+
+
+class Metrics:
+    """Counters for GET /metrics (Prometheus text format 0.0.4)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: dict[tuple[str, int], int] = defaultdict(int)
+        self.prompt_tokens: dict[str, int] = defaultdict(int)
+        self.completion_tokens: dict[str, int] = defaultdict(int)
+        self.decode_seconds: dict[str, float] = defaultdict(float)
+
+    def request(self, endpoint: str, status: int) -> None:
+        with self.lock:
+            self.requests[(endpoint, status)] += 1
+
+    def tokens(self, model: str, usage: Mapping[str, Any] | None, timings: Mapping[str, Any] | None = None) -> None:
+        with self.lock:
+            if usage:
+                self.prompt_tokens[model] += int(usage.get("prompt_tokens") or 0)
+                self.completion_tokens[model] += int(usage.get("completion_tokens") or 0)
+            if timings:
+                self.decode_seconds[model] += float(timings.get("decode_ms") or 0.0) / 1000.0
+
+    def render(self, engines: Mapping[str, Any]) -> str:
+        out: list[str] = []
+
+        def family(name: str, kind: str, help: str, rows: list[tuple[str, Any]]) -> None:
+            out.append(f"# HELP {name} {help}")
+            out.append(f"# TYPE {name} {kind}")
+            out.extend(f"{name}{labels} {value}" for labels, value in rows)
+
+        with self.lock:
+            family("cyb_llm_requests_total", "counter", "HTTP requests by endpoint and status.",
+                   [(f'{{endpoint="{e}",status="{s}"}}', n) for (e, s), n in sorted(self.requests.items())])
+            family("cyb_llm_prompt_tokens_total", "counter", "Prompt tokens processed.",
+                   [(f'{{model="{m}"}}', n) for m, n in sorted(self.prompt_tokens.items())])
+            family("cyb_llm_completion_tokens_total", "counter", "Tokens generated.",
+                   [(f'{{model="{m}"}}', n) for m, n in sorted(self.completion_tokens.items())])
+            family("cyb_llm_decode_seconds_total", "counter",
+                   "Seconds spent decoding (completion tokens / this = tokens per second).",
+                   [(f'{{model="{m}"}}', f"{v:.6f}") for m, v in sorted(self.decode_seconds.items())])
+        text = {k: e for k, e in engines.items() if isinstance(e, TextEngine)}
+        family("cyb_llm_queue_length", "gauge", "Requests waiting for a slot.",
+               [(f'{{model="{k}"}}', e.queue_length) for k, e in text.items()])
+        family("cyb_llm_active_slots", "gauge", "Slots running a request.",
+               [(f'{{model="{k}"}}', e.active_slots) for k, e in text.items()])
+        family("cyb_llm_slots", "gauge", "Slots (--parallel).",
+               [(f'{{model="{k}"}}', len(e.slots)) for k, e in text.items()])
+        return "\n".join(out) + "\n"
+
+
+# --- the front: request id, API key, access log, metrics --------------------------------
+
+
+class _Front:
+    """ASGI middleware: a request id (the x-request-id response header), the API key check, one
+    access-log line per request and the per-endpoint request counter."""
+
+    def __init__(self, app: Any, api_key: str | None, metrics: Metrics):
+        self.app = app
+        self.api_key = api_key
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = "req-" + uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = rid
+        t0 = time.perf_counter()
+        status = [0]
+
+        async def send_with_id(msg: dict) -> None:
+            if msg["type"] == "http.response.start":
+                status[0] = msg["status"]
+                msg = dict(msg, headers=list(msg.get("headers") or []) + [(b"x-request-id", rid.encode())])
+            await send(msg)
+
+        path = scope.get("path", "")
+        try:
+            if self.api_key is not None and path != "/health" and scope.get("method") != "OPTIONS" \
+                    and not self._authorized(scope):
+                err = ApiError(401, "missing or invalid API key (send 'Authorization: Bearer <key>')",
+                               code="invalid_api_key")
+                await err.response()(scope, receive, send_with_id)
+                return
+            await self.app(scope, receive, send_with_id)
+        finally:
+            ms = (time.perf_counter() - t0) * 1000.0
+            code = status[0] or 499  # no response started: the client went away (nginx's 499)
+            self.metrics.request(path if path in ENDPOINTS else "other", code)
+            client = scope.get("client") or ("-", 0)
+            log.info("%s %s %s %s %d %.1fms", rid, client[0], scope.get("method"), path, code, ms)
+
+    def _authorized(self, scope: dict) -> bool:
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"authorization", b"").decode("latin-1")
+        if given.lower().startswith("bearer "):
+            given = given[7:].strip()
+        else:
+            given = headers.get(b"x-api-key", b"").decode("latin-1")
+        return hmac.compare_digest(given.encode("utf-8"), self.api_key.encode("utf-8"))  # type: ignore[union-attr]
+
+
+# --- request checks ---------------------------------------------------------------
+
+
+async def read_json(request: Request, limit: int) -> dict:
+    """The body as a JSON object: 413 over `limit` bytes (from Content-Length before reading, and
+    while reading), 400 when it is not JSON or not an object."""
+    cl = request.headers.get("content-length")
+    if cl is not None:
+        if not cl.isdigit():
+            raise ApiError(400, f"invalid Content-Length {cl!r}", code="invalid_request")
+        if int(cl) > limit:
+            raise ApiError(413, f"the request body of {int(cl)} bytes is over the limit of {limit} bytes",
+                           code="request_too_large")
+    buf = bytearray()
+    async for piece in request.stream():
+        buf += piece
+        if len(buf) > limit:
+            raise ApiError(413, f"the request body is over the limit of {limit} bytes", code="request_too_large")
+    try:
+        body = json.loads(bytes(buf))
+    except (ValueError, RecursionError) as e:
+        raise ApiError(400, f"the body is not valid JSON: {e}", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, f"the body must be a JSON object, got {type(body).__name__}", code="invalid_json")
+    return body
+
+
+def _type_error(name: str, want: str, v: Any) -> ApiError:
+    return ApiError(400, f"'{name}' must be {want}, got {json.dumps(v)[:80]}", param=name, code="invalid_type")
+
+
+def _bool(body: dict, name: str, default: bool = False) -> bool:
+    v = body.get(name)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise _type_error(name, "a boolean", v)
+    return v
+
+
+def _int(body: dict, name: str, default: int, lo: int, hi: int) -> int:
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _type_error(name, "an integer", v)
+    if not lo <= v <= hi:
+        raise ApiError(400, f"'{name}' must be in [{lo}, {hi}], got {v}", param=name, code="invalid_value")
+    return v
+
+
+def _str_list(body: dict, name: str, allow_str: bool = True) -> list[str]:
+    v = body.get(name)
+    if isinstance(v, str) and allow_str:
+        return [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise _type_error(name, "a string or a list of strings" if allow_str else "a list of strings", v)
+    return v
+
+
+def _unsupported(body: dict) -> None:
+    """Parameters this release refuses rather than ignores."""
+    rf = body.get("response_format")
+    if rf is not None and not (isinstance(rf, dict) and rf.get("type") == "text"):
+        raise ApiError(400, "response_format other than {'type': 'text'} (JSON mode, JSON schema) is not "
+                            "supported yet", param="response_format", code="unsupported_parameter")
+    if body.get("logit_bias"):
+        raise ApiError(400, "logit_bias is not supported yet", param="logit_bias", code="unsupported_parameter")
+    for name in ("echo",):
+        if body.get(name):
+            raise ApiError(400, f"'{name}' is not supported", param=name, code="unsupported_parameter")
+    if body.get("suffix") is not None:
+        raise ApiError(400, "'suffix' is not supported", param="suffix", code="unsupported_parameter")
+    if body.get("best_of") not in (None, 1):
+        raise ApiError(400, "'best_of' is not supported", param="best_of", code="unsupported_parameter")
+
+
+def _sampling_kwargs(body: dict) -> dict:
+    """The generation keywords of cyb_llm.generate from the request (their types and ranges are checked
+    there: InvalidConfig names the field, answered 400)."""
+    max_tokens = body.get("max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = body.get("max_tokens")
+    rp = body.get("repetition_penalty")
+    if rp is None:
+        rp = body.get("repeat_penalty")  # llama-server's spelling
+    kw = {"max_tokens": max_tokens, "repetition_penalty": rp, "stop": body.get("stop")}
+    for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "seed"):
+        kw[name] = body.get(name)
+    return kw
+
+
+# --- the app -----------------------------------------------------------------------
+
+
+def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None = None,
+               max_queue: int = DEFAULT_MAX_QUEUE, ctx: int | None = None, cors_origin: str | list[str] | None = None,
+               request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+               max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+    """The server over loaded models (id -> cyb_llm.Model; the ids are what requests name in "model";
+    the first is the default). Text models get `parallel` slots of `ctx` positions each (default:
+    min(model context, 4096)) and a queue of `max_queue`; encoder models serve /v1/embeddings and
+    /v1/rerank. `request_timeout` (seconds, None = none) bounds the wait for a slot and the run."""
+    if not models:
+        raise InvalidConfig(field="models", reason="give at least one model")
+    for name, v, lo in (("parallel", parallel, 1), ("max_queue", max_queue, 0), ("max_body", max_body, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise InvalidConfig(field=name, reason=f"must be an integer >= {lo}, got {v!r}")
+    engines: dict[str, TextEngine | EncoderEngine] = {}
+    for mid, m in models.items():
+        if getattr(m, "is_encoder", False):
+            engines[mid] = EncoderEngine(mid, m)
+        else:
+            engines[mid] = TextEngine(mid, m, parallel=parallel, ctx=ctx, max_queue=max_queue)
+    default_id = next(iter(models))
+    metrics = Metrics()
+    started = int(time.time())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        for e in engines.values():  # in-flight requests are finished or cancelled by now (uvicorn's shutdown)
+            if isinstance(e, TextEngine):
+                e.close()
+
+    app = FastAPI(title="cyb_llm", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.engines = engines
+    app.state.metrics = metrics
+    app.add_middleware(_Front, api_key=api_key, metrics=metrics)
+    if cors_origin:
+        origins = [cors_origin] if isinstance(cors_origin, str) else list(cors_origin)
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "OPTIONS"],
+                           allow_headers=["*"], expose_headers=["x-request-id"])
+
+    # --- errors ---
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, e: ApiError):
+        return e.response()
+
+    @app.exception_handler(Error)
+    async def _lib_error(request: Request, e: Error):
+        return api_error_of(e).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, e: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code)
+        return ApiError(e.status_code, str(e.detail), code=code).response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, e: RequestValidationError):
+        return ApiError(400, str(e), code="invalid_request").response()
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, e: Exception):
+        log.error("%s: unexpected %s", request.scope.get("state", {}).get("request_id"), type(e).__name__,
+                  exc_info=e)
+        return api_error_of(e).response()
+
+    # --- helpers ---
+    def engine_for(body: dict, kind: type) -> Any:
+        mid = body.get("model", default_id)
+        if mid is None:
+            mid = default_id
+        if not isinstance(mid, str):
+            raise _type_error("model", "a string", mid)
+        e = engines.get(mid)
+        if e is None:
+            raise ApiError(404, f"the model '{mid}' does not exist (served: {', '.join(engines)})", param="model",
+                           code="model_not_found")
+        if not isinstance(e, kind):
+            what = "a text model" if kind is TextEngine else "an encoder model"
+            raise ApiError(400, f"the model '{mid}' is not {what}", param="model", code="wrong_model_kind")
+        return e
+
+    def check_context(eng: TextEngine, ids: list[int], max_tokens: Any, n: int) -> None:
+        if len(ids) > eng.ctx:
+            raise ApiError(400, f"the prompt has {len(ids)} tokens, more than the context of {eng.ctx}",
+                           param="messages", code="context_length_exceeded")
+        if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and len(ids) + max_tokens > eng.ctx:
+            raise ApiError(400, f"the prompt ({len(ids)} tokens) plus max_tokens ({max_tokens}) is more than the "
+                                f"context of {eng.ctx} tokens", param="max_tokens", code="context_length_exceeded")
+
+    async def start(eng: TextEngine, ids: list[int], make: Callable[[Any, int], Any], n: int) -> Job:
+        """Takes a slot (or 429/503), builds the first choice's iterator (the request's errors come from
+        here, before any answer is sent) and hands the run to the model's worker thread. The choices
+        of one request run one after another in its slot."""
+        deadline = time.monotonic() + request_timeout if request_timeout else None
+        try:
+            slot = await eng.acquire(ids, deadline)
+        except QueueFull:
+            raise ApiError(429, f"the server is busy: all {len(eng.slots)} slots of '{eng.model_id}' are taken "
+                                f"and {eng.max_queue} requests wait; retry later", type="server_error",
+                           code="queue_full") from None
+        except QueueTimeout:
+            raise ApiError(503, "no slot became free before the request timeout", type="server_error",
+                           code="queue_timeout") from None
+        try:
+            first = await run_in_threadpool(make, slot, 0)
+        except BaseException:
+            eng.release(slot)
+            raise
+
+        def choices():
+            for i in range(n):
+                it = first if i == 0 else make(slot, i)
+                try:
+                    for item in it:
+                        yield i, item
+                finally:
+                    it.close()
+
+        job = Job(asyncio.get_running_loop(), slot, choices(), deadline)
+        eng.submit(job)
+        return job
+
+    async def collect(job: Job, request: Request) -> dict[int, list[dict]]:
+        """Every chunk of a job, per choice (non-streaming answers); cancels it when the client leaves."""
+        per: dict[int, list[dict]] = defaultdict(list)
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(job.queue.get(), 1.0)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        job.cancel()
+                        raise ApiError(499, "client closed the request", code="client_closed") from None
+                    continue
+                if item is DONE:
+                    return per
+                if isinstance(item, BaseException):
+                    raise item
+                i, chunk = item
+                per[i].append(chunk)
+        finally:
+            job.cancel()  # no-op when finished
+
+    def combine(merged: list[dict], model_id: str) -> dict:
+        out = dict(merged[0])
+        out["model"] = model_id
+        out["choices"] = [dict(m["choices"][0], index=i) for i, m in enumerate(merged)]
+        usages = [m.get("usage") or {} for m in merged]
+        prompt = usages[0].get("prompt_tokens", 0)
+        completion = sum(u.get("completion_tokens", 0) for u in usages)
+        out["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                        "total_tokens": prompt + completion}
+        for m in merged:
+            metrics.tokens(model_id, None, m.get("timings"))
+        metrics.tokens(model_id, out["usage"])
+        return out
+
+    def sse(job: Job, model_id: str, include_usage: bool, chat: bool) -> StreamingResponse:
+        async def events():
+            ident = created = None
+            usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+            try:
+                while True:
+                    item = await job.queue.get()
+                    if item is DONE:
+                        break
+                    if isinstance(item, BaseException):
+                        err = api_error_of(item)
+                        if err.status >= 500 and not isinstance(item, (RequestTimeout, OutOfMemory)):
+                            log.error("unexpected %s in a stream", type(item).__name__, exc_info=item)
+                        yield f"data: {json.dumps(err.body())}\n\n"
+                        break
+                    i, chunk = item
+                    ident = ident or chunk["id"]
+                    created = created or chunk["created"]
+                    chunk.update(id=ident, created=created, model=model_id)
+                    chunk["choices"][0]["index"] = i
+                    u = chunk.pop("usage", None)
+                    if u:
+                        usage["prompt_tokens"] = u["prompt_tokens"] if i == 0 else usage["prompt_tokens"]
+                        usage["completion_tokens"] += u["completion_tokens"]
+                        metrics.tokens(model_id, {"prompt_tokens": u["prompt_tokens"] if i == 0 else 0,
+                                                  "completion_tokens": u["completion_tokens"]}, chunk.get("timings"))
+                    if include_usage:
+                        chunk["usage"] = None
+                    yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+                else:  # pragma: no cover
+                    pass
+                if include_usage and item is DONE:
+                    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                    last = {"id": ident, "object": "chat.completion.chunk" if chat else "text_completion",
+                            "created": created, "model": model_id, "choices": [], "usage": usage}
+                    yield f"data: {json.dumps(last)}\n\n"
+                yield "data: [DONE]\n\n"
+            finally:
+                job.cancel()  # the client went away (or the server stops): the worker frees the slot
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    def stream_flags(body: dict) -> tuple[bool, bool]:
+        stream = _bool(body, "stream")
+        so = body.get("stream_options")
+        if so is not None and not isinstance(so, dict):
+            raise _type_error("stream_options", "an object", so)
+        include_usage = bool(so and _bool(so, "include_usage"))
+        return stream, include_usage
+
+    # --- endpoints ---
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        body = await read_json(request, max_body)
+        eng: TextEngine = engine_for(body, TextEngine)
+        stream, include_usage = stream_flags(body)
+        n = _int(body, "n", 1, 1, MAX_N)
+        _unsupported(body)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or \
+                not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+            raise _type_error("messages", "a non-empty list of {role, content} objects", messages)
+        if getattr(eng.model, "chat", None) is None:
+            raise ApiError(400, f"the model '{eng.model_id}' has no chat template; use /v1/completions",
+                           param="model", code="no_chat_template")
+        logprobs = _bool(body, "logprobs")
+        top_logprobs = body.get("top_logprobs") or 0
+        tools, tool_choice = body.get("tools"), body.get("tool_choice")
+        kw = _sampling_kwargs(body)
+
+        def encode() -> list[int]:
+            rendered_tools = tools if check_tool_choice(tool_choice, tools) != "none" and tool_names(tools) else None
+            return Generator(eng.model).encode_prompt(messages, tools=rendered_tools)
+
+        ids = await run_in_threadpool(encode)
+        check_context(eng, ids, kw["max_tokens"], n)
+
+        def make(slot: Any, i: int):
+            k = dict(kw)
+            if i and isinstance(k["seed"], int) and not isinstance(k["seed"], bool):
+                k["seed"] = (k["seed"] + i) % 2**64  # n > 1 with a seed: distinct, reproducible choices
+            return create_chat_completion(eng.model, messages, stream=True, logprobs=logprobs,
+                                          top_logprobs=top_logprobs, tools=tools, tool_choice=tool_choice,
+                                          generator=slot.generator, conversation=slot.conversation, **k)
+
+        job = await start(eng, ids, make, n)
+        if stream:
+            return sse(job, eng.model_id, include_usage, chat=True)
+        per = await collect(job, request)
+        return combine([merge_chat_chunks(per[i]) for i in range(n)], eng.model_id)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await read_json(request, max_body)
+        eng: TextEngine = engine_for(body, TextEngine)
+        stream, include_usage = stream_flags(body)
+        n = _int(body, "n", 1, 1, MAX_N)
+        _unsupported(body)
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if not (isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(
+                isinstance(t, int) and not isinstance(t, bool) for t in prompt))):
+            raise _type_error("prompt", "a string or a list of token ids", prompt)
+        logprobs = body.get("logprobs")
+        kw = _sampling_kwargs(body)
+        if "max_tokens" not in body and "max_completion_tokens" not in body:
+            kw["max_tokens"] = 16  # OpenAI's default for completions
+        ids = await run_in_threadpool(Generator(eng.model).encode_prompt, prompt)
+        check_context(eng, ids, kw["max_tokens"], n)
+
+        def make(slot: Any, i: int):
+            k = dict(kw)
+            if i and isinstance(k["seed"], int) and not isinstance(k["seed"], bool):
+                k["seed"] = (k["seed"] + i) % 2**64
+            return create_completion(eng.model, prompt, stream=True, logprobs=logprobs, generator=slot.generator,
+                                     conversation=slot.conversation, **k)
+
+        job = await start(eng, ids, make, n)
+        if stream:
+            return sse(job, eng.model_id, include_usage, chat=False)
+        per = await collect(job, request)
+        return combine([merge_completion_chunks(per[i]) for i in range(n)], eng.model_id)
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        body = await read_json(request, max_body)
+        eng: EncoderEngine = engine_for(body, EncoderEngine)
+        texts = _str_list(body, "input")
+        if not texts:
+            raise ApiError(400, "'input' is an empty list", param="input", code="invalid_value")
+        fmt = body.get("encoding_format") or "float"
+        if fmt not in ("float", "base64"):
+            raise ApiError(400, f"'encoding_format' must be 'float' or 'base64', got {fmt!r}",
+                           param="encoding_format", code="invalid_value")
+        if body.get("dimensions") is not None:
+            raise ApiError(400, "'dimensions' is not supported", param="dimensions", code="unsupported_parameter")
+        inp = body["input"] if isinstance(body["input"], str) else texts
+        out = await run_in_threadpool(eng.run, lambda: eng.model.create_embedding(inp, model=eng.model_id))
+        if fmt == "base64":
+            for d in out["data"]:
+                d["embedding"] = base64.b64encode(np.asarray(d["embedding"], dtype=np.float32).tobytes()).decode()
+        metrics.tokens(eng.model_id, out.get("usage"))
+        return out
+
+    @app.post("/v1/rerank")
+    async def rerank(request: Request):
+        body = await read_json(request, max_body)
+        eng: EncoderEngine = engine_for(body, EncoderEngine)
+        query = body.get("query")
+        if not isinstance(query, str):
+            raise _type_error("query", "a string", query)
+        docs = _str_list(body, "documents", allow_str=False)
+        top_n = _int(body, "top_n", len(docs), 0, 2**31 - 1)
+        return_documents = _bool(body, "return_documents", True)
+        model = eng.model
+
+        def score() -> tuple[list[float], int]:
+            tok = model.tokenizer
+            used = sum(len(tok.encode(t)) for t in [query, *docs])
+            if not docs:
+                return [], used
+            if int(model._native.num_labels) > 0:  # a cross-encoder: its own scores
+                s = np.asarray(model.rerank(query, docs))
+                if s.ndim != 1:
+                    raise ApiError(400, f"the model '{eng.model_id}' has {s.shape[1]} labels; reranking needs a "
+                                        "one-label cross-encoder", param="model", code="wrong_model_kind")
+                return [float(x) for x in s], used
+            v = model.embed([query, *docs], normalize=True)  # an embedding model: cosine similarity
+            return [float(x) for x in v[1:] @ v[0]], used
+
+        scores, used = await run_in_threadpool(eng.run, score)
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])[:top_n]
+        results = []
+        for i in order:
+            r: dict[str, Any] = {"index": i, "relevance_score": scores[i]}
+            if return_documents:
+                r["document"] = {"text": docs[i]}
+            results.append(r)
+        metrics.tokens(eng.model_id, {"prompt_tokens": used})
+        return {"object": "list", "model": eng.model_id, "results": results,
+                "usage": {"prompt_tokens": used, "total_tokens": used}}
+
+    def model_card(mid: str) -> dict:
+        e = engines[mid]
+        card: dict[str, Any] = {"id": mid, "object": "model", "created": started, "owned_by": "cyb_llm"}
+        if isinstance(e, TextEngine):
+            card["meta"] = {"kind": "text", "context": e.ctx, "slots": len(e.slots), "name": e.model.name}
+        else:
+            card["meta"] = {"kind": "encoder", "name": e.model.name}
+        return card
+
+    @app.get("/v1/models")
+    async def list_models():
+        return {"object": "list", "data": [model_card(mid) for mid in engines]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def get_model(model_id: str):
+        if model_id not in engines:
+            raise ApiError(404, f"the model '{model_id}' does not exist", param="model", code="model_not_found")
+        return model_card(model_id)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok",
+                "models": {k: ({"slots": len(e.slots), "active": e.active_slots, "queued": e.queue_length}
+                               if isinstance(e, TextEngine) else {"kind": "encoder"}) for k, e in engines.items()}}
+
+    @app.get("/metrics")
+    async def prometheus():
+        return PlainTextResponse(metrics.render(engines), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+__all__ = ["create_app", "ApiError", "Metrics", "DEFAULT_MAX_BODY", "DEFAULT_MAX_QUEUE", "DEFAULT_REQUEST_TIMEOUT"]

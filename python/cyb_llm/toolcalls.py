@@ -1,0 +1,194 @@
+"""Tool calls: a model's text output parsed back into OpenAI `tool_calls`.
+
+The request's `tools` are rendered into the prompt by the model's own chat
+template (chat.py); what the model writes back depends on its family:
+
+- Qwen2.5 (and Hermes-style templates): one or more
+  ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`` blocks,
+  possibly after some text (kept as the message content);
+- Llama 3.x: the whole answer is ``{"name": ..., "parameters": {...}}``
+  (optionally after ``<|python_tag|>``), several calls separated by ``;``;
+- anything else (generic fallback): the whole answer, or a ```json fenced
+  block that is the whole answer, is one JSON object ``{"name", "arguments"}``
+  (or ``{"function": {...}}``, ``{"tool_calls": [...]}``) or a list of them.
+
+A call counts only when its name is one of the request's tools; otherwise the
+text stays content. `ToolCallStream` does the same for a stream of text
+pieces: it releases text as content while the answer cannot be a tool call and
+holds it back from the point where one may begin.
+"""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import InvalidConfig
+
+_QWEN_OPEN, _QWEN_CLOSE = "<tool_call>", "</tool_call>"
+_PYTHON_TAG = "<|python_tag|>"
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.S)
+#: Ways an answer that is a tool call may begin (after leading white space).
+_STARTS = (_QWEN_OPEN, _PYTHON_TAG, "{", "[", "```")
+
+
+def tool_names(tools: Sequence[Mapping[str, Any]] | None) -> set[str]:
+    """Names of the functions of an OpenAI `tools` list; InvalidConfig(field="tools") when malformed."""
+    if tools is None:
+        return set()
+    if not isinstance(tools, (list, tuple)):
+        raise InvalidConfig(field="tools", reason=f"must be a list of tools, got {type(tools).__name__}")
+    names = set()
+    for i, t in enumerate(tools):
+        fn = t.get("function") if isinstance(t, Mapping) else None
+        if not isinstance(t, Mapping) or t.get("type", "function") != "function" or not isinstance(fn, Mapping) \
+                or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise InvalidConfig(field="tools", reason=f"tools[{i}] must be {{\"type\": \"function\", \"function\": "
+                                                      "{\"name\": ..., \"parameters\": {...}}}")
+        names.add(fn["name"])
+    return names
+
+
+def _call(name: str, arguments: Any) -> dict:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {},
+                                                                   ensure_ascii=False)
+    return {"id": "call_" + uuid.uuid4().hex[:24], "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def _from_obj(obj: Any, names: set[str]) -> list[dict] | None:
+    """Calls of one decoded JSON value, or None when it is not (entirely) tool calls of known tools."""
+    if isinstance(obj, list):
+        if not obj:
+            return None
+        calls = []
+        for o in obj:
+            c = _from_obj(o, names)
+            if c is None:
+                return None
+            calls += c
+        return calls
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("tool_calls"), list) and len(obj) == 1:
+        return _from_obj(obj["tool_calls"], names)
+    if isinstance(obj.get("function"), dict) and "name" not in obj:
+        return _from_obj(obj["function"], names)
+    name = obj.get("name")
+    if not isinstance(name, str) or name not in names:
+        return None
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    if not isinstance(args, dict):
+        return None
+    return [_call(name, args)]
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def parse_tool_calls(text: str, tools: Sequence[Mapping[str, Any]] | set[str] | None) -> tuple[str, list[dict]]:
+    """(content, tool_calls) of a finished answer. No call found: (text, [])."""
+    names = tools if isinstance(tools, set) else tool_names(tools)
+    if not names:
+        return text, []
+    # Qwen2.5 / Hermes: <tool_call>{json}</tool_call> blocks (the last one may lack its closing tag)
+    if _QWEN_OPEN in text:
+        calls: list[dict] = []
+        content: list[str] = []
+        rest = text
+        while _QWEN_OPEN in rest:
+            before, _, after = rest.partition(_QWEN_OPEN)
+            content.append(before)
+            body, closed, rest = after.partition(_QWEN_CLOSE)
+            found = _from_obj(_loads(body.strip()), names)
+            if found is None:
+                return text, []
+            calls += found
+            if not closed:
+                rest = ""
+        content.append(rest)
+        return "".join(content).strip(), calls
+    s = text.strip()
+    if s.startswith(_PYTHON_TAG):
+        s = s[len(_PYTHON_TAG):].strip()
+    m = _FENCE.match(s)
+    if m:
+        s = m.group(1).strip()
+    # one JSON value (generic; Llama 3.x's {"name", "parameters"})
+    found = _from_obj(_loads(s), names)
+    if found is not None:
+        return "", found
+    # Llama 3.x: several calls separated by ";"
+    if ";" in s:
+        calls = []
+        for part in s.split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            c = _from_obj(_loads(part), names)
+            if c is None:
+                return text, []
+            calls += c
+        if calls:
+            return "", calls
+    return text, []
+
+
+class ToolCallStream:
+    """Splits a stream of text pieces into content released as it comes and a held-back tail
+    that may hold tool calls; `finish()` parses that tail."""
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]] | set[str]):
+        self.names = tools if isinstance(tools, set) else tool_names(tools)
+        self._held = ""
+        self._mode = "undecided"   # -> "content" (stream, watch for <tool_call>) | "call" (hold everything)
+
+    def push(self, text: str) -> str:
+        """Content that can be released now."""
+        self._held += text
+        if self._mode == "undecided":
+            s = self._held.lstrip()
+            if not s or any(m.startswith(s) for m in _STARTS):
+                return ""   # could still become a tool call
+            self._mode = "call" if any(s.startswith(m) for m in _STARTS) else "content"
+        if self._mode == "call":
+            return ""
+        i = self._held.find(_QWEN_OPEN)
+        if i >= 0:
+            out, self._held, self._mode = self._held[:i], self._held[i:], "call"
+            return out
+        keep = next((k for k in range(min(len(_QWEN_OPEN) - 1, len(self._held)), 0, -1)
+                     if self._held.endswith(_QWEN_OPEN[:k])), 0)
+        out, self._held = self._held[:len(self._held) - keep], self._held[len(self._held) - keep:]
+        return out
+
+    def finish(self) -> tuple[str, list[dict]]:
+        """(the rest of the content, tool calls) once the answer is complete."""
+        held, self._held = self._held, ""
+        if self._mode == "content" and _QWEN_OPEN not in held:
+            return held, []
+        return parse_tool_calls(held, self.names)
+
+
+def check_tool_choice(tool_choice: Any, tools: Iterable | None) -> str:
+    """"auto" or "none" (the choices this release implements); InvalidConfig(field="tool_choice") otherwise."""
+    if tool_choice is None:
+        return "auto" if tools else "none"
+    if tool_choice in ("auto", "none"):
+        return tool_choice
+    if tool_choice == "required" or isinstance(tool_choice, Mapping):
+        raise InvalidConfig(field="tool_choice", reason="'required' and named tool choices need constrained "
+                                                        "decoding, which this release does not have; use 'auto'")
+    raise InvalidConfig(field="tool_choice", reason=f"must be 'auto' or 'none', got {tool_choice!r}")
+
+
+__all__ = ["parse_tool_calls", "ToolCallStream", "tool_names", "check_tool_choice"]
