@@ -193,7 +193,7 @@ def test_embedding_every_encoding(enc, backend):
 
 
 @pytest.mark.parametrize("enc", ENCODINGS)
-@pytest.mark.parametrize("T", [1, 5, 9, 20])  # 9: the tile paths (avx512 8-token tiles, amx); 20: packed float GEMM
+@pytest.mark.parametrize("T", [1, 5, 9, 40])  # 9: the tile paths (avx512 8-token tiles, amx); 40: cpu packed float GEMM, wgpu tiled GEMM
 def test_matmul_every_encoding(enc, T, backend, precise):
     rng = np.random.default_rng(2 + T)
     for k in row_lengths(enc):
@@ -821,7 +821,7 @@ def test_fused_swiglu(enc, backend, precise):
     k = row_lengths(enc)[0]
     wg, dg = random_weight(enc, 21, k, rng)
     wu, du = random_weight(enc, 21, k, rng)
-    for T in (1, 3):
+    for T in (1, 3, 40):  # 40: the wgpu tiled GEMM's SWIGLU variant
         x = rng.standard_normal((T, k)).astype(np.float32)
         x64 = matmul_input(x, enc, backend, precise)
         (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, backend=backend)
@@ -840,7 +840,7 @@ def test_fused_swiglu_many_rows(enc, backend, precise):
     k = 512
     wg, dg = random_weight(enc, 301, k, rng)
     wu, du = random_weight(enc, 301, k, rng)
-    for T in (1, 2, 9):
+    for T in (1, 2, 9, 70):  # 70: several 64-token tiles (wgpu)
         x = rng.standard_normal((T, k)).astype(np.float32)
         x64 = matmul_input(x, enc, backend, precise)
         (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, backend=backend)

@@ -1026,6 +1026,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   }
 }
 
+// Tokens from which a matmul runs as a tiled GEMM.
+constexpr int64_t kTiledMinTokens = 32;
+
 void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2,
                          Tensor& y) {
   const int64_t K = W.shape.d[1], N = W.shape.d[0];
@@ -1038,16 +1041,19 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   std::vector<std::string> defs;
   if (bias) defs.push_back("BIAS");
   if (w2) defs.push_back("SWIGLU");
-  Pipeline& pl = pipeline(g_, "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
+  // Many tokens: 64 x 64 output tiles over staged chunks (matmul_tiled.wgsl); few:
+  // rows split over lanes, up to 8 tokens a workgroup (matmul.wgsl).
+  const bool tiled = T >= kTiledMinTokens && N <= int64_t{65535} * 64 && T <= int64_t{65535} * 64;
+  Pipeline& pl = pipeline(g_, tiled ? "matmul_tiled" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   for (size_t c = 0; c < w->bufs.size(); ++c) {
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
-    const uint32_t wgs = u((nr + 1) / 2);
-    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
+    const uint32_t wgs = tiled ? u((nr + 63) / 64) : u((nr + 1) / 2);
+    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
     uint32_t p[12] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
                       w2 ? u(row_bytes(W2->dtype, K)) : 0u, 0};
-    const uint32_t nz = u((T + 7) / 8);
+    const uint32_t nz = tiled ? 1u : u((T + 7) / 8);
     if (w2 && bias) {
       Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
                   {4, bb, 0, WGPU_WHOLE_SIZE}, {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE}};
