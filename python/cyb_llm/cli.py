@@ -405,7 +405,12 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # uvicorn handles SIGTERM/SIGINT: it stops accepting, waits up to the shutdown timeout for
-    # in-flight requests (streams are cancelled after it), runs the app's shutdown, exits 0.
+    # in-flight requests (streams are cancelled after it) and runs the app's shutdown. It then
+    # re-raises the signal to the handler it found; these no-op handlers make that an exit 0.
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     uvicorn.run(app, host=a.host, port=a.port, log_level=a.log_level, access_log=False,
                 timeout_graceful_shutdown=a.shutdown_timeout)
     return 0

@@ -165,7 +165,10 @@ class Generator:
                 raise InvalidConfig(field="chat_template",
                                     reason=f"model {getattr(self.model, 'name', '?')!r} has no chat template; "
                                            "pass a string prompt for raw completion")
-            text = chat.render(list(prompt), add_generation_prompt=True, **({"tools": list(tools)} if tools else {}))
+            from .toolcalls import template_messages
+
+            text = chat.render(template_messages(prompt), add_generation_prompt=True,
+                               **({"tools": list(tools)} if tools else {}))
             ids = self.model.tokenizer.encode(text, add_special_tokens=False)
         elif isinstance(prompt, (Sequence, np.ndarray)) and not isinstance(prompt, (bytes, bytearray)):
             # token ids: checked as Conversation.forward checks them (no coercion, within the vocab)

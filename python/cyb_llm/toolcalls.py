@@ -179,6 +179,28 @@ class ToolCallStream:
         return parse_tool_calls(held, self.names)
 
 
+def template_messages(messages: Sequence[Any]) -> list:
+    """Messages as chat templates expect them: an assistant's `tool_calls[].function.arguments` given as
+    a JSON string (OpenAI's wire form) becomes the object it encodes (HF's form, which templates
+    such as Qwen2.5's render with `tojson`). Anything else is passed through unchanged."""
+    out = []
+    for m in messages:
+        calls = m.get("tool_calls") if isinstance(m, Mapping) else None
+        if isinstance(calls, list) and any(isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)
+                                           and isinstance(c["function"].get("arguments"), str) for c in calls):
+            fixed = []
+            for c in calls:
+                fn = c.get("function") if isinstance(c, Mapping) else None
+                if isinstance(fn, Mapping) and isinstance(fn.get("arguments"), str):
+                    args = _loads(fn["arguments"])
+                    if isinstance(args, dict):
+                        c = dict(c, function=dict(fn, arguments=args))
+                fixed.append(c)
+            m = dict(m, tool_calls=fixed)
+        out.append(m)
+    return out
+
+
 def check_tool_choice(tool_choice: Any, tools: Iterable | None) -> str:
     """"auto" or "none" (the choices this release implements); InvalidConfig(field="tool_choice") otherwise."""
     if tool_choice is None:
@@ -191,4 +213,4 @@ def check_tool_choice(tool_choice: Any, tools: Iterable | None) -> str:
     raise InvalidConfig(field="tool_choice", reason=f"must be 'auto' or 'none', got {tool_choice!r}")
 
 
-__all__ = ["parse_tool_calls", "ToolCallStream", "tool_names", "check_tool_choice"]
+__all__ = ["parse_tool_calls", "ToolCallStream", "tool_names", "check_tool_choice", "template_messages"]
