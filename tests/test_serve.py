@@ -479,3 +479,25 @@ def test_cli_serve_without_the_extra_says_how_to_install():
             "from cyb_llm.cli import main; sys.exit(main(['serve', 'smollm2']))")
     r = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "pip install 'cyb_llm[serve]'" in r.stderr
+
+
+def test_cors_is_off_by_default_and_on_for_the_given_origin(base, models):
+    pre = {"Origin": "http://app.example", "Access-Control-Request-Method": "POST"}
+    r = httpx.options(base + _CHAT, headers=pre)
+    assert "access-control-allow-origin" not in r.headers
+    with serving({"smollm2": models["smollm2"]}, cors_origin="http://app.example", api_key="k") as url:
+        r = httpx.options(url + _CHAT, headers=pre)  # preflight: answered before the key check
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://app.example"
+        r = httpx.options(url + _CHAT, headers=dict(pre, Origin="http://evil.example"))
+        assert r.headers.get("access-control-allow-origin") != "http://evil.example"
+
+
+def test_request_timeout(models):
+    with serving({"smollm2": models["smollm2"]}, ctx=512, request_timeout=0.5) as url:
+        body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 400, "temperature": 0}
+        t0 = time.time()
+        r = httpx.post(url + _CHAT, json=body, timeout=30)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "timeout"
+        assert time.time() - t0 < 3
+        assert _wait_idle(url, timeout=2.0)["active"] == 0
+        assert httpx.post(url + _CHAT, json={"messages": HI, "max_tokens": 2}).status_code == 200
