@@ -258,9 +258,8 @@ def _unsupported(body: dict) -> None:
                             "supported yet", param="response_format", code="unsupported_parameter")
     if body.get("logit_bias"):
         raise ApiError(400, "logit_bias is not supported yet", param="logit_bias", code="unsupported_parameter")
-    for name in ("echo",):
-        if body.get(name):
-            raise ApiError(400, f"'{name}' is not supported", param=name, code="unsupported_parameter")
+    if body.get("echo"):
+        raise ApiError(400, "'echo' is not supported", param="echo", code="unsupported_parameter")
     if body.get("suffix") is not None:
         raise ApiError(400, "'suffix' is not supported", param="suffix", code="unsupported_parameter")
     if body.get("best_of") not in (None, 1):
@@ -470,8 +469,6 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
                     if include_usage:
                         chunk["usage"] = None
                     yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
-                else:  # pragma: no cover
-                    pass
                 if include_usage and item is DONE:
                     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
                     last = {"id": ident, "object": "chat.completion.chunk" if chat else "text_completion",
