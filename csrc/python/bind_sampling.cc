@@ -5,7 +5,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "sampling/sampler.h"
@@ -22,15 +27,53 @@ const float* row(const F32Array& a, int64_t* n) {
   return a.data();
 }
 
+// The allowed-token mask of one draw: None, or a 1-D C-contiguous uint32 (or
+// int32, as llguidance's numpy helpers allocate) array of ceil(n / 32) words.
+// `keep` holds the array while the GIL is released.
+const uint32_t* mask_of(const py::object& allowed, int64_t n, py::array* keep) {
+  if (allowed.is_none()) return nullptr;
+  if (!py::isinstance<py::array>(allowed))
+    cyb::throw_invalid_config("allowed", "must be a numpy uint32 array of ceil(vocab / 32) words or None, got " +
+                                             std::string(py::str(py::type::of(allowed).attr("__name__"))));
+  *keep = py::reinterpret_borrow<py::array>(allowed);
+  const py::dtype dt = keep->dtype();
+  if (dt.itemsize() != 4 || (dt.kind() != 'u' && dt.kind() != 'i'))
+    cyb::throw_invalid_config("allowed", "must be a uint32 (or int32) bitset, got dtype " +
+                                             std::string(py::str(py::object(dt))));
+  const int64_t words = cyb::Sampler::mask_words(n);
+  if (keep->ndim() != 1 || keep->shape(0) != words)
+    cyb::throw_shape_mismatch("allowed (ceil(vocab / 32) words)", {words},
+                              std::vector<int64_t>(keep->shape(), keep->shape() + keep->ndim()));
+  if (!(keep->flags() & py::array::c_style))
+    cyb::throw_invalid_config("allowed", "must be a contiguous array");
+  return static_cast<const uint32_t*>(keep->data());
+}
+
+void set_bias(cyb::Sampler& s, const std::map<int64_t, double>& bias) {
+  std::vector<int32_t> ids;
+  std::vector<float> values;
+  for (const auto& [tok, b] : bias) {
+    if (tok < 0 || tok > std::numeric_limits<int32_t>::max())
+      cyb::throw_invalid_config("logit_bias", "token id " + std::to_string(tok) + " is outside [0, 2**31)");
+    ids.push_back(static_cast<int32_t>(tok));
+    values.push_back(static_cast<float>(b));  // beyond the f32 range: inf, refused by set_logit_bias
+  }
+  s.set_logit_bias(ids.data(), values.data(), ids.size());
+}
+
 }  // namespace
 
 void bind_sampling(py::module_& m) {
   py::class_<cyb::Sampler>(m, "Sampler", R"doc(
-Native token sampler: penalties -> temperature -> top-k -> top-p -> min-p -> draw.
-Owns its penalty history and a seeded RNG (same seed, same logits -> same tokens).
+Native token sampler: logit bias -> allowed-token mask -> penalties -> temperature -> top-k ->
+top-p -> min-p -> draw. Owns its penalty history and a seeded RNG (same seed, same logits ->
+same tokens). `logit_bias`: {token id: additive bias}, applied to every draw. The mask
+(`allowed=` of sample/process/probs) is a numpy uint32 bitset of ceil(vocab / 32) words, bit
+i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is InvalidConfig.
 )doc")
       .def(py::init([](float temperature, int32_t top_k, float top_p, float min_p, float repetition_penalty,
-                       float presence_penalty, float frequency_penalty, int32_t penalty_last_n, uint64_t seed) {
+                       float presence_penalty, float frequency_penalty, int32_t penalty_last_n, uint64_t seed,
+                       const std::optional<std::map<int64_t, double>>& logit_bias) {
              cyb::SamplingConfig c;
              c.temperature = temperature;
              c.top_k = top_k;
@@ -41,26 +84,32 @@ Owns its penalty history and a seeded RNG (same seed, same logits -> same tokens
              c.frequency_penalty = frequency_penalty;
              c.penalty_last_n = penalty_last_n;
              c.seed = seed;
-             return new cyb::Sampler(c);
+             auto s = std::make_unique<cyb::Sampler>(c);
+             if (logit_bias) set_bias(*s, *logit_bias);
+             return s.release();
            }),
            py::kw_only(), py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
            py::arg("min_p") = 0.0f, py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f,
-           py::arg("frequency_penalty") = 0.0f, py::arg("penalty_last_n") = 64, py::arg("seed") = 0)
+           py::arg("frequency_penalty") = 0.0f, py::arg("penalty_last_n") = 64, py::arg("seed") = 0,
+           py::arg("logit_bias") = py::none())
       .def(
           "sample",
-          [](cyb::Sampler& s, const F32Array& logits, bool accept) {
+          [](cyb::Sampler& s, const F32Array& logits, bool accept, const py::object& allowed) {
             int64_t n;
             const float* p = row(logits, &n);
+            py::array keep;
+            const uint32_t* mask = mask_of(allowed, n, &keep);
             int32_t tok;
             {
               py::gil_scoped_release nogil;
-              tok = s.sample(p, n);
+              tok = s.sample(p, n, mask);
               if (accept) s.accept(tok);
             }
             return tok;
           },
-          py::arg("logits"), py::arg("accept") = true,
-          "Draw one token id from a [vocab] float32 row; appends it to the history unless accept=False.")
+          py::arg("logits"), py::arg("accept") = true, py::arg("allowed") = py::none(),
+          "Draw one token id from a [vocab] float32 row; appends it to the history unless accept=False.\n"
+          "allowed: None or a uint32 bitset of ceil(vocab / 32) words (only tokens whose bit is set can be drawn).")
       .def(
           "accept", [](cyb::Sampler& s, int32_t tok) { s.accept(tok); }, py::arg("token"))
       .def(
@@ -72,26 +121,41 @@ Owns its penalty history and a seeded RNG (same seed, same logits -> same tokens
           "Clear the history and restart the RNG from seed.")
       .def_property_readonly("history", [](const cyb::Sampler& s) { return s.history(); })
       .def_property_readonly("seed", [](const cyb::Sampler& s) { return s.config().seed; })
+      .def_property(
+          "logit_bias",
+          [](const cyb::Sampler& s) {
+            std::map<int32_t, float> out;
+            for (const auto& [tok, b] : s.logit_bias()) out[tok] += b;
+            return out;
+          },
+          [](cyb::Sampler& s, const std::optional<std::map<int64_t, double>>& bias) {
+            set_bias(s, bias ? *bias : std::map<int64_t, double>{});
+          },
+          "{token id: additive bias} applied before every other stage of each draw.")
       .def(
           "process",
-          [](cyb::Sampler& s, const F32Array& logits) {
+          [](cyb::Sampler& s, const F32Array& logits, const py::object& allowed) {
             int64_t n;
             const float* p = row(logits, &n);
+            py::array keep;
+            const uint32_t* mask = mask_of(allowed, n, &keep);
             F32Array out(n);
-            s.process(p, n, out.mutable_data());
+            s.process(p, n, out.mutable_data(), mask);
             return out;
           },
-          py::arg("logits"), "Processed logits after every stage (removed tokens at -inf); draws nothing.")
+          py::arg("logits"), py::arg("allowed") = py::none(), "Processed logits after every stage (removed tokens at -inf); draws nothing.")
       .def(
           "probs",
-          [](cyb::Sampler& s, const F32Array& logits) {
+          [](cyb::Sampler& s, const F32Array& logits, const py::object& allowed) {
             int64_t n;
             const float* p = row(logits, &n);
+            py::array keep;
+            const uint32_t* mask = mask_of(allowed, n, &keep);
             F32Array out(n);
-            s.probs(p, n, out.mutable_data());
+            s.probs(p, n, out.mutable_data(), mask);
             return out;
           },
-          py::arg("logits"), "The distribution the draw uses (softmax of process()).");
+          py::arg("logits"), py::arg("allowed") = py::none(), "The distribution the draw uses (softmax of process()).");
 
   m.def(
       "top_logprobs",

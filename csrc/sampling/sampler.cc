@@ -82,6 +82,67 @@ void Sampler::reset(uint64_t seed) {
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0); }
 
+void Sampler::set_logit_bias(const int32_t* ids, const float* bias, size_t count) {
+  std::vector<std::pair<int32_t, float>> b;
+  b.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (ids[i] < 0)
+      throw_invalid_config("logit_bias", "token id " + std::to_string(ids[i]) + " is negative");
+    if (!std::isfinite(bias[i]))
+      throw_invalid_config("logit_bias", "the bias of token " + std::to_string(ids[i]) + " must be a finite number");
+    b.emplace_back(ids[i], bias[i]);
+  }
+  bias_ = std::move(b);
+}
+
+void Sampler::apply_bias(int64_t n) {
+  float* w = work_.data();
+  for (const auto& [tok, b] : bias_) {
+    if (tok >= n)
+      throw_invalid_config("logit_bias", "token id " + std::to_string(tok) + " is outside the vocab of " +
+                                             std::to_string(n));
+    w[tok] += b;
+  }
+}
+
+void Sampler::apply_mask(int64_t n, const uint32_t* allowed) {
+  // Word by word: an all-ones word leaves its 32 logits alone, an all-zero
+  // word (most of them for a grammar's mask) fills them with -inf.
+  first_allowed_ = -1;
+  if (allowed == nullptr) return;
+  float* w = work_.data();
+  const int64_t words = mask_words(n);
+  for (int64_t k = 0; k < words; ++k) {
+    const int64_t base = k * 32;
+    const int64_t len = std::min<int64_t>(32, n - base);
+    uint32_t m = allowed[k];
+    if (len < 32) m &= (1u << len) - 1u;  // bits past the vocab
+    if (m != 0 && first_allowed_ < 0) {
+      int b = 0;
+      while (((m >> b) & 1u) == 0) ++b;
+      first_allowed_ = static_cast<int32_t>(base + b);
+    }
+    if (m == 0xFFFFFFFFu) continue;
+    if (m == 0) {
+      std::fill(w + base, w + base + len, kNegInf);
+      continue;
+    }
+    for (int64_t j = 0; j < len; ++j)
+      if (((m >> j) & 1u) == 0) w[base + j] = kNegInf;
+  }
+  if (first_allowed_ < 0)
+    throw_invalid_config("allowed", "the token mask allows no token of the vocab of " + std::to_string(n) +
+                                        ": nothing can be drawn");
+}
+
+int32_t Sampler::fallback_token(int64_t n) const {
+  // The argmax; when every token is at -inf and a mask is set, the lowest
+  // allowed id (the plain argmax would be token 0, which the mask may forbid).
+  const int32_t t = argmax(work_.data(), n);
+  if (first_allowed_ >= 0 && work_[static_cast<size_t>(t)] == kNegInf) return first_allowed_;
+  return t;
+}
+
 void Sampler::apply_penalties(int64_t n) {
   const SamplingConfig& c = config_;
   if (c.penalty_last_n == 0 || history_.empty()) return;
@@ -133,7 +194,10 @@ void Sampler::keep_top_k(int64_t n) {
   const float kth_scaled = kth / t;
   const float near = std::isfinite(kth) ? kth - std::fabs(kth) * 1e-5f : kth;
   cand_.clear();
+  // Tokens at -inf (masked) have no probability: left out here rather than at
+  // the end, so that a mask allowing fewer than k tokens sorts only those.
   for (int64_t i = 0; i < n; ++i) {
+    if (w[i] == kNegInf) continue;
     if (w[i] >= kth || (w[i] >= near && w[i] / t >= kth_scaled)) cand_.push_back(static_cast<int32_t>(i));
   }
   if (t != 1.0f)
@@ -146,6 +210,7 @@ void Sampler::keep_top_p() {
   // HF: sort ascending, remove tokens whose cumulative probability from the
   // bottom is <= 1 - top_p. Walking down from the top, token j is kept while
   // the mass at or below it, (Z - mass above j) / Z, is > 1 - top_p.
+  if (cand_.empty()) return;  // every token at -inf: run_stages falls back
   const float* w = work_.data();
   const ByLogitDesc cmp{w};
   const float mx = sorted_ ? w[cand_[0]] : max_value(w, static_cast<int64_t>(cand_.size()));
@@ -212,7 +277,7 @@ void Sampler::keep_min_p() {
   cand_.resize(out);
 }
 
-void Sampler::run_stages(const float* logits, int64_t n) {
+void Sampler::run_stages(const float* logits, int64_t n, const uint32_t* allowed) {
   if (n <= 0) throw_shape_mismatch("sample", {-1}, {n});
   work_.resize(static_cast<size_t>(n));
   float* w = work_.data();
@@ -221,10 +286,12 @@ void Sampler::run_stages(const float* logits, int64_t n) {
     throw_invalid_config("logits", "NaN at token " + std::to_string(at) +
                                        " (the model produced non-finite output)");
   }
+  apply_bias(n);
+  apply_mask(n, allowed);
   apply_penalties(n);
   const SamplingConfig& c = config_;
   if (c.temperature == 0.0f) {  // greedy: argmax, lowest id on ties
-    cand_.assign(1, argmax(w, n));
+    cand_.assign(1, fallback_token(n));
     sorted_ = true;
     return;
   }
@@ -245,7 +312,7 @@ void Sampler::run_stages(const float* logits, int64_t n) {
   for (int32_t t : cand_)
     if (w[t] != kNegInf) cand_[out++] = t;
   if (out == 0) {
-    cand_.assign(1, argmax(w, n));
+    cand_.assign(1, fallback_token(n));
     return;
   }
   cand_.resize(out);
@@ -260,8 +327,8 @@ float Sampler::candidates_max() const {
   return mx;
 }
 
-int32_t Sampler::sample(const float* logits, int64_t n) {
-  run_stages(logits, n);
+int32_t Sampler::sample(const float* logits, int64_t n, const uint32_t* allowed) {
+  run_stages(logits, n, allowed);
   if (cand_.size() == 1) return cand_[0];
   const float* w = work_.data();
   const float mx = candidates_max();
@@ -276,14 +343,14 @@ int32_t Sampler::sample(const float* logits, int64_t n) {
   return cand_.back();  // u within rounding of z
 }
 
-void Sampler::process(const float* logits, int64_t n, float* out) {
-  run_stages(logits, n);
+void Sampler::process(const float* logits, int64_t n, float* out, const uint32_t* allowed) {
+  run_stages(logits, n, allowed);
   std::fill(out, out + n, kNegInf);
   for (int32_t t : cand_) out[t] = work_[static_cast<size_t>(t)];
 }
 
-void Sampler::probs(const float* logits, int64_t n, float* out) {
-  run_stages(logits, n);
+void Sampler::probs(const float* logits, int64_t n, float* out, const uint32_t* allowed) {
+  run_stages(logits, n, allowed);
   std::fill(out, out + n, 0.0f);
   const float* w = work_.data();
   const float mx = candidates_max();

@@ -1,5 +1,10 @@
 // Token sampling over one row of logits (docs/generation.md):
-//   penalties -> temperature -> top-k -> top-p -> min-p -> draw.
+//   logit bias -> allowed-token mask -> penalties -> temperature -> top-k ->
+//   top-p -> min-p -> draw.
+// The logit bias (sparse: token id -> additive bias, set once per sampler)
+// and the allowed-token mask (a bitset given per step, bit i of word i / 32
+// set = token i may be drawn; structured output, docs/generation.md) come
+// before every other stage, so greedy and sampled decoding both respect them.
 // The math of each stage matches the HF logits processors of the same name
 // (RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper,
 // TopPLogitsWarper, MinPLogitsWarper); presence/frequency penalties follow the
@@ -16,6 +21,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace cyb {
@@ -48,21 +54,37 @@ class Sampler {
   // Clears the history and restarts the RNG from `seed`.
   void reset(uint64_t seed);
 
+  // Additive logit biases (token id, bias), applied before every other stage
+  // of each later draw. Biases must be finite (InvalidConfig "logit_bias");
+  // an id outside the vocab of a row is InvalidConfig when that row is drawn.
+  // A repeated id adds up. Replaces any earlier biases.
+  void set_logit_bias(const int32_t* ids, const float* bias, size_t count);
+  const std::vector<std::pair<int32_t, float>>& logit_bias() const { return bias_; }
+
   // Draws one token id from logits[0..n). Does not modify `logits`.
-  int32_t sample(const float* logits, int64_t n);
+  // `allowed`: nullptr, or mask_words(n) words; only tokens whose bit is set
+  // can be drawn (bits past n are ignored). A mask that allows no token is
+  // InvalidConfig("allowed").
+  int32_t sample(const float* logits, int64_t n, const uint32_t* allowed = nullptr);
 
   // The logits after every stage, as the HF processors would return them:
   // kept tokens carry their penalized, temperature-scaled logit, removed ones
   // -inf. Greedy keeps only the argmax. `out` has n entries.
-  void process(const float* logits, int64_t n, float* out);
+  void process(const float* logits, int64_t n, float* out, const uint32_t* allowed = nullptr);
   // The distribution the draw uses (softmax of process()), `out` has n entries.
-  void probs(const float* logits, int64_t n, float* out);
+  void probs(const float* logits, int64_t n, float* out, const uint32_t* allowed = nullptr);
+
+  // 32-bit words of an allowed-token mask over a vocab of n.
+  static int64_t mask_words(int64_t n) { return (n + 31) / 32; }
 
  private:
   // Runs every stage; leaves the kept token ids in cand_ (largest first
   // when sorted_ is true) and their processed logits in work_.
-  void run_stages(const float* logits, int64_t n);
+  void run_stages(const float* logits, int64_t n, const uint32_t* allowed);
+  void apply_bias(int64_t n);
+  void apply_mask(int64_t n, const uint32_t* allowed);
   void apply_penalties(int64_t n);
+  int32_t fallback_token(int64_t n) const;
   void keep_top_k(int64_t n);
   void keep_top_p();
   void keep_min_p();
@@ -76,6 +98,8 @@ class Sampler {
   std::vector<int32_t> cand_;      // kept token ids
   std::vector<int32_t> window_;    // scratch: sorted penalty window
   std::vector<float> heap_;        // scratch: top-k heap
+  std::vector<std::pair<int32_t, float>> bias_;  // logit bias (id, additive)
+  int32_t first_allowed_ = -1;     // lowest id the mask of this draw allows (-1: no mask)
   bool sorted_ = false;            // cand_ is in descending logit order
 };
 
