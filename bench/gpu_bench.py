@@ -162,12 +162,17 @@ def main():
     ap.add_argument("--work", default="/tmp/gpu_bench")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--leak-steps", type=int, default=1000)
+    ap.add_argument("--profile", action="store_true",
+                    help="also print GPU time per shader (timestamp queries) for one prompt forward and 16 "
+                         "decode steps of each model (bench/gpu_profile.py)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
     specs = json.load(open(os.path.join(HERE, "gpu_models.json")))
     info = _core.wgpu_info(True)
     print("adapter:", json.dumps(info), flush=True)
     rows = []
+    profiles: list[str] = []
     for name in args.models.split(","):
         spec = specs[name]
         t = time.perf_counter()
@@ -193,6 +198,19 @@ def main():
         # 2. speed (default fast mode: f32 activations, f16 KV cache)
         pp, tg, m = bench_ours(path, prompt, args.gen, "wgpu+rs")
         print(f"{name}: wgpu+rs prompt {pp:.0f} tok/s, generate {tg:.0f} tok/s", flush=True)
+        if args.profile:
+            from gpu_profile import profile
+
+            pc = m.new_conversation(len(prompt) + 24)
+            profiles.append(profile(lambda: pc.forward(prompt), f"{name} prompt ({len(prompt)} tokens)"))
+
+            def decode(c=pc):
+                tok = 1
+                for _ in range(16):
+                    tok = int(np.argmax(c.forward([tok])))
+
+            profiles.append(profile(decode, f"{name} 16 decode steps"))
+            del pc
         if name == "smollm2" and args.leak_steps:
             c = m.new_conversation(args.leak_steps + 8)
             c.forward([1])
@@ -230,6 +248,8 @@ def main():
     print(table)
     with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
         f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n{table}\n")
+        for p in profiles:
+            f.write(f"\n{p}\n")
     return 0
 
 

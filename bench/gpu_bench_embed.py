@@ -116,6 +116,12 @@ def main() -> int:
         res["profile_ms_by_op"] = {f"{r['label']} ({r['op']}, {r['backend']})": round(r["total_ms"], 1)
                                    for r in recs[:12]}
         m.set_profiling(False)
+        if a.backend == "wgpu+rs":
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from gpu_profile import profile
+
+            res["gpu_profile"] = profile(lambda: [ours(ids, mask) for ids, mask in data[:8]],
+                                         f"{min(8, len(data))} batches of {a.batch_size}")
     if torch.cuda.is_available():
         gpu = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
         gpu.load_state_dict(ref.state_dict())

@@ -409,6 +409,24 @@ void bind_ops(py::module_& m) {
   }, py::arg("allow_software") = true,
      "Initializes the wgpu+rs device and describes the adapter (BackendInit when there is none).");
   m.def("wgpu_report", &wgpu_report, "wgpu-native's own live-object report (wgpuGenerateReport).");
+  m.def("wgpu_set_gpu_profiling", &wgpu_set_gpu_profiling, py::arg("on"),
+        "GPU time per shader from timestamp queries around each dispatch (slows every submit); "
+        "returns False when the adapter has no timestamp queries.");
+  m.def("wgpu_take_gpu_profile", [] {
+    uint64_t untimed = 0;
+    py::list rows;
+    for (const WgpuShaderTime& t : wgpu_take_gpu_profile(&untimed)) {
+      py::dict d;
+      d["shader"] = t.shader;
+      d["dispatches"] = t.dispatches;
+      d["gpu_ms"] = t.gpu_ms;
+      rows.append(d);
+    }
+    py::dict r;
+    r["rows"] = rows;
+    r["untimed"] = untimed;
+    return r;
+  }, "The GPU profile since the last call ({rows: [{shader, dispatches, gpu_ms}], untimed}), then cleared.");
   m.def("cpu_levels", [] {
     std::vector<std::string> v;
     for (CpuLevel l : cpu_levels_available()) v.push_back(cpu_level_name(l));

@@ -17,6 +17,11 @@ std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
   return nullptr;
 }
 std::map<std::string, uint64_t> wgpu_report() { return {}; }
+bool wgpu_set_gpu_profiling(bool) { return false; }
+std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
+  if (untimed) *untimed = 0;
+  return {};
+}
 }  // namespace cyb
 
 #else
@@ -27,6 +32,8 @@ std::map<std::string, uint64_t> wgpu_report() { return {}; }
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -64,7 +71,9 @@ namespace {
   X(wgpuComputePassEncoderRelease) X(wgpuCommandEncoderCopyBufferToBuffer)                         \
   X(wgpuCommandEncoderFinish) X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease)             \
   X(wgpuQueueSubmit) X(wgpuQueueWriteBuffer) X(wgpuBufferMapAsync) X(wgpuBufferGetConstMappedRange) \
-  X(wgpuBufferUnmap) X(wgpuDevicePoll) X(wgpuGenerateReport) X(wgpuGetVersion)
+  X(wgpuBufferUnmap) X(wgpuDevicePoll) X(wgpuGenerateReport) X(wgpuGetVersion)                     \
+  X(wgpuDeviceCreateQuerySet) X(wgpuQuerySetRelease)                         \
+  X(wgpuCommandEncoderResolveQuerySet) X(wgpuQueueGetTimestampPeriod)
 
 struct Api {
 #define CYB_DECL(n) decltype(&::n) n = nullptr;
@@ -130,6 +139,15 @@ std::vector<std::string> lib_candidates() {
 struct Pipeline {
   WGPUComputePipeline pipe = nullptr;
   WGPUBindGroupLayout layout = nullptr;
+  std::string name;  // the cache key: shader, defines, encodings (GPU profile rows)
+};
+
+// GPU time per pipeline (wgpu_set_gpu_profiling).
+struct GpuProfile {
+  std::atomic<bool> on{false};
+  std::mutex mu;
+  std::map<std::string, std::pair<uint64_t, double>> rows;  // name -> (dispatches, ns)
+  uint64_t untimed = 0;
 };
 
 struct Gpu {
@@ -148,6 +166,9 @@ struct Gpu {
   std::string device_error;  // uncaptured errors since the last check
   std::mutex err_mu;
   bool hw_checked = false, hw = false;
+  bool timestamps = false;  // the device was created with timestamp queries
+  float ts_period = 1.f;    // ns per timestamp tick
+  GpuProfile prof;
 };
 
 Gpu& gpu() {
@@ -332,6 +353,10 @@ void init_device_probe(Gpu& g) {
     feats.push_back(sub);
     g.info.subgroups = true;
   }
+  if (A.wgpuAdapterHasFeature(g.adapter, WGPUFeatureName_TimestampQuery)) {
+    feats.push_back(WGPUFeatureName_TimestampQuery);
+    g.timestamps = true;
+  }
   WGPUDeviceDescriptor dd = {};
   dd.label = sv("cyb_llm");
   dd.requiredFeatureCount = feats.size();
@@ -361,6 +386,7 @@ void init_device_probe(Gpu& g) {
   }
   g.device = req.dev;
   g.queue = A.wgpuDeviceGetQueue(g.device);
+  if (g.timestamps) g.ts_period = A.wgpuQueueGetTimestampPeriod(g.queue);
   g.limits = lim;
   g.info.max_storage_binding = lim.maxStorageBufferBindingSize;
   g.info.max_buffer = lim.maxBufferSize;
@@ -493,6 +519,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   pd.compute.module = mod;
   pd.compute.entryPoint = sv("main");
   Pipeline p;
+  p.name = key;
   p.pipe = A.wgpuDeviceCreateComputePipeline(g.device, &pd);
   A.wgpuShaderModuleRelease(mod);
   {
@@ -618,9 +645,22 @@ struct State : BackendState {
   WGPUCommandEncoder enc_ = nullptr;
   WGPUComputePassEncoder pass_ = nullptr;
   uint64_t dispatches_ = 0, submits_ = 0;
+  // GPU profiling: a timestamp pair per dispatch of the pending submit.
+  static constexpr uint32_t kQueryPairs = 2048;
+  WGPUQuerySet qs_ = nullptr;
+  WGPUBuffer q_resolve_ = nullptr, q_staging_ = nullptr;
+  std::vector<const std::string*> q_names_;  // pipeline names (pipelines live as long as the device)
+  uint64_t q_untimed_ = 0;
 
   ~State() override {
     discard();
+    if (qs_) {
+      A.wgpuQuerySetRelease(qs_);  // (wgpuQuerySetDestroy before it removes the set twice)
+      for (WGPUBuffer b : {q_resolve_, q_staging_}) {
+        A.wgpuBufferDestroy(b);
+        A.wgpuBufferRelease(b);
+      }
+    }
     for (auto& kv : groups_) A.wgpuBindGroupRelease(kv.second);
     for (DevBuf* d : all_) free_devbuf(d);
     for (WGPUBuffer b : arenas_) {
@@ -634,6 +674,7 @@ struct State : BackendState {
   }
 
   void discard() {
+    q_names_.clear();
     if (pass_) {
       A.wgpuComputePassEncoderEnd(pass_);
       A.wgpuComputePassEncoderRelease(pass_);
@@ -741,11 +782,63 @@ struct State : BackendState {
       check_device_error(*g, "creating a bind group");
       groups_.emplace(key, bg);
     }
-    WGPUComputePassEncoder p = pass();
+    const bool timed = g->timestamps && g->prof.on.load(std::memory_order_relaxed);
+    if (timed && q_names_.size() >= kQueryPairs) ++q_untimed_;
+    WGPUComputePassEncoder p = timed && q_names_.size() < kQueryPairs ? timed_pass(pl) : pass();
     A.wgpuComputePassEncoderSetPipeline(p, pl.pipe);
     A.wgpuComputePassEncoderSetBindGroup(p, 0, bg, 0, nullptr);
     A.wgpuComputePassEncoderDispatchWorkgroups(p, x, y, z);
+    if (p != pass_) {  // a timed pass holds this one dispatch
+      A.wgpuComputePassEncoderEnd(p);
+      A.wgpuComputePassEncoderRelease(p);
+    }
     ++dispatches_;
+  }
+
+  // A compute pass of its own for one dispatch, writing timestamps at its start and end.
+  WGPUComputePassEncoder timed_pass(const Pipeline& pl) {
+    if (!qs_) {
+      WGPUQuerySetDescriptor qd = {};
+      qd.type = WGPUQueryType_Timestamp;
+      qd.count = 2 * kQueryPairs;
+      qs_ = A.wgpuDeviceCreateQuerySet(g->device, &qd);
+      q_resolve_ = create_buffer(*g, 16 * kQueryPairs, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc);
+      q_staging_ = create_buffer(*g, 16 * kQueryPairs, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
+      check_device_error(*g, "creating the timestamp query set");
+    }
+    if (pass_) {
+      A.wgpuComputePassEncoderEnd(pass_);
+      A.wgpuComputePassEncoderRelease(pass_);
+      pass_ = nullptr;
+    }
+    if (!enc_) {
+      WGPUCommandEncoderDescriptor ed = {};
+      enc_ = A.wgpuDeviceCreateCommandEncoder(g->device, &ed);
+    }
+    const uint32_t i = static_cast<uint32_t>(q_names_.size());
+    WGPUPassTimestampWrites tw = {};
+    tw.querySet = qs_;
+    tw.beginningOfPassWriteIndex = 2 * i;
+    tw.endOfPassWriteIndex = 2 * i + 1;
+    WGPUComputePassDescriptor pd = {};
+    pd.timestampWrites = &tw;
+    q_names_.push_back(&pl.name);
+    return A.wgpuCommandEncoderBeginComputePass(enc_, &pd);
+  }
+
+  // After a submit with timed dispatches: waits for their timestamps and adds them up.
+  void collect_timestamps(uint32_t n) {
+    std::vector<uint64_t> ts(2 * n);
+    map_copy(q_staging_, ts.data(), 16 * n);
+    std::lock_guard<std::mutex> lk(g->prof.mu);
+    for (uint32_t i = 0; i < n; ++i) {
+      auto& row = g->prof.rows[*q_names_[i]];
+      row.first += 1;
+      if (ts[2 * i + 1] > ts[2 * i]) row.second += static_cast<double>(ts[2 * i + 1] - ts[2 * i]) * g->ts_period;
+    }
+    g->prof.untimed += q_untimed_;
+    q_untimed_ = 0;
+    q_names_.clear();
   }
 
   // Ends the pass, optionally appends a copy, and submits everything recorded.
@@ -765,6 +858,11 @@ struct State : BackendState {
       enc_ = A.wgpuDeviceCreateCommandEncoder(g->device, &ed);
     }
     if (copy_src) A.wgpuCommandEncoderCopyBufferToBuffer(enc_, copy_src, src_off, copy_dst, 0, n);
+    const uint32_t timed = static_cast<uint32_t>(q_names_.size());
+    if (timed) {
+      A.wgpuCommandEncoderResolveQuerySet(enc_, qs_, 0, 2 * timed, q_resolve_, 0);
+      A.wgpuCommandEncoderCopyBufferToBuffer(enc_, q_resolve_, 0, q_staging_, 0, 16 * uint64_t{timed});
+    }
     WGPUCommandBufferDescriptor cd = {};
     WGPUCommandBuffer cb = A.wgpuCommandEncoderFinish(enc_, &cd);
     A.wgpuCommandEncoderRelease(enc_);
@@ -774,6 +872,7 @@ struct State : BackendState {
     A.wgpuCommandBufferRelease(cb);
     ++submits_;
     check_device_error(*g, "submitting the forward");
+    if (timed) collect_timestamps(timed);
   }
 
   // Submits pending work and reads n bytes of buffer b at offset off (4-aligned).
@@ -782,6 +881,12 @@ struct State : BackendState {
     WGPUBuffer& st = staging_[n4];
     if (!st) st = create_buffer(*g, n4, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
     submit(b, off, st, n4);
+    map_copy(st, dst, n);
+  }
+
+  // Maps buffer st (filled by a submitted copy), copies its first n bytes to dst, unmaps.
+  void map_copy(WGPUBuffer st, void* dst, uint64_t n) {
+    const uint64_t n4 = (n + 3) & ~uint64_t(3);
     struct Done {
       bool done = false;
       WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Success;
@@ -1314,6 +1419,24 @@ WgpuInfo wgpu_info(bool allow_software) { return device_or_throw(allow_software)
 std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
   Gpu& g = device_or_throw(allow_software);
   return std::unique_ptr<Backend>(new WgpuBackend(g));
+}
+
+bool wgpu_set_gpu_profiling(bool on) {
+  Gpu& g = gpu();
+  g.prof.on.store(on && g.timestamps);
+  return on && g.timestamps;
+}
+
+std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
+  Gpu& g = gpu();
+  std::vector<WgpuShaderTime> v;
+  std::lock_guard<std::mutex> lk(g.prof.mu);
+  for (const auto& kv : g.prof.rows) v.push_back({kv.first, kv.second.first, kv.second.second / 1e6});
+  std::sort(v.begin(), v.end(), [](const WgpuShaderTime& a, const WgpuShaderTime& b) { return a.gpu_ms > b.gpu_ms; });
+  if (untimed) *untimed = g.prof.untimed;
+  g.prof.rows.clear();
+  g.prof.untimed = 0;
+  return v;
 }
 
 std::map<std::string, uint64_t> wgpu_report() {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -40,5 +41,19 @@ WgpuInfo wgpu_info(bool allow_software);
 std::unique_ptr<Backend> make_wgpu_backend(bool allow_software);
 // wgpu-native's own resource report (wgpuGenerateReport): live objects per kind.
 std::map<std::string, uint64_t> wgpu_report();
+
+// GPU time per shader, from timestamp queries around every dispatch (each dispatch
+// then gets its own compute pass, and every submit waits for its timestamps: a
+// profiling run is slower than a normal one). Off by default; false when the
+// adapter offers no timestamp queries.
+struct WgpuShaderTime {
+  std::string shader;      // pipeline: shader name, defines and weight encodings
+  uint64_t dispatches = 0;
+  double gpu_ms = 0;       // sum of (end of pass - start of pass)
+};
+bool wgpu_set_gpu_profiling(bool on);
+// The totals since the last call (then cleared), largest first; untimed: dispatches
+// beyond the per-submit query capacity.
+std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed = nullptr);
 
 }  // namespace cyb
