@@ -50,7 +50,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null; }
 fi
 python -m pip install -q torch==2.13.0
-python -m pip install -q ".[test]"
+# the slow tier also needs the ray extra (tests/slow/test_serve_ray.py)
+extras=test; [ "$SLOW" = 1 ] && extras=test,ray
+python -m pip install -q ".[$extras]"
 tier "peer: llama-cpp-python (built from its sdist unless that version imports)"
 # PyPI has no wheel, so it builds from the sdist (~6 min on 2 cores). Not -march=native
 # (GGML_NATIVE=OFF): AVX2 and AVX-512 + VNNI where this CPU has them, AMX off, because

@@ -161,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--shutdown-timeout", type=float, default=10.0,
                      help="on SIGTERM/SIGINT, seconds to let in-flight requests finish (default 10)")
     srv.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    r = srv.add_argument_group("scale-out on Ray Serve (the ray extra; docs/serve.md)")
+    r.add_argument("--ray", action="store_true",
+                   help="serve through Ray Serve: --replicas copies of this server behind Ray's HTTP proxy on "
+                        "--host/--port (a running Ray cluster when there is one, else a local Ray instance)")
+    r.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each loading the models once (default 1)")
+    r.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, a cluster started on this "
+                                         "machine with `ray start`, else a new local instance)")
     g = srv.add_argument_group("model")
     g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, ...)")
     g.add_argument("--threads", type=int, help="CPU threads per model (default: all cores)")
@@ -374,10 +381,10 @@ def _serve_id(arg: str) -> str:
     return base
 
 
-def cmd_serve(a: argparse.Namespace) -> int:
+def serve_app(a: argparse.Namespace) -> tuple[Any, list[str]]:
+    """The server's ASGI app and its model ids from `cyb-llm serve`'s options (checked, models loaded):
+    what `cyb-llm serve` runs under uvicorn and what each Ray Serve replica builds (cyb_llm.serve.ray)."""
     try:
-        import uvicorn
-
         from .serve.app import create_app
     except ImportError as e:
         raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): pip install 'cyb_llm[serve]'")
@@ -399,6 +406,22 @@ def cmd_serve(a: argparse.Namespace) -> int:
     app = create_app(models, parallel=a.parallel, api_key=a.api_key or os.environ.get("CYB_LLM_API_KEY"),
                      max_queue=a.max_queue, ctx=a.ctx, cors_origin=a.cors_origin,
                      request_timeout=a.request_timeout or None, max_body=a.max_body)
+    return app, ids
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    if a.ray:
+        try:
+            from .serve.ray import run_cli
+        except ImportError as e:
+            raise _Usage(f"serve --ray needs the ray extra ({e.name or e} is not installed): "
+                         "pip install 'cyb_llm[ray]'")
+        return run_cli(a)
+    try:
+        import uvicorn
+    except ImportError as e:
+        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): pip install 'cyb_llm[serve]'")
+    app, ids = serve_app(a)
     print(f"cyb-llm serve: {', '.join(ids)} on http://{a.host}:{a.port}/v1 ({a.parallel} slot(s) per text model)",
           file=sys.stderr)
     import logging

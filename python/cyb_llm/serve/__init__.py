@@ -1,7 +1,8 @@
 """`cyb-llm serve`: an OpenAI-compatible HTTP server (docs/serve.md).
 
 `create_app` (app.py) needs the serve extra (`pip install 'cyb_llm[serve]'`: FastAPI, uvicorn);
-importing this package alone does not.
+importing this package alone does not. `cyb_llm.serve.ray` deploys the same app as Ray Serve replicas
+(the ray extra, `pip install 'cyb_llm[ray]'`; docs/serve.md, "Scale out on Ray").
 """
 from __future__ import annotations
 
