@@ -212,10 +212,11 @@ _HOSTILE = [
      "context_length_exceeded", "messages"),
     ("unknown model", _CHAT, {"model": "gpt-5", "messages": HI}, 404, "model_not_found", "model"),
     ("encoder for chat", _CHAT, {"model": "minilm", "messages": HI}, 400, "wrong_model_kind", "model"),
-    ("json mode not yet", _CHAT, {"messages": HI, "response_format": {"type": "json_object"}}, 400,
-     "unsupported_parameter", "response_format"),
-    ("tool_choice required not yet", _CHAT, {"messages": HI, "tool_choice": "required", "tools": [
-        {"type": "function", "function": {"name": "f", "parameters": {}}}]}, 400, "InvalidConfig", "tool_choice"),
+    ("invalid json schema", _CHAT, {"messages": HI, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "objectx"}}}}, 400, "InvalidConfig", "response_format"),
+    ("tool_choice names no tool", _CHAT, {"messages": HI, "tool_choice": {"type": "function", "function": {
+        "name": "g"}}, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, 400,
+     "InvalidConfig", "tool_choice"),
     ("malformed tools", _CHAT, {"messages": HI, "tools": [{"type": "function"}]}, 400, "InvalidConfig", "tools"),
     ("completion prompt wrong type", "/v1/completions", {"prompt": {"a": 1}}, 400, "invalid_type", "prompt"),
     ("completion logprobs wrong type", "/v1/completions", {"prompt": "a", "logprobs": True}, 400,

@@ -12,8 +12,16 @@ stop string); the last chunk has `token=None`, the rest of the text and the
 `finish_reason` ("stop": EOS or a stop string; "length": `max_tokens` or the
 end of the conversation's context). `stream.stats` holds the timings.
 
-The loop per token is: native sample -> detokenize -> stop strings -> yield
--> `conversation.forward([token])`. The prompt is prefilled in one forward.
+The loop per token is: [grammar mask] -> native sample -> [grammar consume]
+-> detokenize -> stop strings -> yield -> `conversation.forward([token])`. The
+prompt is prefilled in one forward.
+
+Structured output (`constraint=`, a cyb_llm.structured.Constraint): each step
+the grammar's allowed-token bitset goes to the native sampler, which applies it
+(right after the logit bias) before the penalties, temperature, top-k, top-p
+and min-p, so greedy and sampled decoding only draw tokens the grammar allows;
+the drawn token advances the grammar, and the generation stops ("stop") as
+soon as the grammar is complete.
 When a conversation is reused, only the tokens after the part already in its
 KV cache are forwarded (what `cyb-llm chat` relies on).
 
@@ -31,7 +39,6 @@ import numpy as np
 
 from . import _core
 from .errors import InvalidConfig
-from .model import token_id_array
 from .sampling import SamplingParams
 
 _perf = time.perf_counter
@@ -61,7 +68,8 @@ class GenerationStats:
     decode_steps: int = 0           # forwards of sampled tokens
     decode_ms: float = 0.0          # everything after the prefill: sampling, Python, forwards
     forward_ms: float = 0.0         # inside conversation.forward during decode
-    sample_ms: float = 0.0          # inside the native sampler
+    sample_ms: float = 0.0          # inside the native sampler (with the grammar mask's application)
+    mask_ms: float = 0.0            # structured output: the grammar's mask computation and token consumption
     python_ms: float = 0.0          # the rest: detokenize, stop strings, logprobs, chunk objects
     finish_reason: str | None = None
     seed: int | None = None         # the sampler's seed (drawn at random when none was given)
@@ -172,6 +180,8 @@ class Generator:
             ids = self.model.tokenizer.encode(text, add_special_tokens=False)
         elif isinstance(prompt, (Sequence, np.ndarray)) and not isinstance(prompt, (bytes, bytearray)):
             # token ids: checked as Conversation.forward checks them (no coercion, within the vocab)
+            from .model import token_id_array
+
             ids = token_id_array(prompt, getattr(self.model, "vocab_size", None)).tolist()
         else:
             raise TypeError("prompt must be a string, a list of chat messages or a list of token ids, "
@@ -185,13 +195,15 @@ class Generator:
                  sampling: SamplingParams | Mapping[str, Any] | None = None,
                  stop: str | Sequence[str] | None = None, conversation: Any = None,
                  logprobs: bool = False, top_logprobs: int = 0,
-                 tools: Sequence[Mapping[str, Any]] | None = None) -> Stream:
+                 tools: Sequence[Mapping[str, Any]] | None = None, constraint: Any = None) -> Stream:
         """Starts a generation; see the module docstring. `sampling` is a
         SamplingParams, a dict of overrides of the model's defaults, or None
         (the model's defaults, `SamplingParams.from_model`). `max_tokens=None`
         runs until EOS, a stop string or the end of the context. Errors in the
         request (empty prompt, negative max_tokens, a prompt longer than the
-        context) raise here, before any work. `tools`: see `encode_prompt`."""
+        context, a logit_bias id outside the vocab, a grammar that does not
+        compile) raise here, before any work. `tools`: see `encode_prompt`.
+        `constraint`: a cyb_llm.structured.Constraint (structured output) or None."""
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
             raise InvalidConfig(field="max_tokens", reason=f"must be an integer >= 0 or None, got {max_tokens!r}")
         if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
@@ -206,6 +218,11 @@ class Generator:
             raise InvalidConfig(field="sampling", reason="must be a SamplingParams, a dict or None")
         if stop is not None:
             params = params.replace(stop=list(params.stop) + SamplingParams(stop=stop).stop)
+        vocab = getattr(self.model, "vocab_size", None)
+        if params.logit_bias and vocab is not None and max(params.logit_bias) >= vocab:
+            raise InvalidConfig(field="logit_bias", reason=f"token id {max(params.logit_bias)} is outside the "
+                                                           f"vocab of {vocab}")
+        matcher = constraint.matcher() if constraint is not None else None
         ids = self.encode_prompt(prompt_or_messages, tools=tools)
 
         own = conversation is None
@@ -220,11 +237,12 @@ class Generator:
                                                        f"conversation's context of {conv.max_context}")
         stats = GenerationStats(load_ms=(getattr(self.model, "timings", None) or {}).get("load_ms"),
                                 prompt_tokens=len(ids))
-        run = self._run(conv, own, ids, params, max_tokens, bool(logprobs) or top_logprobs > 0, top_logprobs, stats)
+        run = self._run(conv, own, ids, params, max_tokens, bool(logprobs) or top_logprobs > 0, top_logprobs, stats,
+                        matcher)
         return Stream(run, stats, ids)
 
     def _run(self, conv: Any, own: bool, ids: list[int], params: SamplingParams, max_tokens: int | None,
-             want_logprobs: bool, top_k: int, stats: GenerationStats) -> Iterator[Chunk]:
+             want_logprobs: bool, top_k: int, stats: GenerationStats, matcher: Any = None) -> Iterator[Chunk]:
         model = self.model
         eos = model.eos_token_ids
         stops = params.stop
@@ -255,16 +273,25 @@ class Generator:
 
             held = ""      # released text that may be the start of a stop string
             finish = None
-            own_s = fwd_s = smp_s = 0.0
+            done = False   # the grammar (structured output) is complete
+            own_s = fwd_s = smp_s = msk_s = 0.0
             while True:
-                t_step = _perf()
-                token = sampler.sample(logits)
+                t_step = t_masked = _perf()
+                allowed = None
+                if matcher is not None:
+                    allowed = matcher.fill()
+                    t_masked = _perf()
+                    msk_s += t_masked - t_step
+                token = sampler.sample(logits, allowed=allowed)
                 t_sampled = _perf()
-                smp_s += t_sampled - t_step
+                smp_s += t_sampled - t_masked
                 if token in eos:
                     finish = "stop"
                     own_s += t_sampled - t_step
                     break
+                if matcher is not None:
+                    matcher.consume(token)
+                    msk_s += _perf() - t_sampled
                 stats.completion_tokens += 1
                 chunk = Chunk("", token)
                 if want_logprobs:
@@ -282,13 +309,14 @@ class Generator:
                         break
                 else:
                     chunk.text = delta
+                done = matcher is not None and matcher.stopped
                 end = (max_tokens is not None and stats.completion_tokens >= max_tokens) \
                     or conv.position >= conv.max_context
                 own_s += _perf() - t_step
                 stats.decode_ms = own_s * 1000.0
                 yield chunk
-                if end:
-                    finish = "length"
+                if done or end:
+                    finish = "stop" if done else "length"
                     break
                 t_resume = _perf()
                 logits = conv.forward([token])
@@ -299,14 +327,15 @@ class Generator:
                 stats.decode_steps += 1
 
             tail = ""
-            if finish == "length" or (finish == "stop" and token in eos):
+            if finish == "length" or (finish == "stop" and (token in eos or done)):
                 tail = held + decoder.flush()
                 if stops:
                     tail, _, _ = _cut_stop(tail, stops, final=True)
             stats.decode_ms = own_s * 1000.0
             stats.forward_ms = fwd_s * 1000.0
             stats.sample_ms = smp_s * 1000.0
-            stats.python_ms = max(0.0, (own_s - fwd_s - smp_s) * 1000.0)
+            stats.mask_ms = msk_s * 1000.0
+            stats.python_ms = max(0.0, (own_s - fwd_s - smp_s - msk_s) * 1000.0)
             stats.finish_reason = finish
             yield Chunk(tail, finish_reason=finish)
         finally:
@@ -404,16 +433,36 @@ def _start(model: Any, prompt: Any, max_tokens: int | None, temperature: float |
            top_k: int | None, min_p: float | None, repetition_penalty: float | None,
            presence_penalty: float | None, frequency_penalty: float | None, top_logprobs: int, want_lp: bool,
            seed: int | None, stop: Any, generator: Generator | None, conversation: Any,
-           tools: Sequence[Mapping[str, Any]] | None = None) -> Stream:
+           tools: Sequence[Mapping[str, Any]] | None = None, logit_bias: Mapping[Any, float] | None = None,
+           constraint: Any = None) -> Stream:
     """The Stream behind an OpenAI-shaped completion (both kinds): the model's sampling defaults
     with the non-None overrides, the request's errors raised before any work."""
     params = SamplingParams.from_model(
         model, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
         repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
-        frequency_penalty=frequency_penalty, seed=seed)
+        frequency_penalty=frequency_penalty, seed=seed, logit_bias=logit_bias)
     gen = generator or Generator(model)
     return gen.generate(prompt, max_tokens=max_tokens, sampling=params, stop=stop, conversation=conversation,
-                        logprobs=want_lp, top_logprobs=top_logprobs, tools=tools)
+                        logprobs=want_lp, top_logprobs=top_logprobs, tools=tools, constraint=constraint)
+
+
+def chat_constraint(model: Any, response_format: Mapping[str, Any] | None = None, grammar: str | None = None,
+                    tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None) -> Any:
+    """The structured-output Constraint of a chat request (None: unconstrained): `response_format`
+    or `grammar` (cyb_llm.structured), or for `tool_choice` "required" / a named function the
+    grammar of one call (cyb_llm.toolcalls.tool_call_grammar). InvalidConfig names the field at fault
+    (an invalid schema: "response_format")."""
+    from .structured import Constraint, constraint_of, grammar_text
+    from .toolcalls import forced_tools, tool_call_grammar
+
+    fns = forced_tools(tool_choice, tools)
+    if fns is None:
+        return constraint_of(model, response_format, grammar)
+    if grammar_text(response_format, grammar) is not None:
+        field = "grammar" if grammar is not None else "response_format"
+        raise InvalidConfig(field=field, reason="cannot be combined with tool_choice 'required' or a named "
+                                                "function (the answer is then a tool call)")
+    return Constraint(model, tool_call_grammar(model, fns), "tool_choice")
 
 
 def _usage(s: Stream) -> dict:
@@ -429,18 +478,36 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
                            top_logprobs: int = 0, seed: int | None = None,
                            stop: str | Sequence[str] | None = None, generator: Generator | None = None,
                            conversation: Any = None, tools: Sequence[Mapping[str, Any]] | None = None,
-                           tool_choice: str | None = None) -> dict | Iterator[dict]:
-    """An OpenAI-shaped chat completion (`chat.completion` dict, or with
-    stream=True an iterator of `chat.completion.chunk` dicts). Sampling values
-    left as None come from the model's defaults. Logprobs are those of the
-    model's raw distribution (log-softmax of the logits, before sampling).
-    `tools` (OpenAI function tools) go to the chat template; with `tool_choice`
-    "auto" (the default when tools are given) the answer is parsed for tool
-    calls (cyb_llm.toolcalls): found, they come back as `message.tool_calls`
-    (streamed as `delta.tool_calls`) with finish_reason "tool_calls". "none"
-    leaves the tools out of the prompt.
-    Extra key: "timings" (GenerationStats.as_dict()), in the last chunk when streaming."""
-    from .toolcalls import ToolCallStream, check_tool_choice, parse_tool_calls, tool_names
+                           tool_choice: str | Mapping[str, Any] | None = None,
+                           response_format: Mapping[str, Any] | None = None, grammar: str | None = None,
+                           logit_bias: Mapping[int, float] | None = None) -> dict | Iterator[dict]:
+    """An OpenAI-shaped chat completion of `messages` (rendered by the model's chat template).
+
+    Returns a `chat.completion` dict, or with `stream=True` an iterator of `chat.completion.chunk`
+    dicts. Extra key: "timings" (GenerationStats.as_dict()), in the last chunk when streaming.
+
+    - `max_tokens`: None runs until EOS, a stop string or the end of the context.
+    - `temperature`, `top_p`, `top_k`, `min_p`, `repetition_penalty`, `presence_penalty`,
+      `frequency_penalty`: None takes the model's default (SamplingParams.from_model);
+      `temperature=0` is greedy. `seed`: same seed, same text.
+    - `logit_bias`: {token id: bias} added to the logits before sampling (ids as ints or
+      decimal strings; -100 all but bans a token, +100 all but forces it).
+    - `stop`: a string or a list of strings, never part of the text.
+    - `logprobs` / `top_logprobs` (0 to 20): log-probabilities of the model's raw distribution
+      (log-softmax of the logits, before sampling) in `choices[0].logprobs.content`.
+    - `response_format`: {"type": "text"} (default), {"type": "json_object"} (any JSON object) or
+      {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; `grammar`: a grammar in
+      llguidance's Lark syntax. Both constrain decoding through the native sampler's token mask
+      (cyb_llm.structured); an invalid schema or grammar is InvalidConfig(field=...).
+    - `tools` (OpenAI function tools) go to the chat template. `tool_choice`: "auto" (the default
+      with tools; the answer is parsed for tool calls, cyb_llm.toolcalls), "none" (tools left out
+      of the prompt), "required" or {"type": "function", "function": {"name": ...}} (the answer is
+      constrained to one call, of any tool or of the named one). Calls come back as
+      `message.tool_calls` (streamed as `delta.tool_calls`) with finish_reason "tool_calls".
+    - `generator`, `conversation`: reuse a Generator / a Conversation's KV cache (default: a fresh
+      Generator, which keeps a conversation of its own).
+    """
+    from .toolcalls import ToolCallStream, check_tool_choice, tool_names
 
     if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
         raise InvalidConfig(field="messages", reason="must be a non-empty list of {role, content} messages")
@@ -450,10 +517,11 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
     names = tool_names(tools)
     if check_tool_choice(tool_choice, tools) == "none":
         tools, names = None, set()
+    constraint = chat_constraint(model, response_format, grammar, tools, tool_choice)
     want_lp = bool(logprobs) or bool(top_logprobs)
     s = _start(model, list(messages), max_tokens, temperature, top_p, top_k, min_p, repetition_penalty,
                presence_penalty, frequency_penalty, int(top_logprobs or 0), want_lp, seed, stop, generator,
-               conversation, tools=tools)
+               conversation, tools=tools, logit_bias=logit_bias, constraint=constraint)
     ident = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     name = getattr(model, "name", "model")
@@ -528,20 +596,26 @@ def create_completion(model: Any, prompt: str | Sequence[int], stream: bool = Fa
                       presence_penalty: float | None = None, frequency_penalty: float | None = None,
                       logprobs: int | None = None, seed: int | None = None,
                       stop: str | Sequence[str] | None = None, generator: Generator | None = None,
-                      conversation: Any = None) -> dict | Iterator[dict]:
+                      conversation: Any = None, response_format: Mapping[str, Any] | None = None,
+                      grammar: str | None = None, logit_bias: Mapping[int, float] | None = None) -> dict | Iterator[dict]:
     """An OpenAI-shaped raw completion (`text_completion` dict, or with stream=True an iterator
     of them, one per piece of text): `prompt` (a string, or token ids) is continued without the
     chat template. `max_tokens` defaults to 16 as in OpenAI's API (None: until EOS, a stop string
     or the end of the context). `logprobs=k` gives OpenAI's legacy logprobs object (tokens,
-    token_logprobs, top_logprobs with k entries (at most 20), text_offset). The other
-    parameters are those of create_chat_completion; "timings" is added as there."""
+    token_logprobs, top_logprobs with k entries (at most 20), text_offset). `response_format`,
+    `grammar`, `logit_bias` and the sampling parameters are those of create_chat_completion;
+    "timings" is added as there."""
+    from .structured import constraint_of
+
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, Mapping) for m in prompt):
         raise InvalidConfig(field="prompt", reason="a list of messages: use create_chat_completion")
     if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)):
         raise InvalidConfig(field="logprobs", reason=f"must be an integer in [0, 20] or None, got {logprobs!r}")
     want_lp = logprobs is not None
+    constraint = constraint_of(model, response_format, grammar)
     s = _start(model, prompt, max_tokens, temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
-               frequency_penalty, int(logprobs or 0), want_lp, seed, stop, generator, conversation)
+               frequency_penalty, int(logprobs or 0), want_lp, seed, stop, generator, conversation,
+               logit_bias=logit_bias, constraint=constraint)
     ident = "cmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     name = getattr(model, "name", "model")
@@ -605,4 +679,5 @@ def merge_completion_chunks(chunks: Iterable[dict]) -> dict:
 
 
 __all__ = ["Chunk", "GenerationStats", "Stream", "Generator", "create_chat_completion", "create_completion",
+           "chat_constraint",
            "merge_chat_chunks", "merge_completion_chunks", "token_bytes"]

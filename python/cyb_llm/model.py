@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from . import _core
+from . import generate as _generate
 
 DEFAULT_MAX_CONTEXT = 4096
 
@@ -92,7 +93,8 @@ class Model:
 
     def __init__(self, path: "str | os.PathLike | ModelFile", backend: str | None = None, precise: bool = False,
                  threads: int | None = None, exec_path: str | None = None, fuse: bool = True,
-                 max_memory: int | None = None):
+                 max_memory: int | None = None, n_ctx: int | None = None):
+        from .errors import InvalidConfig
         from .format import ModelFile
 
         t0 = time.perf_counter()
@@ -105,6 +107,15 @@ class Model:
         self._native = _core.load(self.file._native, backend or "", bool(precise),
                                   0 if threads is None else threads, exec_path or "", bool(fuse), max_memory)
         self.config: dict = self.file.config
+        # n_ctx: the context (KV cache positions) of conversations made without one (None: min(model
+        # context, 4096); 0: the model's whole context), as llama-cpp-python's Llama(n_ctx=...)
+        if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int)
+                                  or not 0 <= n_ctx <= self._native.max_position):
+            raise InvalidConfig(field="n_ctx", reason=f"must be an integer in [0, {self._native.max_position}] "
+                                                      f"(the model's context; 0 = all of it), got {n_ctx!r}")
+        self._n_ctx = min(self._native.max_position, DEFAULT_MAX_CONTEXT) if n_ctx is None \
+            else (n_ctx or self._native.max_position)
+        self._raw_no_special = None
         self.precise = bool(precise)
         self.backend = backend or self._native.backends()[0]
         self.is_encoder = bool(getattr(self._native, "is_encoder", False))  # docs/encoders.md
@@ -158,13 +169,56 @@ class Model:
     def max_position(self) -> int:
         return self._native.max_position
 
+    def n_ctx(self) -> int:
+        """The context (KV cache positions) of conversations made without one: `load(..., n_ctx=)`,
+        else min(model context, 4096)."""
+        return self._n_ctx
+
     def new_conversation(self, max_context: int | None = None) -> Conversation:
         """A conversation with its own KV cache of `max_context` positions
-        (default: min(model context, 4096)). A non-integer is a TypeError; outside
+        (default: `n_ctx()`). A non-integer is a TypeError; outside
         [1, max_position] InvalidConfig; more than the memory budget OutOfMemory."""
         if max_context is None:
-            max_context = min(self.max_position, DEFAULT_MAX_CONTEXT)
+            max_context = self._n_ctx
         return Conversation(self, self._native.new_conversation(max_context))
+
+    # --- tokens (llama-cpp-python's Llama.tokenize / detokenize) ----------
+    def tokenize(self, text: bytes | str, add_bos: bool = True, special: bool = False) -> list[int]:
+        """Token ids of `text` (str, or UTF-8 bytes). `add_bos`: the tokenizer's special tokens
+        (BOS where the model's tokenizer adds one), as a raw completion prompt is encoded.
+        `special`: special tokens written in the text (such as "<|im_end|>") become their ids;
+        False (the default) encodes them as plain text."""
+        from .errors import TokenizerError
+
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise TokenizerError(f"tokenize: the bytes are not valid UTF-8 ({e})") from None
+        if not isinstance(text, str):
+            raise TokenizerError(f"tokenize expects str or bytes, got {type(text).__name__}")
+        tok = self.tokenizer
+        if special:
+            return tok.encode(text, add_special_tokens=bool(add_bos))
+        if self._raw_no_special is None:
+            raw = type(tok.raw).from_str(tok.raw.to_str())
+            raw.encode_special_tokens = True  # special tokens in the text are plain text
+            self._raw_no_special = raw
+        try:
+            return list(self._raw_no_special.encode(text, add_special_tokens=bool(add_bos)).ids)
+        except TypeError:
+            return tok.encode(text, add_special_tokens=bool(add_bos))  # raises the tokenizer's own error
+
+    def detokenize(self, tokens: Sequence[int], special: bool = False) -> bytes:
+        """The UTF-8 bytes of token ids (special tokens left out unless `special`). A sequence
+        that ends inside a multi-byte character gives the bytes so far (byte-level tokenizers)."""
+        tok = self.tokenizer
+        ids = list(tokens)
+        text = tok.decode(ids, skip_special_tokens=not special)
+        if "\ufffd" not in text:
+            return text.encode("utf-8")
+        special_ids = set() if special else {i for i in ids if tok.decode([i], skip_special_tokens=True) == ""}
+        return b"".join(_generate.token_bytes(tok, i) for i in ids if i not in special_ids)
 
     # --- observability ---------------------------------------------------
     @property
@@ -242,16 +296,11 @@ class Model:
 
         return Generator(self)
 
-    def create_chat_completion(self, messages: Iterable[dict], **kwargs):
-        from .generate import create_chat_completion
-
-        return create_chat_completion(self, list(messages), **kwargs)
-
-    def create_completion(self, prompt, **kwargs):
-        """OpenAI-shaped raw completion of `prompt` (no chat template): cyb_llm.generate.create_completion."""
-        from .generate import create_completion
-
-        return create_completion(self, prompt, **kwargs)
+    # cyb_llm.generate's functions, as methods (their signatures and docstrings): the model is `self`
+    create_chat_completion = _generate.create_chat_completion
+    create_completion = _generate.create_completion
+    #: As llama-cpp-python's Llama: `model(prompt, ...)` is `model.create_completion(prompt, ...)`.
+    __call__ = _generate.create_completion
 
     def __repr__(self) -> str:
         return f"Model({self.name!r}, family={self.family!r}, backend={self.backend!r}, precise={self.precise})"
@@ -259,7 +308,7 @@ class Model:
 
 def load(path: str | os.PathLike, backend: str | None = None, precise: bool = False,
          threads: int | None = None, exec_path: str | None = None, fuse: bool = True,
-         max_memory: int | None = None) -> Model:
+         max_memory: int | None = None, n_ctx: int | None = None) -> Model:
     """Loads a model: a `.model` path, a known model name (`"smollm2"`, fetched and
     imported into the cache once, as `cyb-llm run` does) or a `.gguf` file (imported
     into the cache once). Validates the file, chooses the curated family or the graph
@@ -267,11 +316,13 @@ def load(path: str | os.PathLike, backend: str | None = None, precise: bool = Fa
     path; `fuse=False` turns the graph fusion pass off. `threads`: None/0 = physical
     cores, larger than `_core.max_threads()` clamped. `max_memory`: bytes that the
     weights, RoPE tables and conversations may take (None: the available physical
-    memory); over it, OutOfMemory."""
+    memory); over it, OutOfMemory. `n_ctx`: the context of the model's conversations (those of
+    create_chat_completion, the generator, `cyb-llm serve`'s slots): None = min(model context,
+    4096), 0 = the model's whole context (`Model.n_ctx()`)."""
     from . import hub
 
     p = os.fspath(path)
     if (p in hub.MODELS and not os.path.exists(p)) or (p.endswith(".gguf") and os.path.isfile(p)):
         path = hub.resolve(p)
     return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path, fuse=fuse,
-                 max_memory=max_memory)
+                 max_memory=max_memory, n_ctx=n_ctx)

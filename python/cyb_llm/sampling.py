@@ -1,8 +1,8 @@
 """Sampling policy: which token to draw from a row of logits.
 
 Python chooses the policy (`SamplingParams`); the native `Sampler` runs it
-per token in the order of docs/generation.md: penalties -> temperature -> top-k ->
-top-p -> min-p -> draw. `temperature == 0` is greedy (argmax after the
+per token in the order of docs/generation.md: logit bias -> [allowed-token mask of
+structured output] -> penalties -> temperature -> top-k -> top-p -> min-p -> draw. `temperature == 0` is greedy (argmax after the
 penalties). A seed makes the draws reproducible; without one a fresh random
 seed is taken (and recorded on the sampler, `sampler.seed`).
 
@@ -58,6 +58,7 @@ class SamplingParams:
     penalty_last_n: int = 64     # penalty window over the history (prompt + output); -1 = all, 0 = none
     seed: int | None = None      # None = a fresh random seed per sampler
     stop: list[str] = field(default_factory=list)  # stop strings (never emitted)
+    logit_bias: dict[int, float] | None = None  # token id -> additive bias, before every other stage
 
     def __post_init__(self) -> None:
         self.validate()
@@ -77,7 +78,7 @@ class SamplingParams:
         names = {f.name for f in dataclasses.fields(cls)}
         for key, value in (section or {}).items():
             key = _ALIASES.get(key, key)
-            if key in names and key not in ("seed", "stop"):
+            if key in names and key not in ("seed", "stop", "logit_bias"):
                 values[key] = value
         return cls(**values).replace(**overrides)
 
@@ -113,6 +114,8 @@ class SamplingParams:
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
                                       or not 0 <= self.seed < 2**64):
             raise InvalidConfig(field="seed", reason=f"must be an integer in [0, 2**64), got {self.seed!r}")
+        if self.logit_bias is not None:
+            self.logit_bias = _logit_bias(self.logit_bias)
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in _as_list(self.stop) if s != ""]
@@ -132,7 +135,26 @@ class SamplingParams:
             min_p=float(self.min_p), repetition_penalty=float(self.repetition_penalty),
             presence_penalty=float(self.presence_penalty), frequency_penalty=float(self.frequency_penalty),
             penalty_last_n=int(self.penalty_last_n), seed=int(seed) & 0xFFFFFFFFFFFFFFFF,
+            logit_bias=self.logit_bias or None,
         )
+
+
+def _logit_bias(v: Any) -> dict[int, float]:
+    """{token id: bias}: ids as ints or decimal strings (JSON object keys, OpenAI's wire form),
+    biases finite numbers within the f32 range (OpenAI uses [-100, 100]; -100 all but bans a token)."""
+    if not isinstance(v, Mapping):
+        raise InvalidConfig(field="logit_bias", reason=f"must be a {{token id: bias}} mapping, got {type(v).__name__}")
+    out: dict[int, float] = {}
+    for k, b in v.items():
+        tid = k
+        if isinstance(k, str) and k.isascii() and k.isdigit():
+            tid = int(k)
+        if isinstance(tid, bool) or not isinstance(tid, int) or not 0 <= tid <= _I32_MAX:
+            raise InvalidConfig(field="logit_bias", reason=f"keys must be token ids in [0, {_I32_MAX}], got {k!r}")
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or abs(b) > _F32_MAX:
+            raise InvalidConfig(field="logit_bias", reason=f"the bias of token {tid} must be a finite number, got {b!r}")
+        out[tid] = out.get(tid, 0.0) + float(b)
+    return out
 
 
 def _as_list(v: Any) -> list:

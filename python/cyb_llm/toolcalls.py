@@ -13,7 +13,12 @@ template (chat.py); what the model writes back depends on its family:
   (or ``{"function": {...}}``, ``{"tool_calls": [...]}``) or a list of them.
 
 A call counts only when its name is one of the request's tools; otherwise the
-text stays content. `ToolCallStream` does the same for a stream of text
+text stays content.
+
+`tool_choice` "required" or a named function (`{"type": "function",
+"function": {"name": ...}}`) constrains the answer to one call in the family's
+form (`tool_call_grammar`: a Lark grammar for llguidance whose call object is a
+JSON schema built from the tools' `parameters`), so the answer always parses. `ToolCallStream` does the same for a stream of text
 pieces: it releases text as content while the answer cannot be a tool call and
 holds it back from the point where one may begin.
 """
@@ -202,15 +207,82 @@ def template_messages(messages: Sequence[Any]) -> list:
 
 
 def check_tool_choice(tool_choice: Any, tools: Iterable | None) -> str:
-    """"auto" or "none" (the choices this release implements); InvalidConfig(field="tool_choice") otherwise."""
+    """"auto", "none", "required" or "function" (a named function, `forced_tools` gives it);
+    InvalidConfig(field="tool_choice") for anything else, or a choice that needs tools without any."""
     if tool_choice is None:
         return "auto" if tools else "none"
     if tool_choice in ("auto", "none"):
         return tool_choice
     if tool_choice == "required" or isinstance(tool_choice, Mapping):
-        raise InvalidConfig(field="tool_choice", reason="'required' and named tool choices need constrained "
-                                                        "decoding, which this release does not have; use 'auto'")
-    raise InvalidConfig(field="tool_choice", reason=f"must be 'auto' or 'none', got {tool_choice!r}")
+        names = tool_names(tools)  # type: ignore[arg-type]
+        if not names:
+            raise InvalidConfig(field="tool_choice", reason="'required' or a named function needs 'tools'")
+        if tool_choice == "required":
+            return "required"
+        fn = tool_choice.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else None
+        if tool_choice.get("type", "function") != "function" or not isinstance(name, str):
+            raise InvalidConfig(field="tool_choice", reason="a named choice is {\"type\": \"function\", "
+                                                            "\"function\": {\"name\": ...}}")
+        if name not in names:
+            raise InvalidConfig(field="tool_choice", reason=f"names the function {name!r}, which is not one of "
+                                                            f"the tools ({', '.join(sorted(names))})")
+        return "function"
+    raise InvalidConfig(field="tool_choice",
+                        reason=f"must be 'auto', 'none', 'required' or {{\"type\": \"function\", \"function\": "
+                               f"{{\"name\": ...}}}}, got {tool_choice!r}"[:300])
 
 
-__all__ = ["parse_tool_calls", "ToolCallStream", "tool_names", "check_tool_choice", "template_messages"]
+def forced_tools(tool_choice: Any, tools: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]] | None:
+    """The functions (the tools' `function` objects) one of which the answer must call: all of them
+    for "required", the named one for a named choice; None when the choice forces no call."""
+    kind = check_tool_choice(tool_choice, tools)
+    if kind not in ("required", "function"):
+        return None
+    fns = [t["function"] for t in tools or []]
+    if kind == "function":
+        fns = [f for f in fns if f["name"] == tool_choice["function"]["name"]][:1]
+    return fns
+
+
+def _call_schema(fn: Mapping[str, Any], args_key: str) -> dict:
+    params = fn.get("parameters")
+    if params is None:
+        params = {"type": "object"}
+    if not isinstance(params, Mapping):
+        raise InvalidConfig(field="tools", reason=f"the parameters of {fn['name']!r} must be a JSON schema object")
+    return {"type": "object", "properties": {"name": {"const": fn["name"]}, args_key: dict(params)},
+            "required": ["name", args_key], "additionalProperties": False}
+
+
+def tool_call_form(template_source: str | None) -> str:
+    """How a model of this chat template writes a call: "hermes" (Qwen2.5: <tool_call> blocks),
+    "llama3" ({"name", "parameters"}) or "generic" ({"name", "arguments"})."""
+    src = template_source or ""
+    if _QWEN_OPEN in src:
+        return "hermes"
+    if "<|start_header_id|>" in src and '"parameters"' in src:
+        return "llama3"
+    return "generic"
+
+
+def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]]) -> str:
+    """A Lark grammar (llguidance's dialect) for exactly one call of one of `functions` in the form
+    the model's chat template uses (tool_call_form); the call object is a JSON schema: the function's
+    name as a constant and its `parameters` schema as the arguments."""
+    from .structured import lark_literal
+
+    chat = getattr(model, "chat", None)
+    form = tool_call_form(getattr(chat, "source", None))
+    key = "parameters" if form == "llama3" else "arguments"
+    schemas = [_call_schema(f, key) for f in functions]
+    schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+    call = "%json " + json.dumps(schema, ensure_ascii=False)
+    if form == "hermes":
+        return (f"start: {lark_literal(model, _QWEN_OPEN)} \"\\n\" call \"\\n\" {lark_literal(model, _QWEN_CLOSE)}\n"
+                f"call: {call}\n")
+    return f"start: call\ncall: {call}\n"
+
+
+__all__ = ["parse_tool_calls", "ToolCallStream", "tool_names", "check_tool_choice", "forced_tools",
+           "tool_call_form", "tool_call_grammar", "template_messages"]

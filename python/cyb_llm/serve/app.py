@@ -36,8 +36,9 @@ import numpy as np
 
 from .. import __version__
 from ..errors import Error, InvalidConfig, OutOfMemory
-from ..generate import (Generator, create_chat_completion, create_completion, merge_chat_chunks,
-                        merge_completion_chunks)
+from ..generate import (Generator, chat_constraint, create_chat_completion, create_completion,
+                        merge_chat_chunks, merge_completion_chunks)
+from ..structured import constraint_of
 from ..toolcalls import check_tool_choice, tool_names
 from .engine import DONE, EncoderEngine, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
 
@@ -252,12 +253,6 @@ def _str_list(body: dict, name: str, allow_str: bool = True) -> list[str]:
 
 def _unsupported(body: dict) -> None:
     """Parameters this release refuses rather than ignores."""
-    rf = body.get("response_format")
-    if rf is not None and not (isinstance(rf, dict) and rf.get("type") == "text"):
-        raise ApiError(400, "response_format other than {'type': 'text'} (JSON mode, JSON schema) is not "
-                            "supported yet", param="response_format", code="unsupported_parameter")
-    if body.get("logit_bias"):
-        raise ApiError(400, "logit_bias is not supported yet", param="logit_bias", code="unsupported_parameter")
     if body.get("echo"):
         raise ApiError(400, "'echo' is not supported", param="echo", code="unsupported_parameter")
     if body.get("suffix") is not None:
@@ -276,7 +271,8 @@ def _sampling_kwargs(body: dict) -> dict:
     if rp is None:
         rp = body.get("repeat_penalty")  # llama-server's spelling
     kw = {"max_tokens": max_tokens, "repetition_penalty": rp, "stop": body.get("stop")}
-    for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "seed"):
+    for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "seed",
+                 "logit_bias", "response_format", "grammar"):
         kw[name] = body.get(name)
     return kw
 
@@ -511,6 +507,8 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
 
         def encode() -> list[int]:
             rendered_tools = tools if check_tool_choice(tool_choice, tools) != "none" and tool_names(tools) else None
+            # an invalid schema, grammar or tool choice: 400 before the request takes a slot
+            chat_constraint(eng.model, kw["response_format"], kw["grammar"], rendered_tools, tool_choice)
             return Generator(eng.model).encode_prompt(messages, tools=rendered_tools)
 
         ids = await run_in_threadpool(encode)
@@ -547,7 +545,11 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         kw = _sampling_kwargs(body)
         if "max_tokens" not in body and "max_completion_tokens" not in body:
             kw["max_tokens"] = 16  # OpenAI's default for completions
-        ids = await run_in_threadpool(Generator(eng.model).encode_prompt, prompt)
+        def encode() -> list[int]:
+            constraint_of(eng.model, kw["response_format"], kw["grammar"])  # invalid: 400 before taking a slot
+            return Generator(eng.model).encode_prompt(prompt)
+
+        ids = await run_in_threadpool(encode)
         check_context(eng, ids, kw["max_tokens"], n)
 
         def make(slot: Any, i: int):
