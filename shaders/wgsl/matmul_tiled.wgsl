@@ -36,9 +36,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let t0 = wid.y * TM;
   let tx = li % 16u;  // rows tx, tx + 16, tx + 32, tx + 48 of the tile
   let ty = li / 16u;  // tokens ty, ty + 16, ...
-  var acc: array<f32, 16>;
+  // acc[i] (and s[i]): token ty + 16 i, rows tx + 16 j in lane j. Named vec4s, no
+  // indexed arrays: a GPU compiler keeps these in registers.
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
 //#if SWIGLU
-  var acc2: array<f32, 16>;
+  var accu0 = vec4<f32>(0.0);
+  var accu1 = vec4<f32>(0.0);
+  var accu2 = vec4<f32>(0.0);
+  var accu3 = vec4<f32>(0.0);
 //#endif
   let nch = (p.K + 31u) / 32u;
   for (var c = 0u; c < nch; c++) {
@@ -74,57 +82,87 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       xs[tt * LD + e % 32u] = v;
     }
     workgroupBarrier();
-    // this chunk's sums, added to acc after it (two-level summation); initialized
-    // explicitly: declarations inside a loop are not re-zeroed by every compiler
-    var s = array<f32, 16>();
+    // this chunk's sums, added to acc after it (two-level summation)
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    var s3 = vec4<f32>(0.0);
 //#if SWIGLU
-    var s2 = array<f32, 16>();
+    var su0 = vec4<f32>(0.0);
+    var su1 = vec4<f32>(0.0);
+    var su2 = vec4<f32>(0.0);
+    var su3 = vec4<f32>(0.0);
 //#endif
     for (var k = 0u; k < 32u; k++) {
-      var a: array<f32, 4>;
-      var b: array<f32, 4>;
+      let b = vec4<f32>(ws[tx * LD + k], ws[(tx + 16u) * LD + k], ws[(tx + 32u) * LD + k], ws[(tx + 48u) * LD + k]);
+      let a0 = xs[ty * LD + k];
+      let a1 = xs[(ty + 16u) * LD + k];
+      let a2 = xs[(ty + 32u) * LD + k];
+      let a3 = xs[(ty + 48u) * LD + k];
+      s0 = fma(vec4<f32>(a0), b, s0);
+      s1 = fma(vec4<f32>(a1), b, s1);
+      s2 = fma(vec4<f32>(a2), b, s2);
+      s3 = fma(vec4<f32>(a3), b, s3);
 //#if SWIGLU
-      var b2: array<f32, 4>;
-//#endif
-      for (var i = 0u; i < 4u; i++) {
-        a[i] = xs[(ty + 16u * i) * LD + k];
-        b[i] = ws[(tx + 16u * i) * LD + k];
-//#if SWIGLU
-        b2[i] = ws2[(tx + 16u * i) * LD + k];
-//#endif
-      }
-      for (var i = 0u; i < 4u; i++) {
-        for (var j = 0u; j < 4u; j++) {
-          s[i * 4u + j] = fma(a[i], b[j], s[i * 4u + j]);
-//#if SWIGLU
-          s2[i * 4u + j] = fma(a[i], b2[j], s2[i * 4u + j]);
-//#endif
-        }
-      }
-    }
-    for (var i = 0u; i < 16u; i++) {
-      acc[i] += s[i];
-//#if SWIGLU
-      acc2[i] += s2[i];
+      let bu = vec4<f32>(ws2[tx * LD + k], ws2[(tx + 16u) * LD + k], ws2[(tx + 32u) * LD + k],
+                         ws2[(tx + 48u) * LD + k]);
+      su0 = fma(vec4<f32>(a0), bu, su0);
+      su1 = fma(vec4<f32>(a1), bu, su1);
+      su2 = fma(vec4<f32>(a2), bu, su2);
+      su3 = fma(vec4<f32>(a3), bu, su3);
 //#endif
     }
+    acc0 += s0;
+    acc1 += s1;
+    acc2 += s2;
+    acc3 += s3;
+//#if SWIGLU
+    accu0 += su0;
+    accu1 += su1;
+    accu2 += su2;
+    accu3 += su3;
+//#endif
     workgroupBarrier();
   }
-  for (var i = 0u; i < 4u; i++) {
-    let t = t0 + ty + 16u * i;
-    for (var j = 0u; j < 4u; j++) {
-      let r = r0 + tx + 16u * j;
-      if (t < p.T && r < p.nrows) {
-        var v = acc[i * 4u + j];
+  store_row(t0 + ty, r0 + tx, acc0
+//#if SWIGLU
+            , accu0
+//#endif
+  );
+  store_row(t0 + ty + 16u, r0 + tx, acc1
+//#if SWIGLU
+            , accu1
+//#endif
+  );
+  store_row(t0 + ty + 32u, r0 + tx, acc2
+//#if SWIGLU
+            , accu2
+//#endif
+  );
+  store_row(t0 + ty + 48u, r0 + tx, acc3
+//#if SWIGLU
+            , accu3
+//#endif
+  );
+}
+
+// Token t's outputs for rows r, r + 16, r + 32, r + 48.
+fn store_row(t: u32, r: u32, v: vec4<f32>
+//#if SWIGLU
+             , u: vec4<f32>
+//#endif
+) {
+  for (var j = 0u; j < 4u; j++) {
+    let rj = r + 16u * j;
+    if (t < p.T && rj < p.nrows) {
+      var o = v[j];
 //#if BIAS
-        v += B[p.row0 + r];
+      o += B[p.row0 + rj];
 //#endif
 //#if SWIGLU
-        let u = acc2[i * 4u + j];
-        v = v / (1.0 + exp(-v)) * u;
+      o = o / (1.0 + exp(-o)) * u[j];
 //#endif
-        Y[p.y_off + t * p.ldy + p.row0 + r] = v;
-      }
+      Y[p.y_off + t * p.ldy + p.row0 + rj] = o;
     }
   }
 }
