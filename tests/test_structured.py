@@ -354,3 +354,120 @@ def test_n_ctx_call_and_signatures():
         assert {"response_format", "grammar", "logit_bias", "temperature", "seed"} <= set(params)
         assert "response_format" in fn.__doc__
     assert "tool_choice" in inspect.signature(cyb_llm.Model.create_chat_completion).parameters
+
+
+# --- the server, through the official openai client ----------------------------------------------
+
+openai = pytest.importorskip("openai")
+
+
+@pytest.fixture(scope="module")
+def client(model):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from test_serve import serving  # the live-server helper of tests/test_serve.py
+
+    with serving({"smollm2": model}, parallel=2, ctx=512) as url:
+        yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def test_server_json_schema_chat_and_completions(client, model):
+    i = SHORT[0]
+    what, schema = SCHEMAS[i]
+    msgs = [{"role": "user", "content": f"Give me {what} as JSON."}]
+    rf = {"type": "json_schema", "json_schema": {"name": f"s{i}", "schema": schema, "strict": True}}
+    for seed in (None, 1):
+        t = 0 if seed is None else SAMPLED
+        r = client.chat.completions.create(model="smollm2", messages=msgs, response_format=rf, seed=seed,
+                                           temperature=t, max_tokens=MAX_TOKENS)
+        assert r.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+        # the same answer as the library's (the server adds scheduling, not generation)
+        assert r.choices[0].message.content == schema_answer(model, i, seed)[0]["choices"][0]["message"]["content"]
+    greedy = schema_answer(model, i, None)[0]["choices"][0]["message"]["content"]
+    chunks = list(client.chat.completions.create(model="smollm2", messages=msgs, response_format=rf, temperature=0,
+                                                 max_tokens=MAX_TOKENS, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == greedy
+    # /v1/completions: response_format and a grammar (extra_body: the openai client has no such parameter)
+    c = client.completions.create(model="smollm2", prompt="Is the sky blue? Answer:", max_tokens=8, temperature=0,
+                                  extra_body={"grammar": 'start: " yes" | " no"'})
+    assert c.choices[0].text in (" yes", " no") and c.choices[0].finish_reason == "stop"
+    c = client.completions.create(model="smollm2", prompt="A JSON list of two small numbers:", max_tokens=30,
+                                  temperature=0, extra_body={"response_format": {"type": "json_schema", "json_schema": {
+                                      "name": "l", "schema": SCHEMAS[15][1]}}})
+    jsonschema.validate(json.loads(c.choices[0].text), SCHEMAS[15][1])
+
+
+def test_server_logit_bias(client, model):
+    tid = model.tokenize("zebra", add_bos=False)[0]
+    r = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "hi"}], max_tokens=3,
+                                       temperature=0, logit_bias={str(tid): 100})
+    assert r.choices[0].message.content == model.detokenize([tid]).decode() * 3
+
+
+@pytest.mark.parametrize("rf, param", [
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objectx"}}}, "response_format"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": {"type": "string",
+                                                                                   "pattern": "(["}}}, "response_format"),
+    ({"type": "yaml"}, "response_format"),
+])
+def test_server_invalid_schema_is_400(client, rf, param):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "hi"}],
+                                       response_format=rf, max_tokens=4)
+    err = e.value.body
+    assert e.value.status_code == 400 and err["param"] == param and err["code"] == "InvalidConfig" and err["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="smollm2", prompt="a", extra_body={"grammar": "start: (("}, max_tokens=2)
+    assert e.value.body["param"] == "grammar"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "hi"}],
+                                       logit_bias={"-3": 1}, max_tokens=2)
+    assert e.value.body["param"] == "logit_bias"
+    # the server keeps serving
+    assert client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "hi"}],
+                                          max_tokens=2, temperature=0).choices[0].message.content
+
+
+# --- tool_choice "required" / named with qwen05 -----------------------------------------------------
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string"},
+                                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                                          "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "add", "description": "Add two numbers",
+                                      "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                                                      "b": {"type": "number"}},
+                                                     "required": ["a", "b"]}}},
+]
+
+
+def test_tool_choice_required_and_named_with_qwen05():
+    """The answer is constrained to one call (Qwen2.5's <tool_call> form, the arguments by the tool's
+    parameters schema) and parsed back into tool_calls, through the server and the openai client."""
+    pytest.importorskip("fastapi")
+    from test_serve import serving
+
+    from cyb_llm.toolcalls import tool_call_form
+
+    m = cyb_llm.load("qwen05", threads=2)
+    assert tool_call_form(m.chat.source) == "hermes"
+    with serving({"qwen05": m}, ctx=1024) as url:
+        c = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=120)
+        msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+        r = c.chat.completions.create(model="qwen05", messages=msgs, tools=TOOLS, tool_choice="required",
+                                      max_tokens=60, temperature=0)
+        (call,) = r.choices[0].message.tool_calls
+        assert r.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+        args = json.loads(call.function.arguments)
+        jsonschema.validate(args, TOOLS[0]["function"]["parameters"])
+        assert args["city"] == "Paris"
+        # named: the call is to that function even when the question is about another one
+        deltas = [x.choices[0].delta for x in c.chat.completions.create(
+            model="qwen05", messages=msgs, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "add"}},
+            max_tokens=60, temperature=0, stream=True)]
+        (call,) = [tc for d in deltas for tc in (d.tool_calls or [])]
+        assert call.function.name == "add"
+        jsonschema.validate(json.loads(call.function.arguments), TOOLS[1]["function"]["parameters"])
