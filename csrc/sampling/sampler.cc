@@ -123,12 +123,15 @@ void Sampler::apply_mask(int64_t n, const uint32_t* allowed) {
       first_allowed_ = static_cast<int32_t>(base + b);
     }
     if (m == 0xFFFFFFFFu) continue;
+    float* v = w + base;
     if (m == 0) {
-      std::fill(w + base, w + base + len, kNegInf);
-      continue;
+      std::fill(v, v + len, kNegInf);
+    } else if (len == 32) {
+      for (int j = 0; j < 32; ++j) v[j] = ((m >> j) & 1u) != 0 ? v[j] : kNegInf;  // a select: vectorizes
+    } else {
+      for (int64_t j = 0; j < len; ++j)
+        if (((m >> j) & 1u) == 0) v[j] = kNegInf;
     }
-    for (int64_t j = 0; j < len; ++j)
-      if (((m >> j) & 1u) == 0) w[base + j] = kNegInf;
   }
   if (first_allowed_ < 0)
     throw_invalid_config("allowed", "the token mask allows no token of the vocab of " + std::to_string(n) +
