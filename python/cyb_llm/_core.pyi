@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'max_threads', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'max_threads', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -152,10 +152,13 @@ class Model:
         ...
 class Sampler:
     """
-    Native token sampler: penalties -> temperature -> top-k -> top-p -> min-p -> draw.
-    Owns its penalty history and a seeded RNG (same seed, same logits -> same tokens).
+    Native token sampler: logit bias -> allowed-token mask -> penalties -> temperature -> top-k ->
+    top-p -> min-p -> draw. Owns its penalty history and a seeded RNG (same seed, same logits ->
+    same tokens). `logit_bias`: {token id: additive bias}, applied to every draw. The mask
+    (`allowed=` of sample/process/probs) is a numpy uint32 bitset of ceil(vocab / 32) words, bit
+    i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is InvalidConfig.
     """
-    def __init__(self, *, temperature: typing.SupportsFloat | typing.SupportsIndex = 1.0, top_k: typing.SupportsInt | typing.SupportsIndex = 0, top_p: typing.SupportsFloat | typing.SupportsIndex = 1.0, min_p: typing.SupportsFloat | typing.SupportsIndex = 0.0, repetition_penalty: typing.SupportsFloat | typing.SupportsIndex = 1.0, presence_penalty: typing.SupportsFloat | typing.SupportsIndex = 0.0, frequency_penalty: typing.SupportsFloat | typing.SupportsIndex = 0.0, penalty_last_n: typing.SupportsInt | typing.SupportsIndex = 64, seed: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+    def __init__(self, *, temperature: typing.SupportsFloat | typing.SupportsIndex = 1.0, top_k: typing.SupportsInt | typing.SupportsIndex = 0, top_p: typing.SupportsFloat | typing.SupportsIndex = 1.0, min_p: typing.SupportsFloat | typing.SupportsIndex = 0.0, repetition_penalty: typing.SupportsFloat | typing.SupportsIndex = 1.0, presence_penalty: typing.SupportsFloat | typing.SupportsIndex = 0.0, frequency_penalty: typing.SupportsFloat | typing.SupportsIndex = 0.0, penalty_last_n: typing.SupportsInt | typing.SupportsIndex = 64, seed: typing.SupportsInt | typing.SupportsIndex = 0, logit_bias: collections.abc.Mapping[typing.SupportsInt | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex] | None = None) -> None:
         ...
     def accept(self, token: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -163,11 +166,11 @@ class Sampler:
         """
         Append token ids (e.g. the prompt) to the penalty history.
         """
-    def probs(self, logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.float32]:
+    def probs(self, logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], allowed: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
         """
         The distribution the draw uses (softmax of process()).
         """
-    def process(self, logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.float32]:
+    def process(self, logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], allowed: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
         """
         Processed logits after every stage (removed tokens at -inf); draws nothing.
         """
@@ -175,12 +178,21 @@ class Sampler:
         """
         Clear the history and restart the RNG from seed.
         """
-    def sample(self, logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], accept: bool = True) -> int:
+    def sample(self, logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], accept: bool = True, allowed: typing.Any = None) -> int:
         """
         Draw one token id from a [vocab] float32 row; appends it to the history unless accept=False.
+        allowed: None or a uint32 bitset of ceil(vocab / 32) words (only tokens whose bit is set can be drawn).
         """
     @property
     def history(self) -> list[int]:
+        ...
+    @property
+    def logit_bias(self) -> dict[int, float]:
+        """
+        {token id: additive bias} applied before every other stage of each draw.
+        """
+    @logit_bias.setter
+    def logit_bias(self, arg1: collections.abc.Mapping[typing.SupportsInt | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex] | None) -> None:
         ...
     @property
     def seed(self) -> int:
@@ -296,4 +308,12 @@ def wgpu_info(allow_software: bool = True) -> dict:
 def wgpu_report() -> dict[str, int]:
     """
     wgpu-native's own live-object report (wgpuGenerateReport).
+    """
+def wgpu_set_gpu_profiling(on: bool) -> bool:
+    """
+    GPU time per shader from timestamp queries around each dispatch (slows every submit); returns False when the adapter has no timestamp queries.
+    """
+def wgpu_take_gpu_profile() -> dict:
+    """
+    The GPU profile since the last call ({rows: [{shader, dispatches, gpu_ms}], untimed}), then cleared.
     """
