@@ -193,7 +193,7 @@ def test_embedding_every_encoding(enc, backend):
 
 
 @pytest.mark.parametrize("enc", ENCODINGS)
-@pytest.mark.parametrize("T", [1, 5, 9, 40])  # 9: the tile paths (avx512 8-token tiles, amx); 40: cpu packed float GEMM, wgpu tiled GEMM
+@pytest.mark.parametrize("T", [1, 5, 9, 40])  # 9: the tile paths (avx512 8-token tiles, amx); 40: cpu packed float GEMM
 def test_matmul_every_encoding(enc, T, backend, precise):
     rng = np.random.default_rng(2 + T)
     for k in row_lengths(enc):
@@ -218,6 +218,23 @@ def test_matmul_many_rows_threads(enc, backend, precise):
         x = rng.standard_normal((T, k)).astype(np.float32)
         (y,) = run("matmul", [x, w], {"precise": precise}, backend=backend)
         assert rel_err(y, matmul_input(x, enc, backend, precise) @ deq.T) <= TOL_F32, T
+
+
+@pytest.mark.parametrize("enc", ["f32", "bf16", "q8_0", "q4_k", "q6_k"])
+def test_matmul_many_tokens_many_rows(enc, backend, precise):
+    """Enough tokens and output rows for the wgpu tiled GEMM (>= 64 output tiles of 64 x 64,
+    ragged at both edges) and the cpu packed GEMM; bias and the fused SwiGLU variant too."""
+    rng = np.random.default_rng(23)
+    k, n, T = 256, 1030, 257
+    w, deq = random_weight(enc, n, k, rng)
+    wu, du = random_weight(enc, n, k, rng)
+    x = rng.standard_normal((T, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    x64 = matmul_input(x, enc, backend, precise)
+    (y,) = run("matmul", [x, w, bias], {"precise": precise}, backend=backend)
+    assert rel_err(y, x64 @ deq.T + bias) <= TOL_F32
+    (g,) = run("fused_swiglu", [x, w, wu], {"precise": precise}, backend=backend)
+    assert rel_err(g, silu64(x64 @ deq.T) * (x64 @ du.T)) <= TOL_F32
 
 
 def test_dequantize_random_blocks(backend):
@@ -821,7 +838,7 @@ def test_fused_swiglu(enc, backend, precise):
     k = row_lengths(enc)[0]
     wg, dg = random_weight(enc, 21, k, rng)
     wu, du = random_weight(enc, 21, k, rng)
-    for T in (1, 3, 40):  # 40: the wgpu tiled GEMM's SWIGLU variant
+    for T in (1, 3, 40):  # 40: the wgpu row kernel over several token groups
         x = rng.standard_normal((T, k)).astype(np.float32)
         x64 = matmul_input(x, enc, backend, precise)
         (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, backend=backend)
@@ -840,7 +857,7 @@ def test_fused_swiglu_many_rows(enc, backend, precise):
     k = 512
     wg, dg = random_weight(enc, 301, k, rng)
     wu, du = random_weight(enc, 301, k, rng)
-    for T in (1, 2, 9, 70):  # 70: several 64-token tiles (wgpu)
+    for T in (1, 2, 9, 70):
         x = rng.standard_normal((T, k)).astype(np.float32)
         x64 = matmul_input(x, enc, backend, precise)
         (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, backend=backend)

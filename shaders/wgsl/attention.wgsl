@@ -51,7 +51,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let cb = kh * p.max_ctx * p.hd;
   var m = -3.0e38;
   var lsum = 0.0;
-  var acc: array<f32, 4>;
+  // output dims li, li + 64, li + 128, li + 192: a vec4, not an indexed array (which a
+  // GPU compiler may place in local memory)
+  var acc = vec4<f32>(0.0);
   let ntiles = (pos - lo + 64u) / 64u;
   for (var tile = 0u; tile < ntiles; tile++) {
     let j = lo + tile * 64u + li;
@@ -79,16 +81,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     m = mn;
     workgroupBarrier();
     let nj = min(64u, pos + 1u - (lo + tile * 64u));
-    for (var k = 0u; k < 4u; k++) {
-      let dd = li + 64u * k;
-      if (dd < p.hd) {
-        var a = acc[k] * corr;
-        for (var jj = 0u; jj < nj; jj++) {
-          a = fma(sp[jj], vval(cb + (lo + tile * 64u + jj) * p.hd + dd), a);
-        }
-        acc[k] = a;
-      }
+    let vb = cb + (lo + tile * 64u) * p.hd + li;
+    var n4 = 0u;  // output dims this lane owns
+    if (li < p.hd) { n4 = min(4u, (p.hd - li + 63u) / 64u); }
+    var a = acc * corr;
+    for (var jj = 0u; jj < nj; jj++) {
+      let w = sp[jj];
+      let o = vb + jj * p.hd;
+      if (n4 > 0u) { a.x = fma(w, vval(o), a.x); }
+      if (n4 > 1u) { a.y = fma(w, vval(o + 64u), a.y); }
+      if (n4 > 2u) { a.z = fma(w, vval(o + 128u), a.z); }
+      if (n4 > 3u) { a.w = fma(w, vval(o + 192u), a.w); }
     }
+    acc = a;
     workgroupBarrier();
   }
   red[li] = lsum;
@@ -98,8 +103,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   let inv = 1.0 / red[0];
-  for (var k = 0u; k < 4u; k++) {
-    let dd = li + 64u * k;
-    if (dd < p.hd) { O[(t * p.nh + h) * p.hd + dd] = acc[k] * inv; }
-  }
+  let ob = (t * p.nh + h) * p.hd + li;
+  if (li < p.hd) { O[ob] = acc.x * inv; }
+  if (li + 64u < p.hd) { O[ob + 64u] = acc.y * inv; }
+  if (li + 128u < p.hd) { O[ob + 128u] = acc.z * inv; }
+  if (li + 192u < p.hd) { O[ob + 192u] = acc.w * inv; }
 }
