@@ -77,10 +77,12 @@ class Constraint:
         self.field = field
         self.tokenizer = llg_tokenizer(model)
         self.vocab_size = int(model.vocab_size)
-        self.matcher()  # errors in the grammar surface here, before any generation
+        self._first: Matcher | None = Matcher(self)  # errors in the grammar surface here, before any generation
 
     def matcher(self) -> "Matcher":
-        return Matcher(self)
+        """A fresh matcher at the grammar's start (the one built to check the grammar, the first time)."""
+        m, self._first = self._first, None
+        return m if m is not None else Matcher(self)
 
     def __repr__(self) -> str:
         return f"Constraint(field={self.field!r}, {len(self.grammar)} chars)"
