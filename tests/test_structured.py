@@ -471,3 +471,53 @@ def test_tool_choice_required_and_named_with_qwen05():
         (call,) = [tc for d in deltas for tc in (d.tool_calls or [])]
         assert call.function.name == "add"
         jsonschema.validate(json.loads(call.function.arguments), TOOLS[1]["function"]["parameters"])
+
+
+def test_tool_call_forms_and_grammars(model):
+    """The form of the forced call follows the template: Llama 3.x's {"name", "parameters"} and the
+    generic {"name", "arguments"} (checked on recorded answers: no Llama 3 weights here), and a
+    forced call of the default model (generic form) parses back into tool_calls."""
+    from types import SimpleNamespace
+
+    from cyb_llm.structured import Constraint
+    from cyb_llm.toolcalls import forced_tools, parse_tool_calls, tool_call_form, tool_call_grammar
+
+    llama3 = ('<|start_header_id|>user<|end_header_id|>Respond in the format {"name": function name, '
+              '"parameters": dictionary of argument name and its value}.')
+    assert tool_call_form(llama3) == "llama3" and tool_call_form("{{ messages }}") == "generic"
+    assert tool_call_form(model.chat.source) == "generic"
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    assert [f["name"] for f in forced_tools("required", TOOLS)] == ["get_weather", "add"]
+    assert [f["name"] for f in forced_tools(named, TOOLS)] == ["get_weather"]
+    assert forced_tools("auto", TOOLS) is None and forced_tools(None, None) is None
+    for tc in ("required", {"type": "function", "function": {"name": "nope"}}, {"type": "function"}, "sometimes"):
+        with pytest.raises(InvalidConfig) as e:
+            forced_tools(tc, TOOLS if tc != "required" else None)
+        assert e.value.field == "tool_choice"
+    for src, answer, key in ((llama3, '{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "celsius"}}',
+                              "parameters"),
+                             ("", '{"name": "add", "arguments": {"a": 1, "b": 2.5}}', "arguments")):
+        stub = SimpleNamespace(chat=SimpleNamespace(source=src))
+        grammar = tool_call_grammar(stub, forced_tools("required", TOOLS))
+        m = Constraint(model, grammar, "tool_choice").matcher()
+        for t in model.tokenize(answer, add_bos=False):
+            m.fill()
+            m.consume(t)
+        assert m.accepting
+        wrong = Constraint(model, grammar, "tool_choice").matcher()  # the other key is refused
+        other = answer.replace(key, "arguments" if key == "parameters" else "parameters")
+        with pytest.raises(InvalidConfig):
+            for t in model.tokenize(other, add_bos=False):
+                wrong.fill()
+                wrong.consume(t)
+        assert parse_tool_calls(answer, {"get_weather", "add"})[1]
+    r = model.create_chat_completion([{"role": "user", "content": "What is 2 plus 3?"}], tools=TOOLS,
+                                     tool_choice={"type": "function", "function": {"name": "add"}}, temperature=0,
+                                     max_tokens=40)
+    (call,) = r["choices"][0]["message"]["tool_calls"]
+    assert r["choices"][0]["finish_reason"] == "tool_calls" and call["function"]["name"] == "add"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), TOOLS[1]["function"]["parameters"])
+    with pytest.raises(InvalidConfig) as e:  # a forced call and a response_format cannot both hold
+        model.create_chat_completion([{"role": "user", "content": "hi"}], tools=TOOLS, tool_choice="required",
+                                     response_format={"type": "json_object"})
+    assert e.value.field == "response_format"
