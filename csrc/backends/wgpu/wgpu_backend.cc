@@ -1131,21 +1131,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   }
 }
 
-// A matmul runs as a tiled GEMM from 32 tokens on when it has at least this many
-// 64 x 64 output tiles (fewer leave most of a large GPU idle, where the row kernel's
-// thousands of workgroups do better). 16: the best of 0/16/64/128 on the H200 over
-// three model shapes at 128 and 512 prompt tokens (docs/gpu-bench.md).
-// CYB_WGPU_TILED_MIN_TILES overrides it (for such sweeps).
+// Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
+// at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
-int64_t tiled_min_tiles() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("CYB_WGPU_TILED_MIN_TILES");
-    char* end = nullptr;
-    const long long x = e ? std::strtoll(e, &end, 10) : -1;
-    return e && end && *end == '\0' && x >= 0 ? static_cast<int64_t>(x) : int64_t{16};
-  }();
-  return v;
-}
 
 void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2,
                          Tensor& y) {
@@ -1161,8 +1149,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   if (w2) defs.push_back("SWIGLU");
   // Many tokens: 64 x 64 output tiles over staged chunks (matmul_tiled.wgsl); few:
   // rows split over lanes, up to 8 tokens a workgroup (matmul.wgsl).
-  const bool tiled = T >= kTiledMinTokens && N <= int64_t{65535} * 64 && T <= int64_t{65535} * 64 &&
-                     ((N + 63) / 64) * ((T + 63) / 64) >= tiled_min_tiles();
+  const bool tiled = T >= kTiledMinTokens && N <= int64_t{65535} * 64 && T <= int64_t{65535} * 64;
   Pipeline& pl = pipeline(g_, tiled ? "matmul_tiled" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   for (size_t c = 0; c < w->bufs.size(); ++c) {
     const int64_t r0 = w->row0[c];
