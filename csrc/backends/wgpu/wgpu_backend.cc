@@ -1147,10 +1147,11 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   std::vector<std::string> defs;
   if (bias) defs.push_back("BIAS");
   if (w2) defs.push_back("SWIGLU");
-  // Many tokens: 64 x 64 output tiles over staged chunks (matmul_tiled.wgsl); few:
+  // Many tokens: 64 x 64 output tiles over staged chunks (matmul.wgsl, TILED); few:
   // rows split over lanes, up to 8 tokens a workgroup (matmul.wgsl).
   const bool tiled = T >= kTiledMinTokens && N <= int64_t{65535} * 64 && T <= int64_t{65535} * 64;
-  Pipeline& pl = pipeline(g_, tiled ? "matmul_tiled" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
+  if (tiled) defs.push_back("TILED");
+  Pipeline& pl = pipeline(g_, "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   for (size_t c = 0; c < w->bufs.size(); ++c) {
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
