@@ -139,9 +139,6 @@ def test_32_streaming_clients_4_slots():
     run_load(64)
 
 
-@pytest.mark.xfail(strict=True, reason="ModelFile.tokenizer (python/cyb_llm/format.py) is built on first use without a "
-                                      "lock: a cold server's first burst of requests builds one tokenizer per thread "
-                                      "(32 clients: ~600 MB of RSS more, kept)")
 def test_tokenizer_is_built_once_under_concurrent_first_use():
     import cyb_llm
 

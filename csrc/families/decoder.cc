@@ -229,6 +229,19 @@ class Decoder : public Model {
  protected:
   void forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
                      float* logits) override;
+  void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) override;
+
+ private:
+  // Rows [row0, row0 + n) of a forward belong to one conversation, from its position on.
+  struct Segment {
+    DecoderConversation* conv;
+    int64_t row0, n;
+  };
+  // The forward of T rows split in segments (one conversation's chunk, or one row per
+  // conversation of a batched step); logits of every row when all_rows, else of the last.
+  void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_rows, float* logits);
+
+ protected:
 
  private:
   Tensor bind(const WeightRef& r);
@@ -319,10 +332,23 @@ Op make_op(OpKind k, const char* label) {
 void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
                             float* logits) {
   auto& conv = static_cast<DecoderConversation&>(base);
-  const int64_t pos0 = conv.position();
   check_forward_args(conv, ids, T, plan_.vocab);
+  const Segment seg{&conv, 0, T};
+  forward_rows(&seg, 1, ids, T, all_logits, logits);
+}
 
-  ExecContext& ctx = conv.ctx();
+void Decoder::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
+  std::vector<Segment> segs;
+  segs.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) segs.push_back({static_cast<DecoderConversation*>(convs[i]), i, 1});
+  forward_rows(segs.data(), segs.size(), ids, n, true, logits);
+}
+
+void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits,
+                           float* logits) {
+  // Frames come from the first conversation's context (every conversation of the
+  // step is held by the caller); caches and positions are each segment's own.
+  ExecContext& ctx = segs[0].conv->ctx();
   Dispatcher& d = *dispatcher_;
   // Activations live where the primary backend computes (host memory for cpu).
   Backend& be = *d.chain().front();
@@ -409,36 +435,42 @@ void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
       d.run(norm_op(w.label[kQkNorm].c_str()), {kv, w.k_norm}, {&kv}, ctx);
     }
     const RopeTable* rope = rope_cur_[w.rope].load(std::memory_order_acquire);
-    {
-      Op op = make_op(OpKind::Rope, w.label[kRope].c_str());
-      op.a.pos0 = pos0;
-      op.a.head_dim = static_cast<int>(hd);
-      op.a.rope = rope;
-      op.a.n_heads = static_cast<int>(H);
-      d.run(op, {q}, {&q}, ctx);
-      op.a.n_heads = static_cast<int>(KV);
-      d.run(op, {k}, {&k}, ctx);
-    }
-    Tensor& kc = conv.caches[static_cast<size_t>(2 * l)];
-    Tensor& vc = conv.caches[static_cast<size_t>(2 * l + 1)];
-    {
-      Op op = make_op(OpKind::KvWrite, w.label[kKv].c_str());
-      op.a.pos0 = pos0;
-      op.a.n_kv_heads = static_cast<int>(KV);
-      op.a.head_dim = static_cast<int>(hd);
-      d.run(op, {k}, {&kc}, ctx);
-      d.run(op, {v}, {&vc}, ctx);
-    }
-    {
-      Op op = make_op(OpKind::Attention, w.label[kAttn].c_str());
-      op.a.pos0 = pos0;
-      op.a.n_heads = static_cast<int>(H);
-      op.a.n_kv_heads = static_cast<int>(KV);
-      op.a.head_dim = static_cast<int>(hd);
-      op.a.scale = attn_scale;
-      op.a.softcap = plan_.attn_softcap;
-      op.a.window = w.window;
-      d.run(op, {q, kc, vc}, {&att}, ctx);
+    for (size_t si = 0; si < nseg; ++si) {  // position-dependent work, per conversation
+      const Segment& sg = segs[si];
+      const int64_t pos0 = sg.conv->position();
+      Tensor qs = q.rows(sg.row0, sg.n), ks = k.rows(sg.row0, sg.n), vs = v.rows(sg.row0, sg.n);
+      Tensor as = att.rows(sg.row0, sg.n);
+      {
+        Op op = make_op(OpKind::Rope, w.label[kRope].c_str());
+        op.a.pos0 = pos0;
+        op.a.head_dim = static_cast<int>(hd);
+        op.a.rope = rope;
+        op.a.n_heads = static_cast<int>(H);
+        d.run(op, {qs}, {&qs}, ctx);
+        op.a.n_heads = static_cast<int>(KV);
+        d.run(op, {ks}, {&ks}, ctx);
+      }
+      Tensor& kc = sg.conv->caches[static_cast<size_t>(2 * l)];
+      Tensor& vc = sg.conv->caches[static_cast<size_t>(2 * l + 1)];
+      {
+        Op op = make_op(OpKind::KvWrite, w.label[kKv].c_str());
+        op.a.pos0 = pos0;
+        op.a.n_kv_heads = static_cast<int>(KV);
+        op.a.head_dim = static_cast<int>(hd);
+        d.run(op, {ks}, {&kc}, ctx);
+        d.run(op, {vs}, {&vc}, ctx);
+      }
+      {
+        Op op = make_op(OpKind::Attention, w.label[kAttn].c_str());
+        op.a.pos0 = pos0;
+        op.a.n_heads = static_cast<int>(H);
+        op.a.n_kv_heads = static_cast<int>(KV);
+        op.a.head_dim = static_cast<int>(hd);
+        op.a.scale = attn_scale;
+        op.a.softcap = plan_.attn_softcap;
+        op.a.window = w.window;
+        d.run(op, {qs, kc, vc}, {&as}, ctx);
+      }
     }
     matmul(att, w.o, Tensor{}, &o, kO);
     if (spec_.sandwich_norm) d.run(norm_op(w.label[kO].c_str()), {o, w.post_attn_norm}, {&o}, ctx);
@@ -484,7 +516,7 @@ void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
   }
   if (!be.host_memory()) be.download_f32(out, logits);  // the forward's one read-back
   be.end_forward(ctx);
-  conv.advance(T);
+  for (size_t si = 0; si < nseg; ++si) segs[si].conv->advance(segs[si].n);
 }
 
 }  // namespace

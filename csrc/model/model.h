@@ -93,6 +93,15 @@ class Model {
   void forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits, float* logits,
                const ForwardProgress* progress = nullptr);
   static constexpr int64_t kForwardChunk = 256;
+  // One decode step of n different conversations at once: ids[i] is the next token
+  // of convs[i] (at its own position); writes [n, vocab] logits, row i for convs[i].
+  // Families that batch (the curated decoders) run the matrix products once for all
+  // n rows (weights read once per step) and attention per conversation over its own
+  // cache; the others run the conversations one after another. Every conversation
+  // is held for the step (InvalidConfig when one is in use or appears twice); the
+  // arguments, the file and the logits are checked as forward checks them, and a
+  // non-finite row rolls every conversation of the step back.
+  void forward_batch(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits);
   // Threads of the model's pool (after the clamp rule of ThreadPool::resolve_threads).
   int threads() const { return pool_ ? pool_->size() : 1; }
   // Bytes charged against the memory budget: the load's plus live conversations'.
@@ -126,6 +135,9 @@ class Model {
   // the conversation is held by the caller), and the conversation itself.
   virtual void forward_chunk(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits,
                              float* logits) = 0;
+  // forward_batch's step (checked, conversations held): by default one forward_chunk
+  // per conversation.
+  virtual void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits);
   virtual std::unique_ptr<Conversation> make_conversation(int64_t max_context) = 0;
   // What make_conversation(max_context) will allocate, for the budget check
   // (0 when the implementation cannot tell before allocating).

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/nox/nox_backend.h"
@@ -115,6 +117,41 @@ void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_
     off += len;
     if (off < n && progress && progress->fn) progress->fn(progress->user, off, n);
   }
+}
+
+void Model::forward_batch(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
+  if (n <= 0) throw_shape_mismatch("forward_batch", {1}, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    if (!convs[i]) throw_invalid_config("conversations", "conversation " + std::to_string(i) + " is None");
+    for (int64_t j = 0; j < i; ++j)
+      if (convs[j] == convs[i])
+        throw_invalid_config("conversations", "conversation " + std::to_string(i) + " is also conversation " +
+                                                  std::to_string(j) + ": a batch holds each conversation once");
+  }
+  std::vector<std::unique_ptr<Conversation::Use>> held;
+  held.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) held.push_back(std::make_unique<Conversation::Use>(*convs[i]));
+  file_->check_unchanged();
+  for (int64_t i = 0; i < n; ++i) check_forward_args(*convs[i], ids + i, 1, input_vocab());
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = convs[i]->position();
+  {
+    std::unique_lock<std::mutex> dev;
+    if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+    forward_batch_step(convs, ids, n, logits);
+  }
+  if (!all_finite(logits, n * vocab_size())) {
+    for (int64_t i = 0; i < n; ++i) convs[i]->truncate(pos[static_cast<size_t>(i)]);
+    file_->check_unchanged();
+    throw_format("weights", "",
+                 "the forward produced non-finite logits (NaN or Inf) in a batched step of " + std::to_string(n) +
+                     " conversations: the weights of '" + file_->path() +
+                     "' hold non-finite values (overwritten or corrupted since load?)");
+  }
+}
+
+void Model::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
+  for (int64_t i = 0; i < n; ++i) forward_chunk(*convs[i], ids + i, 1, false, logits + i * vocab_size());
 }
 
 void Model::encode(const EncoderBatch& batch, const EncoderRequest& req, float* out) {

@@ -71,6 +71,22 @@ py::array_t<float> run_forward(Model& m, Conversation& c,
   return out;
 }
 
+py::array_t<float> run_forward_batch(Model& m, const std::vector<Conversation*>& convs,
+                                     py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids) {
+  if (ids.ndim() != 1) throw_shape_mismatch("forward_batch (ids)", {-1}, {static_cast<int64_t>(ids.ndim())});
+  const int64_t n = ids.shape(0);
+  if (n != static_cast<int64_t>(convs.size()))
+    throw_shape_mismatch("forward_batch (one id per conversation)", {static_cast<int64_t>(convs.size())}, {n});
+  py::array_t<float> out(std::vector<py::ssize_t>{n, m.vocab_size()});
+  const int32_t* p = ids.data();
+  float* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    m.forward_batch(convs.data(), p, n, o);
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_model(py::module_& m) {
@@ -98,6 +114,14 @@ void bind_model(py::module_& m) {
         Conversation::Use use(c);  // not while a forward runs on it
         c.reset_kv_cache();
       })
+      .def("truncate", [](Conversation& c, py::object position) {
+        const int64_t pos = int64_arg(position, "position");
+        if (pos < 0 || pos > c.position())
+          throw_invalid_config("position", "must lie in [0, " + std::to_string(c.position()) + "] (the cached "
+                                           "positions), got " + std::to_string(pos));
+        Conversation::Use use(c);
+        c.truncate(pos);
+      }, py::arg("position"), "Drops the cached positions from `position` on (the prefix before it stays).")
       .def_property_readonly("kv_cache_bytes", &Conversation::kv_cache_bytes)
       .def("frame_pool_bytes", [](Conversation& c) { return c.ctx().frame().pool_bytes(); });
 
@@ -130,6 +154,8 @@ void bind_model(py::module_& m) {
           py::arg("max_context"))
       .def("forward", &run_forward, py::arg("conversation"), py::arg("ids"),
            py::arg("all_logits") = false)
+      .def("forward_batch", &run_forward_batch, py::arg("conversations"), py::arg("ids"),
+           "One decode step of several conversations: ids[i] for conversations[i]; [n, vocab] logits.")
       .def("backends", [](Model& mm) {
         std::vector<std::string> names;
         for (Backend* b : mm.dispatcher().chain()) names.push_back(b->name());

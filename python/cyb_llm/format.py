@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
@@ -194,6 +195,7 @@ class ModelFile:
         self._config: dict | None = None
         self._tensors: dict[str, TensorInfo] | None = None
         self._tokenizer = None
+        self._tokenizer_lock = threading.Lock()
 
     @property
     def tensors(self) -> dict[str, TensorInfo]:
@@ -252,9 +254,13 @@ class ModelFile:
 
     @property
     def tokenizer(self):
+        """Built on first use, once: concurrent first uses (a cold server's first requests)
+        wait for the one build instead of each building its own."""
         if self._tokenizer is None:
-            from .tokenizer import tokenizer_from_modelfile
-            self._tokenizer = tokenizer_from_modelfile(self)
+            with self._tokenizer_lock:
+                if self._tokenizer is None:
+                    from .tokenizer import tokenizer_from_modelfile
+                    self._tokenizer = tokenizer_from_modelfile(self)
         return self._tokenizer
 
     def __repr__(self) -> str:

@@ -78,6 +78,11 @@ class Conversation:
     def reset_kv_cache(self) -> None:
         self._native.reset_kv_cache()
 
+    def truncate(self, position: int) -> None:
+        """Keeps the first `position` cached tokens and drops the rest (a shared prompt
+        prefix stays cached; the next forward continues at `position`)."""
+        self._native.truncate(position)
+
     @property
     def kv_cache_bytes(self) -> int:
         """Bytes of this conversation's KV cache."""
@@ -181,6 +186,24 @@ class Model:
         if max_context is None:
             max_context = self._n_ctx
         return Conversation(self, self._native.new_conversation(max_context))
+
+    def forward_batch(self, conversations: Sequence[Conversation], ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """One decode step of several conversations at once: `ids[i]` is the next token of
+        `conversations[i]`, each at its own position. Returns [n, vocab] logits (row i for
+        conversation i). The curated decoders run the matrix products once for all rows
+        (the weights are read once per step) and attention per conversation over its own
+        cache; each row equals that conversation's own one-token forward within the
+        bulk-vs-token tolerances (docs/runtime.md). A conversation listed twice or in use
+        elsewhere is InvalidConfig; a full context ShapeMismatch, with no conversation moved."""
+        from .errors import InvalidConfig
+
+        convs = list(conversations)
+        for c in convs:
+            if not isinstance(c, Conversation) or c.model is not self:
+                raise InvalidConfig(field="conversations",
+                                    reason="each must be a Conversation of this model (model.new_conversation())")
+        arr = token_id_array(ids, self.vocab_size)
+        return self._native.forward_batch([c._native for c in convs], arr)
 
     # --- tokens (llama-cpp-python's Llama.tokenize / detokenize) ----------
     def tokenize(self, text: bytes | str, add_bos: bool = True, special: bool = False) -> list[int]:

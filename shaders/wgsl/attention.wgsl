@@ -4,7 +4,7 @@
 struct P {
   T: u32, nh: u32, nkv: u32, hd: u32,
   max_ctx: u32, pos0: u32, window: u32, q_off: u32,
-  scale: f32, softcap: f32, pad0: u32, pad1: u32,
+  scale: f32, softcap: f32, o_off: u32, pad1: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
@@ -103,7 +103,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   let inv = 1.0 / red[0];
-  let ob = (t * p.nh + h) * p.hd + li;
+  let ob = p.o_off + (t * p.nh + h) * p.hd + li;
   if (li < p.hd) { O[ob] = acc.x * inv; }
   if (li + 64u < p.hd) { O[ob + 64u] = acc.y * inv; }
   if (li + 128u < p.hd) { O[ob + 128u] = acc.z * inv; }

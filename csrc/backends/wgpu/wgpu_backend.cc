@@ -1124,8 +1124,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return plain(in[0]) && plain(in[1]) && plain(in[2]) && in[3].offset == 0 && op.a.head_dim <= 256 &&
              op.a.n_heads <= 65535 && rows <= 65535 && op.a.window <= 0x7fffffff;
     }
-    case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim
-      return plain(in[0]) && op.a.head_dim % 2 == 0;
+    case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim; rows at any offset
+      return in[0].dtype == DType::F32 && in[0].offset % 4 == 0 && op.a.head_dim % 2 == 0;
     default:
       return false;  // Softmax, FusedNormMatmul, Copy: the cpu backend runs them
   }
@@ -1327,7 +1327,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       const bool f16 = c.dtype == DType::F16;
       if (f16 && hd % 2) throw_unsupported_op("kv_write (odd head_dim, f16)", "wgpu+rs", "F16");
       Pipeline& pl = pipeline(g_, "kv_write", f16 ? std::vector<std::string>{"F16"} : std::vector<std::string>{});
-      uint32_t p[8] = {u(T), u(nkv), u(hd), u(c.shape.d[1]), u(op.a.pos0), 0, 0, 0};
+      uint32_t p[8] = {u(T), u(nkv), u(hd), u(c.shape.d[1]), u(op.a.pos0), u(in[0].offset / 4), 0, 0};
       Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(c)->bufs[0], 0, W}};
       st.dispatch(pl, p, sizeof(p), b, u(((f16 ? hd / 2 : hd) + 63) / 64), u(T * nkv), 1);
       return;
@@ -1342,7 +1342,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       const bool f16 = in[1].dtype == DType::F16;
       Pipeline& pl = pipeline(g_, "attention", f16 ? std::vector<std::string>{"F16"} : std::vector<std::string>{});
       uint32_t p[12] = {u(T), u(nh), u(nkv), u(hd), u(max_ctx), u(op.a.pos0), u(op.a.window),
-                        u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), 0, 0};
+                        u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4), 0};
       Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(in[1])->bufs[0], 0, W}, {3, dev(in[2])->bufs[0], 0, W},
                   {4, dev(out[0])->bufs[0], 0, W}};
       st.dispatch(pl, p, sizeof(p), b, u(nh), u(T), 1);

@@ -1,0 +1,97 @@
+"""Batched decode (Model.forward_batch): one step of several conversations, each at its own
+position, equals each conversation's own one-token forward (docs/runtime.md "Tolerances":
+bulk-vs-token in precise mode, bulk-vs-token-fast/smollm2 in the fast mode), on the cpu and
+on wgpu+rs; the rows' positions, caches and argmax are each conversation's own."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cyb_llm
+from cyb_llm import errors
+from placement import wgpu_skip_reason
+from tolerances import tolerance
+
+PROMPTS = [[1, 2, 3, 4, 5], [7, 8, 9], [10, 11, 12, 13, 14, 15, 16], [20]]
+
+
+def rel_err(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - b)) / np.max(np.abs(b)))
+
+
+@pytest.fixture(scope="module")
+def path(real_model):
+    return real_model("smollm2")
+
+
+def check_batched_equals_one_by_one(m, key, prompts, steps=4):
+    batch = [m.new_conversation(64) for _ in prompts]
+    alone = [m.new_conversation(64) for _ in prompts]
+    for b, a, p in zip(batch, alone, prompts):
+        b.forward(p)
+        a.forward(p)
+    toks = [100 + 50 * i for i in range(len(prompts))]
+    for _ in range(steps):
+        got = m.forward_batch(batch, toks)
+        assert got.shape == (len(prompts), m.vocab_size)
+        want = np.stack([a.forward([t]) for a, t in zip(alone, toks)])
+        err, tol = rel_err(got, want), tolerance(key)
+        assert err <= tol, f"{key}: batched vs one by one {err:.2e} > {tol}"
+        assert (got.argmax(-1) == want.argmax(-1)).all()
+        toks = [int(i) for i in got.argmax(-1)]
+    assert [c.position for c in batch] == [len(p) + steps for p in prompts]
+
+
+@pytest.mark.parametrize("precise", [True, False], ids=["precise", "fast"])
+def test_batched_step_equals_one_by_one_cpu(path, precise):
+    m = cyb_llm.load(path, backend="cpu", precise=precise)
+    check_batched_equals_one_by_one(m, "bulk-vs-token" if precise else "bulk-vs-token-fast/smollm2", PROMPTS)
+
+
+def test_batched_step_equals_one_by_one_wgpu(tmp_path_factory):
+    """On wgpu+rs (a tiny random qwen2: lavapipe is slow), every op on the device: the per-row
+    rope / KV write / attention take row views of the step's activations."""
+    if wgpu_skip_reason():
+        pytest.skip(wgpu_skip_reason())
+    import test_families_tiny as F
+
+    _, tiny = F._build("qwen2", tmp_path_factory)
+    m = cyb_llm.load(tiny, backend="wgpu+rs", precise=True)
+    check_batched_equals_one_by_one(m, "bulk-vs-token", PROMPTS, steps=3)
+    ran = {r["backend"] for r in m.dispatch_records}
+    assert ran == {"wgpu+rs"}, f"ops ran on {ran}"
+
+
+def test_batch_errors_leave_every_conversation_where_it_was(path):
+    m = cyb_llm.load(path, backend="cpu")
+    a, b = m.new_conversation(8), m.new_conversation(4)
+    a.forward([1, 2])
+    b.forward([1, 2, 3, 4])  # full
+    with pytest.raises(errors.InvalidConfig):
+        m.forward_batch([a, a], [5, 6])
+    with pytest.raises(errors.ShapeMismatch):
+        m.forward_batch([a, b], [5])
+    with pytest.raises(errors.ShapeMismatch):
+        m.forward_batch([a, b], [5, 6])  # b has no room left
+    with pytest.raises(errors.InvalidConfig):
+        m.forward_batch([a], [m.vocab_size])
+    with pytest.raises(errors.InvalidConfig):
+        m.forward_batch([a, cyb_llm.load(path, backend="cpu").new_conversation(8)], [5, 6])
+    assert (a.position, b.position) == (2, 4)
+    assert m.forward_batch([a], [5]).shape == (1, m.vocab_size) and a.position == 3
+
+
+def test_truncate_keeps_the_prefix(path):
+    m = cyb_llm.load(path, backend="cpu", precise=True)
+    c = m.new_conversation(32)
+    c.forward([1, 2, 3, 4, 5])
+    c.truncate(3)
+    assert c.position == 3
+    after = c.forward([9])
+    fresh = m.new_conversation(32)
+    fresh.forward([1, 2, 3])
+    np.testing.assert_array_equal(after, fresh.forward([9]))
+    with pytest.raises(errors.InvalidConfig):
+        c.truncate(5)  # beyond the 4 cached positions
+    with pytest.raises(errors.InvalidConfig):
+        c.truncate(-1)
