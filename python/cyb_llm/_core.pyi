@@ -65,6 +65,10 @@ class Conversation:
         ...
     def reset_kv_cache(self) -> None:
         ...
+    def truncate(self, position: typing.Any) -> None:
+        """
+        Drops the cached positions from `position` on (the prefix before it stays).
+        """
     @property
     def kv_cache_bytes(self) -> int:
         ...
@@ -101,6 +105,10 @@ class Model:
         ...
     def forward(self, conversation: Conversation, ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], all_logits: bool = False) -> numpy.typing.NDArray[numpy.float32]:
         ...
+    def forward_batch(self, conversations: collections.abc.Sequence[Conversation], ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32]) -> numpy.typing.NDArray[numpy.float32]:
+        """
+        One decode step of several conversations: ids[i] for conversations[i]; [n, vocab] logits.
+        """
     def fusion_entries(self) -> list[tuple[str, str]]:
         ...
     def fusion_report(self) -> str:
