@@ -96,6 +96,12 @@ class FakeConversation:
         self.first_len = None
         self.model.calls.append(("reset",))
 
+    def truncate(self, position):
+        self.tokens = self.tokens[:position]
+        if not self.tokens:
+            self.first_len = None
+        self.model.calls.append(("truncate", position))
+
     def forward(self, ids, all_logits=False):
         ids = [int(i) for i in ids]
         if not ids:

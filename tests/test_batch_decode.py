@@ -95,3 +95,47 @@ def test_truncate_keeps_the_prefix(path):
         c.truncate(5)  # beyond the 4 cached positions
     with pytest.raises(errors.InvalidConfig):
         c.truncate(-1)
+
+
+def test_server_batcher_runs_the_slots_steps_together(path):
+    """cyb_llm.serve.engine.Batcher: three request threads decoding at once meet in batched steps
+    (more than one row per step on average), and each thread gets its own conversation's row."""
+    import threading
+
+    from cyb_llm.serve.engine import Batcher, BatchedConversation
+
+    m = cyb_llm.load(path, backend="cpu", precise=True)
+    batcher = Batcher(m, window=0.05)
+    prompts = PROMPTS[:3]
+    got: dict[int, list] = {}
+    barrier = threading.Barrier(len(prompts))
+
+    def run(i: int) -> None:
+        conv = BatchedConversation(m.new_conversation(64), batcher)
+        conv.forward(prompts[i])
+        barrier.wait()
+        rows, tok = [], 100 + i
+        for _ in range(5):
+            logits = conv.forward([tok])
+            rows.append(logits)
+            tok = int(np.argmax(logits))
+        got[i] = rows
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for _ in threads:
+        batcher.enter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+        batcher.leave()
+    assert sorted(got) == [0, 1, 2]
+    assert batcher.rows == 15 and batcher.rows / batcher.steps > 1.5, (batcher.steps, batcher.rows)
+    for i, p in enumerate(prompts):
+        alone = m.new_conversation(64)
+        alone.forward(p)
+        tok = 100 + i
+        for logits in got[i]:
+            want = alone.forward([tok])
+            assert rel_err(logits, want) <= tolerance("bulk-vs-token")
+            tok = int(np.argmax(want))

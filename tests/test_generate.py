@@ -167,9 +167,19 @@ def test_conversation_reuse_only_forwards_the_new_suffix():
     first = forwards(m)[0]
     assert s.stats.cached_tokens > 0 and first == full[s.stats.cached_tokens:]
     assert ("reset",) not in m.calls
-    # a different history does not match the cache: reset and full prefill
+    # a different history shares only the template's first tokens: the cache is cut back to
+    # them (Conversation.truncate) and the rest is forwarded
     m.calls.clear()
-    s = g.generate([{"role": "user", "content": "Other"}], sampling=GREEDY, conversation=conv)
+    other = [{"role": "user", "content": "Other"}]
+    s = g.generate(other, sampling=GREEDY, conversation=conv)
+    assert s.read() == "Paris"
+    ids = m.tokenizer.encode(m.chat.render(other), add_special_tokens=False)
+    shared = s.stats.cached_tokens
+    assert 0 < shared < len(ids) and ("truncate", shared) in m.calls
+    assert ("reset",) not in m.calls and forwards(m)[0] == ids[shared:]
+    # nothing in common: reset and full prefill
+    m.calls.clear()
+    s = g.generate("zzz", sampling=GREEDY, conversation=conv)
     assert s.read() == "Paris" and ("reset",) in m.calls and s.stats.cached_tokens == 0
 
 

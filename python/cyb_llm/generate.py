@@ -343,14 +343,25 @@ class Generator:
                 self._own_busy = False
 
 
+def common_prefix(cache: Sequence[int] | None, ids: Sequence[int]) -> int:
+    """Leading tokens of `ids` a KV cache holding `cache` can keep: their common prefix,
+    short of the last prompt token (its logits are needed, so it is always forwarded)."""
+    if not cache:
+        return 0
+    n, limit = 0, min(len(cache), len(ids) - 1)
+    while n < limit and cache[n] == ids[n]:
+        n += 1
+    return n
+
+
 def _cache_prefix(conv: Any, ids: list[int]) -> int:
-    """How many leading prompt tokens the conversation's KV cache already holds;
-    resets the cache when it holds anything else (or when nothing would be left
-    to forward: the last prompt position's logits are needed)."""
+    """How many leading prompt tokens the conversation's KV cache already holds: the
+    common prefix of what it holds and the prompt; what follows it in the cache is
+    dropped (Conversation.truncate), or the whole cache when nothing is shared."""
     cache = getattr(conv, "_cyb_cache_tokens", None)
-    n = 0
-    if cache is not None and conv.position == len(cache) and len(cache) < len(ids) and ids[:len(cache)] == cache:
-        n = len(cache)
+    n = common_prefix(cache, ids) if cache is not None and conv.position == len(cache) else 0
+    if n and n < conv.position:
+        conv.truncate(n)
     if n == 0 and conv.position != 0:
         conv.reset_kv_cache()
     return n

@@ -1,18 +1,19 @@
 """Slots and scheduling of the server (no web framework here; app.py drives it).
 
 Per text model: `parallel` slots, each owning a Conversation (its KV cache over
-the model's shared weights) and a Generator, and one worker thread. A request
-takes a free slot (the one whose cached tokens are the longest prefix of its
-prompt, so a follow-up turn of a chat skips the prefill of what it repeats) or
-waits in a bounded queue; its work is an iterator of OpenAI chunk dicts
-(cyb_llm.generate) that the worker thread advances one step at a time, taking
-the active requests in turn. So a model runs one forward at a time (its thread
-pool runs one job at a time anyway) and the streams of all slots progress
-together, one token each per round. The native forward releases the GIL, so
-the event loop keeps serving while a forward runs.
+the model's shared weights) and a Generator. A request takes a free slot (the
+one whose cached tokens share the longest prefix with its prompt, so a follow-up
+turn of a chat skips the prefill of what it repeats) or waits in a bounded
+queue; its work is an iterator of OpenAI chunk dicts (cyb_llm.generate) that a
+thread of its own advances. The slots' one-token decode forwards meet in a
+Batcher, which runs them as one `Model.forward_batch` step (the weights are read
+once per step for all active slots; attention per slot over its own cache);
+prompt prefills run alone between steps. So a model runs one forward at a time
+and the streams of all slots progress together. Native forwards release the
+GIL, so the event loop keeps serving while one runs.
 
 Results go back to the event loop through `loop.call_soon_threadsafe`; a
-cancelled request (client gone, timeout) is closed by the worker before its
+cancelled request (client gone, timeout) is stopped by its thread before its
 next step, which frees the slot.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from ..generate import Generator
+from ..generate import Generator, common_prefix
 
 #: What a job's queue receives after its last item.
 DONE = object()
@@ -37,6 +38,109 @@ class QueueTimeout(Exception):
     """The request waited for a slot past its deadline."""
 
 
+class Batcher:
+    """Runs the one-token forwards of a model's slots together: a thread's step waits until every
+    active request thread is waiting too (or `window` seconds passed since the first one came),
+    then one of them runs `model.forward_batch` for all waiting conversations and hands each its
+    row. Longer forwards (prompt prefills) run alone, between batched steps."""
+
+    def __init__(self, model: Any, window: float = 0.002):
+        self.model = model
+        self.window = window
+        self._cond = threading.Condition()
+        self._pending: list[dict] = []
+        self._busy = False   # a forward (batched or alone) is running
+        self.active = 0      # request threads inside a request
+        self.steps = 0       # batched steps run, and the rows they held (for /metrics and tests)
+        self.rows = 0
+
+    def enter(self) -> None:
+        with self._cond:
+            self.active += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self.active -= 1
+            self._cond.notify_all()
+
+    def step(self, conv: Any, token: int) -> Any:
+        entry = {"conv": conv, "token": token, "done": False, "out": None, "err": None}
+        with self._cond:
+            self._pending.append(entry)
+            self._cond.notify_all()
+            first = time.monotonic()
+            while not entry["done"]:
+                ready = len(self._pending) >= self.active or time.monotonic() - first >= self.window
+                if not self._busy and self._pending and ready:
+                    batch, self._pending = self._pending, []
+                    self._busy = True
+                    self._cond.release()
+                    try:
+                        self._run(batch)
+                    finally:
+                        self._cond.acquire()
+                        self._busy = False
+                        self._cond.notify_all()
+                else:
+                    self._cond.wait(self.window)
+        if entry["err"] is not None:
+            raise entry["err"]
+        return entry["out"]
+
+    def _run(self, batch: list[dict]) -> None:
+        try:
+            out = self.model.forward_batch([e["conv"] for e in batch], [e["token"] for e in batch])
+        except BaseException as err:  # noqa: BLE001 - every request of the step gets it
+            for e in batch:
+                e["err"], e["done"] = err, True
+            return
+        self.steps += 1
+        self.rows += len(batch)
+        for i, e in enumerate(batch):
+            e["out"], e["done"] = out[i], True
+
+    def alone(self, fn: Callable[[], Any]) -> Any:
+        """Runs fn (a longer forward) when no other forward runs."""
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
+            self._busy = True
+        try:
+            return fn()
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+class BatchedConversation:
+    """A slot's Conversation whose one-token forwards go through the model's Batcher (the
+    Generator decodes through it unchanged); everything else is the conversation's own."""
+
+    def __init__(self, conversation: Any, batcher: Batcher):
+        self.conversation = conversation
+        self.batcher = batcher
+
+    @property
+    def position(self) -> int:
+        return self.conversation.position
+
+    @property
+    def max_context(self) -> int:
+        return self.conversation.max_context
+
+    def forward(self, ids: Any, all_logits: bool = False) -> Any:
+        if not all_logits and len(ids) == 1:
+            return self.batcher.step(self.conversation, int(ids[0]))
+        return self.batcher.alone(lambda: self.conversation.forward(ids, all_logits))
+
+    def reset_kv_cache(self) -> None:
+        self.conversation.reset_kv_cache()
+
+    def truncate(self, position: int) -> None:
+        self.conversation.truncate(position)
+
+
 class Slot:
     def __init__(self, index: int, conversation: Any, generator: Generator):
         self.index = index
@@ -46,12 +150,9 @@ class Slot:
         self.last_used = 0.0
 
     def prefix_len(self, ids: list[int]) -> int:
-        """Prompt tokens this slot's KV cache already holds (generate.py reuses them only when the
-        whole cache is a prefix of the prompt, shorter than it)."""
-        cache = getattr(self.conversation, "_cyb_cache_tokens", None)
-        if cache and len(cache) < len(ids) and ids[:len(cache)] == cache:
-            return len(cache)
-        return 0
+        """Prompt tokens this slot's KV cache already holds: the common prefix of its cached tokens
+        and the prompt (generate.py keeps that much and drops the rest)."""
+        return common_prefix(getattr(self.conversation, "_cyb_cache_tokens", None), ids)
 
 
 class Job:
@@ -89,14 +190,15 @@ class TextEngine:
         self.model_id = model_id
         self.model = model
         self.max_queue = max_queue
-        self.slots = [Slot(i, model.new_conversation(ctx), Generator(model)) for i in range(parallel)]
+        self.batcher = Batcher(model)
+        self.slots = [Slot(i, BatchedConversation(model.new_conversation(ctx), self.batcher), Generator(model))
+                      for i in range(parallel)]
         self.ctx = self.slots[0].conversation.max_context
         self._waiters: collections.deque[tuple[asyncio.Future, list[int]]] = collections.deque()
         self._jobs: list[Job] = []
+        self._threads: list[threading.Thread] = []
         self._cond = threading.Condition()
         self._stop = False
-        self._thread = threading.Thread(target=self._loop, name=f"cyb-serve-{model_id}", daemon=True)
-        self._thread.start()
 
     # --- slots (event loop thread only) ------------------------------------
     @property
@@ -147,11 +249,16 @@ class TextEngine:
             fut.set_result(slot)
             return
 
-    # --- work (the worker thread) --------------------------------------------
+    # --- work (one thread per request) ----------------------------------------
     def submit(self, job: Job) -> None:
         with self._cond:
             self._jobs.append(job)
-            self._cond.notify()
+            self._threads = [t for t in self._threads if t.is_alive()]
+            t = threading.Thread(target=self._run, args=(job,), name=f"cyb-serve-{self.model_id}-{job.slot.index}",
+                                 daemon=True)
+            self._threads.append(t)
+        self.batcher.enter()
+        t.start()
 
     def _end(self, job: Job, final: Any) -> None:
         with self._cond:
@@ -167,36 +274,36 @@ class TextEngine:
         except RuntimeError:
             pass
 
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._jobs and not self._stop:
-                    self._cond.wait()
-                if self._stop and not self._jobs:
-                    return
-                jobs = list(self._jobs)
-            for job in jobs:  # one step of every active request per round
+    def _run(self, job: Job) -> None:
+        """Advances one request until it ends; its decode steps batch with the other slots'."""
+        try:
+            while True:
                 if job.cancelled or self._stop:
                     self._end(job, asyncio.CancelledError())
-                    continue
+                    return
                 if job.deadline is not None and time.monotonic() > job.deadline:
                     self._end(job, RequestTimeout())
-                    continue
+                    return
                 try:
                     item = next(job.it)
                 except StopIteration:
                     self._end(job, DONE)
+                    return
                 except BaseException as e:  # noqa: BLE001 - handed to the request, which answers it
                     self._end(job, e)
-                else:
-                    job.put(item)
+                    return
+                job.put(item)
+        finally:
+            self.batcher.leave()
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Cancels what runs and stops the worker thread."""
+        """Cancels what runs and waits for the request threads."""
         with self._cond:
             self._stop = True
-            self._cond.notify()
-        self._thread.join(timeout)
+            threads = list(self._threads)
+        end = None if timeout is None else time.monotonic() + timeout
+        for t in threads:
+            t.join(None if end is None else max(0.0, end - time.monotonic()))
 
 
 class EncoderEngine:
