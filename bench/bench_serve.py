@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,8 +35,10 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
+from serve_proc import free_port  # noqa: E402  (the tests' helpers for server processes)
 
 TOPICS = ("a lighthouse keeper", "the first snow of winter", "a lost umbrella", "a robot learning to paint",
           "a market in Marrakesh", "the last train home", "a garden on Mars", "an old violin", "a fox and a crow",
@@ -47,14 +48,6 @@ TOPICS = ("a lighthouse keeper", "the first snow of winter", "a lost umbrella", 
 
 def prompts(n: int) -> list[str]:
     return [f"Write a short story about {TOPICS[i % len(TOPICS)]} (version {i // len(TOPICS) + 1})." for i in range(n)]
-
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @contextmanager
@@ -181,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     for rep in range(a.reps):  # every configuration once per round: a change of the machine's load hits all alike
         for name, cmd, _ in configs:
-            port = _free_port()
+            port = free_port()
             with launched(cmd + ["--port", str(port)], port, env=env) as url:
                 r = asyncio.run(_load(url, model, texts, a.clients, a.max_tokens))
             print(f"round {rep + 1}: {name:28s} {r['tokens_per_s']:7.1f} tok/s  ({r['completion_tokens']} tokens in "

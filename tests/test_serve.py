@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,24 +22,17 @@ openai = pytest.importorskip("openai")
 
 import cyb_llm  # noqa: E402
 from cyb_llm.serve.app import create_app  # noqa: E402
+from serve_proc import free_port  # noqa: E402
 from cyb_llm.toolcalls import ToolCallStream, parse_tool_calls  # noqa: E402
 
 HI = [{"role": "user", "content": "hi"}]
-
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @contextmanager
 def serving(models: dict, **kw):
     """A live server over `models` (create_app keywords in kw); yields its base URL."""
     app = create_app(models, **kw)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            timeout_graceful_shutdown=2))
     t = threading.Thread(target=server.run, daemon=True)
@@ -448,7 +440,7 @@ def _env() -> dict:
 
 
 def test_cli_serve_answers_and_exits_0_on_sigterm():
-    port = _free_port()
+    port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "cyb_llm.cli", "serve", "smollm2", "--port", str(port),
                           "--threads", "2", "--ctx", "256", "--shutdown-timeout", "2"],
                          env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

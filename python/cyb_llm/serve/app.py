@@ -261,6 +261,13 @@ def _unsupported(body: dict) -> None:
         raise ApiError(400, "'best_of' is not supported", param="best_of", code="unsupported_parameter")
 
 
+def _choice_seed(seed: Any, i: int) -> Any:
+    """The seed of choice i of a request with n > 1: distinct, reproducible choices from one seed."""
+    if i and isinstance(seed, int) and not isinstance(seed, bool):
+        return (seed + i) % 2**64
+    return seed
+
+
 def _sampling_kwargs(body: dict) -> dict:
     """The generation keywords of cyb_llm.generate from the request (their types and ranges are checked
     there: InvalidConfig names the field, answered 400)."""
@@ -515,9 +522,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         check_context(eng, ids, kw["max_tokens"], n)
 
         def make(slot: Any, i: int):
-            k = dict(kw)
-            if i and isinstance(k["seed"], int) and not isinstance(k["seed"], bool):
-                k["seed"] = (k["seed"] + i) % 2**64  # n > 1 with a seed: distinct, reproducible choices
+            k = dict(kw, seed=_choice_seed(kw["seed"], i))
             return create_chat_completion(eng.model, messages, stream=True, logprobs=logprobs,
                                           top_logprobs=top_logprobs, tools=tools, tool_choice=tool_choice,
                                           generator=slot.generator, conversation=slot.conversation, **k)
@@ -553,9 +558,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         check_context(eng, ids, kw["max_tokens"], n)
 
         def make(slot: Any, i: int):
-            k = dict(kw)
-            if i and isinstance(k["seed"], int) and not isinstance(k["seed"], bool):
-                k["seed"] = (k["seed"] + i) % 2**64
+            k = dict(kw, seed=_choice_seed(kw["seed"], i))
             return create_completion(eng.model, prompt, stream=True, logprobs=logprobs, generator=slot.generator,
                                      conversation=slot.conversation, **k)
 
