@@ -139,3 +139,51 @@ def test_server_batcher_runs_the_slots_steps_together(path):
             want = alone.forward([tok])
             assert rel_err(logits, want) <= tolerance("bulk-vs-token")
             tok = int(np.argmax(want))
+
+
+def test_server_prefill_in_chunks_lets_the_other_slots_decode(path):
+    """A 256-token prompt's prefill through the server's BatchedConversation runs in chunks with the
+    other slot's decode steps between them (one long forward would hold that slot for all of it); the
+    prefill's logits equal a plain bulk prefill's within bulk-vs-token."""
+    import threading
+    import time
+
+    from cyb_llm.serve.engine import PREFILL_CHUNK, Batcher, BatchedConversation
+
+    m = cyb_llm.load(path, backend="cpu", precise=True)
+    batcher = Batcher(m)
+    prompt = [int(t) for t in np.random.default_rng(0).integers(3, m.vocab_size, size=4 * PREFILL_CHUNK)]
+    span: dict[str, float] = {}
+    steps: list[float] = []
+    stop = threading.Event()
+
+    def decoder() -> None:
+        conv = BatchedConversation(m.new_conversation(512), batcher)
+        conv.forward([1, 2, 3])
+        tok = 5
+        while not stop.is_set():
+            tok = int(np.argmax(conv.forward([tok])))
+            steps.append(time.monotonic())
+
+    got = {}
+
+    def prefiller() -> None:
+        conv = BatchedConversation(m.new_conversation(512), batcher)
+        time.sleep(0.2)  # the decoder is stepping
+        span["start"] = time.monotonic()
+        got["logits"] = conv.forward(prompt)
+        span["end"] = time.monotonic()
+        stop.set()
+
+    threads = [threading.Thread(target=decoder), threading.Thread(target=prefiller)]
+    for _ in threads:
+        batcher.enter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+        batcher.leave()
+    during = [s for s in steps if span["start"] < s < span["end"]]
+    assert len(during) >= 2, f"{len(during)} decode steps during the chunked prefill"
+    want = m.new_conversation(512).forward(prompt)
+    assert rel_err(got["logits"], want) <= tolerance("bulk-vs-token")

@@ -8,7 +8,8 @@ queue; its work is an iterator of OpenAI chunk dicts (cyb_llm.generate) that a
 thread of its own advances. The slots' one-token decode forwards meet in a
 Batcher, which runs them as one `Model.forward_batch` step (the weights are read
 once per step for all active slots; attention per slot over its own cache);
-prompt prefills run alone between steps. So a model runs one forward at a time
+prompt prefills run alone in chunks of PREFILL_CHUNK tokens, with the waiting
+slots' decode steps between the chunks. So a model runs one forward at a time
 and the streams of all slots progress together. Native forwards release the
 GIL, so the event loop keeps serving while one runs.
 
@@ -25,6 +26,9 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..generate import Generator, common_prefix
+
+#: Tokens per chunk of a prompt's prefill in the server (between chunks, the other slots decode).
+PREFILL_CHUNK = 64
 
 #: What a job's queue receives after its last item.
 DONE = object()
@@ -100,10 +104,12 @@ class Batcher:
             e["out"], e["done"] = out[i], True
 
     def alone(self, fn: Callable[[], Any]) -> Any:
-        """Runs fn (a longer forward) when no other forward runs."""
+        """Runs fn (a longer forward) when no other forward runs and no decode step is waiting (the
+        waiting slots' step goes first: a prefill in chunks lets the other streams advance between
+        its chunks)."""
         with self._cond:
-            while self._busy:
-                self._cond.wait()
+            while self._busy or self._pending:
+                self._cond.wait(self.window)
             self._busy = True
         try:
             return fn()
@@ -132,7 +138,13 @@ class BatchedConversation:
     def forward(self, ids: Any, all_logits: bool = False) -> Any:
         if not all_logits and len(ids) == 1:
             return self.batcher.step(self.conversation, int(ids[0]))
-        return self.batcher.alone(lambda: self.conversation.forward(ids, all_logits))
+        if all_logits:
+            return self.batcher.alone(lambda: self.conversation.forward(ids, True))
+        # a prompt's prefill in chunks of PREFILL_CHUNK tokens, the other slots' decode steps between them
+        out = None
+        for i in range(0, len(ids), PREFILL_CHUNK):
+            out = self.batcher.alone(lambda c=ids[i:i + PREFILL_CHUNK]: self.conversation.forward(c))
+        return out
 
     def reset_kv_cache(self) -> None:
         self.conversation.reset_kv_cache()
