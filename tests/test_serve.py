@@ -22,7 +22,7 @@ openai = pytest.importorskip("openai")
 
 import cyb_llm  # noqa: E402
 from cyb_llm.serve.app import create_app  # noqa: E402
-from serve_proc import free_port  # noqa: E402
+from serve_proc import child_env, free_port  # noqa: E402
 from cyb_llm.toolcalls import ToolCallStream, parse_tool_calls  # noqa: E402
 
 HI = [{"role": "user", "content": "hi"}]
@@ -438,18 +438,11 @@ def test_tool_call_round_trip_with_qwen05():
 # --- the command -----------------------------------------------------------------------------
 
 
-def _env() -> dict:
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(root, "python"), env.get("PYTHONPATH", "")])
-    return env
-
-
 def test_cli_serve_answers_and_exits_0_on_sigterm():
     port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "cyb_llm.cli", "serve", "smollm2", "--port", str(port),
                           "--threads", "2", "--ctx", "256", "--shutdown-timeout", "2"],
-                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
         t0 = time.time()
@@ -476,7 +469,7 @@ def test_cli_serve_answers_and_exits_0_on_sigterm():
 def test_cli_serve_without_the_extra_says_how_to_install():
     code = ("import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None\n"
             "from cyb_llm.cli import main; sys.exit(main(['serve', 'smollm2']))")
-    r = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "pip install 'cyb_llm[serve]'" in r.stderr
 
 
