@@ -153,6 +153,48 @@ def matmul_input(x, enc, backend, precise):
     return np.asarray(x, dtype=np.float64)
 
 
+# docs/cpu-backend.md, "Precise and fast mode": at the amx level a fast-mode matmul of
+# kPackedMinTokens (16) or more tokens on F32/F16/BF16 weights splits each value into two bf16
+# numbers and sums xh.wh + xl.wh + xh.wl on AMX-BF16 tiles (xl.wl, below 2^-16, is dropped).
+FLOAT_ENCODINGS = {"f32", "f16", "bf16"}
+
+
+def bf16_split(level, enc, tokens):
+    """The spec's answer: does this fast-mode matmul run as the bf16 split product?"""
+    if level == "auto":
+        level = _core.cpu_levels()[-1]
+    return level == "amx" and enc in FLOAT_ENCODINGS and tokens >= 16
+
+
+def bf16_parts(a):
+    """(hi, lo) of an f32 array: hi = bf16(a), lo = bf16(a - hi), round to nearest even, in f64."""
+    def rne(v):
+        u = np.ascontiguousarray(v, np.float32).view(np.uint32).astype(np.uint64)
+        r = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32)
+        return r.view(np.float32)
+    a = np.asarray(a, np.float32)
+    hi = rne(a)
+    return hi.astype(np.float64), rne(a - hi).astype(np.float64)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_bf16_split_is_the_documented_one(level):
+    for enc in ENCODINGS:
+        for tokens in (1, 15, 16, 300):
+            assert _core.bf16_split_matmul(level, enc, tokens) == bf16_split(level, enc, tokens), (enc, tokens)
+
+
+def mm_ref(x, deq, enc, backend, precise):
+    """x @ deq.T in f64 as the kernel computes it: f32 activations, 16-bit blocks in the cpu's
+    fast integer path, or the bf16 split product at the amx level."""
+    lvl = cpu_level(backend)
+    if not precise and lvl is not None and bf16_split(lvl, enc, len(x)):
+        xh, xl = bf16_parts(x)
+        wh, wl = bf16_parts(deq)
+        return xh @ wh.T + xl @ wh.T + xh @ wl.T
+    return matmul_input(x, enc, backend, precise) @ deq.T
+
+
 def run(op, inputs, attrs=None, outputs=None, backend="cpu:auto"):
     """Runs one op on a backend of the matrix; skips with "not supported [backend]" when
     the backend does not implement the case (the dispatcher fell back to the cpu)."""
@@ -201,7 +243,7 @@ def test_matmul_every_encoding(enc, T, backend, precise):
         w, deq = random_weight(enc, n, k, rng)
         x = rng.standard_normal((T, k)).astype(np.float32)
         bias = rng.standard_normal(n).astype(np.float32)
-        ref = matmul_input(x, enc, backend, precise) @ deq.T
+        ref = mm_ref(x, deq, enc, backend, precise)
         (y,) = run("matmul", [x, w], {"precise": precise}, backend=backend)
         assert rel_err(y, ref) <= TOL_F32, (enc, k)
         (yb,) = run("matmul", [x, w, bias], {"precise": precise}, backend=backend)
@@ -217,7 +259,7 @@ def test_matmul_many_rows_threads(enc, backend, precise):
     for T in (1, 3, 17, 40):
         x = rng.standard_normal((T, k)).astype(np.float32)
         (y,) = run("matmul", [x, w], {"precise": precise}, backend=backend)
-        assert rel_err(y, matmul_input(x, enc, backend, precise) @ deq.T) <= TOL_F32, T
+        assert rel_err(y, mm_ref(x, deq, enc, backend, precise)) <= TOL_F32, T
 
 
 @pytest.mark.parametrize("enc", ["f32", "bf16", "q8_0", "q4_k", "q6_k"])
@@ -230,11 +272,10 @@ def test_matmul_many_tokens_many_rows(enc, backend, precise):
     wu, du = random_weight(enc, n, k, rng)
     x = rng.standard_normal((T, k)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
-    x64 = matmul_input(x, enc, backend, precise)
     (y,) = run("matmul", [x, w, bias], {"precise": precise}, backend=backend)
-    assert rel_err(y, x64 @ deq.T + bias) <= TOL_F32
+    assert rel_err(y, mm_ref(x, deq, enc, backend, precise) + bias) <= TOL_F32
     (g,) = run("fused_swiglu", [x, w, wu], {"precise": precise}, backend=backend)
-    assert rel_err(g, silu64(x64 @ deq.T) * (x64 @ du.T)) <= TOL_F32
+    assert rel_err(g, silu64(mm_ref(x, deq, enc, backend, precise)) * mm_ref(x, du, enc, backend, precise)) <= TOL_F32
 
 
 def test_dequantize_random_blocks(backend):
@@ -840,9 +881,9 @@ def test_fused_swiglu(enc, backend, precise):
     wu, du = random_weight(enc, 21, k, rng)
     for T in (1, 3, 40):  # 40: the wgpu row kernel over several token groups
         x = rng.standard_normal((T, k)).astype(np.float32)
-        x64 = matmul_input(x, enc, backend, precise)
         (y,) = run("fused_swiglu", [x, wg, wu], {"precise": precise}, backend=backend)
-        assert rel_err(y, silu64(x64 @ dg.T) * (x64 @ du.T)) <= TOL_F32, T
+        ref = silu64(mm_ref(x, dg, enc, backend, precise)) * mm_ref(x, du, enc, backend, precise)
+        assert rel_err(y, ref) <= TOL_F32, T
         (g,) = run("matmul", [x, wg], {"precise": precise}, backend=backend)
         (u,) = run("matmul", [x, wu], {"precise": precise}, backend=backend)
         (y_u,) = run("swiglu", [g, u], backend=backend)

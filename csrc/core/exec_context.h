@@ -9,6 +9,7 @@
 #include "core/frame_allocator.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "core/weight_cache.h"
 
 namespace cyb {
 
@@ -33,11 +34,16 @@ class ExecContext {
     return t;
   }
   std::unique_ptr<BackendState>& backend_state() { return backend_state_; }
+  // Where kernels may keep weights in their own layout (owned by the model; null:
+  // nowhere, the kernel repacks per call).
+  WeightCache* weight_cache() const { return weight_cache_; }
+  void set_weight_cache(WeightCache* c) { weight_cache_ = c; }
 
  private:
   FrameAllocator frame_;
   std::unique_ptr<BackendState> backend_state_;
   ThreadPool* pool_;
+  WeightCache* weight_cache_ = nullptr;
   bool precise_;
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/config_check.h"
 #include "core/rope.h"
 #include "core/errors.h"
@@ -215,6 +216,7 @@ class Encoder : public Model {
     binder_.reset(file_.get());
     bind_weights();
     init_model_runtime(opts, opts.threads, &pool_, &dispatcher_);
+    reserve_weight_cache();
   }
 
   const std::string& family() const override { return plan_.type; }
@@ -244,6 +246,9 @@ class Encoder : public Model {
   }
   void bind_weights();
   void bind_modernbert();
+  // The fast mode on the cpu at the amx level keeps its bf16 hi / lo panels of the
+  // float matmul weights (fgemm_amx.cc) in wcache_: charged to the budget here.
+  void reserve_weight_cache();
   void check_batch(const EncoderBatch& b) const;
 
   EncoderPlan plan_;
@@ -258,7 +263,23 @@ class Encoder : public Model {
     RopeTable table;
   };
   Rope rope_global_, rope_local_;
+  WeightCache wcache_;
 };
+
+void Encoder::reserve_weight_cache() {
+  if (opts_.precise || std::string(dispatcher_->chain().front()->name()) != "cpu") return;
+  int64_t bytes = 0;
+  auto add = [&](const Tensor& t) {
+    if (!t.data || t.shape.ndim != 2 || !cpu_level_bf16_split(cpu_backend().level(), t.dtype, 1 << 20)) return;
+    const int64_t n = (t.shape.d[0] + 15) / 16 * 16, k = (t.shape.d[1] + 31) / 32 * 32;
+    bytes += n * k * (t.dtype == DType::BF16 ? 2 : 4);
+  };
+  for (const EncLayer& L : layers_)
+    for (const Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.gate, &L.down}) add(*t);
+  add(head_dense_);
+  add(head_out_);
+  if (bytes > 0) reserve_memory(bytes, "bf16 weight panels of the fast amx matmul");
+}
 
 void Encoder::bind_modernbert() {
   const EncoderPlan& p = plan_;
@@ -514,6 +535,7 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
   maskf_t.data = maskf.data();
 
   ExecContext ctx(pool_.get(), opts_.precise);
+  ctx.set_weight_cache(&wcache_);
   Dispatcher& d = *dispatcher_;
   Backend& be = *d.chain().front();
   be.begin_forward(ctx);

@@ -455,6 +455,12 @@ void bind_ops(py::module_& m) {
   }, py::arg("level"), py::arg("encoding"),
      "Values per int16 activation scale of a fast-mode matmul at this level for weights of this "
      "encoding (32 or 256), 0 when the activations stay f32.");
+  m.def("bf16_split_matmul", [](const std::string& level, const std::string& enc, int64_t tokens) {
+    return cpu_level_bf16_split(parse_cpu_level(level), parse_dtype(enc), tokens);
+  }, py::arg("level"), py::arg("encoding"), py::arg("tokens"),
+     "True when a fast-mode matmul of this many tokens at this level on weights of this encoding "
+     "splits each f32 value into two bfloat16 numbers (hi + lo) and sums xh.wh + xl.wh + xh.wl "
+     "on AMX-BF16 tiles.");
   m.def("rope_table", [](int rot_dims, int64_t max_pos, double theta, const py::dict& scaling) {
     const RopeScaling sc = parse_scaling(scaling);
     std::vector<float> c, s;

@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'max_threads', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'max_threads', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -218,6 +218,10 @@ def activation_block(level: str, encoding: str) -> int:
 def bench_matmul(encoding: str, n: typing.SupportsInt | typing.SupportsIndex, k: typing.SupportsInt | typing.SupportsIndex, t: typing.SupportsInt | typing.SupportsIndex = 1, iters: typing.SupportsInt | typing.SupportsIndex = 10, level: str = 'auto', threads: typing.SupportsInt | typing.SupportsIndex = 0, precise: bool = False) -> float:
     """
     Best seconds per call of a matmul with random valid weights (benchmarks).
+    """
+def bf16_split_matmul(level: str, encoding: str, tokens: typing.SupportsInt | typing.SupportsIndex) -> bool:
+    """
+    True when a fast-mode matmul of this many tokens at this level on weights of this encoding splits each f32 value into two bfloat16 numbers (hi + lo) and sums xh.wh + xl.wh + xh.wl on AMX-BF16 tiles.
     """
 def cpu_level() -> str:
     """

@@ -57,6 +57,34 @@ inline __m256 reduce8(const __m512* a) {
   return _mm512_castps512_ps256(_mm512_shuffle_f32x4(w, w, 0x08));
 }
 
+// 16 x 16 32-bit lanes transposed in registers (r[i] lane j <-> r[j] lane i):
+// pairs of rows interleaved, then 64-bit pairs (a 4 x 4 transpose inside each
+// 128-bit lane per group of 4 rows), then the 128-bit lanes of the four groups.
+inline void transpose16(__m512* r) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // u[4g + m], lane L: rows 4g..4g+3 at column 4L + m
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512 e0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44), e1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE);
+    const __m512 e2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44);
+    const __m512 e3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
+    r[m] = _mm512_shuffle_f32x4(e0, e2, 0x88);
+    r[4 + m] = _mm512_shuffle_f32x4(e0, e2, 0xDD);
+    r[8 + m] = _mm512_shuffle_f32x4(e1, e3, 0x88);
+    r[12 + m] = _mm512_shuffle_f32x4(e1, e3, 0xDD);
+  }
+}
+
 // Runs dot(w_row_chunk, x_tile, nc, out) over rows [n0, n1) of y[T, N] with the
 // blocking of the prefill kernels: a tile of kTileT tokens x `chunk` blocks of
 // activations stays in L1 while the weights of a block of rows stay in L2;

@@ -67,9 +67,9 @@ X86Features detect_x86() {
   const bool vnni = (r[2] >> 11) & 1;
   f.avx2 = ymm_os && avx2 && fma && f16c;
   f.avx512 = f.avx2 && zmm_os && avx512f && avx512dq && avx512bw && avx512vl && vnni;
-  const bool amx_tile = (r[3] >> 24) & 1, amx_int8 = (r[3] >> 25) & 1;
+  const bool amx_bf16 = (r[3] >> 22) & 1, amx_tile = (r[3] >> 24) & 1, amx_int8 = (r[3] >> 25) & 1;
   const bool tile_os = ((xcr0 >> 17) & 3) == 3;  // XTILECFG and XTILEDATA enabled by the OS
-  f.amx = f.avx512 && amx_tile && amx_int8 && tile_os;
+  f.amx = f.avx512 && amx_tile && amx_int8 && amx_bf16 && tile_os;
   return f;
 }
 #endif
@@ -210,6 +210,17 @@ int cpu_level_activation_block(CpuLevel l, DType t) {
   (void)l;
   (void)t;
   return 0;
+}
+
+bool cpu_level_bf16_split(CpuLevel l, DType t, int64_t tokens) {
+#if defined(CYB_X86)
+  return l == CpuLevel::Amx && cpu::float_weights(t) && tokens >= cpu::kPackedMinTokens;
+#else
+  (void)l;
+  (void)t;
+  (void)tokens;
+  return false;
+#endif
 }
 
 void set_cpu_level(const std::string& name) { cpu_backend().set_level(parse_cpu_level(name)); }

@@ -50,6 +50,10 @@ void set_cpu_level(const std::string& name);
 // quantizes its activations to int16 with one scale per this many values: 32
 // (BlockQ16), 256 (BlockQ16K, the avx512 K-quant path), or 0 (f32 activations).
 int cpu_level_activation_block(CpuLevel l, DType t);
+// True when a fast-mode matmul at this level of `tokens` tokens on weights of this
+// encoding runs on AMX-BF16 tiles with each value split into two bf16 numbers
+// (fgemm_amx.cc): x . w = xh . wh + xl . wh + xh . wl.
+bool cpu_level_bf16_split(CpuLevel l, DType t, int64_t tokens);
 inline bool cpu_level_quantizes_activations(CpuLevel l, DType t) { return cpu_level_activation_block(l, t) != 0; }
 
 // infer_output_shapes / validate_op: dispatch/op_schema.h (from the op schema).

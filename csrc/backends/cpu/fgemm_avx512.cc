@@ -99,33 +99,7 @@ struct V {
   static reg bcast(const float* p) { return _mm512_set1_ps(*p); }
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
-  // 16 x 16 in registers: pairs of rows interleaved, then 64-bit pairs (a 4 x 4
-  // transpose inside each 128-bit lane per group of 4 rows), then the 128-bit lanes
-  // of the four groups transposed.
-  static void transpose(reg* r) {
-    reg t[16], u[16];
-    for (int i = 0; i < 8; ++i) {
-      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int g = 0; g < 4; ++g) {  // u[4g + m], lane L: rows 4g..4g+3 at column 4L + m
-      const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
-      const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
-      u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-      u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-      u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-      u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int m = 0; m < 4; ++m) {
-      const reg e0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44), e1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE);
-      const reg e2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44);
-      const reg e3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
-      r[m] = _mm512_shuffle_f32x4(e0, e2, 0x88);
-      r[4 + m] = _mm512_shuffle_f32x4(e0, e2, 0xDD);
-      r[8 + m] = _mm512_shuffle_f32x4(e1, e3, 0x88);
-      r[12 + m] = _mm512_shuffle_f32x4(e1, e3, 0xDD);
-    }
-  }
+  static void transpose(reg* r) { avx512::transpose16(r); }
   static __mmask16 mask(int n) { return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1); }
   static reg loadn(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
   static void store(float* p, reg v, int n) {

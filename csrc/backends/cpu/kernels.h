@@ -57,6 +57,11 @@ bool avx512_attention_tiles(const Op& op, int64_t T, const float* q, const float
 // 8 tokens, or an encoding other than Q4_K / Q6_K).
 bool amx_available();
 bool amx_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+// amx level, fast mode, F32 / F16 / BF16 weights, T >= kPackedMinTokens: the
+// product on AMX-BF16 tiles with each value split into two bf16 numbers
+// (fgemm_amx.cc); y = x @ W^T + bias (bias may be null). False when it does not apply.
+bool amx_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
+                      ExecContext& ctx);
 void fill_amx_kernels(KernelTable& t);
 #endif
 #if defined(CYB_ARM64)

@@ -12,6 +12,7 @@
 // Tiles: A = 16 weight rows x 64 values (natural layout), B = 64 values of 16
 // tokens in the tile unit's 4-byte-interleaved layout (prepared once per
 // matmul), C = 16 rows x 16 tokens.
+#include "backends/cpu/amx_common.h"
 #include "backends/cpu/avx512_common.h"
 
 #include <algorithm>
@@ -32,35 +33,10 @@ namespace {
 using avx512::f16v;
 using avx512::k_scales_mins;
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// GCC does not model ldtilecfg as reading its operand and drops the stores that
-// fill the configuration; an empty asm that "reads" memory keeps them.
-inline void tile_config_barrier(const void* p) {
-#if defined(__GNUC__)
-  __asm__ volatile("" : : "r"(p) : "memory");
-#else
-  (void)p;
-#endif
-}
-
 // Every tile is 16 rows x 64 bytes: 0 / 1 = activations lo / hi, 2 / 3 = weights
 // lo / hi, 4 / 5 / 6 / 7 = C of wl*xl, wl*xh, wh*xl, wh*xh (four independent
 // accumulation chains: a tile product's latency is several times its issue rate).
-void load_tiles() {
-  TileConfig c;
-  for (int i = 0; i < 8; ++i) {
-    c.rows[i] = 16;
-    c.colsb[i] = 64;
-  }
-  tile_config_barrier(&c);
-  _tile_loadconfig(&c);
-}
+void load_tiles() { amx::load_full_tiles(8); }
 
 // Activations of one matmul, tokens padded to a multiple of 16 with zeros.
 struct Acts {
@@ -305,7 +281,7 @@ void decode_rows32(const uint8_t* base, size_t rb, int64_t b0, int nbk, int64_t 
 // Tiles: 0 = weights (16 rows x 32 bytes), 1 / 2 = activations lo / hi (8 x 64),
 // 4 / 5 and 6 / 7 = C lo / hi of even and odd blocks.
 void load_tiles32() {
-  TileConfig c;
+  amx::TileConfig c;
   c.rows[0] = 16;
   c.colsb[0] = 32;
   c.rows[1] = c.rows[2] = 8;
@@ -314,7 +290,7 @@ void load_tiles32() {
     c.rows[i] = 16;
     c.colsb[i] = 64;
   }
-  tile_config_barrier(&c);
+  amx::tile_config_barrier(&c);
   _tile_loadconfig(&c);
 }
 
