@@ -277,7 +277,7 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
 // Times a matmul y[T, N] = x[T, K] @ W^T with random weights of `enc` (valid blocks:
 // random bytes, f16 scale fields set to small finite values). Returns seconds per call.
 double bench_matmul(const std::string& enc, int64_t N, int64_t K, int64_t T, int iters,
-                    const std::string& level, int threads, bool precise) {
+                    const std::string& level, int threads, bool precise, bool cache_weights) {
   const DType dt = parse_dtype(enc);
   if (K % block_size(dt) != 0) throw_invalid_config("K", "not a multiple of the block size");
   const size_t wb = row_bytes(dt, K) * static_cast<size_t>(N);
@@ -329,6 +329,8 @@ double bench_matmul(const std::string& enc, int64_t N, int64_t K, int64_t T, int
   CpuBackend backend(level == "auto" ? cpu_backend().level() : parse_cpu_level(level));
   ThreadPool pool(threads);
   ExecContext ctx(&pool, precise);
+  WeightCache cache;
+  if (cache_weights) ctx.set_weight_cache(&cache);
   Op op{};
   op.kind = OpKind::Matmul;
   Tensor in[2] = {tx, tw};
@@ -444,7 +446,9 @@ void bind_ops(py::module_& m) {
   m.def("physical_cores", &ThreadPool::physical_cores);
   m.def("bench_matmul", &bench_matmul, py::arg("encoding"), py::arg("n"), py::arg("k"), py::arg("t") = 1,
         py::arg("iters") = 10, py::arg("level") = "auto", py::arg("threads") = 0, py::arg("precise") = false,
-        "Best seconds per call of a matmul with random valid weights (benchmarks).");
+        py::arg("cache_weights") = false,
+        "Best seconds per call of a matmul with random valid weights (benchmarks); cache_weights: "
+        "with a weight cache, as the encoder family runs (kernels keep repacked weights there).");
   m.def("quantizes_activations", [](const std::string& level, const std::string& enc) {
     return cpu_level_quantizes_activations(parse_cpu_level(level), parse_dtype(enc));
   }, py::arg("level"), py::arg("encoding"),
