@@ -525,7 +525,33 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     t.data = const_cast<int32_t*>(p);
     return t;
   };
-  const Tensor ids_t = host_i32(b.ids, Shape{BT});
+  // Packed rows: for pooled and sequence outputs the padding positions take no part in
+  // any matmul, norm or activation: the N real tokens are the rows, and attention
+  // gathers its q / k / v into the padded [B, T] layout of encoder_attention and its
+  // output back (embedding ops on the activations). Hidden and token outputs keep every
+  // position, as the reference computes padding positions too.
+  std::vector<int32_t> to_row(static_cast<size_t>(BT)), to_pos;  // padded position -> row; row -> position
+  for (int64_t i = 0; i < BT; ++i)
+    if (b.mask[i] != 0) {
+      to_row[static_cast<size_t>(i)] = static_cast<int32_t>(to_pos.size());
+      to_pos.push_back(static_cast<int32_t>(i));
+    }
+  const bool packed = (req.what == EncoderOutput::Pooled || req.what == EncoderOutput::SequenceLogits) &&
+                      !to_pos.empty() && static_cast<int64_t>(to_pos.size()) < BT;
+  const int64_t N = packed ? static_cast<int64_t>(to_pos.size()) : BT;
+  std::vector<int32_t> ids_p, pos_p, types_p;
+  auto rows_of = [&](const int32_t* a, std::vector<int32_t>& dst) -> const int32_t* {
+    if (!packed || !a) return a;
+    dst.resize(static_cast<size_t>(N));
+    for (int64_t r = 0; r < N; ++r) dst[static_cast<size_t>(r)] = a[to_pos[static_cast<size_t>(r)]];
+    return dst.data();
+  };
+  const int32_t* ids_rows = rows_of(b.ids, ids_p);
+  const int32_t* pos_rows = rows_of(pos.empty() ? nullptr : pos.data(), pos_p);
+  types = rows_of(types, types_p);
+  const Tensor ids_t = host_i32(ids_rows, Shape{N});
+  const Tensor to_row_t = host_i32(to_row.data(), Shape{BT});
+  const Tensor to_pos_t = host_i32(to_pos.data(), Shape{N});
   const Tensor mask_t = host_i32(b.mask, Shape{B, T});
   std::vector<float> maskf(static_cast<size_t>(BT));
   for (int64_t i = 0; i < BT; ++i) maskf[static_cast<size_t>(i)] = b.mask[i] != 0 ? 1.f : 0.f;
@@ -552,17 +578,22 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     else d.run(make_op(OpKind::Matmul, label), {x, W}, {y}, ctx);
   };
 
+  // rows of src picked by the indices idx (an embedding op over the activations)
+  auto gather = [&](const Tensor& idx, const Tensor& src, Tensor* dst, const char* label) {
+    d.run(make_op(OpKind::Embedding, label), {idx, src}, {dst}, ctx);
+  };
+
   // embeddings
-  Tensor x = frame(Shape{BT, H}), e = frame(Shape{BT, H});
+  Tensor x = frame(Shape{N, H}), e = frame(Shape{N, H});
   if (modern) {
     d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
   } else {
-    Tensor e2 = frame(Shape{BT, H});
+    Tensor e2 = frame(Shape{N, H});
     d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
-    d.run(make_op(OpKind::Embedding, "embeddings.position"), {host_i32(pos.data(), Shape{BT}), pos_}, {&e2}, ctx);
+    d.run(make_op(OpKind::Embedding, "embeddings.position"), {host_i32(pos_rows, Shape{N}), pos_}, {&e2}, ctx);
     d.run(make_op(OpKind::Add, "embeddings.add"), {e, e2}, {&x}, ctx);
     if (types) {
-      d.run(make_op(OpKind::Embedding, "embeddings.token_type"), {host_i32(types, Shape{BT}), types_}, {&e2}, ctx);
+      d.run(make_op(OpKind::Embedding, "embeddings.token_type"), {host_i32(types, Shape{N}), types_}, {&e2}, ctx);
       d.run(make_op(OpKind::Add, "embeddings.add"), {x, e2}, {&e}, ctx);
     } else {
       std::swap(x, e);
@@ -572,24 +603,37 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const bool reuse = be.host_memory();  // a host backend finishes each op before the next
-  Tensor q, k, v, att, o, s, x1, up, gt, f;
+  Tensor q, k, v, att, qr, kr, vr, attr, o, s, x1, up, gt, f;  // q..att: padded [B*T]; the rest: rows [N]
   auto layer_frames = [&] {
     q = frame(Shape{BT, H});
     k = frame(Shape{BT, H});
     v = frame(Shape{BT, H});
     att = frame(Shape{BT, H});
-    o = frame(Shape{BT, H});
-    s = frame(Shape{BT, H});
-    x1 = frame(Shape{BT, H});
-    up = frame(Shape{BT, I});
-    if (modern) gt = frame(Shape{BT, I});
-    f = frame(Shape{BT, H});
+    if (packed) {
+      qr = frame(Shape{N, H});
+      kr = frame(Shape{N, H});
+      vr = frame(Shape{N, H});
+      attr = frame(Shape{N, H});
+    } else {
+      qr = q, kr = k, vr = v, attr = att;
+    }
+    o = frame(Shape{N, H});
+    s = frame(Shape{N, H});
+    x1 = frame(Shape{N, H});
+    up = frame(Shape{N, I});
+    if (modern) gt = frame(Shape{N, I});
+    f = frame(Shape{N, H});
   };
   if (reuse) layer_frames();
-  auto attention = [&](const EncLayer& L, const Tensor& h) {  // att = attention(h Wq, h Wk, h Wv)
-    matmul(h, L.q, L.bq, &q, L.label[kQ].c_str());
-    matmul(h, L.k, L.bk, &k, L.label[kK].c_str());
-    matmul(h, L.v, L.bv, &v, L.label[kV].c_str());
+  auto attention = [&](const EncLayer& L, const Tensor& h) {  // attr = attention(h Wq, h Wk, h Wv)
+    matmul(h, L.q, L.bq, &qr, L.label[kQ].c_str());
+    matmul(h, L.k, L.bk, &kr, L.label[kK].c_str());
+    matmul(h, L.v, L.bv, &vr, L.label[kV].c_str());
+    if (packed) {
+      gather(to_row_t, qr, &q, L.label[kQ].c_str());
+      gather(to_row_t, kr, &k, L.label[kK].c_str());
+      gather(to_row_t, vr, &v, L.label[kV].c_str());
+    }
     if (modern) {  // RoPE per sequence (positions 0..T-1 in each)
       Op op = make_op(OpKind::Rope, L.label[kQ].c_str());
       op.a.rope = L.global ? &rope_global_.table : &rope_local_.table;
@@ -608,27 +652,28 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     op.a.scale = scale;
     op.a.window = modern && !L.global ? plan_.window : 0;
     d.run(op, {q, k, v, mask_t}, {&att}, ctx);
+    if (packed) gather(to_pos_t, att, &attr, L.label[kAttn].c_str());
   };
   for (const EncLayer& L : layers_) {
     if (!reuse) layer_frames();
-    Tensor xn = reuse ? x : frame(Shape{BT, H});  // the layer's output (in place of x on a host backend)
+    Tensor xn = reuse ? x : frame(Shape{N, H});  // the layer's output (in place of x on a host backend)
     if (modern) {  // pre-norm: x += attn(attn_norm(x)); x += Wo(act(h Wi_in) * (h Wi_gate)), h = mlp_norm(x)
       if (L.ln1.data) layer_norm(x, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
       attention(L, L.ln1.data ? x1 : x);
-      matmul(att, L.o, L.bo, &o, L.label[kO].c_str());
+      matmul(attr, L.o, L.bo, &o, L.label[kO].c_str());
       d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
       layer_norm(s, L.ln2, L.ln2b, &x1, L.label[kLn2].c_str());
       matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
       matmul(x1, L.gate, L.bgate, &gt, L.label[kFfn].c_str());
       Op g = make_op(OpKind::GeGlu, L.label[kFfn].c_str());
       g.a.gelu_erf = plan_.act == OpKind::Gelu;
-      Tensor act = frame(Shape{BT, I});
+      Tensor act = frame(Shape{N, I});
       d.run(g, {up, gt}, {&act}, ctx);
       matmul(act, L.down, L.bdown, &f, L.label[kFfn].c_str());
       d.run(make_op(OpKind::Add, L.label[kLn2].c_str()), {f, s}, {&xn}, ctx);
     } else {  // post-norm: x = ln1(x + attn(x)); x = ln2(x + ffn(x))
       attention(L, x);
-      matmul(att, L.o, L.bo, &o, L.label[kO].c_str());
+      matmul(attr, L.o, L.bo, &o, L.label[kO].c_str());
       d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
       layer_norm(s, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
       matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
@@ -640,9 +685,14 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     x = xn;
   }
   if (modern) {
-    Tensor xf = frame(Shape{BT, H});
+    Tensor xf = frame(Shape{N, H});
     layer_norm(x, final_norm_, final_norm_b_, &xf, "final_norm");
     x = xf;
+  }
+  if (packed) {  // back to the padded layout for pooling (padding positions: a copy of row 0, masked out)
+    Tensor xp = frame(Shape{BT, H});
+    gather(to_row_t, x, &xp, "pooling");
+    x = xp;
   }
 
   // outputs
