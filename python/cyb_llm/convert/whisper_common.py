@@ -123,8 +123,9 @@ def whisper_config(dims: Mapping[str, Any], tokens: list[str], generation: Mappi
       decoder_attention_heads, encoder_ffn_dim, decoder_ffn_dim, num_mel_bins, max_source_positions,
       max_target_positions, vocab_size); other WhisperConfig keys given here are kept as they are.
     tokens: the vocabulary by id (every row of the embedding).
-    generation: suppress_tokens, begin_suppress_tokens, alignment_heads ([[layer, head], ...]),
-      lang_ids (optional; else every `<|xx|>` special that is not a task/control token).
+    generation: suppress_tokens, begin_suppress_tokens, alignment_heads ([[layer, head], ...]) and
+      lang_ids (optional: the ids CTranslate2 detects languages among; CTranslate2's tiny.en folder
+      lists 50259.. where its <|en|> is 50258, so `lang_to_id` is always read from the vocabulary).
     preprocessor: preprocessor_config.json of the checkpoint, if any.
     """
     a: dict[str, Any] = {k: v for k, v in dims.items() if v is not None}
@@ -146,11 +147,11 @@ def whisper_config(dims: Mapping[str, Any], tokens: list[str], generation: Mappi
     heads = generation.get("alignment_heads")
     if heads:
         a["alignment_heads"] = [[int(l), int(h)] for l, h in heads]
-    langs = generation.get("lang_ids")
-    if not langs:
-        langs = [i for t, i in specials.items() if t not in NON_LANGUAGE_SPECIALS and not _is_timestamp(t)]
-    lang_ids = sorted(int(i) for i in langs)
-    a["lang_to_id"] = {tokens[i]: i for i in lang_ids if 0 <= i < len(tokens)}
+    # the language tokens: every <|xx|> special that is not a task/control token or a timestamp
+    a["lang_to_id"] = {t: i for t, i in sorted(specials.items(), key=lambda kv: kv[1])
+                       if t not in NON_LANGUAGE_SPECIALS and not _is_timestamp(t)}
+    if generation.get("lang_ids"):  # the ids a converter chose for language detection, kept as given
+        a["lang_ids"] = [int(i) for i in generation["lang_ids"]]
     a["is_multilingual"] = a["vocab_size"] >= 51865  # multilingual releases have 51865+ tokens, .en ones 51864
     a["task_to_id"] = {k: specials[f"<|{k}|>"] for k in ("transcribe", "translate") if f"<|{k}|>" in specials}
     for key, tok in (("no_timestamps_token_id", "<|notimestamps|>"), ("prev_sot_token_id", "<|startofprev|>"),
