@@ -238,7 +238,7 @@ class CT2Source:
         check_tensors(self.config["architecture"], {n: s for n, (s, _) in self._plan.items()})
         self.config["parameters"] = int(sum(int(np.prod(s)) for s, _ in self._plan.values()))
         self._tokenizer(tokens)
-        self.total_bytes = sum(int(np.prod(s)) * 4 for s, _ in self._plan.values())
+        self.total_bytes = sum(load().nbytes for _, load in self._plan.values())  # as shipped (views, no copy)
 
     @property
     def name(self) -> str:
