@@ -268,12 +268,18 @@ def _choice_seed(seed: Any, i: int) -> Any:
     return seed
 
 
+def _max_tokens_param(body: dict) -> str:
+    """The request's name for the token limit: max_completion_tokens (chat, newer clients) or max_tokens."""
+    return "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+
+
 def _sampling_kwargs(body: dict) -> dict:
     """The generation keywords of cyb_llm.generate from the request (their types and ranges are checked
     there: InvalidConfig names the field, answered 400)."""
-    max_tokens = body.get("max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = body.get("max_tokens")
+    name = _max_tokens_param(body)
+    max_tokens = body.get(name)
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0):
+        raise InvalidConfig(field=name, reason=f"must be an integer >= 0 or None, got {max_tokens!r}")
     rp = body.get("repetition_penalty")
     if rp is None:
         rp = body.get("repeat_penalty")  # llama-server's spelling
@@ -367,13 +373,13 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             raise ApiError(400, f"the model '{mid}' is not {what}", param="model", code="wrong_model_kind")
         return e
 
-    def check_context(eng: TextEngine, ids: list[int], max_tokens: Any, n: int) -> None:
+    def check_context(eng: TextEngine, ids: list[int], max_tokens: Any, n: int, param: str = "max_tokens") -> None:
         if len(ids) > eng.ctx:
             raise ApiError(400, f"the prompt has {len(ids)} tokens, more than the context of {eng.ctx}",
                            param="messages", code="context_length_exceeded")
         if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and len(ids) + max_tokens > eng.ctx:
-            raise ApiError(400, f"the prompt ({len(ids)} tokens) plus max_tokens ({max_tokens}) is more than the "
-                                f"context of {eng.ctx} tokens", param="max_tokens", code="context_length_exceeded")
+            raise ApiError(400, f"the prompt ({len(ids)} tokens) plus {param} ({max_tokens}) is more than the "
+                                f"context of {eng.ctx} tokens", param=param, code="context_length_exceeded")
 
     async def start(eng: TextEngine, ids: list[int], make: Callable[[Any, int], Any], n: int) -> Job:
         """Takes a slot (or 429/503), builds the first choice's iterator (the request's errors come from
@@ -519,7 +525,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             return Generator(eng.model).encode_prompt(messages, tools=rendered_tools)
 
         ids = await run_in_threadpool(encode)
-        check_context(eng, ids, kw["max_tokens"], n)
+        check_context(eng, ids, kw["max_tokens"], n, _max_tokens_param(body))
 
         def make(slot: Any, i: int):
             k = dict(kw, seed=_choice_seed(kw["seed"], i))
@@ -555,7 +561,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             return Generator(eng.model).encode_prompt(prompt)
 
         ids = await run_in_threadpool(encode)
-        check_context(eng, ids, kw["max_tokens"], n)
+        check_context(eng, ids, kw["max_tokens"], n, _max_tokens_param(body))
 
         def make(slot: Any, i: int):
             k = dict(kw, seed=_choice_seed(kw["seed"], i))
