@@ -28,8 +28,8 @@ inline Cx operator-(Cx a, Cx b) { return {a.r - b.r, a.i - b.i}; }
 inline Cx operator*(Cx a, Cx b) { return {a.r * b.r - a.i * b.i, a.r * b.i + a.i * b.r}; }
 
 // Forward complex FFT of length kHalf by recursive decimation in time over the
-// factors 4, 2, 5, 5 (radix-4 and radix-2 butterflies written out, radix 5 as
-// the generic p-point DFT with twiddles), plus the split into the real-input
+// factors 4, 2, 5, 5 (radix-2, -4 and -5 butterflies written out; any other
+// factor would take the generic p-point DFT), plus the split into the real-input
 // spectrum of kNFft samples. All tables are built once.
 struct Fft {
   int factors[8][2];  // (radix p, remaining length m) per stage
@@ -84,6 +84,33 @@ struct Fft {
     }
   }
 
+  // kissfft's radix-5 butterfly (forward): ya, yb = exp(-2 pi i / 5), exp(-4 pi i / 5).
+  void bfly5(Cx* out, int fstride, int m) const {
+    const Cx ya = tw[fstride * m], yb = tw[fstride * 2 * m];
+    Cx* F0 = out;
+    Cx* F1 = out + m;
+    Cx* F2 = out + 2 * m;
+    Cx* F3 = out + 3 * m;
+    Cx* F4 = out + 4 * m;
+    for (int u = 0; u < m; ++u) {
+      const Cx s0 = F0[u];
+      const Cx s1 = F1[u] * tw[u * fstride];
+      const Cx s2 = F2[u] * tw[2 * u * fstride];
+      const Cx s3 = F3[u] * tw[3 * u * fstride];
+      const Cx s4 = F4[u] * tw[4 * u * fstride];
+      const Cx s7 = s1 + s4, s10 = s1 - s4, s8 = s2 + s3, s9 = s2 - s3;
+      F0[u] = s0 + s7 + s8;
+      const Cx s5 = {s0.r + s7.r * ya.r + s8.r * yb.r, s0.i + s7.i * ya.r + s8.i * yb.r};
+      const Cx s6 = {s10.i * ya.i + s9.i * yb.i, -s10.r * ya.i - s9.r * yb.i};
+      F1[u] = s5 - s6;
+      F4[u] = s5 + s6;
+      const Cx s11 = {s0.r + s7.r * yb.r + s8.r * ya.r, s0.i + s7.i * yb.r + s8.i * ya.r};
+      const Cx s12 = {-s10.i * yb.i + s9.i * ya.i, s10.r * yb.i - s9.r * ya.i};
+      F2[u] = s11 + s12;
+      F3[u] = s11 - s12;
+    }
+  }
+
   void bfly_generic(Cx* out, int fstride, int m, int p) const {
     Cx scratch[8];
     for (int u = 0; u < m; ++u) {
@@ -115,6 +142,7 @@ struct Fft {
     switch (p) {
       case 2: bfly2(out, fstride, m); break;
       case 4: bfly4(out, fstride, m); break;
+      case 5: bfly5(out, fstride, m); break;
       default: bfly_generic(out, fstride, m, p); break;
     }
   }
