@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -259,12 +260,39 @@ std::vector<double> mel_filters(int n_mels) {
 
 void log_mel(const float* x, int64_t n, const MelOptions& o, float* out) {
   check(n, o);
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i]))
-      throw_invalid_config("samples", "sample " + std::to_string(i) + " is " +
-                                          (std::isnan(x[i]) ? "NaN" : "infinite") +
-                                          " (audio must hold finite values)");
   const int threads = ThreadPool::resolve_threads(o.threads);
+  // One pool for the three passes below (none for a single thread or a short input).
+  std::unique_ptr<ThreadPool> pool;
+  if (threads > 1 && std::max(n, mel_samples(n, o)) >= 64 * kHop) pool = std::make_unique<ThreadPool>(threads);
+  // fn(begin, end, chunk) over [0, items) in contiguous chunks; returns the chunk count.
+  auto parallel = [&pool](int64_t items, const std::function<void(int64_t, int64_t, int)>& fn) -> int {
+    const int chunks = pool ? static_cast<int>(std::max<int64_t>(
+                                  1, std::min<int64_t>(items / 1024, 4 * static_cast<int64_t>(pool->size()))))
+                            : 1;
+    if (chunks == 1) {
+      fn(0, items, 0);
+    } else {
+      pool->run_chunks(chunks, [&](int c, int nc) { fn(items * c / nc, items * (c + 1) / nc, c); });
+    }
+    return chunks;
+  };
+
+  // The first non-finite sample, if any (each chunk keeps its first).
+  {
+    std::vector<int64_t> first_bad(static_cast<size_t>(pool ? 4 * pool->size() : 1), -1);
+    parallel(n, [&](int64_t b, int64_t e, int c) {
+      for (int64_t i = b; i < e; ++i)
+        if (!std::isfinite(x[i])) {
+          first_bad[static_cast<size_t>(c)] = i;
+          return;
+        }
+    });
+    for (int64_t i : first_bad)
+      if (i >= 0)
+        throw_invalid_config("samples", "sample " + std::to_string(i) + " is " +
+                                            (std::isnan(x[i]) ? "NaN" : "infinite") +
+                                            " (audio must hold finite values)");
+  }
   const int64_t total = mel_samples(n, o);  // the signal: x, then zeros, up to `total`
   const int64_t real = std::min(n, total);  // samples of x inside it
   const int64_t frames = total / kHop;
@@ -315,22 +343,17 @@ void log_mel(const float* x, int64_t n, const MelOptions& o, float* out) {
     *maxv = std::max(*maxv, local_max);
   };
 
+  std::vector<float> maxes(static_cast<size_t>(pool ? 4 * pool->size() : 1), -INFINITY);
+  parallel(frames * 64, [&](int64_t b, int64_t e, int c) {  // 64 units per frame: chunks of >= 16 frames
+    frames_range(b / 64, e / 64, &maxes[static_cast<size_t>(c)]);
+  });
   float global_max = -INFINITY;
-  if (threads <= 1 || frames < 64) {
-    frames_range(0, frames, &global_max);
-  } else {
-    ThreadPool pool(threads);
-    const int chunks = static_cast<int>(std::min<int64_t>(frames / 16, 4 * static_cast<int64_t>(pool.size())));
-    std::vector<float> maxes(static_cast<size_t>(chunks), -INFINITY);
-    pool.run_chunks(chunks, [&](int c, int nc) {
-      frames_range(frames * c / nc, frames * (c + 1) / nc, &maxes[static_cast<size_t>(c)]);
-    });
-    for (float v : maxes) global_max = std::max(global_max, v);
-  }
+  for (float v : maxes) global_max = std::max(global_max, v);
   // Clamp at (max - 8), then scale; the floor is computed in f32 as the references do.
   const float floor_v = global_max - 8.0f;
-  const int64_t count = static_cast<int64_t>(n_mels) * frames;
-  for (int64_t i = 0; i < count; ++i) out[i] = (std::max(out[i], floor_v) + 4.0f) / 4.0f;
+  parallel(static_cast<int64_t>(n_mels) * frames, [out, floor_v](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) out[i] = (std::max(out[i], floor_v) + 4.0f) / 4.0f;
+  });
 }
 
 }  // namespace audio
