@@ -2,7 +2,7 @@
 """The module DAG of csrc/, enforced on every quoted #include.
 
     core  <-  format  <-  dispatch  <-  {backends/<name>..., graph}  <-  model  <-  families  <-  runtime  <-  {python, capi}
-    sampling <- core only;   tests, fuzz (and tools/*.cc) may include anything.
+    sampling <- core only;   audio <- core only;   tests, fuzz (and tools/*.cc) may include anything.
 
 core: dtypes, tensors, errors, block codecs (quant), rope math, threads.
 Each backend is its own module: backends do not include each other, and the
@@ -10,7 +10,8 @@ backends and the graph are siblings (neither includes the other; the nox digest
 chain over graph nodes lives in model/). model: the Model interfaces and the
 plumbing every model shares (backend chain, weight binding, checks), the graph
 model. families: the curated decoders, their registry and decoder plan, the
-decoder-graph builder. runtime: Model::load.
+decoder-graph builder. runtime: Model::load. audio: the log-mel frontend of
+speech models (threads and errors from core, nothing else).
 
 Usage: check_includes.py [ROOT]   (ROOT: the repository, default: this file's parent's parent)
 Exit status 1 and one line per back edge (file:line) when an include goes the
@@ -31,11 +32,12 @@ ALLOWED = {
     "backends/*": BASE,                      # each backend: the base only (not other backends, not graph)
     "graph": BASE,
     "sampling": ["core"],
+    "audio": ["core"],
     "model": BASE + ["backends/*", "graph"],
-    "families": BASE + ["backends/*", "graph", "model"],
-    "runtime": BASE + ["backends/*", "graph", "model", "families"],
-    "python": BASE + ["backends/*", "graph", "model", "families", "runtime", "sampling"],
-    "capi": BASE + ["backends/*", "graph", "model", "families", "runtime", "sampling"],  # the C API, a binding
+    "families": BASE + ["backends/*", "graph", "model", "audio"],
+    "runtime": BASE + ["backends/*", "graph", "model", "families", "audio"],
+    "python": BASE + ["backends/*", "graph", "model", "families", "runtime", "sampling", "audio"],
+    "capi": BASE + ["backends/*", "graph", "model", "families", "runtime", "sampling", "audio"],  # the C API, a binding
 }
 FREE = {"tests", "fuzz", "tools"}  # may include anything
 

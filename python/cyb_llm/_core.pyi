@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'max_threads', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -215,9 +215,9 @@ def activation_block(level: str, encoding: str) -> int:
     """
     Values per int16 activation scale of a fast-mode matmul at this level for weights of this encoding (32 or 256), 0 when the activations stay f32.
     """
-def bench_matmul(encoding: str, n: typing.SupportsInt | typing.SupportsIndex, k: typing.SupportsInt | typing.SupportsIndex, t: typing.SupportsInt | typing.SupportsIndex = 1, iters: typing.SupportsInt | typing.SupportsIndex = 10, level: str = 'auto', threads: typing.SupportsInt | typing.SupportsIndex = 0, precise: bool = False) -> float:
+def bench_matmul(encoding: str, n: typing.SupportsInt | typing.SupportsIndex, k: typing.SupportsInt | typing.SupportsIndex, t: typing.SupportsInt | typing.SupportsIndex = 1, iters: typing.SupportsInt | typing.SupportsIndex = 10, level: str = 'auto', threads: typing.SupportsInt | typing.SupportsIndex = 0, precise: bool = False, cache_weights: bool = False) -> float:
     """
-    Best seconds per call of a matmul with random valid weights (benchmarks).
+    Best seconds per call of a matmul with random valid weights (benchmarks); cache_weights: with a weight cache, as the encoder family runs (kernels keep repacked weights there).
     """
 def bf16_split_matmul(level: str, encoding: str, tokens: typing.SupportsInt | typing.SupportsIndex) -> bool:
     """
@@ -271,9 +271,17 @@ def load(model_file: ModelFile, backend: str = '', precise: bool = False, thread
     """
     Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), fuse runs the graph path's fusion pass; threads: 0 = physical cores, larger than ThreadPool::max_threads() clamped, negative InvalidConfig; max_memory: budget in bytes (None: the available physical memory).
     """
+def log_mel(samples: typing.Any, n_mels: typing.SupportsInt | typing.SupportsIndex = 80, pad_to_30s: bool = True, threads: typing.SupportsInt | typing.SupportsIndex = 0, padding: typing.SupportsInt | typing.SupportsIndex = 0) -> numpy.typing.NDArray[numpy.float32]:
+    """
+    Whisper's log-mel spectrogram float32[n_mels, frames] of 16 kHz mono float32 samples (docs/whisper.md, "Audio frontend"): `padding` zero samples are appended, then with pad_to_30s the signal is padded/trimmed to 480000 samples (3000 frames); otherwise frames = (len + padding) // 160. threads: 0 = physical cores.
+    """
 def max_threads() -> int:
     """
     The most threads a model's pool takes: min(256, 4 x hardware threads).
+    """
+def mel_filters(n_mels: typing.SupportsInt | typing.SupportsIndex) -> numpy.typing.NDArray[numpy.float64]:
+    """
+    The Slaney mel filterbank float64[n_mels, 201] log_mel uses (sr 16000, n_fft 400, fmin 0, fmax 8000).
     """
 def op_names() -> dict:
     """
