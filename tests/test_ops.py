@@ -438,7 +438,7 @@ def test_op_names_are_the_schema_table():
         assert 0 < sch["min_inputs"] <= sch["max_inputs"] and sch["outputs"] >= 1
     assert _core.op_schema("rms_norm")["attrs"]["eps"] == {"type": "a number", "required": True}
     assert _core.op_schema("masked_pool")["attrs"]["mode"]["choices"] == "cls|mean|max"
-    assert names["encoder_attention"] == 26
+    assert names["encoder_attention"] == 26 and names["conv1d"] == 28
 
 
 def test_attributes_come_from_the_schema():
@@ -730,6 +730,69 @@ def test_encoder_attention_bad_shapes_are_errors():
         run("encoder_attention", [q, k, k[:, :4], np.ones((2, 5), np.float32)], attrs)
     with pytest.raises(Exception, match="not a multiple"):
         run("encoder_attention", [q, k, k, np.ones((2, 5), np.float32)], dict(attrs, n_kv_heads=3))
+
+
+def conv1d_ref(x, w, b, stride, pad, channels_first):
+    """x [B, C, L] (channels_first) or [B, L, C], w [O, C, k]: out [B, L_out, O] in float64."""
+    x64 = np.asarray(x, np.float64)
+    if not channels_first:
+        x64 = x64.transpose(0, 2, 1)
+    B, C, L = x64.shape
+    O, _, k = w.shape
+    xp = np.pad(x64, ((0, 0), (0, 0), (pad, pad)))
+    L_out = (L + 2 * pad - k) // stride + 1
+    out = np.zeros((B, L_out, O))
+    for t in range(L_out):
+        win = xp[:, :, t * stride:t * stride + k]  # [B, C, k]
+        out[:, t] = np.einsum("bcj,ocj->bo", win, np.asarray(w, np.float64))
+    return out + (0.0 if b is None else np.asarray(b, np.float64))
+
+
+CONV_CASES = [  # (B, C_in, L, C_out, k, stride, padding, channels_first, batched): Whisper's conv1 / conv2
+    (1, 80, 60, 48, 3, 1, 1, True, False),
+    (1, 48, 60, 48, 3, 2, 1, False, False),
+    (2, 7, 19, 5, 3, 2, 1, True, True),
+    (3, 5, 11, 9, 4, 3, 0, False, True),
+    (1, 3, 2, 4, 3, 1, 1, True, False),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=[str(c) for c in CONV_CASES])
+@pytest.mark.parametrize("wdtype", ["f32", "f16"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv1d(case, wdtype, bias, backend):
+    B, C, L, O, k, stride, pad, cf, batched = case
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal((B, C, L) if cf else (B, L, C)).astype(np.float32)
+    w = rng.standard_normal((O, C, k)).astype(np.float32)
+    if wdtype == "f16":
+        w = w.astype(np.float16)
+    b = rng.standard_normal(O).astype(np.float32) if bias else None
+    L_out = (L + 2 * pad - k) // stride + 1
+    xin = x if batched else x[0]
+    out_shape = [B, L_out, O] if batched else [L_out, O]
+    attrs = {"stride": stride, "padding": pad, "channels_first": cf, "precise": True}
+    (y,) = run("conv1d", [xin, w] + ([b] if bias else []), attrs, outputs=[out_shape], backend=backend)
+    ref = conv1d_ref(x, w.astype(np.float32), b, stride, pad, cf)
+    assert rel_err(np.asarray(y).reshape(ref.shape), ref) <= TOL_F32
+    if pad:  # the padding matters: without it the taps shift
+        assert rel_err(np.asarray(y).reshape(ref.shape)[:, 1:], ref[:, :-1]) > 100 * TOL_F32
+
+
+def test_conv1d_bad_shapes_are_errors():
+    x = np.zeros((4, 10), np.float32)
+    w = np.zeros((6, 4, 3), np.float32)
+    attrs = {"stride": 1, "padding": 1, "channels_first": True}
+    with pytest.raises(Exception, match="shape mismatch"):  # weight of another C_in
+        run("conv1d", [x, np.zeros((6, 5, 3), np.float32)], attrs, outputs=[[10, 6]])
+    with pytest.raises(Exception, match="shape mismatch"):  # output of the wrong length
+        run("conv1d", [x, w], attrs, outputs=[[9, 6]])
+    with pytest.raises(Exception, match="shape mismatch"):  # bias of another C_out
+        run("conv1d", [x, w, np.zeros(5, np.float32)], attrs, outputs=[[10, 6]])
+    with pytest.raises(Exception, match="stride"):
+        run("conv1d", [x, w], dict(attrs, stride=0), outputs=[[10, 6]])
+    with pytest.raises(Exception, match="shorter than the kernel"):
+        run("conv1d", [np.zeros((4, 1), np.float32), w], dict(attrs, padding=0), outputs=[[1, 6]])
 
 
 # ------------------------------------------------------------------ elementwise

@@ -66,6 +66,12 @@ enum class OpKind : uint16_t {
   // a query with no visible key gets 0.  out [B, T, n_heads, head_dim].
   EncoderAttention = 26,
   Relu = 27,  // out = max(x, 0)
+  // 1-D convolution (Whisper's encoder stem): x [C_in, L] when channels_first, else [L, C_in]
+  // (either with a leading batch dim B); weight [C_out, C_in, k] (f32/f16/bf16); bias [C_out]
+  // (optional). out[.., t, o] = bias[o] + sum_{c, j} W[o, c, j] * x[c, t*stride + j - padding]
+  // (x = 0 outside [0, L)), t < L_out = (L + 2*padding - k) / stride + 1.  out [.., L_out, C_out]
+  // (time-major rows, what matmul takes).
+  Conv1d = 28,
   COUNT_PLUS_ONE
 };
 
@@ -94,6 +100,9 @@ struct OpAttrs {
   int64_t pos0 = 0;            // Rope, Attention, KvWrite
   int64_t window = 0;          // Attention sliding window (0 = full causal); EncoderAttention: |t - s| <= window
   int pool_mode = 0;           // MaskedPool: 0 cls, 1 mean, 2 max
+  int stride = 1;              // Conv1d
+  int padding = 0;             // Conv1d
+  bool channels_first = false; // Conv1d: x is [C_in, L] (else [L, C_in])
   const RopeTable* rope = nullptr;
 };
 

@@ -152,6 +152,23 @@ void check_encoder_attention(const Op& op, const Tensor* in, int, const Tensor*,
   if (op.a.window < 0) throw_invalid_config("window", "must be >= 0 (0: none), got " + std::to_string(op.a.window));
 }
 
+// x [B?, C_in, L] or [B?, L, C_in], weight [C_out, C_in, k]; the output holds B * L_out * C_out values.
+void check_conv1d(const Op& op, const Tensor* in, int, const Tensor* out, int) {
+  const Shape& xs = in[0].shape;
+  const Shape& ws = in[1].shape;
+  if (xs.ndim != 2 && xs.ndim != 3) bad_shape(op, {-1, -1}, xs, "x");
+  const int64_t B = xs.ndim == 3 ? xs.d[0] : 1;
+  const int64_t a = xs.d[xs.ndim - 2], b = xs.d[xs.ndim - 1];
+  const int64_t C = op.a.channels_first ? a : b, L = op.a.channels_first ? b : a;
+  if (ws.ndim != 3 || ws.d[1] != C || ws.d[0] <= 0 || ws.d[2] <= 0) bad_shape(op, {-1, C, -1}, ws, "weight");
+  if (op.a.stride < 1) throw_invalid_config("stride", "must be >= 1, got " + std::to_string(op.a.stride));
+  if (op.a.padding < 0) throw_invalid_config("padding", "must be >= 0, got " + std::to_string(op.a.padding));
+  const int64_t k = ws.d[2], span = L + 2 * static_cast<int64_t>(op.a.padding) - k;
+  if (B <= 0 || L <= 0 || span < 0) bad_shape(op, {-1, C, k}, xs, "x (shorter than the kernel)");
+  const int64_t L_out = span / op.a.stride + 1;
+  if (out[0].shape.numel() != B * L_out * ws.d[0]) bad_shape(op, {B, L_out, ws.d[0]}, out[0].shape, "out");
+}
+
 // ------------------------------------------------------------- the table
 
 AttrSpec A(const char* key, AttrType t, bool req, F f = F::None) { return AttrSpec{key, t, req, f}; }
@@ -230,6 +247,10 @@ std::vector<OpSchema> build_table() {
      {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}, {"key_mask", kDtF32 | kDtI32}}, {out}, ShapeRule::Like, 0,
      check_encoder_attention},
     {OpKind::Relu, "relu", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::Conv1d, "conv1d", 2, 3, 1, false,
+     {Ai("stride", true, F::Stride, 1, 1 << 12), Ai("padding", false, F::Padding, 0, 1 << 12),
+      A("channels_first", Bo, false, F::ChannelsFirst)},
+     {x, {"weight", kDtFloat}, {"bias", kDtF32, IS::RowsOf, 1}}, {out}, ShapeRule::Given, 0, check_conv1d},
   };
   // clang-format on
   return t;
@@ -320,6 +341,9 @@ void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool f
     case F::HeadDim: a.head_dim = static_cast<int>(integer); break;
     case F::Window: a.window = integer; break;
     case F::PoolMode: a.pool_mode = static_cast<int>(integer); break;
+    case F::Stride: a.stride = static_cast<int>(integer); break;
+    case F::Padding: a.padding = static_cast<int>(integer); break;
+    case F::ChannelsFirst: a.channels_first = flag; break;
   }
 }
 

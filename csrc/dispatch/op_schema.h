@@ -19,7 +19,8 @@ enum class AttrType : uint8_t { Float, Int, Bool, IntArray, Table, Enum };
 // attributes (rope's theta, reshape's shape, ...) have none (Field::None).
 struct AttrSpec {
   enum class Field : uint8_t {
-    None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode
+    None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode, Stride, Padding,
+    ChannelsFirst
   };
   const char* key;
   AttrType type;

@@ -90,6 +90,11 @@ bool all_finite(const float* p, int64_t n) {
 
 }  // namespace
 
+std::unique_lock<std::mutex> device_lock(const Dispatcher& d) {
+  if (d.chain().front()->host_memory()) return std::unique_lock<std::mutex>();
+  return std::unique_lock<std::mutex>(device_mutex());
+}
+
 void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits, float* logits,
                     const ForwardProgress* progress) {
   Conversation::Use use(conv);

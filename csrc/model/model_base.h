@@ -4,6 +4,7 @@
 // new_conversation and the argument checks of forward.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,12 @@ class WeightBinder {
   const ModelFile* file_;
   std::vector<std::unique_ptr<std::vector<float>>> owned_;
 };
+
+// Serializes work on a device backend (wgpu+rs keeps per-device state): a lock on the
+// process-wide device mutex when the dispatcher's first backend is not host memory, else
+// an empty lock. Model::forward / encode / new_conversation take it themselves; a family's
+// own entry points (whisper's encode_audio, start, clone) take it through this.
+std::unique_lock<std::mutex> device_lock(const Dispatcher& d);
 
 // The pool and the dispatcher (over select_backends) of a model.
 void init_model_runtime(const LoadOptions& opts, int threads, std::unique_ptr<ThreadPool>* pool,

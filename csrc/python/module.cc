@@ -11,6 +11,7 @@ void bind_sampling(py::module_& m);
 void bind_graph(py::module_& m);
 void bind_encoder(py::module_& m);
 void bind_audio(py::module_& m);
+void bind_whisper(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "cyb_llm native core";
@@ -19,6 +20,7 @@ PYBIND11_MODULE(_core, m) {
   bind_ops(m);
   bind_model(m);
   bind_encoder(m);  // methods of Model: after bind_model
+  bind_whisper(m);  // methods of Model: after bind_model
   bind_sampling(m);
   bind_graph(m);
   bind_audio(m);

@@ -8,6 +8,7 @@
 #include "families/decoder_plan.h"
 #include "families/encoder.h"
 #include "families/families.h"
+#include "families/whisper.h"
 #include "model/graph_model.h"
 #include "model/model_base.h"
 
@@ -49,6 +50,11 @@ std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, cons
     throw_invalid_config("exec_path", "'" + opts.exec_path + "' is not an execution path (curated, graph)");
   if (is_encoder_model_type(type)) {  // the curated encoders (families/encoder.h)
     std::shared_ptr<Model> m = make_encoder(std::move(file), opts);
+    m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+  }
+  if (is_whisper_model_type(type)) {  // the curated whisper family (families/whisper.h)
+    std::shared_ptr<Model> m = make_whisper(std::move(file), opts);
     m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return m;
   }

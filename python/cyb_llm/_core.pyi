@@ -101,6 +101,10 @@ class Model:
         """
         Final hidden states float32[B, T, hidden] of int ids[B, T] (attention_mask: 1 token, 0 padding).
         """
+    def encode_audio(self, mel: typing.Any) -> numpy.typing.NDArray[numpy.float32]:
+        """
+        Encoder output float32[n_audio_ctx, d_model] of a log-mel float32[n_mels, 2 * n_audio_ctx] (or [B, ...] -> [B, n_audio_ctx, d_model]).
+        """
     def execution_path(self) -> str:
         ...
     def forward(self, conversation: Conversation, ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], all_logits: bool = False) -> numpy.typing.NDArray[numpy.float32]:
@@ -121,6 +125,26 @@ class Model:
         ...
     def set_profiling(self, arg0: bool) -> None:
         ...
+    def whisper_clone(self, conversation: Conversation) -> typing.Any:
+        """
+        A new session with a copy of the self-attention cache; cross K/V shared.
+        """
+    def whisper_copy(self, dst: Conversation, src: Conversation) -> None:
+        """
+        dst takes src's state (self cache copied, cross K/V shared, position).
+        """
+    def whisper_dims(self) -> dict:
+        """
+        n_mels, n_audio_ctx, d_model, n_text_ctx, n_vocab of a whisper model.
+        """
+    def whisper_reset(self, conversation: Conversation) -> None:
+        ...
+    def whisper_start(self, conversation: Conversation, encoder_output: typing.Any) -> None:
+        """
+        Computes and stores the cross-attention K/V of one window's encoder output; position back to 0.
+        """
+    def whisper_started(self, conversation: Conversation) -> bool:
+        ...
     @property
     def charged_bytes(self) -> int:
         """
@@ -138,6 +162,11 @@ class Model:
     def is_encoder(self) -> bool:
         """
         True for an encoder (bert, roberta, ...).
+        """
+    @property
+    def is_whisper(self) -> bool:
+        """
+        True for a whisper (speech recognition) model.
         """
     @property
     def load_ms(self) -> float:

@@ -422,6 +422,36 @@ void k_copy(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   for (int64_t i = 0; i < n; ++i) store_elem(out[0], i, load_elem(in[0], i));
 }
 
+// conv1d: every output (b, t, o) summed in double over (c, j), x read through its layout.
+void k_conv1d(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
+  const Shape& xs = in[0].shape;
+  const int64_t B = xs.ndim == 3 ? xs.d[0] : 1;
+  const bool cf = op.a.channels_first;
+  const int64_t C = cf ? xs.d[xs.ndim - 2] : xs.d[xs.ndim - 1], L = cf ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
+  const int64_t O = in[1].shape.d[0], k = in[1].shape.d[2], stride = op.a.stride, pad = op.a.padding;
+  const int64_t L_out = (L + 2 * pad - k) / stride + 1;
+  const float* bias = n_in > 2 ? in[2].f32() : nullptr;
+  const float* x = in[0].f32();
+  float* y = out[0].f32();
+  par_rows(ctx, B * L_out, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / L_out, t = r % L_out;
+      const float* xb = x + b * C * L;
+      for (int64_t o = 0; o < O; ++o) {
+        double acc = bias ? static_cast<double>(bias[o]) : 0.0;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t s = t * stride + j - pad;
+            if (s < 0 || s >= L) continue;
+            const double xv = cf ? xb[c * L + s] : xb[s * C + c];
+            acc += xv * static_cast<double>(load_elem(in[1], (o * C + c) * k + j));
+          }
+        y[r * O + o] = static_cast<float>(acc);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void fill_reference_kernels(KernelTable& t) {
@@ -450,6 +480,7 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::MaskedPool] = k_masked_pool;
   t[OpKind::EncoderAttention] = k_encoder_attention;
   t[OpKind::Relu] = k_relu;
+  t[OpKind::Conv1d] = k_conv1d;
 }
 
 }  // namespace cpu

@@ -1126,6 +1126,12 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     }
     case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim; rows at any offset
       return in[0].dtype == DType::F32 && in[0].offset % 4 == 0 && op.a.head_dim % 2 == 0;
+    case OpKind::Conv1d: {  // f32 weights; one workgroup row per output row (b, t)
+      const Shape& xs = in[0].shape;
+      const int64_t B = xs.ndim == 3 ? xs.d[0] : 1, L = op.a.channels_first ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
+      const int64_t L_out = (L + 2 * op.a.padding - in[1].shape.d[2]) / op.a.stride + 1;
+      return all_plain() && B * L_out <= 65535;
+    }
     default:
       return false;  // Softmax, FusedNormMatmul, Copy: the cpu backend runs them
   }
@@ -1358,6 +1364,29 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       Bind b[] = {{1, act(st, in[0]), 0, W}, {2, act(st, in[1]), 0, W}, {3, act(st, in[2]), 0, W},
                   {4, act(st, in[3]), 0, W}, {5, dev(out[0])->bufs[0], 0, W}};
       st.dispatch(pl, p, sizeof(p), b, u(nh), u(B * T), 1);
+      return;
+    }
+    case OpKind::Conv1d: {
+      const Shape& xs = in[0].shape;
+      const bool cf = op.a.channels_first;
+      const int64_t B = xs.ndim == 3 ? xs.d[0] : 1;
+      const int64_t C = cf ? xs.d[xs.ndim - 2] : xs.d[xs.ndim - 1], L = cf ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
+      const int64_t O = in[1].shape.d[0], k = in[1].shape.d[2];
+      const int64_t L_out = (L + 2 * op.a.padding - k) / op.a.stride + 1, R = B * L_out;
+      Tensor w2 = in[1];
+      w2.shape = Shape{O, C * k};
+      const bool bias = n_in > 2;
+      Pipeline& pl = pipeline(g_, "conv1d", bias ? std::vector<std::string>{"BIAS"} : std::vector<std::string>{});
+      uint32_t p[12] = {u(C), u(L), u(O), u(k), u(op.a.stride), u(op.a.padding), u(L_out), cf ? 1u : 0u,
+                        u(R), bias ? 1u : 0u, 0, 0};
+      WGPUBuffer xb = act(st, in[0]), wb = weight(w2)->bufs[0], yb = dev(out[0])->bufs[0];
+      if (bias) {
+        Bind b[] = {{1, xb, 0, W}, {2, wb, 0, W}, {3, weight(in[2])->bufs[0], 0, W}, {4, yb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, u((O + 63) / 64), u(R), 1);
+      } else {
+        Bind b[] = {{1, xb, 0, W}, {2, wb, 0, W}, {4, yb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, u((O + 63) / 64), u(R), 1);
+      }
       return;
     }
     default: {

@@ -45,6 +45,9 @@ _ENCODER_KEEP = {"architectures", "id2label", "label2id", "problem_type", "pad_t
 #: DistilBERT's own spelling -> the BERT spelling, written next to the original keys
 _DISTILBERT_KEYS = {"dim": "hidden_size", "n_heads": "num_attention_heads", "n_layers": "num_hidden_layers",
                     "hidden_dim": "intermediate_size", "activation": "hidden_act"}
+#: whisper (docs/whisper.md "The whisper family"): the special token ids its decoding needs stay in [architecture]
+WHISPER_MODEL_TYPES = frozenset({"whisper"})
+_WHISPER_KEEP = {"bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"}
 #: sentence-transformers Pooling config flags -> [pooling] mode
 _POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
 #: model types with a curated decoder family (the native list, csrc/families/families.cc)
@@ -72,7 +75,9 @@ def normalize_config(cfg: dict, n_tensors: int) -> dict[str, Any]:
                              field="vision_config", reason="unsupported")
         cfg = dict(cfg["text_config"], model_type="gemma3")
     encoder = model_type in ENCODER_MODEL_TYPES
-    a = {k: v for k, v in cfg.items() if k not in _DROP or (encoder and k in _ENCODER_KEEP)}
+    whisper = model_type in WHISPER_MODEL_TYPES
+    a = {k: v for k, v in cfg.items() if k not in _DROP or (encoder and k in _ENCODER_KEEP)
+         or (whisper and k in _WHISPER_KEEP)}
     if model_type == "distilbert":
         for k, canon in _DISTILBERT_KEYS.items():
             if k in a:
@@ -210,6 +215,11 @@ class HFSource:
                                      section="safetensors", key=name)
                 self.entries.append((name, sf))
         self.config = normalize_config(raw_cfg, len(seen))
+        self._prefix = ""  # tensor name prefix added on import (whisper: "model.")
+        if self.config["model_type"] in WHISPER_MODEL_TYPES and "encoder.conv1.weight" in seen:
+            # a WhisperModel checkpoint (no "model." prefix): the .model layout is the
+            # WhisperForConditionalGeneration one
+            self._prefix = "model."
         a = self.config["architecture"]
         if "lm_head.weight" not in seen and "tie_word_embeddings" in a and not a["tie_word_embeddings"] \
                 and self.config["model_type"] in ("llama", "qwen2", "qwen3", "mistral", "phi3"):
@@ -370,21 +380,25 @@ class HFSource:
         return f"# {self.name}\n\nImported from an HF folder (model_type `{self.config['model_type']}`).\n"
 
     def _should_quantize(self, name: str, shape: list[int]) -> bool:
+        if self.config["model_type"] in WHISPER_MODEL_TYPES and "embed_positions" in name:
+            return False  # whisper: position tables stay float (the encoder adds them as f32)
         if self.config["model_type"] in ENCODER_MODEL_TYPES and ("embeddings" in name or "norm" in name.lower()):
             return False  # encoders: only the linear layers (embedding tables and norms stay float)
         return (self.quantize is not None and len(shape) == 2 and name.endswith(".weight") and "norm" not in name
                 and shape[-1] % 32 == 0)
 
     def tensor_records(self) -> Iterator[TensorRecord]:
-        for name, sf in self.entries:
-            e = sf.entries[name]
+        prefix = self._prefix
+        for src, sf in self.entries:
+            name = src if src.startswith("proj_out.") else prefix + src
+            e = sf.entries[src]
             shape = [int(d) for d in e["shape"]]
             enc = SAFETENSORS_ENCODINGS[e["dtype"]]
             if self._should_quantize(name, shape) and enc in ("f32", "f16", "bf16"):
                 gtype, qenc = self.quantize
-                yield TensorRecord(name, qenc, shape, functools.partial(_quantize, sf, name, enc, shape, gtype))
+                yield TensorRecord(name, qenc, shape, functools.partial(_quantize, sf, src, enc, shape, gtype))
             else:
-                yield TensorRecord(name, enc, shape, functools.partial(sf.raw, name))
+                yield TensorRecord(name, enc, shape, functools.partial(sf.raw, src))
 
 
 def _quantize(sf: _SafetensorsFile, name: str, enc: str, shape: list[int], gtype: str) -> np.ndarray:

@@ -1,0 +1,563 @@
+#include "families/whisper.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/config_check.h"
+#include "core/errors.h"
+#include "core/weight_cache.h"
+#include "dispatch/op.h"
+#include "families/decoder.h"  // config_arch, config_int, config_*_or
+#include "model/model_base.h"
+
+namespace cyb {
+
+bool is_whisper_model_type(const std::string& model_type) { return model_type == "whisper"; }
+
+namespace {
+
+Op make_op(OpKind k, const char* label) { return Op{k, OpAttrs{}, label}; }
+
+struct Plan {
+  int64_t d = 0, n_mels = 0, S = 0, text_ctx = 0, vocab = 0;
+  int64_t enc_layers = 0, enc_heads = 0, enc_ffn = 0, dec_layers = 0, dec_heads = 0, dec_ffn = 0;
+  OpKind act = OpKind::Gelu;
+  double embed_scale = 1.0;
+  float eps = 1e-5f;  // torch.nn.LayerNorm's default (the config has no key for it)
+};
+
+void need_range(int64_t v, const char* key, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw_invalid_config(std::string("architecture.") + key, "must be in [" + std::to_string(lo) + ", " +
+                                                                  std::to_string(hi) + "] (got " + std::to_string(v) +
+                                                                  ")");
+}
+
+Plan parse_config(const toml::Value& config) {
+  const toml::Value& a = config_arch(config);
+  Plan p;
+  p.d = config_int(a, "d_model");
+  p.n_mels = config_int_or(a, "num_mel_bins", 80);
+  p.S = config_int_or(a, "max_source_positions", 1500);
+  p.text_ctx = config_int_or(a, "max_target_positions", 448);
+  p.vocab = config_int(a, "vocab_size");
+  p.enc_layers = config_int(a, "encoder_layers");
+  p.enc_heads = config_int(a, "encoder_attention_heads");
+  p.enc_ffn = config_int(a, "encoder_ffn_dim");
+  p.dec_layers = config_int(a, "decoder_layers");
+  p.dec_heads = config_int(a, "decoder_attention_heads");
+  p.dec_ffn = config_int(a, "decoder_ffn_dim");
+  need_range(p.d, "d_model", 1, 1 << 16);
+  need_range(p.n_mels, "num_mel_bins", 1, 1 << 12);
+  need_range(p.S, "max_source_positions", 1, 1 << 16);
+  need_range(p.text_ctx, "max_target_positions", 1, 1 << 16);
+  need_range(p.vocab, "vocab_size", 1, 1 << 24);
+  need_range(p.enc_layers, "encoder_layers", 1, 1 << 10);
+  need_range(p.dec_layers, "decoder_layers", 1, 1 << 10);
+  need_range(p.enc_heads, "encoder_attention_heads", 1, 1 << 10);
+  need_range(p.dec_heads, "decoder_attention_heads", 1, 1 << 10);
+  need_range(p.enc_ffn, "encoder_ffn_dim", 1, 1 << 20);
+  need_range(p.dec_ffn, "decoder_ffn_dim", 1, 1 << 20);
+  if (p.d % p.enc_heads || p.d % p.dec_heads)
+    throw_invalid_config("architecture.encoder_attention_heads",
+                         "d_model " + std::to_string(p.d) + " is not a multiple of the attention heads");
+  std::string act = "gelu";
+  if (const toml::Value* v = a.find("activation_function"); v && v->is_string()) act = v->as_string();
+  if (act == "gelu") p.act = OpKind::Gelu;
+  else if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") p.act = OpKind::GeluTanh;
+  else if (act == "relu") p.act = OpKind::Relu;
+  else throw_invalid_config("architecture.activation_function", "'" + act + "' is not supported (gelu, gelu_new, relu)");
+  if (config_bool_or(a, "scale_embedding", false)) p.embed_scale = std::sqrt(static_cast<double>(p.d));
+  return p;
+}
+
+struct Attn {
+  Tensor q, bq, k, v, bv, o, bo, ln, lnb;
+  std::string lq, lk, lv, lo, la, lln;
+};
+struct Block {
+  Attn self, cross;  // cross: decoder only
+  Tensor fc1, bfc1, fc2, bfc2, ln, lnb;
+  std::string lkv, lfc1, lfc2, lact, lln, ladd;
+};
+
+// One window's cross-attention K/V per decoder layer (immutable once computed; shared by clones).
+struct CrossKV {
+  Backend* be = nullptr;
+  std::vector<Tensor> k, v;
+  std::vector<int32_t> mask;  // [1, S] ones
+  ~CrossKV() {
+    for (Tensor& t : k) be->release(t);
+    for (Tensor& t : v) be->release(t);
+  }
+};
+
+class WhisperConversation : public Conversation {
+ public:
+  WhisperConversation(ThreadPool* pool, bool precise, int64_t max_ctx) : Conversation(pool, precise, max_ctx) {}
+  ~WhisperConversation() override {
+    for (Tensor& t : caches) backend->release(t);
+  }
+  int64_t kv_cache_bytes() const override {
+    int64_t n = 0;
+    for (const Tensor& t : caches) n += static_cast<int64_t>(t.nbytes());
+    return n;
+  }
+  Backend* backend = nullptr;
+  std::vector<Tensor> caches;  // k0, v0, k1, v1, ...
+  std::shared_ptr<CrossKV> cross;
+};
+
+class Whisper : public WhisperModel {
+ public:
+  explicit Whisper(Plan p) : plan_(p) {}
+
+  void bind(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+    file_ = std::move(file);
+    opts_ = opts;
+    init_model_runtime(opts, opts.threads, &pool_, &dispatcher_);
+    binder_.reset(file_.get());
+    bind_weights();
+  }
+
+  const std::string& family() const override { return family_; }
+  int64_t vocab_size() const override { return plan_.vocab; }
+  int64_t max_position() const override { return plan_.text_ctx; }
+  int64_t hidden_size() const override { return plan_.d; }
+  int64_t n_mels() const override { return plan_.n_mels; }
+  int64_t n_audio_ctx() const override { return plan_.S; }
+  int64_t d_model() const override { return plan_.d; }
+
+  void encode_audio(const float* mel, int64_t batch, int64_t n_mels, int64_t frames, float* out) override;
+  void start(Conversation& conv, const float* enc, int64_t rows, int64_t cols) override;
+  std::unique_ptr<Conversation> clone(Conversation& conv) override;
+  void copy_state(Conversation& dst, Conversation& src) override;
+  void reset(Conversation& conv) override {
+    Conversation::Use use(conv);
+    auto& c = static_cast<WhisperConversation&>(conv);
+    c.reset_kv_cache();
+    c.cross.reset();
+  }
+  bool started(Conversation& conv) const override { return static_cast<WhisperConversation&>(conv).cross != nullptr; }
+
+ protected:
+  std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
+    check_max_context(max_context, plan_.text_ctx);
+    auto conv = std::make_unique<WhisperConversation>(pool_.get(), opts_.precise, max_context);
+    Backend* be = dispatcher_->chain().front();
+    conv->backend = be;
+    const int64_t H = plan_.dec_heads, hd = plan_.d / H;
+    for (int64_t l = 0; l < 2 * plan_.dec_layers; ++l)
+      conv->caches.push_back(be->alloc(Shape{H, max_context, hd}, opts_.precise ? DType::F32 : DType::F16));
+    return conv;
+  }
+  int64_t conversation_bytes(int64_t max_context) const override {
+    const int64_t kv = 2 * plan_.dec_layers * plan_.d * max_context * (opts_.precise ? 4 : 2);
+    const int64_t cross = 2 * plan_.dec_layers * plan_.S * plan_.d * 4;
+    const int64_t T = std::min(max_context, kForwardChunk);
+    const int64_t act = T * (8 * plan_.d + plan_.dec_ffn + plan_.vocab) * 4 + plan_.S * plan_.d * 4;
+    return kv + cross + act;
+  }
+  void forward_chunk(Conversation& conv, const int32_t* ids, int64_t T, bool all_logits, float* logits) override;
+
+ private:
+  void bind_weights();
+  Tensor w(const std::string& name, std::vector<int64_t> shape) {
+    return binder_.weight(prefix_ + name, "whisper family", &shape);
+  }
+  Tensor vec(const std::string& name, int64_t n) { return binder_.vector_f32(prefix_ + name, n, "whisper family"); }
+  Tensor f32(const std::string& name, std::vector<int64_t> shape) { return binder_.to_f32(w(name, shape)); }
+  void bind_attn(Attn& a, const std::string& base, const std::string& ln, int64_t d) {
+    a.q = w(base + ".q_proj.weight", {d, d});
+    a.bq = vec(base + ".q_proj.bias", d);
+    a.k = w(base + ".k_proj.weight", {d, d});
+    a.v = w(base + ".v_proj.weight", {d, d});
+    a.bv = vec(base + ".v_proj.bias", d);
+    a.o = w(base + ".out_proj.weight", {d, d});
+    a.bo = vec(base + ".out_proj.bias", d);
+    a.ln = vec(ln + ".weight", d);
+    a.lnb = vec(ln + ".bias", d);
+    a.lq = base + ".q_proj";
+    a.lk = base + ".k_proj";
+    a.lv = base + ".v_proj";
+    a.lo = base + ".out_proj";
+    a.la = base + ".attention";
+    a.lln = ln;
+  }
+  void bind_block(Block& b, const std::string& base, int64_t ffn) {
+    const int64_t d = plan_.d;
+    b.fc1 = w(base + ".fc1.weight", {ffn, d});
+    b.bfc1 = vec(base + ".fc1.bias", ffn);
+    b.fc2 = w(base + ".fc2.weight", {d, ffn});
+    b.bfc2 = vec(base + ".fc2.bias", d);
+    b.ln = vec(base + ".final_layer_norm.weight", d);
+    b.lnb = vec(base + ".final_layer_norm.bias", d);
+    b.lkv = base + ".self_attn.kv_write";
+    b.lfc1 = base + ".fc1";
+    b.lfc2 = base + ".fc2";
+    b.lact = base + ".act";
+    b.lln = base + ".final_layer_norm";
+    b.ladd = base + ".residual";
+  }
+
+  Plan plan_;
+  std::string family_ = "whisper";
+  std::string prefix_;
+  WeightBinder binder_;
+  WeightCache wcache_;  // packed float panels of the encoder's matmuls (core/weight_cache.h)
+  Tensor conv1_, conv1b_, conv2_, conv2b_, enc_pos_, enc_ln_, enc_lnb_;
+  Tensor tok_, dec_pos_, dec_ln_, dec_lnb_, lm_head_;
+  std::vector<Block> enc_, dec_;
+};
+
+void Whisper::bind_weights() {
+  prefix_ = file_->find("model.encoder.conv1.weight") ? "model." : "";
+  const int64_t d = plan_.d;
+  // conv weights and the encoder positions as f32 copies (small; every backend takes f32)
+  conv1_ = f32("encoder.conv1.weight", {d, plan_.n_mels, 3});
+  conv1b_ = vec("encoder.conv1.bias", d);
+  conv2_ = f32("encoder.conv2.weight", {d, d, 3});
+  conv2b_ = vec("encoder.conv2.bias", d);
+  enc_pos_ = f32("encoder.embed_positions.weight", {plan_.S, d});
+  enc_ln_ = vec("encoder.layer_norm.weight", d);
+  enc_lnb_ = vec("encoder.layer_norm.bias", d);
+  enc_.resize(static_cast<size_t>(plan_.enc_layers));
+  for (int64_t l = 0; l < plan_.enc_layers; ++l) {
+    const std::string base = "encoder.layers." + std::to_string(l);
+    Block& b = enc_[static_cast<size_t>(l)];
+    bind_attn(b.self, base + ".self_attn", base + ".self_attn_layer_norm", d);
+    bind_block(b, base, plan_.enc_ffn);
+  }
+  tok_ = w("decoder.embed_tokens.weight", {plan_.vocab, d});
+  dec_pos_ = w("decoder.embed_positions.weight", {plan_.text_ctx, d});
+  dec_ln_ = vec("decoder.layer_norm.weight", d);
+  dec_lnb_ = vec("decoder.layer_norm.bias", d);
+  const std::vector<int64_t> head_shape{plan_.vocab, d};
+  lm_head_ = file_->find("proj_out.weight") ? binder_.weight("proj_out.weight", "whisper family", &head_shape) : tok_;
+  dec_.resize(static_cast<size_t>(plan_.dec_layers));
+  for (int64_t l = 0; l < plan_.dec_layers; ++l) {
+    const std::string base = "decoder.layers." + std::to_string(l);
+    Block& b = dec_[static_cast<size_t>(l)];
+    bind_attn(b.self, base + ".self_attn", base + ".self_attn_layer_norm", d);
+    bind_attn(b.cross, base + ".encoder_attn", base + ".encoder_attn_layer_norm", d);
+    bind_block(b, base, plan_.dec_ffn);
+  }
+}
+
+Tensor host_f32(const float* p, Shape s) {
+  Tensor t;
+  t.dtype = DType::F32;
+  t.shape = s;
+  t.data = const_cast<float*>(p);
+  return t;
+}
+Tensor host_i32(const int32_t* p, Shape s) {
+  Tensor t;
+  t.dtype = DType::I32;
+  t.shape = s;
+  t.data = const_cast<int32_t*>(p);
+  return t;
+}
+
+void check_finite(const float* p, int64_t n, const ModelFile& f, const char* what) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) {
+      f.check_unchanged();
+      throw_format("weights", "", std::string("the whisper ") + what + " produced non-finite values (NaN or Inf " +
+                                      "in the input, or weights of '" + f.path() + "' corrupted since load)");
+    }
+}
+
+void Whisper::encode_audio(const float* mel, int64_t B, int64_t n_mels, int64_t frames, float* out) {
+  if (B < 1) throw_shape_mismatch("encode (mel batch)", {1}, {B});
+  if (n_mels != plan_.n_mels || frames != 2 * plan_.S)
+    throw_shape_mismatch("encode (mel)", {plan_.n_mels, 2 * plan_.S}, {n_mels, frames});
+  file_->check_unchanged();
+  const int64_t d = plan_.d, S = plan_.S, L = 2 * S, BS = B * S, H = plan_.enc_heads, hd = d / H, I = plan_.enc_ffn;
+  check_memory_budget(opts_.max_memory, charged_bytes(), 4 * (B * L * d + BS * (10 * d + I)) + 4 * BS * d,
+                      "encode(mel batch=" + std::to_string(B) + "): activations");
+  auto lock = device_lock(*dispatcher_);
+  ExecContext ctx(pool_.get(), opts_.precise);
+  ctx.set_weight_cache(&wcache_);
+  Dispatcher& dd = *dispatcher_;
+  Backend& be = *dd.chain().front();
+  be.begin_forward(ctx);
+  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
+  auto matmul = [&](const Tensor& x, const Tensor& W, const Tensor& bias, Tensor* y, const std::string& label) {
+    if (bias.data) dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W, bias}, {y}, ctx);
+    else dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W}, {y}, ctx);
+  };
+  auto layer_norm = [&](const Tensor& x, const Tensor& g, const Tensor& b, Tensor* y, const std::string& label) {
+    Op op = make_op(OpKind::LayerNorm, label.c_str());
+    op.a.eps = plan_.eps;
+    dd.run(op, {x, g, b}, {y}, ctx);
+  };
+  // stem
+  Tensor h1 = frame(Shape{B, L, d});
+  {
+    Op op = make_op(OpKind::Conv1d, "encoder.conv1");
+    op.a.stride = 1;
+    op.a.padding = 1;
+    op.a.channels_first = true;
+    dd.run(op, {host_f32(mel, Shape{B, n_mels, L}), conv1_, conv1b_}, {&h1}, ctx);
+    dd.run(make_op(OpKind::Gelu, "encoder.conv1.act"), {h1}, {&h1}, ctx);
+  }
+  Tensor h2 = frame(Shape{B, S, d});
+  {
+    Op op = make_op(OpKind::Conv1d, "encoder.conv2");
+    op.a.stride = 2;
+    op.a.padding = 1;
+    op.a.channels_first = false;
+    dd.run(op, {h1, conv2_, conv2b_}, {&h2}, ctx);
+    dd.run(make_op(OpKind::Gelu, "encoder.conv2.act"), {h2}, {&h2}, ctx);
+  }
+  h2.shape = Shape{BS, d};
+  Tensor x = frame(Shape{BS, d});
+  std::vector<float> tiled;  // positions repeated per window (add broadcasts one row only)
+  Tensor pos = enc_pos_;
+  if (B > 1) {
+    tiled.resize(static_cast<size_t>(BS * d));
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(tiled.data() + b * S * d, enc_pos_.data, static_cast<size_t>(S * d) * sizeof(float));
+    pos = host_f32(tiled.data(), Shape{BS, d});
+  }
+  dd.run(make_op(OpKind::Add, "encoder.embed_positions"), {h2, pos}, {&x}, ctx);
+  std::vector<int32_t> mask(static_cast<size_t>(BS), 1);
+  const Tensor mask_t = host_i32(mask.data(), Shape{B, S});
+  const bool reuse = be.host_memory();
+  Tensor hn, q, k, v, att, o, up, f, xs;
+  auto frames_ = [&] {
+    hn = frame(Shape{BS, d});
+    q = frame(Shape{BS, d});
+    k = frame(Shape{BS, d});
+    v = frame(Shape{BS, d});
+    att = frame(Shape{BS, d});
+    o = frame(Shape{BS, d});
+    up = frame(Shape{BS, I});
+    f = frame(Shape{BS, d});
+    xs = frame(Shape{BS, d});
+  };
+  if (reuse) frames_();
+  for (const Block& L_ : enc_) {
+    if (!reuse) frames_();
+    const Attn& A = L_.self;
+    layer_norm(x, A.ln, A.lnb, &hn, A.lln);
+    matmul(hn, A.q, A.bq, &q, A.lq);
+    matmul(hn, A.k, Tensor{}, &k, A.lk);
+    matmul(hn, A.v, A.bv, &v, A.lv);
+    Op op = make_op(OpKind::EncoderAttention, A.la.c_str());
+    op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
+    op.a.head_dim = static_cast<int>(hd);
+    op.a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    dd.run(op, {q, k, v, mask_t}, {&att}, ctx);
+    matmul(att, A.o, A.bo, &o, A.lo);
+    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {x, o}, {&xs}, ctx);
+    layer_norm(xs, L_.ln, L_.lnb, &hn, L_.lln);
+    matmul(hn, L_.fc1, L_.bfc1, &up, L_.lfc1);
+    dd.run(make_op(plan_.act, L_.lact.c_str()), {up}, {&up}, ctx);
+    matmul(up, L_.fc2, L_.bfc2, &f, L_.lfc2);
+    Tensor xn = reuse ? x : frame(Shape{BS, d});
+    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, f}, {&xn}, ctx);
+    x = xn;
+  }
+  Tensor y = frame(Shape{BS, d});
+  layer_norm(x, enc_ln_, enc_lnb_, &y, "encoder.layer_norm");
+  if (be.host_memory()) std::memcpy(out, y.data, static_cast<size_t>(BS * d) * sizeof(float));
+  else be.download_f32(y, out);
+  be.end_forward(ctx);
+  check_finite(out, BS * d, *file_, "encoder");
+}
+
+void Whisper::start(Conversation& base, const float* enc, int64_t rows, int64_t cols) {
+  if (rows != plan_.S || cols != plan_.d)
+    throw_shape_mismatch("start (encoder output)", {plan_.S, plan_.d}, {rows, cols});
+  Conversation::Use use(base);
+  auto& conv = static_cast<WhisperConversation&>(base);
+  file_->check_unchanged();
+  for (int64_t i = 0; i < rows * cols; ++i)
+    if (!std::isfinite(enc[i]))
+      throw_invalid_config("encoder_output", "value " + std::to_string(i) + " is not finite");
+  auto lock = device_lock(*dispatcher_);
+  Dispatcher& dd = *dispatcher_;
+  Backend& be = *dd.chain().front();
+  auto cross = std::make_shared<CrossKV>();
+  cross->be = &be;
+  cross->mask.assign(static_cast<size_t>(plan_.S), 1);
+  ExecContext& ctx = conv.ctx();
+  be.begin_forward(ctx);
+  const Tensor x = host_f32(enc, Shape{plan_.S, plan_.d});
+  for (const Block& L_ : dec_) {
+    Tensor k = be.alloc(Shape{plan_.S, plan_.d}, DType::F32), v = be.alloc(Shape{plan_.S, plan_.d}, DType::F32);
+    cross->k.push_back(k);
+    cross->v.push_back(v);
+    dd.run(make_op(OpKind::Matmul, L_.cross.lk.c_str()), {x, L_.cross.k}, {&k}, ctx);
+    dd.run(make_op(OpKind::Matmul, L_.cross.lv.c_str()), {x, L_.cross.v, L_.cross.bv}, {&v}, ctx);
+  }
+  be.end_forward(ctx);
+  conv.cross = std::move(cross);
+  conv.reset_kv_cache();
+}
+
+void copy_tensor(Backend& be, const Tensor& src, Tensor& dst) {
+  if (be.host_memory()) {
+    std::memcpy(dst.data, src.data, src.nbytes());
+    return;
+  }
+  std::vector<uint8_t> tmp(src.nbytes());
+  be.read_bytes(src, tmp.data());
+  be.write_bytes(dst, tmp.data());
+}
+
+std::unique_ptr<Conversation> Whisper::clone(Conversation& src) {
+  std::unique_ptr<Conversation> c = new_conversation(src.max_context());
+  copy_state(*c, src);
+  return c;
+}
+
+void Whisper::copy_state(Conversation& dst_base, Conversation& src_base) {
+  if (&dst_base == &src_base) return;
+  auto& dst = static_cast<WhisperConversation&>(dst_base);
+  auto& src = static_cast<WhisperConversation&>(src_base);
+  if (dst.max_context() != src.max_context())
+    throw_invalid_config("conversation", "copy between sessions of different max_context (" +
+                                             std::to_string(src.max_context()) + " -> " +
+                                             std::to_string(dst.max_context()) + ")");
+  Conversation::Use u1(dst);
+  Conversation::Use u2(src);
+  auto lock = device_lock(*dispatcher_);
+  for (size_t i = 0; i < src.caches.size(); ++i) copy_tensor(*src.backend, src.caches[i], dst.caches[i]);
+  dst.cross = src.cross;
+  dst.reset_kv_cache();
+  dst.advance(src.position());
+}
+
+void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits, float* logits) {
+  auto& conv = static_cast<WhisperConversation&>(base);
+  if (!conv.cross)
+    throw_invalid_config("conversation", "the whisper session has no encoder output: call start(encoder_output) first");
+  check_forward_args(conv, ids, T, plan_.vocab);
+  ExecContext& ctx = conv.ctx();
+  Dispatcher& dd = *dispatcher_;
+  Backend& be = *dd.chain().front();
+  be.begin_forward(ctx);
+  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
+  auto matmul = [&](const Tensor& x, const Tensor& W, const Tensor& bias, Tensor* y, const std::string& label) {
+    if (bias.data) dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W, bias}, {y}, ctx);
+    else dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W}, {y}, ctx);
+  };
+  auto layer_norm = [&](const Tensor& x, const Tensor& g, const Tensor& b, Tensor* y, const std::string& label) {
+    Op op = make_op(OpKind::LayerNorm, label.c_str());
+    op.a.eps = plan_.eps;
+    dd.run(op, {x, g, b}, {y}, ctx);
+  };
+  const int64_t d = plan_.d, H = plan_.dec_heads, hd = d / H, I = plan_.dec_ffn, pos0 = conv.position();
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  std::vector<int32_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(pos0 + t);
+  Tensor x = frame(Shape{T, d}), e2 = frame(Shape{T, d});
+  {
+    Tensor e1 = frame(Shape{T, d});
+    Op op = make_op(OpKind::Embedding, "decoder.embed_tokens");
+    op.a.scale = static_cast<float>(plan_.embed_scale);
+    dd.run(op, {host_i32(ids, Shape{T}), tok_}, {&e1}, ctx);
+    dd.run(make_op(OpKind::Embedding, "decoder.embed_positions"), {host_i32(pos.data(), Shape{T}), dec_pos_}, {&e2},
+           ctx);
+    dd.run(make_op(OpKind::Add, "decoder.embed"), {e1, e2}, {&x}, ctx);
+  }
+  const Tensor cmask = host_i32(conv.cross->mask.data(), Shape{1, plan_.S});
+  const bool reuse = be.host_memory();
+  Tensor hn, q, k, v, att, o, xs, up, f;
+  auto frames_ = [&] {
+    hn = frame(Shape{T, d});
+    q = frame(Shape{T, d});
+    k = frame(Shape{T, d});
+    v = frame(Shape{T, d});
+    att = frame(Shape{T, d});
+    o = frame(Shape{T, d});
+    xs = frame(Shape{T, d});
+    up = frame(Shape{T, I});
+    f = frame(Shape{T, d});
+  };
+  if (reuse) frames_();
+  for (size_t l = 0; l < dec_.size(); ++l) {
+    const Block& L_ = dec_[l];
+    if (!reuse) frames_();
+    // masked self-attention over the cache
+    const Attn& A = L_.self;
+    layer_norm(x, A.ln, A.lnb, &hn, A.lln);
+    matmul(hn, A.q, A.bq, &q, A.lq);
+    matmul(hn, A.k, Tensor{}, &k, A.lk);
+    matmul(hn, A.v, A.bv, &v, A.lv);
+    Tensor& kc = conv.caches[2 * l];
+    Tensor& vc = conv.caches[2 * l + 1];
+    {
+      Op op = make_op(OpKind::KvWrite, L_.lkv.c_str());
+      op.a.pos0 = pos0;
+      op.a.n_kv_heads = static_cast<int>(H);
+      op.a.head_dim = static_cast<int>(hd);
+      dd.run(op, {k}, {&kc}, ctx);
+      dd.run(op, {v}, {&vc}, ctx);
+    }
+    {
+      Op op = make_op(OpKind::Attention, A.la.c_str());
+      op.a.pos0 = pos0;
+      op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
+      op.a.head_dim = static_cast<int>(hd);
+      op.a.scale = scale;
+      dd.run(op, {q, kc, vc}, {&att}, ctx);
+    }
+    matmul(att, A.o, A.bo, &o, A.lo);
+    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {x, o}, {&xs}, ctx);
+    // cross-attention over the window's cached K/V
+    const Attn& C = L_.cross;
+    layer_norm(xs, C.ln, C.lnb, &hn, C.lln);
+    matmul(hn, C.q, C.bq, &q, C.lq);
+    {
+      Op op = make_op(OpKind::EncoderAttention, C.la.c_str());
+      op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
+      op.a.head_dim = static_cast<int>(hd);
+      op.a.scale = scale;
+      dd.run(op, {q, conv.cross->k[l], conv.cross->v[l], cmask}, {&att}, ctx);
+    }
+    matmul(att, C.o, C.bo, &o, C.lo);
+    Tensor xc = frame(Shape{T, d});
+    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, o}, {&xc}, ctx);
+    // MLP
+    layer_norm(xc, L_.ln, L_.lnb, &hn, L_.lln);
+    matmul(hn, L_.fc1, L_.bfc1, &up, L_.lfc1);
+    dd.run(make_op(plan_.act, L_.lact.c_str()), {up}, {&up}, ctx);
+    matmul(up, L_.fc2, L_.bfc2, &f, L_.lfc2);
+    Tensor xn = frame(Shape{T, d});
+    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xc, f}, {&xn}, ctx);
+    x = xn;
+  }
+  const int64_t rows = all_logits ? T : 1;
+  Tensor hin = frame(Shape{T, d});
+  layer_norm(x, dec_ln_, dec_lnb_, &hin, "decoder.layer_norm");
+  if (!all_logits) hin = hin.rows(T - 1, 1);
+  Tensor out;
+  if (be.host_memory()) {
+    out = host_f32(logits, Shape{rows, plan_.vocab});
+  } else {
+    out = frame(Shape{rows, plan_.vocab});
+  }
+  dd.run(make_op(OpKind::Matmul, "lm_head"), {hin, lm_head_}, {&out}, ctx);
+  if (!be.host_memory()) be.download_f32(out, logits);
+  be.end_forward(ctx);
+  conv.advance(T);
+}
+
+}  // namespace
+
+std::shared_ptr<Model> make_whisper(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  if (opts.backend == "nox") throw_backend_init("nox", "whisper is not supported [nox] (graph-only; no whisper graph)");
+  if (!opts.exec_path.empty() && opts.exec_path != "curated")
+    throw_invalid_config("exec_path", "whisper runs only the curated path (got '" + opts.exec_path + "')");
+  auto m = std::make_shared<Whisper>(parse_config(file->config()));
+  m->bind(std::move(file), opts);
+  return m;
+}
+
+}  // namespace cyb

@@ -1,0 +1,116 @@
+"""Python face of the native whisper family (csrc/families/whisper.h, docs/whisper.md
+"The whisper family"): load a whisper `.model`, run the encoder on log-mel windows, and
+decode with sessions whose cross-attention K/V are computed once per window.
+
+    m = WhisperModel("tiny.model", precise=True)
+    enc = m.encode(mel)                  # float32 [n_mels, 3000] -> [1500, d_model]
+    s = m.new_session()
+    s.start(enc)                         # cross K/V of every decoder layer, once
+    logits = s.forward([sot, lang, task])   # [3, vocab]; appends to the self-attention cache
+    beam = s.clone()                     # self cache copied, cross K/V shared
+
+Every forward runs natively with the GIL released.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _core
+from .model import token_id_array
+
+
+class WhisperSession:
+    """One decoding stream over one audio window: the self-attention KV cache plus the
+    window's cross-attention K/V (shared between clones)."""
+
+    def __init__(self, model: "WhisperModel", native: Any):
+        self.model = model
+        self._native = native
+
+    @property
+    def position(self) -> int:
+        return self._native.position
+
+    @property
+    def max_context(self) -> int:
+        return self._native.max_context
+
+    @property
+    def started(self) -> bool:
+        return self.model._native.whisper_started(self._native)
+
+    def start(self, encoder_output: np.ndarray) -> None:
+        """Computes the cross-attention K/V of `encoder_output` [n_audio_ctx, d_model] (the only
+        time the cross K/V projections run for this window) and empties the self-attention cache."""
+        self.model._native.whisper_start(self._native, encoder_output)
+
+    def forward(self, tokens: Sequence[int] | np.ndarray, all_logits: bool = True) -> np.ndarray:
+        """Runs `tokens` at the current position: logits [len(tokens), vocab] (or [vocab] of the
+        last one when all_logits is False)."""
+        arr = token_id_array(tokens, self.model.vocab_size)
+        return self.model._native.forward(self._native, arr, all_logits)
+
+    def clone(self) -> "WhisperSession":
+        return WhisperSession(self.model, self.model._native.whisper_clone(self._native))
+
+    def copy_from(self, other: "WhisperSession") -> None:
+        """Takes `other`'s state (same max_context): beam reordering without allocating."""
+        self.model._native.whisper_copy(self._native, other._native)
+
+    def truncate(self, position: int) -> None:
+        self._native.truncate(position)
+
+    def reset(self) -> None:
+        """Position 0 and no encoder output (start() again before the next forward)."""
+        self.model._native.whisper_reset(self._native)
+
+
+def reorder(sessions: list[WhisperSession], indices: Sequence[int]) -> list[WhisperSession]:
+    """Beam search: new sessions where session i holds the state of sessions[indices[i]]
+    (the self caches copied, cross K/V shared)."""
+    return [sessions[j].clone() for j in indices]
+
+
+class WhisperModel:
+    """A loaded whisper `.model`."""
+
+    def __init__(self, path: "str | os.PathLike", backend: str | None = None, precise: bool = False,
+                 threads: int | None = None, max_memory: int | None = None):
+        from .errors import InvalidConfig
+        from .format import ModelFile
+
+        self.file = path if isinstance(path, ModelFile) else ModelFile(path)
+        self.path = self.file.path
+        self.config: dict = self.file.config
+        if self.config.get("model_type") != "whisper":
+            raise InvalidConfig(field="model_type", reason=f"{self.config.get('model_type')!r} is not whisper")
+        self._native = _core.load(self.file._native, backend or "", bool(precise),
+                                  0 if threads is None else threads, "", True, max_memory)
+        dims = self._native.whisper_dims()
+        self.n_mels: int = dims["n_mels"]
+        self.n_audio_ctx: int = dims["n_audio_ctx"]
+        self.d_model: int = dims["d_model"]
+        self.n_text_ctx: int = dims["n_text_ctx"]
+        self.vocab_size: int = dims["n_vocab"]
+
+    def encode(self, mel: np.ndarray) -> np.ndarray:
+        """Encoder output of a log-mel window float32 [n_mels, 2 * n_audio_ctx] -> [n_audio_ctx, d_model]
+        (batched: [B, n_mels, frames] -> [B, n_audio_ctx, d_model])."""
+        return self._native.encode_audio(mel)
+
+    def new_session(self, max_context: int | None = None) -> WhisperSession:
+        return WhisperSession(self, self._native.new_conversation(self.n_text_ctx if max_context is None
+                                                                  else max_context))
+
+    @property
+    def dispatch_records(self) -> list[dict]:
+        return self._native.dispatch_records()
+
+    def clear_dispatch_records(self) -> None:
+        self._native.clear_dispatch_records()
+
+    def __repr__(self) -> str:
+        return f"WhisperModel({self.path!r}, n_mels={self.n_mels}, d_model={self.d_model})"
