@@ -140,6 +140,25 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--precise", action="store_true", help="f32 activations (reference-exact mode)")
     emb.set_defaults(func=cmd_embed)
 
+    tr = sub.add_parser("transcribe", help="speech to text with a whisper model (whisper-tiny, whisper-base, ...)")
+    tr.add_argument("model", help="whisper .model path, CTranslate2/HF folder or known name (e.g. whisper-tiny)")
+    tr.add_argument("files", nargs="+", metavar="FILE", help="audio files (wav, flac, ogg, mp3, ...)")
+    fmt = tr.add_mutually_exclusive_group()
+    for f in ("json", "srt", "vtt", "verbose_json"):
+        fmt.add_argument("--" + f.replace("_", "-"), dest="format", action="store_const", const=f,
+                         help=f"print {f} (default: the text)")
+    tr.add_argument("--language", help="spoken language code (default: detected, multilingual models)")
+    tr.add_argument("--translate", action="store_true", help="translate to English (multilingual models)")
+    tr.add_argument("--beam-size", type=int, default=5, help="beam width (1: greedy)")
+    tr.add_argument("--initial-prompt", help="text that conditions the first window")
+    tr.add_argument("--no-timestamps", action="store_true", help="decode without timestamp tokens")
+    tr.add_argument("-o", "--output-dir", help="write FILE.<format> there instead of printing")
+    g = tr.add_argument_group("model")
+    g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, ...)")
+    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    g.add_argument("--precise", action="store_true", help="f32 activations (reference-exact mode)")
+    tr.set_defaults(func=cmd_transcribe, format="text")
+
     srv = sub.add_parser("serve", help="OpenAI-compatible HTTP server (needs the serve extra: "
                                        "pip install 'cyb_llm[serve]')")
     srv.add_argument("models", nargs="*", metavar="MODEL",
@@ -369,6 +388,38 @@ def cmd_embed(a: argparse.Namespace) -> int:
     for t, v in zip(texts, vecs):
         head = ", ".join(f"{x:.4f}" for x in v[:6])
         print(f"{len(v)} dims [{head}, ...]  {t[:60]!r}")
+    return 0
+
+
+def cmd_transcribe(a: argparse.Namespace) -> int:
+    from .audio import load_audio
+    from .errors import InvalidConfig
+    from .transcript import render
+
+    if a.beam_size < 1:
+        raise InvalidConfig(field="beam_size", reason=f"must be >= 1, got {a.beam_size}")
+    for f in a.files:
+        if not os.path.isfile(f):
+            raise InvalidConfig(field="files", reason=f"no such file: {f}")
+    m = _load(a, a.model)
+    if not getattr(m, "is_whisper", False):
+        raise InvalidConfig(field="model", reason=f"{a.model!r} is not a whisper model")
+    task = "translate" if a.translate else "transcribe"
+    for f in a.files:
+        result = m.transcribe(load_audio(f), language=a.language, task=task, beam_size=a.beam_size,
+                              initial_prompt=a.initial_prompt, without_timestamps=a.no_timestamps)
+        out = render(result, a.format, task=task)
+        if a.output_dir:
+            os.makedirs(a.output_dir, exist_ok=True)
+            ext = {"verbose_json": "json", "text": "txt"}.get(a.format, a.format)
+            dst = os.path.join(a.output_dir, os.path.splitext(os.path.basename(f))[0] + "." + ext)
+            with open(dst, "w", encoding="utf-8") as fh:
+                fh.write(out if out.endswith("\n") else out + "\n")
+            print(dst, file=sys.stderr)
+        else:
+            if len(a.files) > 1:
+                print(f"==> {f} <==")
+            print(out.rstrip("\n"))
     return 0
 
 

@@ -331,7 +331,7 @@ class Model:
 
 def load(path: str | os.PathLike, backend: str | None = None, precise: bool = False,
          threads: int | None = None, exec_path: str | None = None, fuse: bool = True,
-         max_memory: int | None = None, n_ctx: int | None = None) -> Model:
+         max_memory: int | None = None, n_ctx: int | None = None) -> "Model | WhisperModel":
     """Loads a model: a `.model` path, a known model name (`"smollm2"`, fetched and
     imported into the cache once, as `cyb-llm run` does) or a `.gguf` file (imported
     into the cache once). Validates the file, chooses the curated family or the graph
@@ -344,8 +344,18 @@ def load(path: str | os.PathLike, backend: str | None = None, precise: bool = Fa
     4096), 0 = the model's whole context (`Model.n_ctx()`)."""
     from . import hub
 
+    from .errors import InvalidConfig
+    from .format import ModelFile
+
     p = os.fspath(path)
     if (p in hub.MODELS and not os.path.exists(p)) or (p.endswith(".gguf") and os.path.isfile(p)):
         path = hub.resolve(p)
-    return Model(path, backend=backend, precise=precise, threads=threads, exec_path=exec_path, fuse=fuse,
+    mf = ModelFile(path)
+    if mf.config.get("model_type") == "whisper":  # speech recognition: cyb_llm.whisper (docs/whisper.md)
+        from .whisper import WhisperModel
+
+        if exec_path not in (None, "curated"):
+            raise InvalidConfig(field="exec_path", reason="whisper models run only the curated path")
+        return WhisperModel(mf, backend=backend, precise=precise, threads=threads, max_memory=max_memory)
+    return Model(mf, backend=backend, precise=precise, threads=threads, exec_path=exec_path, fuse=fuse,
                  max_memory=max_memory, n_ctx=n_ctx)

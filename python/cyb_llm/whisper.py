@@ -77,6 +77,9 @@ def reorder(sessions: list[WhisperSession], indices: Sequence[int]) -> list[Whis
 class WhisperModel:
     """A loaded whisper `.model`."""
 
+    is_whisper = True
+    is_encoder = False
+
     def __init__(self, path: "str | os.PathLike", backend: str | None = None, precise: bool = False,
                  threads: int | None = None, max_memory: int | None = None):
         from .errors import InvalidConfig
@@ -95,6 +98,7 @@ class WhisperModel:
         self.d_model: int = dims["d_model"]
         self.n_text_ctx: int = dims["n_text_ctx"]
         self.vocab_size: int = dims["n_vocab"]
+        self.name: str = os.path.splitext(os.path.basename(self.path))[0]
 
     def encode(self, mel: np.ndarray) -> np.ndarray:
         """Encoder output of a log-mel window float32 [n_mels, 2 * n_audio_ctx] -> [n_audio_ctx, d_model]

@@ -40,16 +40,17 @@ from ..generate import (Generator, chat_constraint, create_chat_completion, crea
                         merge_chat_chunks, merge_completion_chunks)
 from ..structured import constraint_of
 from ..toolcalls import check_tool_choice, tool_names
-from .engine import DONE, EncoderEngine, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
+from .engine import DONE, AudioEngine, EncoderEngine, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
 
 log = logging.getLogger("cyb_llm.serve")
 
 DEFAULT_MAX_BODY = 8 * 2**20   # bytes of a request body
+MAX_AUDIO_BODY = 32 * 2**20    # bytes of an audio upload (multipart): 17 min of 16 kHz 16-bit wav
 DEFAULT_MAX_QUEUE = 16         # requests waiting for a slot, per model
 DEFAULT_REQUEST_TIMEOUT = 600.0
 MAX_N = 8                      # choices per request
-ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/models",
-             "/health", "/metrics")
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank",
+             "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/models", "/health", "/metrics")
 
 
 class ApiError(Exception):
@@ -308,7 +309,9 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             raise InvalidConfig(field=name, reason=f"must be an integer >= {lo}, got {v!r}")
     engines: dict[str, TextEngine | EncoderEngine] = {}
     for mid, m in models.items():
-        if getattr(m, "is_encoder", False):
+        if getattr(m, "is_whisper", False):
+            engines[mid] = AudioEngine(mid, m)
+        elif getattr(m, "is_encoder", False):
             engines[mid] = EncoderEngine(mid, m)
         else:
             engines[mid] = TextEngine(mid, m, parallel=parallel, ctx=ctx, max_queue=max_queue)
@@ -368,8 +371,8 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         if e is None:
             raise ApiError(404, f"the model '{mid}' does not exist (served: {', '.join(engines)})", param="model",
                            code="model_not_found")
-        if not isinstance(e, kind):
-            what = "a text model" if kind is TextEngine else "an encoder model"
+        if not isinstance(e, kind) or (kind is EncoderEngine and isinstance(e, AudioEngine)):
+            what = {TextEngine: "a text model", AudioEngine: "a speech model"}.get(kind, "an encoder model")
             raise ApiError(400, f"the model '{mid}' is not {what}", param="model", code="wrong_model_kind")
         return e
 
@@ -633,11 +636,95 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         return {"object": "list", "model": eng.model_id, "results": results,
                 "usage": {"prompt_tokens": used, "total_tokens": used}}
 
+    async def audio_request(request: Request, task: str) -> Any:
+        """/v1/audio/transcriptions and /translations: a multipart form with `file` (any format
+        soundfile reads), `model`, `language` (transcriptions), `prompt`, `temperature` (0: the
+        fallback sequence 0.0, 0.2, ..., 1.0, as OpenAI's API), `response_format` and
+        `timestamp_granularities[]` (segment)."""
+        from ..audio import load_audio
+        from ..transcript import FORMATS, render
+
+        ctype = request.headers.get("content-type", "")
+        if not ctype.startswith("multipart/form-data"):
+            raise ApiError(400, "the body must be multipart/form-data with a 'file' part", param="file",
+                           code="invalid_request")
+        cl = request.headers.get("content-length")
+        if cl is not None and cl.isdigit() and int(cl) > MAX_AUDIO_BODY:
+            raise ApiError(413, f"the upload of {int(cl)} bytes is over the limit of {MAX_AUDIO_BODY} bytes",
+                           code="request_too_large")
+        try:
+            form = await request.form(max_files=1, max_fields=32)
+        except Exception as e:  # malformed multipart
+            raise ApiError(400, f"the multipart body cannot be read: {e}", code="invalid_request") from None
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise ApiError(400, "the form has no 'file' upload", param="file", code="invalid_request")
+
+        def field(name: str) -> str | None:
+            v = form.get(name)
+            if v is not None and not isinstance(v, str):
+                raise _type_error(name, "a form field", str(type(v).__name__))
+            return v if v not in ("", None) else None
+
+        eng: AudioEngine = engine_for({"model": field("model")}, AudioEngine)
+        fmt = field("response_format") or "json"
+        if fmt not in FORMATS:
+            raise ApiError(400, f"'response_format' must be one of {', '.join(FORMATS)}, got {fmt!r}",
+                           param="response_format", code="invalid_value")
+        for g in form.getlist("timestamp_granularities[]"):
+            if g == "word":
+                raise ApiError(400, "word timestamps are not supported (segment timestamps are)",
+                               param="timestamp_granularities[]", code="unsupported_parameter")
+            if g != "segment":
+                raise ApiError(400, f"unknown timestamp granularity {g!r}", param="timestamp_granularities[]",
+                               code="invalid_value")
+        t = field("temperature")
+        try:
+            temperature = float(t) if t is not None else 0.0
+        except ValueError:
+            raise _type_error("temperature", "a number", t) from None
+        if not (0.0 <= temperature <= 1.0):
+            raise ApiError(400, f"'temperature' must be in [0, 1], got {temperature}", param="temperature",
+                           code="invalid_value")
+        temps = tuple(round(0.2 * i, 1) for i in range(6)) if temperature == 0.0 else (temperature,)
+        language = field("language") if task == "transcribe" else None
+        data = await upload.read()
+        if len(data) > MAX_AUDIO_BODY:
+            raise ApiError(413, f"the upload is over the limit of {MAX_AUDIO_BODY} bytes", code="request_too_large")
+
+        def run() -> dict:
+            import io
+
+            try:
+                audio = load_audio(io.BytesIO(data))
+            except Error as e:
+                raise ApiError(400, f"{type(e).__name__}: {e}", param="file", code="invalid_audio") from None
+            return eng.model.transcribe(audio, language=language, task=task, initial_prompt=field("prompt"),
+                                        temperature=temps)
+
+        result = await run_in_threadpool(eng.run, run)
+        metrics.tokens(eng.model_id, {"prompt_tokens": 0,
+                                      "completion_tokens": sum(len(s.get("tokens", ())) for s in result["segments"])})
+        text = render(result, fmt, task=task)
+        if fmt in ("json", "verbose_json"):
+            return JSONResponse(json.loads(text))
+        return PlainTextResponse(text)
+
+    @app.post("/v1/audio/transcriptions")
+    async def transcriptions(request: Request):
+        return await audio_request(request, "transcribe")
+
+    @app.post("/v1/audio/translations")
+    async def translations(request: Request):
+        return await audio_request(request, "translate")
+
     def model_card(mid: str) -> dict:
         e = engines[mid]
         card: dict[str, Any] = {"id": mid, "object": "model", "created": started, "owned_by": "cyb_llm"}
         if isinstance(e, TextEngine):
             card["meta"] = {"kind": "text", "context": e.ctx, "slots": len(e.slots), "name": e.model.name}
+        elif isinstance(e, AudioEngine):
+            card["meta"] = {"kind": "speech", "name": e.model.name}
         else:
             card["meta"] = {"kind": "encoder", "name": e.model.name}
         return card
@@ -656,7 +743,9 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     async def health():
         return {"status": "ok",
                 "models": {k: ({"slots": len(e.slots), "active": e.active_slots, "queued": e.queue_length}
-                               if isinstance(e, TextEngine) else {"kind": "encoder"}) for k, e in engines.items()}}
+                               if isinstance(e, TextEngine) else
+                               {"kind": "speech" if isinstance(e, AudioEngine) else "encoder"})
+                           for k, e in engines.items()}}
 
     @app.get("/metrics")
     async def prometheus():

@@ -331,4 +331,8 @@ class EncoderEngine:
             return fn()
 
 
-__all__ = ["TextEngine", "EncoderEngine", "Slot", "Job", "DONE", "QueueFull", "QueueTimeout", "RequestTimeout"]
+class AudioEngine(EncoderEngine):
+    """A speech model (whisper): one transcription at a time, like an encoder."""
+
+
+__all__ = ["TextEngine", "EncoderEngine", "AudioEngine", "Slot", "Job", "DONE", "QueueFull", "QueueTimeout", "RequestTimeout"]
