@@ -122,6 +122,9 @@ ENGLISH = [
     "The committee will announce the results of the competition next Tuesday.",
     "He opened the old wooden box and found a stack of yellow letters inside.",
     "Turn left at the second traffic light and the bakery is on your right.",
+    "The children built a small snowman in the garden and gave him a red scarf.",
+    "Our neighbors are planning a trip to the mountains at the end of the summer.",
+    "The library has thousands of books, but my favorite corner is the map room.",
 ]
 
 
