@@ -204,7 +204,7 @@ LANG_TEXTS = {
 }
 
 
-def test_language_detection_base_matches_ctranslate2():
+def check_language_detection_base():  # collected in tests/slow/test_whisper_decode_slow.py
     pipe, mf, folder = wo.load("whisper-base")
     ct2, model = _ct2(folder)
     from cyb_llm.whisper import N_FRAMES, detect_language, pad_or_trim
@@ -223,7 +223,7 @@ def test_language_detection_base_matches_ctranslate2():
     assert len(set(detected.values())) >= 3  # the clips really are in different languages
 
 
-def test_transcribe_base_short_matches_faster_whisper():
+def check_transcribe_base_short():  # collected in tests/slow/test_whisper_decode_slow.py
     """Multilingual: detected language, [sot, lang, transcribe] prompt, greedy."""
     pipe, mf, folder = wo.load("whisper-base")
     audio = wo.speak_espeak(LANG_TEXTS["fr"][1], "fr")
