@@ -100,6 +100,48 @@ class WhisperModel:
         self.vocab_size: int = dims["n_vocab"]
         self.name: str = os.path.splitext(os.path.basename(self.path))[0]
 
+    # --- transcription (the decoding pipeline of cyb_llm.whisper_decode over this model) -----------
+    # The runtime interface (whisper_decode.WhisperRuntime): n_mels, n_vocab, encode, session.
+    @property
+    def n_vocab(self) -> int:
+        return self.vocab_size
+
+    def session(self, encoder_output: np.ndarray) -> "WhisperSession":
+        """A decoder session started on `encoder_output` (its cross K/V computed once)."""
+        s = self.new_session()
+        s.start(encoder_output)
+        return s
+
+    def _pipeline(self) -> Any:
+        p = getattr(self, "_pipe", None)
+        if p is None:
+            from .whisper_decode import WhisperPipeline
+
+            p = self._pipe = WhisperPipeline.from_modelfile(self, self.file)
+        return p
+
+    def transcribe(self, audio: Any, **options: Any) -> dict:
+        """Speech to text: `audio` is a path / binary file (any format soundfile reads, resampled to
+        16 kHz) or float samples at 16 kHz. Options as faster-whisper's transcribe: language (None:
+        detected on multilingual models), task ("transcribe" | "translate"), beam_size (5), best_of,
+        patience, length_penalty, temperature (the fallback sequence), compression_ratio_threshold,
+        log_prob_threshold, no_speech_threshold, condition_on_previous_text, initial_prompt,
+        without_timestamps, max_initial_timestamp. Returns {"text", "language",
+        "language_probability", "segments": [{"id", "seek", "start", "end", "text", "tokens",
+        "temperature", "avg_logprob", "compression_ratio", "no_speech_prob"}]} (docs/whisper.md)."""
+        from .audio import load_audio
+
+        samples = load_audio(audio)
+        result = self._pipeline().transcribe(samples, **options)
+        result["duration"] = len(samples) / 16000.0
+        return result
+
+    def transcribe_stream(self, audio: Any, **options: Any) -> Any:
+        """The segments of `transcribe`, yielded as each 30 s window is decoded."""
+        from .audio import load_audio
+
+        return self._pipeline().transcribe_stream(load_audio(audio), **options)
+
     def encode(self, mel: np.ndarray) -> np.ndarray:
         """Encoder output of a log-mel window float32 [n_mels, 2 * n_audio_ctx] -> [n_audio_ctx, d_model]
         (batched: [B, n_mels, frames] -> [B, n_audio_ctx, d_model])."""
