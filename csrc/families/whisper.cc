@@ -86,11 +86,14 @@ struct Block {
 // One window's cross-attention K/V per decoder layer (immutable once computed; shared by clones).
 struct CrossKV {
   Backend* be = nullptr;
-  std::vector<Tensor> k, v;
-  std::vector<int32_t> mask;  // [1, S] ones
+  std::vector<Tensor> k, v;    // [S, d]: the encoder_attention op's layout (forwards of several tokens)
+  std::vector<Tensor> kh, vh;  // [H, S, hd]: a cache's layout, for the attention op on one-token steps
+  std::vector<int32_t> mask;   // [1, S] ones
   ~CrossKV() {
     for (Tensor& t : k) be->release(t);
     for (Tensor& t : v) be->release(t);
+    for (Tensor& t : kh) be->release(t);
+    for (Tensor& t : vh) be->release(t);
   }
 };
 
@@ -155,14 +158,25 @@ class Whisper : public WhisperModel {
   }
   int64_t conversation_bytes(int64_t max_context) const override {
     const int64_t kv = 2 * plan_.dec_layers * plan_.d * max_context * (opts_.precise ? 4 : 2);
-    const int64_t cross = 2 * plan_.dec_layers * plan_.S * plan_.d * 4;
+    const int64_t cross = 2 * 2 * plan_.dec_layers * plan_.S * plan_.d * 4;  // [S, d] and head-major copies
     const int64_t T = std::min(max_context, kForwardChunk);
     const int64_t act = T * (8 * plan_.d + plan_.dec_ffn + plan_.vocab) * 4 + plan_.S * plan_.d * 4;
     return kv + cross + act;
   }
   void forward_chunk(Conversation& conv, const int32_t* ids, int64_t T, bool all_logits, float* logits) override;
+  // A beam-search step: one token for each of n sessions in one pass (the matmuls and the
+  // lm_head read their weights once for all n rows; each runs of sessions sharing one
+  // window's cross K/V — a beam's clones — takes one encoder_attention call for its rows).
+  void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) override;
 
  private:
+  struct Segment {
+    WhisperConversation* conv;
+    int64_t row0, n;
+  };
+  // The forward of T rows in segments (one session's chunk, or one row per session of a
+  // batched step); logits of every row when all_logits, else of the last one.
+  void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits, float* logits);
   void bind_weights();
   Tensor w(const std::string& name, std::vector<int64_t> shape) {
     return binder_.weight(prefix_ + name, "whisper family", &shape);
@@ -394,6 +408,20 @@ void Whisper::start(Conversation& base, const float* enc, int64_t rows, int64_t 
     cross->v.push_back(v);
     dd.run(make_op(OpKind::Matmul, L_.cross.lk.c_str()), {x, L_.cross.k}, {&k}, ctx);
     dd.run(make_op(OpKind::Matmul, L_.cross.lv.c_str()), {x, L_.cross.v, L_.cross.bv}, {&v}, ctx);
+    // The same K/V in a cache's head-major layout: a one-token step attends over them with the
+    // attention op (contiguous rows per head), where encoder_attention would first gather every
+    // key of every head transposed (csrc/backends/cpu/kernels_x86.inc k_encoder_attention), once
+    // per call, which dominated beam-search steps.
+    const int64_t H = plan_.dec_heads, hd = plan_.d / H;
+    Tensor kh = be.alloc(Shape{H, plan_.S, hd}, DType::F32), vh = be.alloc(Shape{H, plan_.S, hd}, DType::F32);
+    cross->kh.push_back(kh);
+    cross->vh.push_back(vh);
+    Op op = make_op(OpKind::KvWrite, L_.lkv.c_str());
+    op.a.pos0 = 0;
+    op.a.n_kv_heads = static_cast<int>(H);
+    op.a.head_dim = static_cast<int>(hd);
+    dd.run(op, {k}, {&kh}, ctx);
+    dd.run(op, {v}, {&vh}, ctx);
   }
   be.end_forward(ctx);
   conv.cross = std::move(cross);
@@ -438,7 +466,28 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
   if (!conv.cross)
     throw_invalid_config("conversation", "the whisper session has no encoder output: call start(encoder_output) first");
   check_forward_args(conv, ids, T, plan_.vocab);
-  ExecContext& ctx = conv.ctx();
+  const Segment seg{&conv, 0, T};
+  forward_rows(&seg, 1, ids, T, all_logits, logits);
+}
+
+void Whisper::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
+  std::vector<Segment> segs;
+  segs.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    auto* c = static_cast<WhisperConversation*>(convs[i]);
+    if (!c->cross)
+      throw_invalid_config("conversations", "whisper session " + std::to_string(i) +
+                                                " has no encoder output: call start(encoder_output) first");
+    segs.push_back({c, i, 1});
+  }
+  forward_rows(segs.data(), segs.size(), ids, n, true, logits);
+}
+
+void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits,
+                           float* logits) {
+  // Frames come from the first session's context (every session of the step is held by the
+  // caller); self caches, positions and cross K/V are each segment's own.
+  ExecContext& ctx = segs[0].conv->ctx();
   Dispatcher& dd = *dispatcher_;
   Backend& be = *dd.chain().front();
   be.begin_forward(ctx);
@@ -452,10 +501,20 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
     op.a.eps = plan_.eps;
     dd.run(op, {x, g, b}, {y}, ctx);
   };
-  const int64_t d = plan_.d, H = plan_.dec_heads, hd = d / H, I = plan_.dec_ffn, pos0 = conv.position();
+  const int64_t d = plan_.d, H = plan_.dec_heads, hd = d / H, I = plan_.dec_ffn;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   std::vector<int32_t> pos(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(pos0 + t);
+  for (size_t si = 0; si < nseg; ++si)
+    for (int64_t t = 0; t < segs[si].n; ++t)
+      pos[static_cast<size_t>(segs[si].row0 + t)] = static_cast<int32_t>(segs[si].conv->position() + t);
+  // runs of consecutive segments over the same cross K/V: [first segment, end segment)
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t si = 0; si < nseg; ++si) {
+    if (runs.empty() || segs[runs.back().first].conv->cross != segs[si].conv->cross) runs.push_back({si, si + 1});
+    else runs.back().second = si + 1;
+  }
+  std::vector<Tensor> cmasks;
+  for (const auto& r : runs) cmasks.push_back(host_i32(segs[r.first].conv->cross->mask.data(), Shape{1, plan_.S}));
   Tensor x = frame(Shape{T, d}), e2 = frame(Shape{T, d});
   {
     Tensor e1 = frame(Shape{T, d});
@@ -466,7 +525,6 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
            ctx);
     dd.run(make_op(OpKind::Add, "decoder.embed"), {e1, e2}, {&x}, ctx);
   }
-  const Tensor cmask = host_i32(conv.cross->mask.data(), Shape{1, plan_.S});
   const bool reuse = be.host_memory();
   Tensor hn, q, k, v, att, o, xs, up, f;
   auto frames_ = [&] {
@@ -490,23 +548,29 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
     matmul(hn, A.q, A.bq, &q, A.lq);
     matmul(hn, A.k, Tensor{}, &k, A.lk);
     matmul(hn, A.v, A.bv, &v, A.lv);
-    Tensor& kc = conv.caches[2 * l];
-    Tensor& vc = conv.caches[2 * l + 1];
-    {
-      Op op = make_op(OpKind::KvWrite, L_.lkv.c_str());
-      op.a.pos0 = pos0;
-      op.a.n_kv_heads = static_cast<int>(H);
-      op.a.head_dim = static_cast<int>(hd);
-      dd.run(op, {k}, {&kc}, ctx);
-      dd.run(op, {v}, {&vc}, ctx);
-    }
-    {
-      Op op = make_op(OpKind::Attention, A.la.c_str());
-      op.a.pos0 = pos0;
-      op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
-      op.a.head_dim = static_cast<int>(hd);
-      op.a.scale = scale;
-      dd.run(op, {q, kc, vc}, {&att}, ctx);
+    for (size_t si = 0; si < nseg; ++si) {  // position-dependent work, per session
+      const Segment& sg = segs[si];
+      const int64_t pos0 = sg.conv->position();
+      Tensor& kc = sg.conv->caches[2 * l];
+      Tensor& vc = sg.conv->caches[2 * l + 1];
+      const Tensor qs = q.rows(sg.row0, sg.n), ks = k.rows(sg.row0, sg.n), vs = v.rows(sg.row0, sg.n);
+      Tensor as = att.rows(sg.row0, sg.n);
+      {
+        Op op = make_op(OpKind::KvWrite, L_.lkv.c_str());
+        op.a.pos0 = pos0;
+        op.a.n_kv_heads = static_cast<int>(H);
+        op.a.head_dim = static_cast<int>(hd);
+        dd.run(op, {ks}, {&kc}, ctx);
+        dd.run(op, {vs}, {&vc}, ctx);
+      }
+      {
+        Op op = make_op(OpKind::Attention, A.la.c_str());
+        op.a.pos0 = pos0;
+        op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
+        op.a.head_dim = static_cast<int>(hd);
+        op.a.scale = scale;
+        dd.run(op, {qs, kc, vc}, {&as}, ctx);
+      }
     }
     matmul(att, A.o, A.bo, &o, A.lo);
     dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {x, o}, {&xs}, ctx);
@@ -514,12 +578,34 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
     const Attn& C = L_.cross;
     layer_norm(xs, C.ln, C.lnb, &hn, C.lln);
     matmul(hn, C.q, C.bq, &q, C.lq);
-    {
+    for (size_t ri = 0; ri < runs.size(); ++ri) {  // no mask between queries: the rows of a run are one query block
+      const Segment &s0 = segs[runs[ri].first], &s1 = segs[runs[ri].second - 1];
+      bool one_row = true;
+      for (size_t si = runs[ri].first; si < runs[ri].second; ++si) one_row = one_row && segs[si].n == 1;
+      if (one_row) {
+        // one-token rows: the attention op at position S - 1 sees all S keys of the head-major copy
+        for (size_t si = runs[ri].first; si < runs[ri].second; ++si) {
+          const CrossKV& kv = *segs[si].conv->cross;
+          const Tensor qs = q.rows(segs[si].row0, 1);
+          Tensor as = att.rows(segs[si].row0, 1);
+          Op op = make_op(OpKind::Attention, C.la.c_str());
+          op.a.pos0 = plan_.S - 1;
+          op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
+          op.a.head_dim = static_cast<int>(hd);
+          op.a.scale = scale;
+          dd.run(op, {qs, kv.kh[l], kv.vh[l]}, {&as}, ctx);
+        }
+        continue;
+      }
+      const int64_t r0 = s0.row0, rn = s1.row0 + s1.n - s0.row0;
+      const CrossKV& kv = *s0.conv->cross;
+      const Tensor qs = q.rows(r0, rn);
+      Tensor as = att.rows(r0, rn);
       Op op = make_op(OpKind::EncoderAttention, C.la.c_str());
       op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
       op.a.head_dim = static_cast<int>(hd);
       op.a.scale = scale;
-      dd.run(op, {q, conv.cross->k[l], conv.cross->v[l], cmask}, {&att}, ctx);
+      dd.run(op, {qs, kv.k[l], kv.v[l], cmasks[ri]}, {&as}, ctx);
     }
     matmul(att, C.o, C.bo, &o, C.lo);
     Tensor xc = frame(Shape{T, d});
@@ -546,7 +632,7 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
   dd.run(make_op(OpKind::Matmul, "lm_head"), {hin, lm_head_}, {&out}, ctx);
   if (!be.host_memory()) be.download_f32(out, logits);
   be.end_forward(ctx);
-  conv.advance(T);
+  for (size_t si = 0; si < nseg; ++si) segs[si].conv->advance(segs[si].n);
 }
 
 }  // namespace

@@ -289,6 +289,20 @@ def greedy(session: Session, logits: np.ndarray, rules: LogitRules, eot: int, ma
     return _finalize(tokens, cum, length_penalty)
 
 
+def forward_step(sessions: Sequence[Session], tokens: Sequence[int]) -> np.ndarray:
+    """float32 logits [n, n_vocab]: one token fed to each session (each advances by one). Sessions
+    of one native whisper model (python/cyb_llm/whisper.py WhisperSession) run as one batched
+    forward (the native forward_batch: the weights are read once for all n rows and beams that
+    share a window's cross K/V take one cross-attention call); others one forward each."""
+    first = sessions[0]
+    model = getattr(first, "model", None)
+    native = getattr(model, "_native", None)
+    if (len(sessions) > 1 and native is not None and hasattr(native, "forward_batch")
+            and all(getattr(s, "model", None) is model and hasattr(s, "_native") for s in sessions)):
+        return native.forward_batch([s._native for s in sessions], np.asarray(tokens, dtype=np.int32))
+    return np.stack([np.asarray(s.forward([int(t)])[-1], dtype=np.float32) for s, t in zip(sessions, tokens)])
+
+
 def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: int, max_steps: int,
                 beam_size: int = 5, patience: float = 1.0, length_penalty: float = 1.0) -> Hypothesis:
     """CTranslate2's beam search for one input: 2 * beam_size candidates a step from the summed
@@ -340,14 +354,11 @@ def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: in
         pool: dict[int, list[Session]] = {}
         for origin, n in uses.items():
             pool[origin] = [sessions[origin].clone() for _ in range(n - 1)] + [sessions[origin]]
-        new_sessions, new_seqs, new_cums, new_rows = [], [], [], []
-        for origin, tok, score in chosen:
-            s = pool[origin].pop(0)
-            new_rows.append(np.array(s.forward([tok])[-1], dtype=np.float32))
-            new_sessions.append(s)
-            new_seqs.append(seqs[origin] + [tok])
-            new_cums.append(score)
-        sessions, seqs, cums, rows = new_sessions, new_seqs, new_cums, new_rows
+        new_sessions = [pool[origin].pop(0) for origin, _, _ in chosen]
+        logits_n = np.array(forward_step(new_sessions, [tok for _, tok, _ in chosen]), dtype=np.float32)
+        seqs = [seqs[origin] + [tok] for origin, tok, _ in chosen]
+        cums = [score for _, _, score in chosen]
+        sessions, rows = new_sessions, list(logits_n)
     hyps = [_finalize(t, c, length_penalty) for t, c in finished]
     return max(hyps, key=lambda h: (h.score if not np.isnan(h.score) else -np.inf))
 
@@ -676,5 +687,5 @@ def transcribe_stream(runtime: WhisperRuntime, tokens: WhisperTokens, audio: np.
 
 __all__ = ["WhisperRuntime", "Session", "WhisperTokens", "LogitRules", "WindowDecoder", "DecodeOptions",
            "WindowResult", "WhisperPipeline", "transcribe", "transcribe_stream", "detect_language",
-           "split_segments_by_timestamps", "build_prompt", "compression_ratio", "greedy", "beam_search",
+           "split_segments_by_timestamps", "build_prompt", "compression_ratio", "greedy", "beam_search", "forward_step",
            "pad_or_trim"]
