@@ -183,13 +183,13 @@ def fw_options(beam_size: int) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def faster_whisper_model(folder: str):
+def faster_whisper_model(folder: str, compute_type: str = "float32"):
     fw = pytest.importorskip("faster_whisper")
-    return fw.WhisperModel(folder, device="cpu", compute_type="float32", cpu_threads=2)
+    return fw.WhisperModel(folder, device="cpu", compute_type=compute_type, cpu_threads=2)
 
 
-def faster_whisper_transcribe(folder: str, audio: np.ndarray, language=None, **kw):
-    model = faster_whisper_model(folder)
+def faster_whisper_transcribe(folder: str, audio: np.ndarray, language=None, *, compute_type: str = "float32", **kw):
+    model = faster_whisper_model(folder, compute_type)
     segments, info = model.transcribe(audio, language=language, **kw)
     return list(segments), info
 
@@ -199,3 +199,102 @@ def ours_options(beam_size: int) -> dict:
     for k in ("vad_filter", "word_timestamps"):
         o.pop(k)
     return o
+
+
+# ---- native runtime helpers (tests/test_whisper_native.py) ----------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def ct2_whisper(folder: str, compute_type: str = "float32"):
+    """(ctranslate2 module, ctranslate2.models.Whisper) on the CPU, 2 threads."""
+    ct2 = pytest.importorskip("ctranslate2")
+    return ct2, ct2.models.Whisper(folder, device="cpu", compute_type=compute_type, intra_threads=2)
+
+
+_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+         "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def _number_words(n: int) -> list[str]:
+    if n < 20:
+        return [_ONES[n]]
+    if n < 100:
+        return [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
+    return [str(n)]
+
+
+def normalize_words(text: str) -> list[str]:
+    """Lower case, punctuation dropped (apostrophes kept), numbers below 100 written as words (the
+    model writes "striking 13" for the spoken "striking thirteen"), "9:00" as "nine"."""
+    import re
+
+    words = []
+    for w in re.sub(r"[^a-z0-9':]+", " ", text.lower()).split():
+        w = w.strip("'")
+        m = re.fullmatch(r"(\d{1,2})(?::00)?", w)
+        words += _number_words(int(m.group(1))) if m else ([w] if w else [])
+    return words
+
+
+def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
+    """(Levenshtein distance over normalized words, number of reference words)."""
+    ref, hyp = normalize_words(reference), normalize_words(hypothesis)
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1], len(ref)
+
+
+def wer(references, hypotheses) -> float:
+    """Corpus word error rate: total edits / total reference words."""
+    e = n = 0
+    for r, h in zip(references, hypotheses, strict=True):
+        de, dn = word_errors(r, h)
+        e, n = e + de, n + dn
+    return e / n
+
+
+def write_quiet_noise(path: str, seconds: float, amplitude: float = 1e-4, seed: int = 0) -> None:
+    """A float32 16 kHz mono wav of white noise at `amplitude` (about -80 dBFS), written in 60 s blocks
+    (a 2-hour file never exists whole in this process)."""
+    import soundfile as sf
+
+    rng = np.random.default_rng(seed)
+    n = int(round(seconds * SR))
+    with sf.SoundFile(path, "w", samplerate=SR, channels=1, subtype="FLOAT") as f:
+        for i in range(0, n, 60 * SR):
+            f.write((rng.standard_normal(min(60 * SR, n - i)) * amplitude).astype(np.float32))
+
+
+_PEAK_RSS_CHILD = r"""
+import json, resource, sys, time
+import cyb_llm
+m = cyb_llm.load(sys.argv[1])
+loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+r = m.transcribe(sys.argv[2], beam_size=1, best_of=5, patience=1, length_penalty=1,
+                 temperature=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], compression_ratio_threshold=2.4,
+                 log_prob_threshold=-1.0, no_speech_threshold=0.6, condition_on_previous_text=True)
+print(json.dumps({"loaded_kb": loaded, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "seconds": time.perf_counter() - t, "duration": r["duration"],
+                  "segments": len(r["segments"]), "last_end": r["segments"][-1]["end"] if r["segments"] else 0.0}))
+"""
+
+
+def peak_rss_transcribe(model: str, wav: str, timeout: float = 3600) -> dict:
+    """Transcribes `wav` with `model` in a child process: {"loaded_kb": ru_maxrss after loading the
+    model, "peak_kb": ru_maxrss at the end, "seconds", "duration", "segments", "last_end"}."""
+    import json
+    import sys
+
+    env = dict(os.environ)
+    py = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+    env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    out = subprocess.run([sys.executable, "-c", _PEAK_RSS_CHILD, model, wav], capture_output=True, text=True,
+                         env=env, timeout=timeout)
+    assert out.returncode == 0, f"child exited {out.returncode}:\n{out.stderr[-4000:]}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
