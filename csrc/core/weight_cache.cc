@@ -1,32 +1,21 @@
 #include "core/weight_cache.h"
 
-#include <cstdlib>
 #include <new>
+
+#include "core/frame_allocator.h"
 
 namespace cyb {
 
 namespace {
 void* aligned64(size_t bytes) {
-  const size_t n = (bytes + 63) / 64 * 64;
-#if defined(_MSC_VER)
-  void* p = _aligned_malloc(n, 64);
-#else
-  void* p = std::aligned_alloc(64, n == 0 ? 64 : n);
-#endif
+  void* p = aligned_alloc_bytes(bytes, 64);
   if (!p) throw std::bad_alloc();
   return p;
-}
-void free64(void* p) {
-#if defined(_MSC_VER)
-  _aligned_free(p);
-#else
-  std::free(p);
-#endif
 }
 }  // namespace
 
 WeightCache::~WeightCache() {
-  for (auto& e : entries_) free64(e.second.first);
+  for (auto& e : entries_) aligned_free_bytes(e.second.first);
 }
 
 const void* WeightCache::get(const void* key, int tag, size_t bytes, const std::function<void(void*)>& fill) {
@@ -37,12 +26,12 @@ const void* WeightCache::get(const void* key, int tag, size_t bytes, const std::
   try {
     fill(p);
   } catch (...) {
-    free64(p);
+    aligned_free_bytes(p);
     throw;
   }
   if (it != entries_.end()) {
     bytes_ -= it->second.second;
-    free64(it->second.first);
+    aligned_free_bytes(it->second.first);
     it->second = {p, bytes};
   } else {
     entries_[{key, tag}] = {p, bytes};

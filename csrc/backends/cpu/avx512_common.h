@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "backends/cpu/simd_common.h"
+#include "core/dtype.h"
 
 #if defined(__GNUC__)
 #define KQ_UNROLL _Pragma("GCC unroll 8")
@@ -23,6 +24,19 @@
 namespace cyb {
 namespace cpu {
 namespace avx512 {
+
+// 16 weights from element k of an F32 / F16 / BF16 row (lanes outside m are zero), as f32.
+template <DType E>
+inline __m512 load_weights16(const uint8_t* row, int64_t k, __mmask16 m) {
+  if constexpr (E == DType::F32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+  } else if constexpr (E == DType::F16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
+  } else {  // BF16: the upper half of an f32
+    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
 
 inline float f16v(const uint8_t* p) {
   uint16_t h;

@@ -55,17 +55,6 @@ inline __mmask16 lanes(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : n <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << n) - 1);
 }
 
-template <DType E>
-inline __m512 wload(const uint8_t* row, int64_t k, __mmask16 m) {
-  if constexpr (E == DType::F32) {
-    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
-  } else if constexpr (E == DType::F16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
-  } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-}
 
 struct Shape {
   int64_t K, Ks, kpc, copies, nkb;  // Ks = K padded to 32, kpc = Ks / 32, nkb = copies * kpc
@@ -89,7 +78,7 @@ void pack_panel(const uint8_t* base, size_t rb, int64_t n0, int64_t cols, const 
         continue;
       }
       const uint8_t* row = base + (n0 + j) * rb;
-      const __m512 a = wload<E>(row, k, lanes(s.K - k)), b = wload<E>(row, k + 16, lanes(s.K - k - 16));
+      const __m512 a = avx512::load_weights16<E>(row, k, lanes(s.K - k)), b = avx512::load_weights16<E>(row, k + 16, lanes(s.K - k - 16));
       __m512i h, l;
       split32(a, b, h, l);
       hi[j] = _mm512_castsi512_ps(h);

@@ -19,17 +19,6 @@ namespace cyb {
 namespace cpu {
 namespace {
 
-template <DType E>
-inline __m512 wload(const uint8_t* row, int64_t k, __mmask16 m) {
-  if constexpr (E == DType::F32) {
-    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
-  } else if constexpr (E == DType::F16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
-  } else {  // BF16: the upper half of an f32
-    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-}
 
 // out[t * ldo + r] = W row r . x_t for RR rows (<= 4) and TT tokens (<= 4).
 template <DType E, int RR, int TT>
@@ -41,7 +30,7 @@ void block(const uint8_t* w, size_t rb, const float* x, int64_t K, float* out, i
     const __mmask16 m = K - k >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1);
     __m512 xv[4], wv[4];
     KQ_UNROLL for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * K + k);
-    KQ_UNROLL for (int r = 0; r < RR; ++r) wv[r] = wload<E>(w + r * rb, k, m);
+    KQ_UNROLL for (int r = 0; r < RR; ++r) wv[r] = avx512::load_weights16<E>(w + r * rb, k, m);
     KQ_UNROLL for (int r = 0; r < RR; ++r)
       KQ_UNROLL for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_fmadd_ps(wv[r], xv[t], acc[r][t]);
   }
