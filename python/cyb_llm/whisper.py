@@ -19,24 +19,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _core
-from .model import token_id_array
+from .model import Conversation
 
 
-class WhisperSession:
-    """One decoding stream over one audio window: the self-attention KV cache plus the
-    window's cross-attention K/V (shared between clones)."""
-
-    def __init__(self, model: "WhisperModel", native: Any):
-        self.model = model
-        self._native = native
-
-    @property
-    def position(self) -> int:
-        return self._native.position
-
-    @property
-    def max_context(self) -> int:
-        return self._native.max_context
+class WhisperSession(Conversation):
+    """One decoding stream over one audio window: the self-attention KV cache (a Conversation of
+    the native family) plus the window's cross-attention K/V (shared between clones)."""
 
     @property
     def started(self) -> bool:
@@ -50,8 +38,7 @@ class WhisperSession:
     def forward(self, tokens: Sequence[int] | np.ndarray, all_logits: bool = True) -> np.ndarray:
         """Runs `tokens` at the current position: logits [len(tokens), vocab] (or [vocab] of the
         last one when all_logits is False)."""
-        arr = token_id_array(tokens, self.model.vocab_size)
-        return self.model._native.forward(self._native, arr, all_logits)
+        return super().forward(tokens, all_logits)
 
     def clone(self) -> "WhisperSession":
         return WhisperSession(self.model, self.model._native.whisper_clone(self._native))
@@ -59,9 +46,6 @@ class WhisperSession:
     def copy_from(self, other: "WhisperSession") -> None:
         """Takes `other`'s state (same max_context): beam reordering without allocating."""
         self.model._native.whisper_copy(self._native, other._native)
-
-    def truncate(self, position: int) -> None:
-        self._native.truncate(position)
 
     def reset(self) -> None:
         """Position 0 and no encoder output (start() again before the next forward)."""
