@@ -292,7 +292,9 @@ def peak_rss_transcribe(model: str, wav: str, timeout: float = 3600) -> dict:
     import sys
 
     env = dict(os.environ)
-    py = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+    import cyb_llm
+
+    py = os.path.dirname(os.path.dirname(os.path.abspath(cyb_llm.__file__)))  # the package this process runs
     env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     out = subprocess.run([sys.executable, "-c", _PEAK_RSS_CHILD, model, wav], capture_output=True, text=True,
                          env=env, timeout=timeout)
