@@ -335,6 +335,7 @@ def check_peak_rss(tmp_path, short_s: float, long_s: float) -> None:
         wo.write_quiet_noise(wav, secs)
         rows[secs] = r = wo.peak_rss_transcribe("whisper-tiny", wav)
         assert abs(r["duration"] - secs) < 1e-6 and r["last_end"] <= secs + 0.02
+        assert r["peak_kb"] > r["loaded_kb"]  # the measurement is the child's own (not a high-water mark it inherited)
         os.unlink(wav)
     grow = lambda r: (r["peak_kb"] - r["loaded_kb"]) * 1024  # noqa: E731
     extra = grow(rows[long_s]) - grow(rows[short_s])
