@@ -27,7 +27,7 @@ import pytest
 from cyb_llm import _core, errors
 from cyb_llm import whisper_decode as wd
 from cyb_llm.whisper import WhisperModel
-from placement import wgpu_skip_reason
+from placement import assert_ran_on, wgpu_skip_reason
 from tolerances import tolerance
 
 torch = pytest.importorskip("torch")
@@ -45,17 +45,29 @@ def rel_err(a, ref):
     return float(np.max(np.abs(np.asarray(a, np.float64) - ref)) / np.max(np.abs(ref)))
 
 
+class _Tiny:
+    pass
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from test_whisper_tiny import Tiny
+    """A tiny random checkpoint (test_whisper_tiny.make_folder), imported; transformers' encoder
+    output of a random mel (both sides start from it) and its cross_attentions / logits of IDS."""
+    from cyb_llm.convert import import_model
+    from test_whisper_tiny import make_folder
 
-    t = Tiny(tmp_path_factory.mktemp("words"), 80)
-    hf = tf.WhisperForConditionalGeneration.from_pretrained(t.folder, attn_implementation="eager").eval()
+    t = _Tiny()
+    folder = make_folder(tmp_path_factory.mktemp("words"), 80)
+    t.path = folder + ".model"
+    import_model(folder, t.path, progress=False)
+    hf = tf.WhisperForConditionalGeneration.from_pretrained(folder, attn_implementation="eager").eval()
+    mel = np.random.default_rng(5).standard_normal((80, 3000)).astype(np.float32)
     with torch.no_grad():
-        enc = hf.model.encoder(torch.tensor(t.mel[None])).last_hidden_state
+        enc = hf.model.encoder(torch.tensor(mel[None])).last_hidden_state
         out = hf(encoder_outputs=(enc,), decoder_input_ids=torch.tensor([IDS]), output_attentions=True)
+    t.enc = enc[0].numpy()
     t.ref_cross = np.stack([out.cross_attentions[l][0, h].numpy() for l, h in HEADS])   # [heads, T, 1500]
-    t.ref_words_logits = out.logits[0].numpy()
+    t.ref_logits = out.logits[0].numpy()
     return t
 
 
@@ -71,7 +83,7 @@ def test_cross_attention_matches_transformers(tiny, backend):
     if backend == "wgpu+rs" and WGPU_SKIP:
         pytest.skip(WGPU_SKIP)
     m = WhisperModel(tiny.path, backend=backend, precise=True)
-    enc = m.encode(tiny.mel)
+    enc = tiny.enc
     s = m.new_session()
     s.start(enc)
     logits, attn = s.cross_attention(IDS[:3], HEADS)          # the prompt, then a continuation
@@ -81,19 +93,20 @@ def test_cross_attention_matches_transformers(tiny, backend):
     attn_all = np.concatenate([attn, attn2], axis=1)
     assert rel_err(attn_all, tiny.ref_cross) <= TOL
     assert np.allclose(attn_all.sum(-1), 1.0, atol=1e-5)
-    assert rel_err(np.concatenate([logits, logits2]), tiny.ref_words_logits) <= TOL
+    assert rel_err(np.concatenate([logits, logits2]), tiny.ref_logits) <= TOL
     # over the first n_frames only: transformers' probabilities renormalized over those frames
     n = 700
     _, part = m.cross_attention(enc, IDS, HEADS, n)
     ref = tiny.ref_cross[:, :, :n] / tiny.ref_cross[:, :, :n].sum(-1, keepdims=True)
     assert part.shape == (len(HEADS), len(IDS), n)
     assert rel_err(part, ref) <= TOL
+    if backend == "wgpu+rs":   # the decoder ran on the device; q and the cross K came down for the rows
+        assert_ran_on(m, "wgpu+rs", "whisper cross_attention")
 
 
 def test_cross_attention_errors(tiny):
     m = WhisperModel(tiny.path, backend="cpu", precise=True)
-    enc = m.encode(tiny.mel)
-    s = m.session(enc)
+    s = m.session(tiny.enc)
     with pytest.raises(errors.InvalidConfig):
         s.cross_attention(IDS, [(2, 0)])          # 2 decoder layers
     with pytest.raises(errors.InvalidConfig):
