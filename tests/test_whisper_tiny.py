@@ -223,6 +223,37 @@ def test_clone_and_copy_continue_like_the_original(tinies):
     assert s.position == 0 and not s.started
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batched_step_equals_one_forward_per_session(tinies, backend):
+    """WhisperModel.forward_batch (beam search's step: the native forward_batch over sessions of
+    two windows at different positions) gives each session the logits of its own one-token forward
+    and advances it by one. Catches: rows of one session attending over another's self cache, the
+    cross K/V of the wrong window, positions not advanced."""
+    t = tinies("tiny80")
+    m = load(t.path, backend)
+    rng = np.random.default_rng(9)
+    enc_a = m.encode(t.mel)
+    enc_b = m.encode(rng.standard_normal(t.mel.shape).astype(np.float32))
+    def sessions():
+        out = []
+        for enc, prompt in ((enc_a, PROMPT), (enc_a, PROMPT[:2]), (enc_b, PROMPT), (enc_b, PROMPT + STEPS[:1])):
+            s = m.new_session()
+            s.start(enc)
+            s.forward(prompt)
+            out.append(s)
+        return out
+    tokens = [STEPS[1], STEPS[2], STEPS[0], STEPS[2]]
+    batched, single = sessions(), sessions()
+    got = m.forward_batch(batched, tokens)
+    want = np.stack([s.forward([tok])[-1] for s, tok in zip(single, tokens)])
+    assert got.shape == want.shape
+    assert rel_err(got, want) <= TOL
+    assert [s.position for s in batched] == [s.position for s in single]
+    nxt = m.forward_batch(batched, tokens)  # the caches hold the batched step's rows
+    want2 = np.stack([s.forward([tok])[-1] for s, tok in zip(single, tokens)])
+    assert rel_err(nxt, want2) <= TOL
+
+
 def test_q8_0_import_matches_its_decoded_weights(tinies, tmp_path):
     """q8_0 (the matmul weights; conv, positions and norms stay float) vs transformers with the
     same dequantized weights, within precise-vs-transformers."""

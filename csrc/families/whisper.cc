@@ -97,6 +97,14 @@ struct CrossKV {
   }
 };
 
+// What cross_attention() asks forward_chunk to record: for heads[i] = (layer, head), the
+// softmax rows of position p (relative to pos0) into out[(i * T + p) * n_frames ...].
+struct AttnCapture {
+  const std::vector<std::pair<int64_t, int64_t>>* heads = nullptr;
+  int64_t n_frames = 0, T = 0, pos0 = 0;
+  float* out = nullptr;
+};
+
 class WhisperConversation : public Conversation {
  public:
   WhisperConversation(ThreadPool* pool, bool precise, int64_t max_ctx) : Conversation(pool, precise, max_ctx) {}
@@ -111,6 +119,7 @@ class WhisperConversation : public Conversation {
   Backend* backend = nullptr;
   std::vector<Tensor> caches;  // k0, v0, k1, v1, ...
   std::shared_ptr<CrossKV> cross;
+  const AttnCapture* capture = nullptr;  // set only during cross_attention()
 };
 
 class Whisper : public WhisperModel {
@@ -144,6 +153,9 @@ class Whisper : public WhisperModel {
     c.cross.reset();
   }
   bool started(Conversation& conv) const override { return static_cast<WhisperConversation&>(conv).cross != nullptr; }
+  void cross_attention(Conversation& conv, const int32_t* ids, int64_t T,
+                       const std::vector<std::pair<int64_t, int64_t>>& heads, int64_t n_frames, float* logits,
+                       float* attn) override;
 
  protected:
   std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
@@ -178,6 +190,7 @@ class Whisper : public WhisperModel {
   // batched step); logits of every row when all_logits, else of the last one.
   void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits, float* logits);
   void bind_weights();
+  void capture_cross(WhisperConversation& conv, size_t layer, const Tensor& q, int64_t T, int64_t pos0);
   Tensor w(const std::string& name, std::vector<int64_t> shape) {
     return binder_.weight(prefix_ + name, "whisper family", &shape);
   }
@@ -607,6 +620,10 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
       op.a.scale = scale;
       dd.run(op, {qs, kv.k[l], kv.v[l], cmasks[ri]}, {&as}, ctx);
     }
+    for (size_t si = 0; si < nseg; ++si)  // cross_attention(): one session, all rows
+      if (segs[si].conv->capture)
+        capture_cross(*segs[si].conv, l, nseg == 1 ? q : q.rows(segs[si].row0, segs[si].n), segs[si].n,
+                      segs[si].conv->position());
     matmul(att, C.o, C.bo, &o, C.lo);
     Tensor xc = frame(Shape{T, d});
     dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, o}, {&xc}, ctx);
@@ -633,6 +650,96 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   if (!be.host_memory()) be.download_f32(out, logits);
   be.end_forward(ctx);
   for (size_t si = 0; si < nseg; ++si) segs[si].conv->advance(segs[si].n);
+}
+
+void Whisper::capture_cross(WhisperConversation& conv, size_t layer, const Tensor& q, int64_t T, int64_t pos0) {
+  const AttnCapture& cap = *conv.capture;
+  std::vector<size_t> sel;
+  for (size_t i = 0; i < cap.heads->size(); ++i)
+    if ((*cap.heads)[i].first == static_cast<int64_t>(layer)) sel.push_back(i);
+  if (sel.empty()) return;
+  const int64_t d = plan_.d, S = plan_.S, hd = d / plan_.dec_heads, F = cap.n_frames, row0 = pos0 - cap.pos0;
+  Backend& be = *dispatcher_->chain().front();
+  const Tensor& kt = conv.cross->k[layer];
+  std::vector<float> qh, kh;
+  const float* qp = static_cast<const float*>(q.data);
+  const float* kp = static_cast<const float*>(kt.data);
+  if (!be.host_memory()) {  // the device path: q of this chunk and the window's cross K to the host
+    qh.resize(static_cast<size_t>(T * d));
+    kh.resize(static_cast<size_t>(S * d));
+    be.download_f32(q, qh.data());
+    be.download_f32(kt, kh.data());
+    qp = qh.data();
+    kp = kh.data();
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const int64_t rows = static_cast<int64_t>(sel.size()) * T;
+  pool_->parallel_for(rows, [&](int64_t begin, int64_t end) {
+    std::vector<double> s(static_cast<size_t>(F));
+    for (int64_t r = begin; r < end; ++r) {
+      const size_t i = sel[static_cast<size_t>(r / T)];
+      const int64_t t = r % T, h = (*cap.heads)[i].second;
+      const float* qr = qp + t * d + h * hd;
+      double mx = -INFINITY;
+      for (int64_t f = 0; f < F; ++f) {
+        const float* kr = kp + f * d + h * hd;
+        double acc = 0.0;
+        for (int64_t j = 0; j < hd; ++j) acc += static_cast<double>(qr[j]) * static_cast<double>(kr[j]);
+        s[static_cast<size_t>(f)] = acc * scale;
+        mx = std::max(mx, acc * scale);
+      }
+      double sum = 0.0;
+      for (int64_t f = 0; f < F; ++f) sum += (s[static_cast<size_t>(f)] = std::exp(s[static_cast<size_t>(f)] - mx));
+      float* out = cap.out + (static_cast<int64_t>(i) * cap.T + row0 + t) * F;
+      for (int64_t f = 0; f < F; ++f) out[f] = static_cast<float>(s[static_cast<size_t>(f)] / sum);
+    }
+  });
+}
+
+void Whisper::cross_attention(Conversation& base, const int32_t* ids, int64_t T,
+                              const std::vector<std::pair<int64_t, int64_t>>& heads, int64_t n_frames, float* logits,
+                              float* attn) {
+  Conversation::Use use(base);
+  auto& conv = static_cast<WhisperConversation&>(base);
+  file_->check_unchanged();
+  if (!conv.cross)
+    throw_invalid_config("conversation", "the whisper session has no encoder output: call start(encoder_output) first");
+  check_forward_args(conv, ids, T, plan_.vocab);
+  if (n_frames < 1 || n_frames > plan_.S)
+    throw_invalid_config("n_frames", "must be in [1, " + std::to_string(plan_.S) + "] (got " +
+                                         std::to_string(n_frames) + ")");
+  for (const auto& [l, h] : heads)
+    if (l < 0 || l >= plan_.dec_layers || h < 0 || h >= plan_.dec_heads)
+      throw_invalid_config("alignment_heads", "(" + std::to_string(l) + ", " + std::to_string(h) +
+                                                  ") is not a decoder cross-attention head (" +
+                                                  std::to_string(plan_.dec_layers) + " layers of " +
+                                                  std::to_string(plan_.dec_heads) + " heads)");
+  AttnCapture cap;
+  cap.heads = &heads;
+  cap.n_frames = n_frames;
+  cap.T = T;
+  cap.pos0 = conv.position();
+  cap.out = attn;
+  struct Clear {
+    WhisperConversation& c;
+    ~Clear() { c.capture = nullptr; }
+  } clear{conv};
+  conv.capture = &cap;
+  const int64_t V = plan_.vocab;
+  for (int64_t off = 0; off < T;) {
+    const int64_t len = std::min(kForwardChunk, T - off);
+    const int64_t pos = conv.position();
+    {
+      auto lock = device_lock(*dispatcher_);
+      forward_chunk(conv, ids + off, len, true, logits + off * V);
+    }
+    for (int64_t i = 0; i < len * V; ++i)
+      if (!std::isfinite(logits[off * V + i])) {
+        conv.truncate(pos);
+        check_finite(logits + off * V, len * V, *file_, "decoder");
+      }
+    off += len;
+  }
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model/model.h"
 
@@ -50,6 +52,17 @@ class WhisperModel : public Model {
   // Position 0 and no cross K/V (start() needed before the next forward).
   virtual void reset(Conversation& conv) = 0;
   virtual bool started(Conversation& conv) const = 0;
+  // Word alignment (docs/whisper.md "Word timestamps"): runs the decoder on ids[0..T) as
+  // forward does (appending to the self cache; logits [T, vocab] into `logits`) and writes,
+  // for each listed (layer, head) of the cross attention, the probabilities
+  // softmax(q_t . k_f * head_dim^-0.5) over the first n_frames encoder positions f:
+  // attn [heads.size(), T, n_frames]. n_frames = n_audio_ctx gives the attention weights of
+  // the forward itself. The rows are computed on the host (device backends download q and
+  // the window's cross K). InvalidConfig for a head outside the decoder or n_frames outside
+  // [1, n_audio_ctx], and as forward for the rest.
+  virtual void cross_attention(Conversation& conv, const int32_t* ids, int64_t T,
+                               const std::vector<std::pair<int64_t, int64_t>>& heads, int64_t n_frames,
+                               float* logits, float* attn) = 0;
 };
 
 std::shared_ptr<Model> make_whisper(std::shared_ptr<ModelFile> file, const LoadOptions& opts);

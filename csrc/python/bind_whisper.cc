@@ -5,7 +5,10 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <pybind11/stl.h>
+
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/errors.h"
@@ -64,6 +67,29 @@ py::array_t<float> encode_audio(Model& m, const py::object& mel_obj) {
   return out;
 }
 
+py::tuple cross_attention(Model& m, Conversation& c,
+                          py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids,
+                          const std::vector<std::pair<int64_t, int64_t>>& heads, int64_t n_frames) {
+  WhisperModel& w = whisper(m);
+  if (ids.ndim() != 1) throw_shape_mismatch("cross_attention (ids)", {-1}, {static_cast<int64_t>(ids.ndim())});
+  const int64_t n = ids.shape(0);
+  if (n == 0) throw_shape_mismatch("cross_attention (ids)", {1}, {0});
+  if (heads.empty()) throw_invalid_config("alignment_heads", "no (layer, head) pair listed");
+  if (n_frames < 1 || n_frames > w.n_audio_ctx())
+    throw_invalid_config("n_frames", "must be in [1, " + std::to_string(w.n_audio_ctx()) + "] (got " +
+                                         std::to_string(n_frames) + ")");
+  py::array_t<float> logits(std::vector<py::ssize_t>{n, w.vocab_size()});
+  py::array_t<float> attn(std::vector<py::ssize_t>{static_cast<py::ssize_t>(heads.size()), n, n_frames});
+  const int32_t* p = ids.data();
+  float* lo = logits.mutable_data();
+  float* ao = attn.mutable_data();
+  {
+    py::gil_scoped_release release;
+    w.cross_attention(c, p, n, heads, n_frames, lo, ao);
+  }
+  return py::make_tuple(logits, attn);
+}
+
 }  // namespace
 
 void bind_whisper(py::module_& m) {
@@ -109,6 +135,11 @@ void bind_whisper(py::module_& m) {
         py::gil_scoped_release release;
         w.copy_state(dst, src);
       }, py::arg("dst"), py::arg("src"), "dst takes src's state (self cache copied, cross K/V shared, position).")
+      .def("whisper_cross_attention", &cross_attention, py::arg("conversation"), py::arg("ids"), py::arg("heads"),
+           py::arg("n_frames"),
+           "Runs the decoder on ids (as forward, appending to the self cache): (logits float32[n, vocab], "
+           "attn float32[len(heads), n, n_frames]), attn[i] the cross-attention probabilities of heads[i] = "
+           "(layer, head): softmax over the first n_frames encoder positions.")
       .def("whisper_reset", [](Model& mm, Conversation& c) { whisper(mm).reset(c); }, py::arg("conversation"))
       .def("whisper_started", [](Model& mm, Conversation& c) { return whisper(mm).started(c); },
            py::arg("conversation"));

@@ -133,6 +133,10 @@ class Model:
         """
         dst takes src's state (self cache copied, cross K/V shared, position).
         """
+    def whisper_cross_attention(self, conversation: Conversation, ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], heads: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex]], n_frames: typing.SupportsInt | typing.SupportsIndex) -> tuple:
+        """
+        Runs the decoder on ids (as forward, appending to the self cache): (logits float32[n, vocab], attn float32[len(heads), n, n_frames]), attn[i] the cross-attention probabilities of heads[i] = (layer, head): softmax over the first n_frames encoder positions.
+        """
     def whisper_dims(self) -> dict:
         """
         n_mels, n_audio_ctx, d_model, n_text_ctx, n_vocab of a whisper model.

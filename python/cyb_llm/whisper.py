@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _core
-from .model import Conversation
+from .model import Conversation, token_id_array
 
 
 class WhisperSession(Conversation):
@@ -39,6 +39,19 @@ class WhisperSession(Conversation):
         """Runs `tokens` at the current position: logits [len(tokens), vocab] (or [vocab] of the
         last one when all_logits is False)."""
         return super().forward(tokens, all_logits)
+
+    def cross_attention(self, tokens: Sequence[int] | np.ndarray, heads: Sequence[Sequence[int]],
+                        n_frames: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Runs `tokens` at the current position as forward does (appending to the self cache) and
+        returns (logits float32 [n, vocab], attn float32 [len(heads), n, n_frames]): attn[i] holds
+        the cross-attention probabilities of heads[i] = (layer, head), the softmax of
+        q . k / sqrt(head_dim) over the first `n_frames` encoder positions (default all
+        n_audio_ctx: the weights the forward itself uses). Computed on the host; on wgpu+rs the
+        q rows and the window's cross K are downloaded for it."""
+        arr = token_id_array(tokens, self.model.vocab_size)
+        hs = [(int(l), int(h)) for l, h in heads]
+        return self.model._native.whisper_cross_attention(self._native, arr, hs,
+                                                          self.model.n_audio_ctx if n_frames is None else int(n_frames))
 
     def clone(self) -> "WhisperSession":
         return WhisperSession(self.model, self.model._native.whisper_clone(self._native))
@@ -96,6 +109,12 @@ class WhisperModel:
         s.start(encoder_output)
         return s
 
+    def cross_attention(self, encoder_output: np.ndarray, tokens: Sequence[int], heads: Sequence[Sequence[int]],
+                        n_frames: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """WhisperSession.cross_attention of `tokens` from position 0 on a new session over
+        `encoder_output` (word timestamps: whisper_decode.find_alignment)."""
+        return self.session(encoder_output).cross_attention(tokens, heads, n_frames)
+
     def _pipeline(self) -> Any:
         p = getattr(self, "_pipe", None)
         if p is None:
@@ -110,9 +129,11 @@ class WhisperModel:
         detected on multilingual models), task ("transcribe" | "translate"), beam_size (5), best_of,
         patience, length_penalty, temperature (the fallback sequence), compression_ratio_threshold,
         log_prob_threshold, no_speech_threshold, condition_on_previous_text, initial_prompt,
-        without_timestamps, max_initial_timestamp. Returns {"text", "language",
-        "language_probability", "segments": [{"id", "seek", "start", "end", "text", "tokens",
-        "temperature", "avg_logprob", "compression_ratio", "no_speech_prob"}]} (docs/whisper.md)."""
+        without_timestamps, max_initial_timestamp, word_timestamps (False), prepend_punctuations,
+        append_punctuations. Returns {"text", "language", "language_probability", "segments":
+        [{"id", "seek", "start", "end", "text", "tokens", "temperature", "avg_logprob",
+        "compression_ratio", "no_speech_prob"}]} (docs/whisper.md); with word_timestamps each
+        segment also has "words": [{"word", "start", "end", "probability"}]."""
         from .audio import load_audio
 
         samples = load_audio(audio)
@@ -125,6 +146,13 @@ class WhisperModel:
         from .audio import load_audio
 
         return self._pipeline().transcribe_stream(load_audio(audio), **options)
+
+    def forward_batch(self, sessions: Sequence[WhisperSession], tokens: Sequence[int]) -> np.ndarray:
+        """One token for each session in one batched forward (the weights read once for all rows;
+        sessions sharing a window's cross K/V take one cross-attention call): float32 logits
+        [len(sessions), vocab]; each session advances by one."""
+        ids = token_id_array(tokens, self.vocab_size)
+        return self._native.forward_batch([s._native for s in sessions], ids)
 
     def encode(self, mel: np.ndarray) -> np.ndarray:
         """Encoder output of a log-mel window float32 [n_mels, 2 * n_audio_ctx] -> [n_audio_ctx, d_model]
