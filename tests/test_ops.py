@@ -953,6 +953,43 @@ def test_fused_swiglu(enc, backend, precise):
         assert rel_err(y, y_u) <= TOL_FUSED
 
 
+@pytest.mark.parametrize("enc", ["f32", "f16", "bf16", "q8_0", "q4_k"])
+def test_fused_matmul_epilogues(enc, backend, precise):
+    """fused_matmul_gelu (erf and tanh) and fused_matmul_add, with and without bias, against the
+    f64 reference and against the unfused matmul + gelu / add. T = 40, N = 37: on the amx
+    level's bf16 split GEMM a full block (32 x 32, stored straight into y, its epilogue run
+    there) and ragged ones at both edges."""
+    rng = np.random.default_rng(29)
+    k = row_lengths(enc)[0]
+    w, deq = random_weight(enc, 37, k, rng)
+    for T in (1, 40):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        bias = rng.standard_normal(37).astype(np.float32)
+        res = rng.standard_normal((T, 37)).astype(np.float32)
+        mm = mm_ref(x, deq, enc, backend, precise)
+        attrs = {"precise": precise}
+        for erf, f in ((True, UNARY["gelu"][0]), (False, gelu_tanh64)):
+            (y,) = run("fused_matmul_gelu", [x, w, bias], dict(attrs, gelu_erf=erf), backend=backend)
+            assert rel_err(y, f(mm + bias)) <= TOL_F32, (T, erf)
+            (m,) = run("matmul", [x, w, bias], attrs, backend=backend)
+            (u,) = run("gelu" if erf else "gelu_tanh", [m], backend=backend)
+            assert rel_err(y, u) <= TOL_FUSED, (T, erf)
+        (y,) = run("fused_matmul_gelu", [x, w], dict(attrs, gelu_erf=True), backend=backend)
+        assert rel_err(y, UNARY["gelu"][0](mm)) <= TOL_F32, T
+        (y,) = run("fused_matmul_add", [x, w, res, bias], attrs, backend=backend)
+        assert rel_err(y, mm + bias + res) <= TOL_F32, T
+        (y,) = run("fused_matmul_add", [x, w, res], attrs, backend=backend)
+        assert rel_err(y, mm + res) <= TOL_F32, T
+
+
+def test_fused_matmul_add_residual_shape():
+    x = np.zeros((3, 32), np.float32)
+    w = np.zeros((5, 32), np.float32)
+    from cyb_llm.errors import ShapeMismatch
+    with pytest.raises(ShapeMismatch, match="residual"):
+        _core.run_op("fused_matmul_add", [x, w, np.zeros((3, 4), np.float32)], {}, None, "auto", "cpu")
+
+
 @pytest.mark.parametrize("enc", ["q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q6_k"])
 def test_fused_swiglu_many_rows(enc, backend, precise):
     """Gate and up rows spread over several work items (one decode step shares one

@@ -72,6 +72,10 @@ enum class OpKind : uint16_t {
   // (x = 0 outside [0, L)), t < L_out = (L + 2*padding - k) / stride + 1.  out [.., L_out, C_out]
   // (time-major rows, what matmul takes).
   Conv1d = 28,
+  // in: x, W (, bias).  y = gelu_tanh(x @ W^T + bias) (gelu erf when attr gelu_erf).
+  FusedMatmulGelu = 29,
+  // in: x, W, residual [.., N] (, bias).  y = (x @ W^T + bias) + residual.
+  FusedMatmulAdd = 30,
   COUNT_PLUS_ONE
 };
 

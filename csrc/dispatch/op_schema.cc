@@ -251,6 +251,11 @@ std::vector<OpSchema> build_table() {
      {Ai("stride", true, F::Stride, 1, 1 << 12), Ai("padding", false, F::Padding, 0, 1 << 12),
       A("channels_first", Bo, false, F::ChannelsFirst)},
      {x, {"weight", kDtFloat}, {"bias", kDtF32, IS::RowsOf, 1}}, {out}, ShapeRule::Given, 0, check_conv1d},
+    {OpKind::FusedMatmulGelu, "fused_matmul_gelu", 2, 3, 1, false, {A("gelu_erf", Bo, false, F::GeluErf)},
+     {x, {"weight", kDtWeight, IS::WeightK0}, {"bias", kDtF32, IS::RowsOf, 1}}, {out}, ShapeRule::ColsRowsOf, 1},
+    {OpKind::FusedMatmulAdd, "fused_matmul_add", 3, 4, 1, false, {},
+     {x, {"weight", kDtWeight, IS::WeightK0}, {"residual", kDtF32, IS::MatmulOut, 1}, {"bias", kDtF32, IS::RowsOf, 1}},
+     {out}, ShapeRule::ColsRowsOf, 1},
   };
   // clang-format on
   return t;
@@ -394,6 +399,7 @@ void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, in
       case IS::Cols0: need_numel(op, t, s0.cols(), is.name); break;
       case IS::RowsOf: need_numel(op, t, in[is.arg].shape.d[0], is.name); break;
       case IS::Rows0: need_numel(op, t, s0.rows(), is.name); break;
+      case IS::MatmulOut: need_numel(op, t, s0.rows() * in[is.arg].shape.d[0], is.name); break;
       case IS::WeightK0: {
         const int64_t K = t.shape.ndim == 2 ? t.shape.d[1] : -1;
         if (s0.cols() != K) bad_shape(op, {-1, K}, s0, s.inputs[0].name);

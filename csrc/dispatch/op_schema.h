@@ -48,6 +48,7 @@ enum class InShape : uint8_t {
   WeightK0,    // a weight [N, cols(in0)]
   WeightSelf,  // a weight [N, K] (any K)
   WeightLike,  // a weight shaped like in[arg]
+  MatmulOut,   // numel == rows(in0) * rows(d[0]) of the weight in[arg] (a matmul's output: a residual)
 };
 
 struct InputSpec {

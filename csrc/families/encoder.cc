@@ -578,6 +578,30 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     else d.run(make_op(OpKind::Matmul, label), {x, W}, {y}, ctx);
   };
 
+  // y = x W^T (+ bias) + residual, and y = act(x W^T (+ bias)): one fused op where the
+  // backend has it (the CPU: the epilogue runs on each block of y while it is in cache),
+  // else the matmul and then the add / activation op.
+  auto matmul_add = [&](const Tensor& x, const Tensor& W, const Tensor& bias, const Tensor& residual, Tensor* y,
+                        const char* label) {
+    const Op op = make_op(OpKind::FusedMatmulAdd, label);
+    const Tensor in[4] = {x, W, residual, bias};
+    const int n = bias.data ? 4 : 3;
+    if (be.supports(op, in, n)) return d.run(op, in, n, y, 1, ctx);
+    Tensor t = frame(y->shape);
+    matmul(x, W, bias, &t, label);
+    d.run(make_op(OpKind::Add, label), {t, residual}, {y}, ctx);
+  };
+  auto matmul_act = [&](const Tensor& x, const Tensor& W, const Tensor& bias, OpKind act, Tensor* y,
+                        const char* label) {
+    Op op = make_op(OpKind::FusedMatmulGelu, label);
+    op.a.gelu_erf = act == OpKind::Gelu;
+    const Tensor in[3] = {x, W, bias};
+    const int n = bias.data ? 3 : 2;
+    if ((act == OpKind::Gelu || act == OpKind::GeluTanh) && be.supports(op, in, n)) return d.run(op, in, n, y, 1, ctx);
+    matmul(x, W, bias, y, label);
+    d.run(make_op(act, label), {*y}, {y}, ctx);
+  };
+
   // rows of src picked by the indices idx (an embedding op over the activations)
   auto gather = [&](const Tensor& idx, const Tensor& src, Tensor* dst, const char* label) {
     d.run(make_op(OpKind::Embedding, label), {idx, src}, {dst}, ctx);
@@ -603,7 +627,7 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const bool reuse = be.host_memory();  // a host backend finishes each op before the next
-  Tensor q, k, v, att, qr, kr, vr, attr, o, s, x1, up, gt, f;  // q..att: padded [B*T]; the rest: rows [N]
+  Tensor q, k, v, att, qr, kr, vr, attr, s, x1, up, gt;  // q..att: padded [B*T]; the rest: rows [N]
   auto layer_frames = [&] {
     q = frame(Shape{BT, H});
     k = frame(Shape{BT, H});
@@ -617,12 +641,10 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     } else {
       qr = q, kr = k, vr = v, attr = att;
     }
-    o = frame(Shape{N, H});
     s = frame(Shape{N, H});
     x1 = frame(Shape{N, H});
     up = frame(Shape{N, I});
     if (modern) gt = frame(Shape{N, I});
-    f = frame(Shape{N, H});
   };
   if (reuse) layer_frames();
   auto attention = [&](const EncLayer& L, const Tensor& h) {  // attr = attention(h Wq, h Wk, h Wv)
@@ -660,8 +682,7 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     if (modern) {  // pre-norm: x += attn(attn_norm(x)); x += Wo(act(h Wi_in) * (h Wi_gate)), h = mlp_norm(x)
       if (L.ln1.data) layer_norm(x, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
       attention(L, L.ln1.data ? x1 : x);
-      matmul(attr, L.o, L.bo, &o, L.label[kO].c_str());
-      d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
+      matmul_add(attr, L.o, L.bo, x, &s, L.label[kO].c_str());
       layer_norm(s, L.ln2, L.ln2b, &x1, L.label[kLn2].c_str());
       matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
       matmul(x1, L.gate, L.bgate, &gt, L.label[kFfn].c_str());
@@ -669,17 +690,13 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
       g.a.gelu_erf = plan_.act == OpKind::Gelu;
       Tensor act = frame(Shape{N, I});
       d.run(g, {up, gt}, {&act}, ctx);
-      matmul(act, L.down, L.bdown, &f, L.label[kFfn].c_str());
-      d.run(make_op(OpKind::Add, L.label[kLn2].c_str()), {f, s}, {&xn}, ctx);
+      matmul_add(act, L.down, L.bdown, s, &xn, L.label[kFfn].c_str());
     } else {  // post-norm: x = ln1(x + attn(x)); x = ln2(x + ffn(x))
       attention(L, x);
-      matmul(attr, L.o, L.bo, &o, L.label[kO].c_str());
-      d.run(make_op(OpKind::Add, L.label[kO].c_str()), {o, x}, {&s}, ctx);
+      matmul_add(attr, L.o, L.bo, x, &s, L.label[kO].c_str());
       layer_norm(s, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
-      matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
-      d.run(make_op(plan_.act, L.label[kFfn].c_str()), {up}, {&up}, ctx);
-      matmul(up, L.down, L.bdown, &f, L.label[kFfn].c_str());
-      d.run(make_op(OpKind::Add, L.label[kLn2].c_str()), {f, x1}, {&s}, ctx);
+      matmul_act(x1, L.up, L.bup, plan_.act, &up, L.label[kFfn].c_str());
+      matmul_add(up, L.down, L.bdown, x1, &s, L.label[kFfn].c_str());
       layer_norm(s, L.ln2, L.ln2b, &xn, L.label[kLn2].c_str());
     }
     x = xn;

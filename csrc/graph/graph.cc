@@ -248,6 +248,13 @@ void infer_shapes(Graph& g) {
             case InShape::WeightSelf:
               need_matrix(i, is.shape == InShape::WeightK0 ? K : cols(in(i).shape), is.name);
               break;
+            case InShape::MatmulOut: {  // the matmul's output shape: in0 with its last dim = the weight's rows
+              need_f32_act(i, is.name);
+              SymShape want = in(0).shape;
+              want.back() = in(static_cast<size_t>(is.arg)).shape[0];
+              need_same(i, want, is.name);
+              break;
+            }
             case InShape::WeightLike: {
               const Dim N = need_matrix(i, K, is.name);
               const Dim N0 = in(static_cast<size_t>(is.arg)).shape[0];

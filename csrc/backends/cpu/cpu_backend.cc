@@ -74,6 +74,14 @@ X86Features detect_x86() {
 }
 #endif
 
+const struct Tables& tables();
+
+// A fused matmul epilogue where a level has no kernel of its own: that level's
+// matmul, then its GELU or add over the output (the reference table's is the
+// definition: each step rounded to f32 as the unfused ops are).
+template <int L>
+void composed_matmul_epilogue(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+
 struct Tables {
   cpu::KernelTable t[5];
   bool ok[5] = {true, false, false, false, false};
@@ -100,8 +108,33 @@ struct Tables {
     cpu::fill_neon_kernels(t[3]);
     ok[3] = true;
 #endif
+    const cpu::Kernel composed[5] = {composed_matmul_epilogue<0>, composed_matmul_epilogue<1>,
+                                     composed_matmul_epilogue<2>, composed_matmul_epilogue<3>,
+                                     composed_matmul_epilogue<4>};
+    for (int i = 0; i < 5; ++i)
+      for (OpKind k : {OpKind::FusedMatmulGelu, OpKind::FusedMatmulAdd})
+        if (!t[i][k]) t[i][k] = composed[i];
   }
 };
+
+template <int L>
+void composed_matmul_epilogue(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
+  const cpu::KernelTable& t = tables().t[L];
+  const bool add = op.kind == OpKind::FusedMatmulAdd;
+  const int bias_at = add ? 3 : 2;
+  const Tensor mm[3] = {in[0], in[1], n_in > bias_at ? in[bias_at] : Tensor{}};
+  Op step = op;
+  step.kind = OpKind::Matmul;
+  t[OpKind::Matmul](step, mm, n_in > bias_at ? 3 : 2, out, n_out, ctx);
+  if (add) {
+    const Tensor ab[2] = {out[0], in[2]};
+    step.kind = OpKind::Add;
+    t[OpKind::Add](step, ab, 2, out, n_out, ctx);
+  } else {
+    step.kind = op.a.gelu_erf ? OpKind::Gelu : OpKind::GeluTanh;
+    t[step.kind](step, out, 1, out, n_out, ctx);
+  }
+}
 
 const Tables& tables() {
   static const Tables t;

@@ -191,7 +191,7 @@ constexpr int64_t kPairs = 4;
 }  // namespace
 
 bool amx_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
-                      ExecContext& ctx) {
+                      ExecContext& ctx, const BlockEpilogue* epi) {
   if (T < kPackedMinTokens || !float_weights(W.dtype) || !amx_available()) return false;
   const int64_t N = W.shape.d[0];
   const size_t rb = row_bytes(W.dtype, K);
@@ -268,13 +268,16 @@ bool amx_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, con
             else if (two_t) micro<2, 1>(a, s, k0, k1, w0, w1, src, dst);
             else if (two_n) micro<1, 2>(a, s, k0, k1, w0, w1, src, dst);
             else micro<1, 1>(a, s, k0, k1, w0, w1, src, dst);
-            if (direct || k1 < s.kpc) continue;
-            const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
-            for (int64_t r = 0; r < rows; ++r) {
-              float* yr = y + (t0 + r) * N + n0;
-              _mm512_mask_storeu_ps(yr, m0, _mm512_load_ps(c + r * 32));
-              if (m1) _mm512_mask_storeu_ps(yr + 16, m1, _mm512_load_ps(c + r * 32 + 16));
+            if (k1 < s.kpc) continue;
+            if (!direct) {
+              const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+              for (int64_t r = 0; r < rows; ++r) {
+                float* yr = y + (t0 + r) * N + n0;
+                _mm512_mask_storeu_ps(yr, m0, _mm512_load_ps(c + r * 32));
+                if (m1) _mm512_mask_storeu_ps(yr + 16, m1, _mm512_load_ps(c + r * 32 + 16));
+              }
             }
+            if (epi) (*epi)(t0, rows, n0, cols);
           }
         }
       }

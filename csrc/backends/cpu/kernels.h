@@ -60,8 +60,15 @@ bool amx_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y,
 // amx level, fast mode, F32 / F16 / BF16 weights, T >= kPackedMinTokens: the
 // product on AMX-BF16 tiles with each value split into two bf16 numbers
 // (fgemm_amx.cc); y = x @ W^T + bias (bias may be null). False when it does not apply.
+// `epi`, when given, runs on each finished block of y (rows t0.., columns n0..)
+// while it is still in cache: the fused matmul epilogues (GELU, residual add).
+struct BlockEpilogue {
+  void (*fn)(const void* state, int64_t t0, int64_t rows, int64_t n0, int64_t cols) = nullptr;
+  const void* state = nullptr;
+  void operator()(int64_t t0, int64_t rows, int64_t n0, int64_t cols) const { fn(state, t0, rows, n0, cols); }
+};
 bool amx_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
-                      ExecContext& ctx);
+                      ExecContext& ctx, const BlockEpilogue* epi = nullptr);
 void fill_amx_kernels(KernelTable& t);
 #endif
 #if defined(CYB_ARM64)
