@@ -23,7 +23,12 @@ struct Row { n: u32, top_k: u32, flags: u32, mask_off: u32, temperature: f32, to
 @group(0) @binding(4) var<storage, read_write> S: array<f32>;   // [rows, 2n]: processed logits, then masses
 @group(0) @binding(5) var<storage, read_write> OUT: array<i32>;  // [rows, 4]: token, used u, first NaN, first non-finite
 
+// Threads per row: 256, or 64 for short rows (WG64: fewer idle threads per barrier).
+//#if WG64
+const WG: u32 = 64u;
+//#else
 const WG: u32 = 256u;
+//#endif
 const NONE: u32 = 0xFFFFFFFFu;
 var<workgroup> red_f: array<f32, 256>;
 var<workgroup> red_g: array<f32, 256>;
@@ -107,25 +112,58 @@ fn above(k: vec2<u32>, ge: bool, sorted: bool) -> vec2<f32> {
   return sum2(m, c);
 }
 
-// The largest key k for which pred(above(k, ge)) holds (pred holds at k = 0 or
-// the answer is 0). mode 0: count >= 1 (the first key); 1: count >= t (the last
-// of t candidates); 2: a - mass <= t (top-p: the last removed key); 3: mass > t
-// (the draw's crossing).
+fn pred(mode: u32, r: vec2<f32>, a: f32, t: f32) -> bool {
+  if (mode == 1u) { return r.y >= t; }
+  if (mode == 2u) { return a - r.x <= t; }
+  return r.x > t;
+}
+
+// The largest key k for which pred(above(k, ge)) holds (the answer is 0 when it
+// holds nowhere). mode 1: count >= t (the last of t candidates); 2: a - mass <= t
+// (top-p: just below the last kept key); 3: mass > t (the draw's crossing). In
+// logit order the logit half of the key goes first, and the id half only when
+// several candidates share the logit found (a tie); in id order only the id half.
 fn search(mode: u32, a: f32, t: f32, sorted: bool) -> vec2<u32> {
   var k = vec2<u32>(0u, 0u);
   let ge = mode != 2u;
-  for (var b = 0u; b < 64u; b++) {
+  if (sorted) {
+    for (var b = 0u; b < 32u; b++) {
+      var c = k;
+      c.x = k.x | (1u << (31u - b));
+      k = select(k, c, pred(mode, above(c, ge, sorted), a, t));
+    }
+    var cnt = 0.0;
+    var first = NONE;
+    for (var i = lid; i < n; i += WG) {
+      if (S[eb + i] >= 0.0 && okey(S[wb + i]) == k.x) {
+        cnt += 1.0;
+        first = min(first, i);
+      }
+    }
+    let tie = sum2(cnt, 0.0).x;
+    let id = min_u(first);
+    if (tie <= 1.0) {
+      // One candidate there: its key (mode 2: just below it). None: no candidate
+      // has this logit, and any id half gives the same answer.
+      if (tie == 1.0) { k.y = select(~id, ~id - 1u, mode == 2u); }
+      return k;
+    }
+  }
+  for (var b = 0u; b < 32u; b++) {
     var c = k;
-    if (b < 32u) { c.x = k.x | (1u << (31u - b)); } else { c.y = k.y | (1u << (63u - b)); }
-    let r = above(c, ge, sorted);
-    var ok = false;
-    if (mode == 0u) { ok = r.y >= 1.0; }
-    if (mode == 1u) { ok = r.y >= t; }
-    if (mode == 2u) { ok = a - r.x <= t; }
-    if (mode == 3u) { ok = r.x > t; }
-    k = select(k, c, ok);
+    c.y = k.y | (1u << (31u - b));
+    k = select(k, c, pred(mode, above(c, ge, sorted), a, t));
   }
   return k;
+}
+
+// The first candidate in logit order: the largest logit mx, lowest id among equals.
+fn first_key(mx: f32) -> vec2<u32> {
+  var j = NONE;
+  for (var i = lid; i < n; i += WG) {
+    if (S[eb + i] >= 0.0 && S[wb + i] == mx) { j = min(j, i); }
+  }
+  return vec2<u32>(okey(mx), ~min_u(j));
 }
 
 // Argmax of the processed logits, lowest id on ties; the lowest allowed id when
@@ -143,7 +181,7 @@ fn fallback(has_mask: bool, first_allowed: u32) -> u32 {
   return t;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: vec3<u32>) {
   lid = li.x;
   let r = wg.x;
@@ -247,7 +285,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
       let z = above(vec2<u32>(0u, 0u), true, false).x;
       let floor_mass = (1.0 - top_p) * z;
       sorted = true;
-      let first = search(0u, 0.0, 0.0, sorted);
+      let first = first_key(mx);
       let cut = search(2u, z, floor_mass, sorted);
       for (var i = lid; i < n; i += WG) {
         let ki = key(i, sorted);
@@ -282,7 +320,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
     if (tot.y == 0.0) {
       tok = fallback(has_mask, first_allowed);
     } else if (tot.y == 1.0) {
-      tok = ~search(0u, 0.0, 0.0, sorted).y;
+      var j = NONE;
+      for (var i = lid; i < n; i += WG) {
+        if (S[eb + i] >= 0.0) { j = min(j, i); }
+      }
+      tok = min_u(j);
     } else {
       used = true;
       let goal = u * tot.x;

@@ -1253,7 +1253,7 @@ void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, Dev
   DevBuf* rb = st.persistent(3, static_cast<uint64_t>(rows) * 16);
   A.wgpuQueueWriteBuffer(g_.queue, pb->bufs[0], 0, prm.data(), prm.size() * 4);
   A.wgpuQueueWriteBuffer(g_.queue, mb->bufs[0], 0, masks.data(), masks.size() * 4);
-  Pipeline& pl = pipeline(g_, "sample", {});
+  Pipeline& pl = pipeline(g_, "sample", n <= 4096 ? std::vector<std::string>{"WG64"} : std::vector<std::string>{});
   uint32_t p[4] = {u(rows), u(n), u(logits.offset / 4), 0};
   const uint64_t W = WGPU_WHOLE_SIZE;
   Bind b[] = {{1, act(st, logits), 0, W}, {2, pb->bufs[0], 0, W}, {3, mb->bufs[0], 0, W},
