@@ -146,6 +146,8 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       .def(
           "reset", [](cyb::Sampler& s, uint64_t seed) { s.reset(seed); }, py::arg("seed"),
           "Clear the history and restart the RNG from seed.")
+      .def("peek_uniform", &cyb::Sampler::peek_uniform,
+           "The uniform draw in [0, 1) the next sample would use, without taking it (device sampling, tests).")
       .def_property_readonly("history", [](const cyb::Sampler& s) { return s.history(); })
       .def_property_readonly("seed", [](const cyb::Sampler& s) { return s.config().seed; })
       .def_property(
