@@ -22,6 +22,7 @@ struct Row { n: u32, top_k: u32, flags: u32, mask_off: u32, temperature: f32, to
 @group(0) @binding(3) var<storage, read> M: array<u32>;
 @group(0) @binding(4) var<storage, read_write> S: array<f32>;   // [rows, 2n]: processed logits, then masses
 @group(0) @binding(5) var<storage, read_write> OUT: array<i32>;  // [rows, 4]: token, used u, first NaN, first non-finite
+@group(0) @binding(6) var<storage, read_write> IX: array<u32>;   // [rows, n]: the ids of top-k's candidates
 
 // Threads per row: 256, or 64 for short rows (WG64: fewer idle threads per barrier).
 //#if WG64
@@ -37,6 +38,8 @@ var<workgroup> res_f: f32;
 var<workgroup> res_g: f32;
 var<workgroup> res_u: u32;
 var<workgroup> prm: array<u32, 8>;
+var<workgroup> hist: array<atomic<u32>, 256>;
+var<workgroup> listed: atomic<u32>;
 
 var<private> lid: u32;
 // The row (set once, before any reduction): its length, the S offsets of its
@@ -44,6 +47,12 @@ var<private> lid: u32;
 var<private> n: u32;
 var<private> wb: u32;
 var<private> eb: u32;
+// The candidates after top-k: ids IX[xb .. xb + cn) (listed), else all n ids.
+var<private> xb: u32;
+var<private> cn: u32;
+var<private> listed_ids: bool;
+
+fn cand_id(j: u32) -> u32 { return select(j, IX[xb + j], listed_ids); }
 
 fn neg_inf() -> f32 { return bitcast<f32>(0xFF800000u); }
 
@@ -101,7 +110,8 @@ fn min_u(a: u32) -> u32 {
 fn above(k: vec2<u32>, ge: bool, sorted: bool) -> vec2<f32> {
   var m = 0.0;
   var c = 0.0;
-  for (var i = lid; i < n; i += WG) {
+  for (var j = lid; j < cn; j += WG) {
+    let i = cand_id(j);
     let e = S[eb + i];
     let ki = key(i, sorted);
     if (e >= 0.0 && (key_gt(ki, k) || (ge && all(ki == k)))) {
@@ -134,7 +144,8 @@ fn search(mode: u32, a: f32, t: f32, sorted: bool) -> vec2<u32> {
     }
     var cnt = 0.0;
     var first = NONE;
-    for (var i = lid; i < n; i += WG) {
+    for (var j = lid; j < cn; j += WG) {
+      let i = cand_id(j);
       if (S[eb + i] >= 0.0 && okey(S[wb + i]) == k.x) {
         cnt += 1.0;
         first = min(first, i);
@@ -159,11 +170,12 @@ fn search(mode: u32, a: f32, t: f32, sorted: bool) -> vec2<u32> {
 
 // The first candidate in logit order: the largest logit mx, lowest id among equals.
 fn first_key(mx: f32) -> vec2<u32> {
-  var j = NONE;
-  for (var i = lid; i < n; i += WG) {
-    if (S[eb + i] >= 0.0 && S[wb + i] == mx) { j = min(j, i); }
+  var f = NONE;
+  for (var j = lid; j < cn; j += WG) {
+    let i = cand_id(j);
+    if (S[eb + i] >= 0.0 && S[wb + i] == mx) { f = min(f, i); }
   }
-  return vec2<u32>(okey(mx), ~min_u(j));
+  return vec2<u32>(okey(mx), ~min_u(f));
 }
 
 // Argmax of the processed logits, lowest id on ties; the lowest allowed id when
@@ -208,6 +220,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
   let lb = p.off + r * p.stride;
   wb = r * 2u * n;
   eb = wb + n;
+  xb = r * n;
+  cn = n;
+  listed_ids = false;
   var sorted = false;
   let ninf = neg_inf();
 
@@ -245,25 +260,64 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
     tok = fallback(has_mask, first_allowed);  // greedy
   } else {
     if (top_k > 0u && top_k < n) {
-      // The k-th largest raw value: the largest key with at least k values >= it.
+      // The k-th largest raw value: the largest key with at least k values >= it,
+      // 8 bits a pass (a histogram of the next byte among the keys that share the
+      // bytes found so far).
       var kk = 0u;
-      for (var b = 0u; b < 32u; b++) {
-        let c = kk | (1u << (31u - b));
-        var cnt = 0.0;
-        for (var i = lid; i < n; i += WG) { cnt += select(0.0, 1.0, okey(S[wb + i]) >= c); }
-        kk = select(kk, c, sum2(cnt, 0.0).x >= f32(top_k));
+      var above_k = 0u;  // values whose key's found bytes are larger than kk's
+      for (var pz = 0u; pz < 4u; pz++) {
+        let shift = 24u - 8u * pz;
+        atomicStore(&hist[lid], 0u);
+        if (WG < 256u) {
+          for (var h = lid + WG; h < 256u; h += WG) { atomicStore(&hist[h], 0u); }
+        }
+        workgroupBarrier();
+        for (var i = lid; i < n; i += WG) {
+          let key = okey(S[wb + i]);
+          if (pz == 0u || (key >> (shift + 8u)) == (kk >> (shift + 8u))) {
+            atomicAdd(&hist[(key >> shift) & 255u], 1u);
+          }
+        }
+        workgroupBarrier();
+        if (lid == 0u) {
+          var cum = above_k;
+          var d = 0u;
+          for (var b = 255; b >= 0; b--) {
+            let h = atomicLoad(&hist[u32(b)]);
+            if (cum + h >= top_k) {
+              d = u32(b);
+              break;
+            }
+            cum += h;
+          }
+          prm[0] = kk | (d << shift);
+          prm[1] = cum;
+        }
+        let q2 = workgroupUniformLoad(&prm);
+        kk = q2[0];
+        above_k = q2[1];
       }
       let kth = ofloat(kk);
       let kth_scaled = kth / temp;
       let fin = (bitcast<u32>(kth) & 0x7F800000u) != 0x7F800000u;
       let near = select(kth, kth - abs(kth) * 1e-5, fin);
+      if (lid == 0u) { atomicStore(&listed, 0u); }
       storageBarrier();
+      workgroupBarrier();
       for (var i = lid; i < n; i += WG) {
         let w = S[wb + i];
         let keep = w != ninf && (w >= kth || (w >= near && w / temp >= kth_scaled));
         S[eb + i] = select(-1.0, 0.0, keep);
-        if (keep && temp != 1.0) { S[wb + i] = w / temp; }
+        if (keep) {
+          if (temp != 1.0) { S[wb + i] = w / temp; }
+          IX[xb + atomicAdd(&listed, 1u)] = i;
+        }
       }
+      storageBarrier();
+      workgroupBarrier();
+      if (lid == 0u) { prm[2] = atomicLoad(&listed); }
+      cn = workgroupUniformLoad(&prm)[2];
+      listed_ids = true;
       sorted = true;
     } else if (temp != 1.0) {
       for (var i = lid; i < n; i += WG) { S[wb + i] = S[wb + i] / temp; }
@@ -271,11 +325,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
     storageBarrier();
     // Masses relative to the largest candidate.
     var m = ninf;
-    for (var i = lid; i < n; i += WG) {
+    for (var j = lid; j < cn; j += WG) {
+      let i = cand_id(j);
       if (S[eb + i] >= 0.0) { m = max(m, S[wb + i]); }
     }
     let mx = max_f(m);
-    for (var i = lid; i < n; i += WG) {
+    for (var j = lid; j < cn; j += WG) {
+      let i = cand_id(j);
       let w = S[wb + i];
       if (S[eb + i] >= 0.0) { S[eb + i] = select(exp(w - mx), 0.0, w == ninf || mx == ninf); }
     }
@@ -287,7 +343,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
       sorted = true;
       let first = first_key(mx);
       let cut = search(2u, z, floor_mass, sorted);
-      for (var i = lid; i < n; i += WG) {
+      for (var j = lid; j < cn; j += WG) {
+        let i = cand_id(j);
         let ki = key(i, sorted);
         if (S[eb + i] >= 0.0 && !key_gt(ki, cut) && !all(ki == first)) { S[eb + i] = -1.0; }
       }
@@ -295,7 +352,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
     }
     if (min_p > 0.0) {
       let thresh = mx + log(min_p);
-      for (var i = lid; i < n; i += WG) {
+      for (var j = lid; j < cn; j += WG) {
+        let i = cand_id(j);
         let l = S[wb + i];
         if (S[eb + i] >= 0.0) {
           var keep = false;
@@ -312,7 +370,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
       storageBarrier();
     }
     // Candidates at -inf have no probability.
-    for (var i = lid; i < n; i += WG) {
+    for (var j = lid; j < cn; j += WG) {
+      let i = cand_id(j);
       if (S[wb + i] == ninf) { S[eb + i] = -1.0; }
     }
     storageBarrier();
@@ -320,11 +379,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
     if (tot.y == 0.0) {
       tok = fallback(has_mask, first_allowed);
     } else if (tot.y == 1.0) {
-      var j = NONE;
-      for (var i = lid; i < n; i += WG) {
-        if (S[eb + i] >= 0.0) { j = min(j, i); }
+      var f = NONE;
+      for (var j = lid; j < cn; j += WG) {
+        let i = cand_id(j);
+        if (S[eb + i] >= 0.0) { f = min(f, i); }
       }
-      tok = min_u(j);
+      tok = min_u(f);
     } else {
       used = true;
       let goal = u * tot.x;

@@ -689,7 +689,7 @@ struct State : BackendState {
   // Device sampling's buffers (row parameters, masks, scratch, results): kept for the
   // context's life (the result holds the token the next forward embeds); a larger
   // request gets new ones, the old stay in all_ until the context goes.
-  DevBuf* persist_[4] = {};
+  DevBuf* persist_[5] = {};
   DevBuf* persistent(int i, uint64_t bytes) {
     DevBuf*& d = persist_[i];
     if (d && d->bytes >= bytes) return d;
@@ -1251,13 +1251,14 @@ void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, Dev
   DevBuf* mb = st.persistent(1, masks.size() * 4);
   DevBuf* sb = st.persistent(2, static_cast<uint64_t>(rows) * 2 * static_cast<uint64_t>(n) * 4);
   DevBuf* rb = st.persistent(3, static_cast<uint64_t>(rows) * 16);
+  DevBuf* xb = st.persistent(4, static_cast<uint64_t>(rows) * static_cast<uint64_t>(n) * 4);
   A.wgpuQueueWriteBuffer(g_.queue, pb->bufs[0], 0, prm.data(), prm.size() * 4);
   A.wgpuQueueWriteBuffer(g_.queue, mb->bufs[0], 0, masks.data(), masks.size() * 4);
   Pipeline& pl = pipeline(g_, "sample", n <= 4096 ? std::vector<std::string>{"WG64"} : std::vector<std::string>{});
   uint32_t p[4] = {u(rows), u(n), u(logits.offset / 4), 0};
   const uint64_t W = WGPU_WHOLE_SIZE;
   Bind b[] = {{1, act(st, logits), 0, W}, {2, pb->bufs[0], 0, W}, {3, mb->bufs[0], 0, W},
-              {4, sb->bufs[0], 0, W}, {5, rb->bufs[0], 0, W}};
+              {4, sb->bufs[0], 0, W}, {5, rb->bufs[0], 0, W}, {6, xb->bufs[0], 0, W}};
   st.dispatch(pl, p, sizeof(p), b, u(rows), 1, 1);
   std::vector<int32_t> res(static_cast<size_t>(rows) * 4);
   st.read(rb->bufs[0], 0, res.data(), res.size() * 4);
