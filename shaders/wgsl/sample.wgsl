@@ -168,6 +168,61 @@ fn search(mode: u32, a: f32, t: f32, sorted: bool) -> vec2<u32> {
   return k;
 }
 
+// The draw in id order over the whole row (no top-k, no top-p): each thread sums
+// a contiguous run of ids, thread 0 finds the run where the running mass passes
+// `goal`, and that run's thread walks it. NONE-free: when rounding leaves the
+// crossing past the end, the last candidate (the CPU's rule).
+fn draw_in_id_order(goal: f32) -> u32 {
+  let run = (n + WG - 1u) / WG;
+  let lo = min(n, lid * run);
+  let hi = min(n, lo + run);
+  var part = 0.0;
+  var last = NONE;
+  for (var i = lo; i < hi; i++) {
+    let e = S[eb + i];
+    if (e >= 0.0) {
+      part += e;
+      last = i;
+    }
+  }
+  red_f[lid] = part;
+  red_u[lid] = last;
+  workgroupBarrier();
+  if (lid == 0u) {
+    var acc = 0.0;
+    var t = NONE;
+    var end = NONE;
+    for (var q = 0u; q < WG; q++) {
+      if (red_u[q] != NONE) { end = red_u[q]; }
+      if (t == NONE && acc + red_f[q] > goal) {
+        t = q;
+        res_f = acc;
+      }
+      if (t == NONE) { acc += red_f[q]; }
+    }
+    prm[3] = t;
+    prm[4] = end;
+  }
+  let q = workgroupUniformLoad(&prm);
+  if (q[3] == NONE) { return q[4]; }
+  if (lid == q[3]) {
+    var acc = res_f;
+    var pick = last;  // rounding: the run's last candidate
+    for (var i = lo; i < hi; i++) {
+      let e = S[eb + i];
+      if (e >= 0.0) {
+        acc += e;
+        if (acc > goal) {
+          pick = i;
+          break;
+        }
+      }
+    }
+    prm[5] = pick;
+  }
+  return workgroupUniformLoad(&prm)[5];
+}
+
 // The first candidate in logit order: the largest logit mx, lowest id among equals.
 fn first_key(mx: f32) -> vec2<u32> {
   var f = NONE;
@@ -388,11 +443,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
     } else {
       used = true;
       let goal = u * tot.x;
-      let k = search(3u, 0.0, goal, sorted);
-      if (k.x == 0u && k.y == 0u) {
-        tok = ~search(1u, 0.0, tot.y, sorted).y;  // u within rounding of z: the last candidate
+      if (!sorted && !listed_ids) {
+        tok = draw_in_id_order(goal);
       } else {
-        tok = ~k.y;
+        let k = search(3u, 0.0, goal, sorted);
+        if (k.x == 0u && k.y == 0u) {
+          tok = ~search(1u, 0.0, tot.y, sorted).y;  // u within rounding of z: the last candidate
+        } else {
+          tok = ~k.y;
+        }
       }
     }
   }
