@@ -395,6 +395,29 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
       // Keep the prefix (in order) while the mass at or below a token exceeds (1 - p) z.
       let z = above(vec2<u32>(0u, 0u), true, false).x;
       let floor_mass = (1.0 - top_p) * z;
+      if (!listed_ids) {
+        // As the CPU sampler: a token whose mass is below floor_mass / candidates has
+        // only smaller ones below it, so top-p removes it; the rest are listed, and the
+        // searches scan only them (few for a peaked distribution).
+        let tiny = floor_mass / f32(cn);
+        if (lid == 0u) { atomicStore(&listed, 0u); }
+        workgroupBarrier();
+        for (var i = lid; i < n; i += WG) {
+          let e = S[eb + i];
+          if (e >= 0.0) {
+            if (e < tiny) {
+              S[eb + i] = -1.0;
+            } else {
+              IX[xb + atomicAdd(&listed, 1u)] = i;
+            }
+          }
+        }
+        storageBarrier();
+        workgroupBarrier();
+        if (lid == 0u) { prm[2] = atomicLoad(&listed); }
+        cn = workgroupUniformLoad(&prm)[2];
+        listed_ids = true;
+      }
       sorted = true;
       let first = first_key(mx);
       let cut = search(2u, z, floor_mass, sorted);
