@@ -281,6 +281,14 @@ def test_host_fallbacks_give_the_same_text(byte_llama):
     assert forced[0] == _run(gpu, "Hello", SamplingParams(temperature=0.8, seed=9))[0]
 
 
+def test_forward_sample_refused_where_the_backend_cannot(byte_llama):
+    cpu, _ = _models(byte_llama)
+    conv = cpu.new_conversation(32)
+    with pytest.raises(InvalidConfig) as e:
+        _core.forward_sample(cpu._native, conv._native, [1, 2, 3], _core.Sampler(temperature=0.0))
+    assert e.value.field == "backend" and conv.position == 0
+
+
 def test_device_token_needs_a_device_draw(byte_llama):
     _, gpu = _models(byte_llama)
     conv = gpu.new_conversation(32)

@@ -133,7 +133,7 @@ DeviceDraw Model::forward_chunk_sample(Conversation&, const int32_t*, int64_t, c
 }
 
 DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s) {
-  if (!device_sampling()) forward_chunk_sample(conv, ids, n, s);  // the error above
+  if (!device_sampling()) Model::forward_chunk_sample(conv, ids, n, s);  // the error above
   Conversation::Use use(conv);
   file_->check_unchanged();
   int32_t held = conv.device_token();
