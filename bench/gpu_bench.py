@@ -110,6 +110,45 @@ def bench_ours(path, prompt, n_gen, backend, precise=False):
     return len(prompt) / (t1 - t0), n_gen / (t3 - t2), m
 
 
+def bench_device_sampling(m, prompt, n_gen, rounds=4):
+    """Decode tok/s with the token drawn on the host (logits read back, the CPU sampler) and on the
+    GPU (`_core.forward_sample`: only the token comes back, the next embedding reads it on the
+    device), greedy and with llama.cpp's default policy; the four interleaved in `rounds` rounds.
+    Returns {variant: tok/s} and whether each device run drew the host run's tokens."""
+    policies = {"greedy": dict(temperature=0.0),
+                "sampled": dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=7)}
+    runs = {}
+    for pol, cfg in policies.items():
+        for where in ("host", "device"):
+            c = m.new_conversation(len(prompt) + n_gen + 8)
+            s = _core.Sampler(**cfg)
+            s.accept_many(prompt)
+            if where == "host":
+                tok = s.sample(c.forward(prompt))
+            else:
+                tok = _core.forward_sample(m._native, c._native, prompt, s)
+            runs[(pol, where)] = dict(c=c, s=s, tok=tok, toks=[tok], t=0.0)
+    per = n_gen // rounds
+    for _ in range(rounds):
+        for (pol, where), r in runs.items():
+            c, s = r["c"], r["s"]
+            t0 = time.perf_counter()
+            if where == "host":
+                tok = r["tok"]
+                for _ in range(per):
+                    tok = s.sample(c.forward([tok]))
+                    r["toks"].append(tok)
+            else:
+                for _ in range(per):
+                    tok = _core.forward_sample(m._native, c._native, None, s)
+                    r["toks"].append(tok)
+            r["tok"] = tok
+            r["t"] += time.perf_counter() - t0
+    rates = {f"{pol}/{where}": per * rounds / r["t"] for (pol, where), r in runs.items()}
+    same = {pol: runs[(pol, "host")]["toks"] == runs[(pol, "device")]["toks"] for pol in policies}
+    return rates, same
+
+
 def bench_torch(spec, prompt, n_gen):
     import torch
     import transformers
@@ -173,6 +212,7 @@ def main():
     print("adapter:", json.dumps(info), flush=True)
     rows = []
     profiles: list[str] = []
+    sampling_lines: list[str] = []
     for name in args.models.split(","):
         spec = specs[name]
         t = time.perf_counter()
@@ -198,6 +238,13 @@ def main():
         # 2. speed (default fast mode: f32 activations, f16 KV cache)
         pp, tg, m = bench_ours(path, prompt, args.gen, "wgpu+rs")
         print(f"{name}: wgpu+rs prompt {pp:.0f} tok/s, generate {tg:.0f} tok/s", flush=True)
+        rates, same = bench_device_sampling(m, prompt, args.gen)
+        sampling_lines.append(
+            f"{name}: decode tok/s, token drawn on the host / on the GPU: greedy {rates['greedy/host']:.0f} / "
+            f"{rates['greedy/device']:.0f} ({rates['greedy/device'] / rates['greedy/host']:.2f}x), top-k 40 "
+            f"top-p 0.95 min-p 0.05 T 0.8 {rates['sampled/host']:.0f} / {rates['sampled/device']:.0f} "
+            f"({rates['sampled/device'] / rates['sampled/host']:.2f}x); same tokens: {same}")
+        print(sampling_lines[-1], flush=True)
         if args.profile:
             from gpu_profile import profile
 
@@ -248,6 +295,7 @@ def main():
     print(table)
     with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
         f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n{table}\n")
+        f.write("\n" + "\n".join(sampling_lines) + "\n")
         for p in profiles:
             f.write(f"\n{p}\n")
     return 0

@@ -10,6 +10,23 @@
 
 namespace cyb {
 
+// Sampling on the device (docs/generation.md, "Sampling on the GPU"): the stages
+// of Sampler (csrc/sampling/sampler.h) that a device kernel runs, per row.
+struct DeviceSampling {
+  float temperature = 0.0f;           // 0 = greedy
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float uniform = 0.0f;               // the host sampler's next uniform draw
+  const uint32_t* allowed = nullptr;  // nullptr or Sampler::mask_words(n) words (checked non-empty)
+};
+struct DeviceDraw {
+  int32_t token = -1;
+  bool used_uniform = false;  // the draw took `uniform` (more than one candidate was left)
+  int64_t first_nan = -1;     // the first NaN logit of the row (-1: none); then no token
+  int64_t first_nonfinite = -1;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -37,6 +54,16 @@ class Backend {
   // Raw bytes (t.nbytes()) between host memory and a tensor of this backend.
   virtual void write_bytes(const Tensor& t, const void* src);
   virtual void read_bytes(const Tensor& t, void* dst);
+
+  // Device sampling: true when sample_rows runs here (wgpu+rs). sample_rows draws
+  // one token from each row of `logits` ([rows, n] f32, a tensor of this backend)
+  // with s[row], writes out[row] (read back: a few bytes a row, never the logits)
+  // and keeps row 0's token on the device as sampled_token(ctx), an I32 [1] tensor
+  // that the next forward's embedding reads.
+  virtual bool can_sample() const { return false; }
+  virtual void sample_rows(const Tensor& logits, const DeviceSampling* s, DeviceDraw* out, int64_t rows,
+                           ExecContext& ctx);
+  virtual Tensor sampled_token(ExecContext& ctx);
 };
 
 }  // namespace cyb

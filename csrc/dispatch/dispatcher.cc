@@ -61,6 +61,10 @@ void Backend::release(Tensor& t) {
 }
 void Backend::write_bytes(const Tensor& t, const void* src) { std::memcpy(t.data, src, t.nbytes()); }
 void Backend::read_bytes(const Tensor& t, void* dst) { std::memcpy(dst, t.data, t.nbytes()); }
+void Backend::sample_rows(const Tensor&, const DeviceSampling*, DeviceDraw*, int64_t, ExecContext&) {
+  throw_unsupported_op("sample", name(), "-");
+}
+Tensor Backend::sampled_token(ExecContext&) { throw_unsupported_op("sample", name(), "-"); }
 
 // A host backend runs an op whose tensors live on a device backend: every device
 // tensor (inputs and outputs, since outputs may be updated in place, e.g. a KV
@@ -181,12 +185,30 @@ void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* o
   }
 }
 
+void Dispatcher::record(const char* label, const char* op, const Backend* b) {
+  Index& idx = *static_cast<Index*>(index_);
+  std::lock_guard<std::mutex> lk(idx.mu);
+  for (DispatchRecord& r : extra_)
+    if (r.label == label && r.op == op && r.backend == b->name()) {
+      r.count += 1;
+      return;
+    }
+  DispatchRecord r;
+  r.label = label;
+  r.op = op;
+  r.backend = b->name();
+  r.fallback = b != chain_.front();
+  r.count = 1;
+  extra_.push_back(r);
+}
+
 std::vector<DispatchRecord> Dispatcher::records() const {
   Index& idx = *static_cast<Index*>(index_);
   std::lock_guard<std::mutex> lk(idx.mu);
   std::vector<DispatchRecord> out;
-  out.reserve(slots_.size());
+  out.reserve(slots_.size() + extra_.size());
   for (const Slot* s : slots_) out.push_back(s->rec);
+  for (const DispatchRecord& r : extra_) out.push_back(r);
   return out;
 }
 
@@ -197,6 +219,7 @@ void Dispatcher::clear_records() {
     s->rec.count = 0;
     s->rec.total_ms = 0.0;
   }
+  for (DispatchRecord& r : extra_) r.count = 0;
 }
 
 }  // namespace cyb

@@ -31,6 +31,8 @@ class Dispatcher {
            ExecContext& ctx);
   void run(const Op& op, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor*> outputs,
            ExecContext& ctx);
+  // Records work that is not an op of the schema (device sampling: op "sample") as run by `b`.
+  void record(const char* label, const char* op, const Backend* b);
   void set_profiling(bool on) { profiling_.store(on, std::memory_order_relaxed); }
   std::vector<DispatchRecord> records() const;
   void clear_records();  // zeroes the counters (keeps the slots: no allocation afterwards)
@@ -44,6 +46,7 @@ class Dispatcher {
   std::atomic<bool> profiling_{false};  // set from any thread while forwards run
   struct Slot;
   std::vector<Slot*> slots_;
+  std::vector<DispatchRecord> extra_;  // record(): few entries, under the index's lock
   void* index_ = nullptr;
  public:
   ~Dispatcher();

@@ -230,6 +230,11 @@ class Decoder : public Model {
   void forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
                      float* logits) override;
   void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) override;
+  DeviceDraw forward_chunk_sample(Conversation& base, const int32_t* ids, int64_t T,
+                                  const DeviceSampling& s) override;
+
+ public:
+  bool device_sampling() const override { return dispatcher_->chain().front()->can_sample(); }
 
  private:
   // Rows [row0, row0 + n) of a forward belong to one conversation, from its position on.
@@ -239,7 +244,10 @@ class Decoder : public Model {
   };
   // The forward of T rows split in segments (one conversation's chunk, or one row per
   // conversation of a batched step); logits of every row when all_rows, else of the last.
-  void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_rows, float* logits);
+  // With `sample`, the last row's logits stay on the device and are sampled there
+  // into *draw; ids == nullptr: the one input is the backend's sampled token.
+  void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_rows, float* logits,
+                    const DeviceSampling* sample = nullptr, DeviceDraw* draw = nullptr);
 
  protected:
 
@@ -337,6 +345,16 @@ void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
   forward_rows(&seg, 1, ids, T, all_logits, logits);
 }
 
+DeviceDraw Decoder::forward_chunk_sample(Conversation& base, const int32_t* ids, int64_t T,
+                                         const DeviceSampling& s) {
+  auto& conv = static_cast<DecoderConversation&>(base);
+  if (ids) check_forward_args(conv, ids, T, plan_.vocab);
+  const Segment seg{&conv, 0, T};
+  DeviceDraw d;
+  forward_rows(&seg, 1, ids, T, false, nullptr, &s, &d);
+  return d;
+}
+
 void Decoder::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
   std::vector<Segment> segs;
   segs.reserve(static_cast<size_t>(n));
@@ -345,7 +363,7 @@ void Decoder::forward_batch_step(Conversation* const* convs, const int32_t* ids,
 }
 
 void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits,
-                           float* logits) {
+                           float* logits, const DeviceSampling* sample, DeviceDraw* draw) {
   // Frames come from the first conversation's context (every conversation of the
   // step is held by the caller); caches and positions are each segment's own.
   ExecContext& ctx = segs[0].conv->ctx();
@@ -371,9 +389,13 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   };
 
   Tensor ids_t;
-  ids_t.dtype = DType::I32;
-  ids_t.shape = Shape{T};
-  ids_t.data = const_cast<int32_t*>(ids);
+  if (ids) {
+    ids_t.dtype = DType::I32;
+    ids_t.shape = Shape{T};
+    ids_t.data = const_cast<int32_t*>(ids);
+  } else {
+    ids_t = be.sampled_token(ctx);  // the last draw, still on the device
+  }
 
   // x = embed(ids) [* sqrt(d)]
   Tensor x = frame(Shape{T, D});
@@ -501,7 +523,7 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   const int64_t rows = all_logits ? T : 1;
   Tensor hin = all_logits ? h : h.rows(T - 1, 1);
   Tensor out;
-  if (be.host_memory()) {  // the cpu path writes the caller's buffer directly
+  if (be.host_memory() && !sample) {  // the cpu path writes the caller's buffer directly
     out.dtype = DType::F32;
     out.shape = Shape{rows, plan_.vocab};
     out.data = logits;
@@ -514,7 +536,12 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     op.a.softcap = plan_.final_softcap;
     d.run(op, {out}, {&out}, ctx);
   }
-  if (!be.host_memory()) be.download_f32(out, logits);  // the forward's one read-back
+  if (sample) {
+    be.sample_rows(out, sample, draw, 1, ctx);  // the forward's one read-back: the draw
+    d.record("sample", "sample", &be);
+  } else if (!be.host_memory()) {
+    be.download_f32(out, logits);  // the forward's one read-back
+  }
   be.end_forward(ctx);
   for (size_t si = 0; si < nseg; ++si) segs[si].conv->advance(segs[si].n);
 }

@@ -102,6 +102,16 @@ class Model {
   // arguments, the file and the logits are checked as forward checks them, and a
   // non-finite row rolls every conversation of the step back.
   void forward_batch(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits);
+  // Sampling on the device (docs/generation.md, "Sampling on the GPU"): true when
+  // the model's primary backend samples (wgpu+rs) and the family runs it (the
+  // curated decoders). forward_sample runs ids[0..n) as forward does, then draws
+  // the next token from the last position's logits on the device with `s`; the
+  // logits never come back, only the draw. ids == nullptr (n = 1): the input is
+  // the token the previous forward_sample of this conversation drew, read by the
+  // embedding from the device buffer it was drawn into (InvalidConfig("ids") when
+  // another forward, a truncate or a reset came in between).
+  virtual bool device_sampling() const { return false; }
+  DeviceDraw forward_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s);
   // Threads of the model's pool (after the clamp rule of ThreadPool::resolve_threads).
   int threads() const { return pool_ ? pool_->size() : 1; }
   // Bytes charged against the memory budget: the load's plus live conversations'.
@@ -139,6 +149,11 @@ class Model {
   // per conversation.
   virtual void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits);
   virtual std::unique_ptr<Conversation> make_conversation(int64_t max_context) = 0;
+  // forward_sample's chunk (checked, held; ids == nullptr: the device token).
+  virtual DeviceDraw forward_chunk_sample(Conversation& conv, const int32_t* ids, int64_t n,
+                                          const DeviceSampling& s);
+  // FormatError for non-finite logits at positions [pos, pos + len) (the conversation is rolled back).
+  [[noreturn]] void nonfinite_logits(Conversation& conv, int64_t pos, int64_t len);
   // What make_conversation(max_context) will allocate, for the budget check
   // (0 when the implementation cannot tell before allocating).
   virtual int64_t conversation_bytes(int64_t max_context) const { return 0; }
@@ -184,12 +199,19 @@ class Conversation {
     ledger_ = std::move(ledger);
     charge_ = bytes;
   }
-  void reset_kv_cache() { position_ = 0; }
+  void reset_kv_cache() {
+    position_ = 0;
+    device_token_ = -1;
+  }
+  // The token the last forward_sample drew (still on the device), -1 when none.
+  int32_t device_token() const { return device_token_; }
+  void set_device_token(int32_t t) { device_token_ = t; }
   ExecContext& ctx() { return ctx_; }
   void advance(int64_t n) { position_ += n; }
   // Back to `pos` (<= position): what came after is dropped.
   void truncate(int64_t pos) {
     if (pos >= 0 && pos < position_) position_ = pos;
+    device_token_ = -1;
   }
   // Bytes of this conversation's KV cache (what new_conversation allocated).
   virtual int64_t kv_cache_bytes() const { return 0; }
@@ -198,6 +220,7 @@ class Conversation {
   ExecContext ctx_;
   int64_t max_context_;
   int64_t position_ = 0;
+  int32_t device_token_ = -1;
   std::atomic<bool> busy_{false};
   std::shared_ptr<std::atomic<int64_t>> ledger_;
   int64_t charge_ = 0;

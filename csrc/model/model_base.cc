@@ -101,6 +101,7 @@ void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_
   file_->check_unchanged();
   // Every argument up front, so that a forward split in chunks fails before the first.
   check_forward_args(conv, ids, n, input_vocab());
+  conv.set_device_token(-1);
   const int64_t V = vocab_size();
   for (int64_t off = 0; off < n;) {
     const int64_t len = std::min(kForwardChunk, n - off);
@@ -111,17 +112,66 @@ void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_
       if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
       forward_chunk(conv, ids + off, len, all_logits, out);
     }
-    if (!all_finite(out, (all_logits ? len : 1) * V)) {
-      conv.truncate(pos);  // the KV entries of this chunk are not to be trusted
-      file_->check_unchanged();
-      throw_format("weights", "",
-                   "the forward produced non-finite logits (NaN or Inf) at positions [" + std::to_string(pos) +
-                       ", " + std::to_string(pos + len) + ") of a conversation: the weights of '" + file_->path() +
-                       "' hold non-finite values (overwritten or corrupted since load?)");
-    }
+    if (!all_finite(out, (all_logits ? len : 1) * V)) nonfinite_logits(conv, pos, len);
     off += len;
     if (off < n && progress && progress->fn) progress->fn(progress->user, off, n);
   }
+}
+
+void Model::nonfinite_logits(Conversation& conv, int64_t pos, int64_t len) {
+  conv.truncate(pos);  // the KV entries of this chunk are not to be trusted
+  file_->check_unchanged();
+  throw_format("weights", "",
+               "the forward produced non-finite logits (NaN or Inf) at positions [" + std::to_string(pos) + ", " +
+                   std::to_string(pos + len) + ") of a conversation: the weights of '" + file_->path() +
+                   "' hold non-finite values (overwritten or corrupted since load?)");
+}
+
+DeviceDraw Model::forward_chunk_sample(Conversation&, const int32_t*, int64_t, const DeviceSampling&) {
+  throw_invalid_config("backend", "this model does not sample on its device (docs/generation.md, \"Sampling on "
+                                  "the GPU\"): sample its logits on the host");
+}
+
+DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s) {
+  if (!device_sampling()) Model::forward_chunk_sample(conv, ids, n, s);  // the error above
+  Conversation::Use use(conv);
+  file_->check_unchanged();
+  int32_t held = conv.device_token();
+  if (!ids) {
+    if (n != 1) throw_shape_mismatch("forward_sample (the device token)", {1}, {n});
+    if (held < 0)
+      throw_invalid_config("ids", "no token of this conversation is on the device: the last forward on it was not "
+                                  "forward_sample (or it was truncated or reset since)");
+  }
+  check_forward_args(conv, ids ? ids : &held, n, input_vocab());
+  conv.set_device_token(-1);
+  const int64_t V = vocab_size();
+  std::vector<float> scratch;
+  int64_t off = 0;
+  auto device = [&] {
+    std::unique_lock<std::mutex> dev;
+    if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+    return dev;
+  };
+  while (n - off > kForwardChunk) {  // a long prompt: every chunk but the last as forward runs it
+    scratch.resize(static_cast<size_t>(V));
+    const int64_t pos = conv.position();
+    {
+      auto dev = device();
+      forward_chunk(conv, ids + off, kForwardChunk, false, scratch.data());
+    }
+    if (!all_finite(scratch.data(), V)) nonfinite_logits(conv, pos, kForwardChunk);
+    off += kForwardChunk;
+  }
+  const int64_t pos = conv.position();
+  DeviceDraw d;
+  {
+    auto dev = device();
+    d = forward_chunk_sample(conv, ids ? ids + off : nullptr, n - off, s);
+  }
+  if (d.first_nonfinite >= 0) nonfinite_logits(conv, pos, n - off);
+  conv.set_device_token(d.token);
+  return d;
 }
 
 void Model::forward_batch(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
@@ -138,6 +188,7 @@ void Model::forward_batch(Conversation* const* convs, const int32_t* ids, int64_
   for (int64_t i = 0; i < n; ++i) held.push_back(std::make_unique<Conversation::Use>(*convs[i]));
   file_->check_unchanged();
   for (int64_t i = 0; i < n; ++i) check_forward_args(*convs[i], ids + i, 1, input_vocab());
+  for (int64_t i = 0; i < n; ++i) convs[i]->set_device_token(-1);
   std::vector<int64_t> pos(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = convs[i]->position();
   {

@@ -161,6 +161,8 @@ void bind_model(py::module_& m) {
         for (Backend* b : mm.dispatcher().chain()) names.push_back(b->name());
         return names;
       })
+      .def_property_readonly("device_sampling", &Model::device_sampling,
+                             "True when forward_sample draws tokens on the device (wgpu+rs, curated decoders).")
       .def("set_profiling", [](Model& mm, bool on) { mm.dispatcher().set_profiling(on); })
       .def("clear_dispatch_records", [](Model& mm) { mm.dispatcher().clear_records(); })
       .def("dispatch_records", [](Model& mm) {

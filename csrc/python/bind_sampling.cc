@@ -7,12 +7,15 @@
 
 #include <limits>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/wgpu/wgpu_backend.h"
 #include "core/errors.h"
+#include "model/model.h"
 #include "sampling/sampler.h"
 
 namespace py = pybind11;
@@ -59,6 +62,30 @@ void set_bias(cyb::Sampler& s, const std::map<int64_t, double>& bias) {
     values.push_back(static_cast<float>(b));  // beyond the f32 range: inf, refused by set_logit_bias
   }
   s.set_logit_bias(ids.data(), values.data(), ids.size());
+}
+
+// What a device kernel runs for this sampler (docs/generation.md, "Sampling on the
+// GPU"): its stages, the uniform it would draw next and the checked mask.
+cyb::DeviceSampling device_params(cyb::Sampler& s, const uint32_t* mask, int64_t n) {
+  if (!s.device_ok())
+    cyb::throw_invalid_config("sampler", "a logit bias or penalties run on the host sampler only: sample the "
+                                         "logits with Sampler.sample");
+  if (mask) cyb::Sampler::check_mask(mask, n);
+  const cyb::SamplingConfig& c = s.config();
+  cyb::DeviceSampling d;
+  d.temperature = c.temperature;
+  d.top_k = c.top_k;
+  d.top_p = c.top_p;
+  d.min_p = c.min_p;
+  d.uniform = static_cast<float>(s.peek_uniform());
+  d.allowed = mask;
+  return d;
+}
+
+// After a device draw: the uniform taken when the kernel used it, the token in the history.
+void after_draw(cyb::Sampler& s, const cyb::DeviceDraw& d) {
+  if (d.used_uniform) s.take_uniform();
+  s.accept(d.token);
 }
 
 }  // namespace
@@ -119,6 +146,8 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       .def(
           "reset", [](cyb::Sampler& s, uint64_t seed) { s.reset(seed); }, py::arg("seed"),
           "Clear the history and restart the RNG from seed.")
+      .def("peek_uniform", &cyb::Sampler::peek_uniform,
+           "The uniform draw in [0, 1) the next sample would use, without taking it (device sampling, tests).")
       .def_property_readonly("history", [](const cyb::Sampler& s) { return s.history(); })
       .def_property_readonly("seed", [](const cyb::Sampler& s) { return s.config().seed; })
       .def_property(
@@ -170,4 +199,89 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       },
       py::arg("logits"), py::arg("token"), py::arg("k") = 0,
       "log-softmax of a [vocab] row: (logprob of token, top-k ids, their logprobs), descending.");
+
+  m.def(
+      "device_sampling_ok", [](const cyb::Sampler& s) { return s.device_ok(); }, py::arg("sampler"),
+      "True when a device kernel can run this sampler's stages (no logit bias, no penalties).");
+  m.def(
+      "forward_sample",
+      [](cyb::Model& model, cyb::Conversation& conv, const py::object& ids, cyb::Sampler& s,
+         const py::object& allowed) {
+        const int64_t V = model.vocab_size();
+        py::array keep;
+        const uint32_t* mask = mask_of(allowed, V, &keep);
+        cyb::DeviceSampling d = device_params(s, mask, V);
+        std::vector<int32_t> v;
+        if (!ids.is_none()) v = ids.cast<std::vector<int32_t>>();
+        if (!ids.is_none() && v.empty()) cyb::throw_shape_mismatch("forward_sample (ids)", {1}, {0});
+        cyb::DeviceDraw r;
+        {
+          py::gil_scoped_release nogil;
+          r = model.forward_sample(conv, ids.is_none() ? nullptr : v.data(),
+                                   ids.is_none() ? 1 : static_cast<int64_t>(v.size()), d);
+          after_draw(s, r);
+        }
+        return r.token;
+      },
+      py::arg("model"), py::arg("conversation"), py::arg("ids"), py::arg("sampler"), py::arg("allowed") = py::none(),
+      "Forward ids (None: the token the last forward_sample drew, still on the device), then draw the next token\n"
+      "on the device with the sampler's stages, RNG stream and history (docs/generation.md, \"Sampling on the GPU\").\n"
+      "InvalidConfig when the model cannot (model.device_sampling) or the sampler has a logit bias or penalties.");
+  m.def(
+      "wgpu_sample_rows",
+      [](const py::array_t<float, py::array::c_style | py::array::forcecast>& logits,
+         const std::vector<cyb::Sampler*>& samplers, const py::object& masks) {
+        if (logits.ndim() != 2)
+          cyb::throw_shape_mismatch("wgpu_sample_rows", {-1, -1},
+                                    std::vector<int64_t>(logits.shape(), logits.shape() + logits.ndim()));
+        const int64_t rows = logits.shape(0), n = logits.shape(1);
+        if (static_cast<int64_t>(samplers.size()) != rows)
+          cyb::throw_shape_mismatch("wgpu_sample_rows (one sampler a row)", {rows},
+                                    {static_cast<int64_t>(samplers.size())});
+        const int64_t words = cyb::Sampler::mask_words(n);
+        py::array keep;
+        const uint32_t* mk = nullptr;
+        if (!masks.is_none()) {
+          keep = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>::ensure(masks);
+          if (!keep || keep.ndim() != 2 || keep.shape(0) != rows || keep.shape(1) != words)
+            cyb::throw_shape_mismatch("wgpu_sample_rows (masks)", {rows, words}, {});
+          mk = static_cast<const uint32_t*>(keep.data());
+        }
+        std::vector<cyb::DeviceSampling> ds;
+        for (int64_t r = 0; r < rows; ++r) {
+          if (!samplers[static_cast<size_t>(r)]) cyb::throw_invalid_config("samplers", "None");
+          ds.push_back(device_params(*samplers[static_cast<size_t>(r)], mk ? mk + r * words : nullptr, n));
+        }
+        std::vector<cyb::DeviceDraw> out(static_cast<size_t>(rows));
+        {
+          py::gil_scoped_release nogil;
+          static std::mutex mu;
+          std::lock_guard<std::mutex> lk(mu);
+          static std::unique_ptr<cyb::Backend> be = cyb::make_wgpu_backend(true);
+          cyb::ExecContext ctx(nullptr, true);
+          be->begin_forward(ctx);
+          cyb::Tensor t = be->upload(logits.data(), cyb::Shape{rows, n}, cyb::DType::F32);
+          try {
+            be->sample_rows(t, ds.data(), out.data(), rows, ctx);
+          } catch (...) {
+            be->release(t);
+            throw;
+          }
+          be->end_forward(ctx);
+          be->release(t);
+        }
+        std::vector<int32_t> tokens;
+        for (int64_t r = 0; r < rows; ++r) {
+          const cyb::DeviceDraw& d = out[static_cast<size_t>(r)];
+          if (d.first_nan >= 0)  // the host sampler's error
+            cyb::throw_invalid_config("logits", "NaN at token " + std::to_string(d.first_nan) +
+                                                    " (the model produced non-finite output)");
+          after_draw(*samplers[static_cast<size_t>(r)], d);
+          tokens.push_back(d.token);
+        }
+        return tokens;
+      },
+      py::arg("logits"), py::arg("samplers"), py::arg("masks") = py::none(),
+      "The wgpu+rs sampling kernel on rows of logits [rows, n] (tests): row r drawn with samplers[r] (its stages,\n"
+      "next uniform and history, as Sampler.sample would), masks None or [rows, ceil(n / 32)] uint32.");
 }

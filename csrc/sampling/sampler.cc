@@ -51,6 +51,11 @@ bool copy_has_nan(const float* src, int64_t n, float* dst) {
   return bad != 0;
 }
 
+[[noreturn]] void throw_empty_mask(int64_t n) {
+  throw_invalid_config("allowed", "the token mask allows no token of the vocab of " + std::to_string(n) +
+                                      ": nothing can be drawn");
+}
+
 void check_finite_param(const char* field, double v) {
   if (!std::isfinite(v)) throw_invalid_config(field, "must be a finite number");
 }
@@ -78,9 +83,46 @@ void Sampler::reset(uint64_t seed) {
   history_.clear();
   config_.seed = seed;
   rng_.seed(seed);
+  pending_ = false;
 }
 
-double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0); }
+double Sampler::uniform() {
+  if (pending_) {
+    pending_ = false;
+    return pending_u_;
+  }
+  return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double Sampler::peek_uniform() {
+  if (!pending_) {
+    pending_u_ = uniform();
+    pending_ = true;
+  }
+  return pending_u_;
+}
+
+void Sampler::take_uniform() {
+  peek_uniform();
+  pending_ = false;
+}
+
+bool Sampler::device_ok() const {
+  const SamplingConfig& c = config_;
+  const bool penalties = c.penalty_last_n != 0 && (c.repetition_penalty != 1.0f || c.presence_penalty != 0.0f ||
+                                                   c.frequency_penalty != 0.0f);
+  return bias_.empty() && !penalties;
+}
+
+void Sampler::check_mask(const uint32_t* allowed, int64_t n) {
+  const int64_t words = mask_words(n);
+  for (int64_t k = 0; k < words; ++k) {
+    const int64_t len = std::min<int64_t>(32, n - k * 32);
+    const uint32_t m = len < 32 ? allowed[k] & ((1u << len) - 1u) : allowed[k];
+    if (m != 0) return;
+  }
+  throw_empty_mask(n);
+}
 
 void Sampler::set_logit_bias(const int32_t* ids, const float* bias, size_t count) {
   std::vector<std::pair<int32_t, float>> b;
@@ -133,9 +175,7 @@ void Sampler::apply_mask(int64_t n, const uint32_t* allowed) {
         if (((m >> j) & 1u) == 0) v[j] = kNegInf;
     }
   }
-  if (first_allowed_ < 0)
-    throw_invalid_config("allowed", "the token mask allows no token of the vocab of " + std::to_string(n) +
-                                        ": nothing can be drawn");
+  if (first_allowed_ < 0) throw_empty_mask(n);
 }
 
 int32_t Sampler::fallback_token(int64_t n) const {

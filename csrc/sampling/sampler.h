@@ -76,6 +76,19 @@ class Sampler {
 
   // 32-bit words of an allowed-token mask over a vocab of n.
   static int64_t mask_words(int64_t n) { return (n + 31) / 32; }
+  // InvalidConfig("allowed") when the mask allows no token of a vocab of n (the
+  // device sampler's check, with the message sample() gives).
+  static void check_mask(const uint32_t* allowed, int64_t n);
+
+  // Device sampling (docs/generation.md, "Sampling on the GPU"): a device kernel
+  // runs the mask, temperature, top-k, top-p, min-p and the draw, with the uniform
+  // this sampler would draw next. device_ok(): no logit bias and no penalty
+  // (those stay on the host sampler). peek_uniform() is that next uniform
+  // without taking it; take_uniform() takes it (the kernel used it), so the
+  // stream stays the one sample() would have drawn from.
+  bool device_ok() const;
+  double peek_uniform();
+  void take_uniform();
 
  private:
   // Runs every stage; leaves the kept token ids in cand_ (largest first
@@ -100,6 +113,8 @@ class Sampler {
   std::vector<float> heap_;        // scratch: top-k heap
   std::vector<std::pair<int32_t, float>> bias_;  // logit bias (id, additive)
   int32_t first_allowed_ = -1;     // lowest id the mask of this draw allows (-1: no mask)
+  double pending_u_ = 0;           // peek_uniform's draw, not taken yet
+  bool pending_ = false;
   bool sorted_ = false;            // cand_ is in descending logit order
 };
 

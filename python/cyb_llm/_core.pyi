@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -155,6 +155,11 @@ class Model:
         Bytes charged against the memory budget (load and live conversations).
         """
     @property
+    def device_sampling(self) -> bool:
+        """
+        True when forward_sample draws tokens on the device (wgpu+rs, curated decoders).
+        """
+    @property
     def family(self) -> str:
         ...
     @property
@@ -206,6 +211,10 @@ class Sampler:
     def accept_many(self, ids: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> None:
         """
         Append token ids (e.g. the prompt) to the penalty history.
+        """
+    def peek_uniform(self) -> float:
+        """
+        The uniform draw in [0, 1) the next sample would use, without taking it (device sampling, tests).
         """
     def probs(self, logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], allowed: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
         """
@@ -272,6 +281,10 @@ def curated_model_types() -> list[str]:
     """
     The model_type values with a curated family (csrc/families/).
     """
+def device_sampling_ok(sampler: Sampler) -> bool:
+    """
+    True when a device kernel can run this sampler's stages (no logit bias, no penalties).
+    """
 def emit_decoder_graph(model_type: str, config_toml: str, tensor_names: collections.abc.Sequence[str]) -> str:
     """
     The unfused graph section (TOML text) of a curated decoder family.
@@ -295,6 +308,12 @@ def error_variants() -> list:
 def forward_chunk_tokens() -> int:
     """
     Tokens per chunk of a long forward (interrupts and the progress hook act between chunks).
+    """
+def forward_sample(model: Model, conversation: Conversation, ids: typing.Any, sampler: Sampler, allowed: typing.Any = None) -> int:
+    """
+    Forward ids (None: the token the last forward_sample drew, still on the device), then draw the next token
+    on the device with the sampler's stages, RNG stream and history (docs/generation.md, "Sampling on the GPU").
+    InvalidConfig when the model cannot (model.device_sampling) or the sampler has a logit bias or penalties.
     """
 def last_run_op_backend() -> str:
     """
@@ -361,6 +380,11 @@ def wgpu_info(allow_software: bool = True) -> dict:
 def wgpu_report() -> dict[str, int]:
     """
     wgpu-native's own live-object report (wgpuGenerateReport).
+    """
+def wgpu_sample_rows(logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], samplers: collections.abc.Sequence[Sampler], masks: typing.Any = None) -> list[int]:
+    """
+    The wgpu+rs sampling kernel on rows of logits [rows, n] (tests): row r drawn with samplers[r] (its stages,
+    next uniform and history, as Sampler.sample would), masks None or [rows, ceil(n / 32)] uint32.
     """
 def wgpu_set_gpu_profiling(on: bool) -> bool:
     """

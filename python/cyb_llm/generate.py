@@ -16,6 +16,15 @@ The loop per token is: [grammar mask] -> native sample -> [grammar consume]
 -> detokenize -> stop strings -> yield -> `conversation.forward([token])`. The
 prompt is prefilled in one forward.
 
+Sampling on the GPU (docs/generation.md): on a model whose backend samples
+(`model.device_sampling`, wgpu+rs), each forward is `_core.forward_sample`: the
+logits stay on the device, a kernel draws the token (mask, temperature, top-k,
+top-p, min-p, the sampler's own RNG stream), only the token comes back, and the
+next forward's embedding reads it from the device. Logit bias, penalties and
+logprobs need the logits on the host: those generations sample on the CPU
+(`stats.sampled_on` says which; `Generator(model, device_sampling=False)` forces
+the host).
+
 Structured output (`constraint=`, a cyb_llm.structured.Constraint): each step
 the grammar's allowed-token bitset goes to the native sampler, which applies it
 (right after the logit bias) before the penalties, temperature, top-k, top-p
@@ -73,6 +82,7 @@ class GenerationStats:
     python_ms: float = 0.0          # the rest: detokenize, stop strings, logprobs, chunk objects
     finish_reason: str | None = None
     seed: int | None = None         # the sampler's seed (drawn at random when none was given)
+    sampled_on: str = "host"        # "device": drawn on the GPU (forward_sample); "host": the CPU sampler
 
     @property
     def step_ms(self) -> float:
@@ -152,8 +162,9 @@ class Generator:
     generation its own conversation; different conversations of one model run
     concurrently."""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, device_sampling: bool = True):
         self.model = model
+        self.device_sampling = bool(device_sampling)  # False: always sample on the host
         self._own_conversation: Any = None
         self._own_busy = False
 
@@ -261,11 +272,28 @@ class Generator:
             sampler.accept_many(ids)
             decoder = model.tokenizer.stream_decoder(skip_special_tokens=True)
 
+            on_device = self._on_device(conv, sampler, want_logprobs)
+            stats.sampled_on = "device" if on_device else "host"
+            own_s = fwd_s = smp_s = msk_s = 0.0
+
+            def device_step(step_ids: list[int] | None) -> int:
+                """forward + draw on the device (step_ids None: the token drawn last)."""
+                nonlocal msk_s
+                allowed = None
+                if matcher is not None:
+                    t = _perf()
+                    allowed = matcher.fill()
+                    msk_s += _perf() - t
+                return _core.forward_sample(model._native, conv._native, step_ids, sampler, allowed)
+
             # Prefill: only what the KV cache does not hold yet.
             t0 = _perf()
             cached = _cache_prefix(conv, ids)
             _set_cache_tokens(conv, None)  # unknown until the forward returns
-            logits = conv.forward(ids[cached:])
+            if on_device:
+                next_token = device_step(ids[cached:])
+            else:
+                logits = conv.forward(ids[cached:])
             cache = list(ids)
             _set_cache_tokens(conv, cache)
             stats.cached_tokens = cached
@@ -274,15 +302,17 @@ class Generator:
             held = ""      # released text that may be the start of a stop string
             finish = None
             done = False   # the grammar (structured output) is complete
-            own_s = fwd_s = smp_s = msk_s = 0.0
             while True:
                 t_step = t_masked = _perf()
-                allowed = None
-                if matcher is not None:
-                    allowed = matcher.fill()
-                    t_masked = _perf()
-                    msk_s += t_masked - t_step
-                token = sampler.sample(logits, allowed=allowed)
+                if on_device:
+                    token = next_token  # drawn with the forward (its time is forward time)
+                else:
+                    allowed = None
+                    if matcher is not None:
+                        allowed = matcher.fill()
+                        t_masked = _perf()
+                        msk_s += t_masked - t_step
+                    token = sampler.sample(logits, allowed=allowed)
                 t_sampled = _perf()
                 smp_s += t_sampled - t_masked
                 if token in eos:
@@ -319,11 +349,15 @@ class Generator:
                     finish = "stop" if done else "length"
                     break
                 t_resume = _perf()
-                logits = conv.forward([token])
-                t_done = _perf()
+                m0 = msk_s
+                if on_device:
+                    next_token = device_step(None)  # the embedding reads `token` on the device
+                else:
+                    logits = conv.forward([token])
+                t_done = _perf() - (msk_s - m0)  # the grammar's time is mask time
                 cache.append(token)
                 fwd_s += t_done - t_resume
-                own_s += t_done - t_resume
+                own_s += t_done - t_resume + (msk_s - m0)
                 stats.decode_steps += 1
 
             tail = ""
@@ -341,6 +375,12 @@ class Generator:
         finally:
             if own:
                 self._own_busy = False
+
+    def _on_device(self, conv: Any, sampler: Any, want_logprobs: bool) -> bool:
+        """Whether this generation draws its tokens on the device (module docstring)."""
+        native = getattr(self.model, "_native", None)
+        return (self.device_sampling and not want_logprobs and hasattr(conv, "_native")
+                and bool(getattr(native, "device_sampling", False)) and _core.device_sampling_ok(sampler))
 
 
 def common_prefix(cache: Sequence[int] | None, ids: Sequence[int]) -> int:

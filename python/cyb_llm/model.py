@@ -245,6 +245,12 @@ class Model:
 
     # --- observability ---------------------------------------------------
     @property
+    def device_sampling(self) -> bool:
+        """True when generation draws tokens on the device (wgpu+rs; docs/generation.md,
+        "Sampling on the GPU")."""
+        return bool(self._native.device_sampling)
+
+    @property
     def dispatch_records(self) -> list[dict]:
         """Per-op dispatch decisions: label, op, backend, fallback, count, total_ms."""
         return self._native.dispatch_records()

@@ -686,6 +686,23 @@ struct State : BackendState {
     }
   }
 
+  // Device sampling's buffers (row parameters, masks, scratch, results): kept for the
+  // context's life (the result holds the token the next forward embeds); a larger
+  // request gets new ones, the old stay in all_ until the context goes.
+  DevBuf* persist_[5] = {};
+  DevBuf* persistent(int i, uint64_t bytes) {
+    DevBuf*& d = persist_[i];
+    if (d && d->bytes >= bytes) return d;
+    d = new DevBuf;
+    d->bytes = bytes;
+    d->rows = 1;
+    d->bufs.push_back(create_buffer(*g, std::max<uint64_t>(bytes, 4), kStorage));
+    d->row0.push_back(0);
+    d->owner = this;
+    all_.push_back(d);
+    return d;
+  }
+
   void reset() {
     discard();
     // Reverse order: the next forward gets the same buffers in the same order, so its
@@ -1023,6 +1040,20 @@ class WgpuBackend : public Backend {
     dequant_row(t.dtype, raw.data(), out, n);  // f16 / bf16 / block encodings (core/quant.h)
   }
 
+  bool can_sample() const override { return true; }
+  void sample_rows(const Tensor& logits, const DeviceSampling* s, DeviceDraw* out, int64_t rows,
+                   ExecContext& ctx) override;
+  Tensor sampled_token(ExecContext& ctx) override {
+    DevBuf* res = state(ctx).persist_[3];
+    if (!res) throw_invalid_config("ids", "no token was sampled on the device in this conversation");
+    Tensor t;
+    t.dtype = DType::I32;
+    t.shape = Shape{1};
+    t.device = Device::Wgpu;
+    t.data = res;
+    return t;
+  }
+
   bool supports(const Op& op, const Tensor* in, int n_in) const override;
   void execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) override;
 
@@ -1183,6 +1214,60 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
       Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE}};
       st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
     }
+  }
+}
+
+// shaders/wgsl/sample.wgsl: one workgroup per row; a submit and a read-back of 16
+// bytes a row.
+void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, DeviceDraw* out, int64_t rows,
+                              ExecContext& ctx) {
+  const int64_t n = logits.shape.cols();
+  if (logits.dtype != DType::F32 || rows <= 0 || rows > 65535 || n <= 0 || logits.shape.numel() != rows * n ||
+      logits.offset % 4 != 0)
+    throw_shape_mismatch("sample", {rows, n}, {logits.shape.numel() / std::max<int64_t>(n, 1), n});
+  State& st = state(ctx);
+  const int64_t words = (n + 31) / 32;
+  std::vector<uint32_t> prm(static_cast<size_t>(rows) * 8), masks;
+  auto f2u = [](float f) {
+    uint32_t v;
+    std::memcpy(&v, &f, 4);
+    return v;
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    const DeviceSampling& d = s[r];
+    uint32_t* q = prm.data() + r * 8;
+    q[0] = u(n);
+    q[1] = u(std::max<int32_t>(d.top_k, 0));
+    q[2] = d.allowed ? 1u : 0u;
+    q[3] = u(masks.size());
+    q[4] = f2u(d.temperature);
+    q[5] = f2u(d.top_p);
+    q[6] = f2u(d.min_p);
+    q[7] = f2u(d.uniform);
+    if (d.allowed) masks.insert(masks.end(), d.allowed, d.allowed + words);
+  }
+  if (masks.empty()) masks.push_back(0);
+  DevBuf* pb = st.persistent(0, prm.size() * 4);
+  DevBuf* mb = st.persistent(1, masks.size() * 4);
+  DevBuf* sb = st.persistent(2, static_cast<uint64_t>(rows) * 2 * static_cast<uint64_t>(n) * 4);
+  DevBuf* rb = st.persistent(3, static_cast<uint64_t>(rows) * 16);
+  DevBuf* xb = st.persistent(4, static_cast<uint64_t>(rows) * static_cast<uint64_t>(n) * 4);
+  A.wgpuQueueWriteBuffer(g_.queue, pb->bufs[0], 0, prm.data(), prm.size() * 4);
+  A.wgpuQueueWriteBuffer(g_.queue, mb->bufs[0], 0, masks.data(), masks.size() * 4);
+  Pipeline& pl = pipeline(g_, "sample", n <= 4096 ? std::vector<std::string>{"WG64"} : std::vector<std::string>{});
+  uint32_t p[4] = {u(rows), u(n), u(logits.offset / 4), 0};
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  Bind b[] = {{1, act(st, logits), 0, W}, {2, pb->bufs[0], 0, W}, {3, mb->bufs[0], 0, W},
+              {4, sb->bufs[0], 0, W}, {5, rb->bufs[0], 0, W}, {6, xb->bufs[0], 0, W}};
+  st.dispatch(pl, p, sizeof(p), b, u(rows), 1, 1);
+  std::vector<int32_t> res(static_cast<size_t>(rows) * 4);
+  st.read(rb->bufs[0], 0, res.data(), res.size() * 4);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* q = res.data() + r * 4;
+    out[r].token = q[0];
+    out[r].used_uniform = q[1] != 0;
+    out[r].first_nan = q[2] < 0 ? -1 : q[2];
+    out[r].first_nonfinite = q[3] < 0 ? -1 : q[3];
   }
 }
 
