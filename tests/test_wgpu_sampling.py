@@ -14,6 +14,8 @@ penalties and logprobs fall back to the host sampler.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -301,3 +303,46 @@ def test_device_token_needs_a_device_draw(byte_llama):
     conv.forward([t])  # a host forward: the device token is gone
     with pytest.raises(InvalidConfig):
         _core.forward_sample(gpu._native, conv._native, None, s)
+
+
+def test_server_slots_draw_on_the_device(byte_llama):
+    """`cyb-llm serve` on wgpu+rs with 3 slots: concurrent completions (greedy, seeded sampling, a
+    JSON schema) draw every batched decode step's tokens on the device (forward_batch_sample, the
+    grammar's mask uploaded and applied there) and answer what the same server on the CPU backend
+    answers."""
+    import httpx
+    from test_serve import serving_app
+
+    from cyb_llm.serve import create_app
+
+    cpu, gpu = _models(byte_llama)
+    rf = {"type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": {
+        "type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                         "age": {"type": "integer"}}, "required": ["name", "age"]}}}
+    bodies = [{"model": "m", "prompt": "Once upon", "max_tokens": 24, "temperature": 0},
+              {"model": "m", "prompt": "Hello", "max_tokens": 24, "temperature": 0.9, "top_k": 50, "seed": 11},
+              {"model": "m", "prompt": "A person:", "max_tokens": 40, "temperature": 0.8, "seed": 3,
+               "response_format": rf}]
+
+    def serve(model):
+        app = create_app({"m": model}, parallel=3, ctx=128)
+        got: list = [None] * len(bodies)
+
+        def one(i: int) -> None:
+            got[i] = httpx.post(f"{url}/v1/completions", json=bodies[i], timeout=180).json()
+
+        with serving_app(app) as url:
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(240)
+        assert all("choices" in g for g in got), got
+        return [g["choices"][0]["text"] for g in got], app.state.engines["m"].batcher
+
+    want, host = serve(cpu)
+    got, dev = serve(gpu)
+    assert got == want
+    assert host.device_rows == 0 and dev.device_rows == dev.rows > 0
+    assert got[2].startswith("{") and got[2] != got[1]  # the schema constrained the third
+    assert_ran_on(gpu, "wgpu+rs", "the server's device draws")

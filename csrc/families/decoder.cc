@@ -230,6 +230,8 @@ class Decoder : public Model {
   void forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
                      float* logits) override;
   void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) override;
+  void forward_batch_step_sample(Conversation* const* convs, const int32_t* ids, int64_t n, const DeviceSampling* s,
+                                 DeviceDraw* draws) override;
   DeviceDraw forward_chunk_sample(Conversation& base, const int32_t* ids, int64_t T,
                                   const DeviceSampling& s) override;
 
@@ -244,8 +246,8 @@ class Decoder : public Model {
   };
   // The forward of T rows split in segments (one conversation's chunk, or one row per
   // conversation of a batched step); logits of every row when all_rows, else of the last.
-  // With `sample`, the last row's logits stay on the device and are sampled there
-  // into *draw; ids == nullptr: the one input is the backend's sampled token.
+  // With `sample`, those rows' logits stay on the device and are sampled there, row r
+  // with sample[r] into draw[r]; ids == nullptr: the one input is the backend's sampled token.
   void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_rows, float* logits,
                     const DeviceSampling* sample = nullptr, DeviceDraw* draw = nullptr);
 
@@ -360,6 +362,14 @@ void Decoder::forward_batch_step(Conversation* const* convs, const int32_t* ids,
   segs.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) segs.push_back({static_cast<DecoderConversation*>(convs[i]), i, 1});
   forward_rows(segs.data(), segs.size(), ids, n, true, logits);
+}
+
+void Decoder::forward_batch_step_sample(Conversation* const* convs, const int32_t* ids, int64_t n,
+                                        const DeviceSampling* s, DeviceDraw* draws) {
+  std::vector<Segment> segs;
+  segs.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) segs.push_back({static_cast<DecoderConversation*>(convs[i]), i, 1});
+  forward_rows(segs.data(), segs.size(), ids, n, true, nullptr, s, draws);  // one row a conversation
 }
 
 void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits,
@@ -537,7 +547,7 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     d.run(op, {out}, {&out}, ctx);
   }
   if (sample) {
-    be.sample_rows(out, sample, draw, 1, ctx);  // the forward's one read-back: the draw
+    be.sample_rows(out, sample, draw, rows, ctx);  // the forward's one read-back: the draws
     d.record("sample", "sample", &be);
   } else if (!be.host_memory()) {
     be.download_f32(out, logits);  // the forward's one read-back

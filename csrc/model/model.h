@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -112,6 +113,11 @@ class Model {
   // another forward, a truncate or a reset came in between).
   virtual bool device_sampling() const { return false; }
   DeviceDraw forward_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s);
+  // forward_batch with the draws on the device: s[i] samples convs[i]'s row into
+  // draws[i] (the server's batched decode step); the logits never come back. Same
+  // checks and roll-back as forward_batch; InvalidConfig when !device_sampling().
+  void forward_batch_sample(Conversation* const* convs, const int32_t* ids, int64_t n, const DeviceSampling* s,
+                            DeviceDraw* draws);
   // Threads of the model's pool (after the clamp rule of ThreadPool::resolve_threads).
   int threads() const { return pool_ ? pool_->size() : 1; }
   // Bytes charged against the memory budget: the load's plus live conversations'.
@@ -149,9 +155,15 @@ class Model {
   // per conversation.
   virtual void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits);
   virtual std::unique_ptr<Conversation> make_conversation(int64_t max_context) = 0;
+  // forward_batch_sample's step (checked, held).
+  virtual void forward_batch_step_sample(Conversation* const* convs, const int32_t* ids, int64_t n,
+                                         const DeviceSampling* s, DeviceDraw* draws);
   // forward_sample's chunk (checked, held; ids == nullptr: the device token).
   virtual DeviceDraw forward_chunk_sample(Conversation& conv, const int32_t* ids, int64_t n,
                                           const DeviceSampling& s);
+  // forward_batch's checks, holds and device lock around `step`; when step returns
+  // false (non-finite logits) every conversation is rolled back and FormatError raised.
+  void batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, const std::function<bool()>& step);
   // FormatError for non-finite logits at positions [pos, pos + len) (the conversation is rolled back).
   [[noreturn]] void nonfinite_logits(Conversation& conv, int64_t pos, int64_t len);
   // What make_conversation(max_context) will allocate, for the budget check

@@ -127,9 +127,15 @@ void Model::nonfinite_logits(Conversation& conv, int64_t pos, int64_t len) {
                    "' hold non-finite values (overwritten or corrupted since load?)");
 }
 
-DeviceDraw Model::forward_chunk_sample(Conversation&, const int32_t*, int64_t, const DeviceSampling&) {
+namespace {
+[[noreturn]] void no_device_sampling() {
   throw_invalid_config("backend", "this model does not sample on its device (docs/generation.md, \"Sampling on "
                                   "the GPU\"): sample its logits on the host");
+}
+}  // namespace
+
+DeviceDraw Model::forward_chunk_sample(Conversation&, const int32_t*, int64_t, const DeviceSampling&) {
+  no_device_sampling();
 }
 
 DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s) {
@@ -174,7 +180,7 @@ DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t
   return d;
 }
 
-void Model::forward_batch(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
+void Model::batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, const std::function<bool()>& step) {
   if (n <= 0) throw_shape_mismatch("forward_batch", {1}, {n});
   for (int64_t i = 0; i < n; ++i) {
     if (!convs[i]) throw_invalid_config("conversations", "conversation " + std::to_string(i) + " is None");
@@ -191,12 +197,13 @@ void Model::forward_batch(Conversation* const* convs, const int32_t* ids, int64_
   for (int64_t i = 0; i < n; ++i) convs[i]->set_device_token(-1);
   std::vector<int64_t> pos(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = convs[i]->position();
+  bool finite;
   {
     std::unique_lock<std::mutex> dev;
     if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
-    forward_batch_step(convs, ids, n, logits);
+    finite = step();
   }
-  if (!all_finite(logits, n * vocab_size())) {
+  if (!finite) {
     for (int64_t i = 0; i < n; ++i) convs[i]->truncate(pos[static_cast<size_t>(i)]);
     file_->check_unchanged();
     throw_format("weights", "",
@@ -204,6 +211,29 @@ void Model::forward_batch(Conversation* const* convs, const int32_t* ids, int64_
                      " conversations: the weights of '" + file_->path() +
                      "' hold non-finite values (overwritten or corrupted since load?)");
   }
+}
+
+void Model::forward_batch(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
+  batch_step(convs, ids, n, [&] {
+    forward_batch_step(convs, ids, n, logits);
+    return all_finite(logits, n * vocab_size());
+  });
+}
+
+void Model::forward_batch_sample(Conversation* const* convs, const int32_t* ids, int64_t n, const DeviceSampling* s,
+                                 DeviceDraw* draws) {
+  if (!device_sampling()) no_device_sampling();
+  batch_step(convs, ids, n, [&] {
+    forward_batch_step_sample(convs, ids, n, s, draws);
+    for (int64_t i = 0; i < n; ++i)
+      if (draws[i].first_nonfinite >= 0) return false;
+    return true;
+  });
+}
+
+void Model::forward_batch_step_sample(Conversation* const*, const int32_t*, int64_t, const DeviceSampling*,
+                                      DeviceDraw*) {
+  no_device_sampling();
 }
 
 void Model::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {

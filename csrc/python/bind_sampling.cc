@@ -228,6 +228,42 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       "on the device with the sampler's stages, RNG stream and history (docs/generation.md, \"Sampling on the GPU\").\n"
       "InvalidConfig when the model cannot (model.device_sampling) or the sampler has a logit bias or penalties.");
   m.def(
+      "forward_batch_sample",
+      [](cyb::Model& model, const std::vector<cyb::Conversation*>& convs, const std::vector<int32_t>& ids,
+         const std::vector<cyb::Sampler*>& samplers, const std::vector<py::object>& allowed) {
+        const int64_t n = static_cast<int64_t>(convs.size()), V = model.vocab_size();
+        if (static_cast<int64_t>(ids.size()) != n)
+          cyb::throw_shape_mismatch("forward_batch_sample (one id per conversation)", {n},
+                                    {static_cast<int64_t>(ids.size())});
+        if (static_cast<int64_t>(samplers.size()) != n)
+          cyb::throw_shape_mismatch("forward_batch_sample (one sampler per conversation)", {n},
+                                    {static_cast<int64_t>(samplers.size())});
+        if (static_cast<int64_t>(allowed.size()) != n)
+          cyb::throw_shape_mismatch("forward_batch_sample (one mask or None per conversation)", {n},
+                                    {static_cast<int64_t>(allowed.size())});
+        std::vector<py::array> keep(static_cast<size_t>(n));
+        std::vector<cyb::DeviceSampling> ds;
+        for (int64_t i = 0; i < n; ++i) {
+          cyb::Sampler* s = samplers[static_cast<size_t>(i)];
+          if (!s) cyb::throw_invalid_config("samplers", "sampler " + std::to_string(i) + " is None");
+          ds.push_back(device_params(*s, mask_of(allowed[static_cast<size_t>(i)], V, &keep[static_cast<size_t>(i)]), V));
+        }
+        std::vector<cyb::DeviceDraw> out(static_cast<size_t>(n));
+        {
+          py::gil_scoped_release nogil;
+          model.forward_batch_sample(convs.data(), ids.data(), n, ds.data(), out.data());
+          for (int64_t i = 0; i < n; ++i) after_draw(*samplers[static_cast<size_t>(i)], out[static_cast<size_t>(i)]);
+        }
+        std::vector<int32_t> tokens;
+        for (const cyb::DeviceDraw& d : out) tokens.push_back(d.token);
+        return tokens;
+      },
+      py::arg("model"), py::arg("conversations"), py::arg("ids"), py::arg("samplers"), py::arg("allowed"),
+      "One decode step of several conversations (forward_batch) with each next token drawn on the device by its\n"
+      "sampler (and its allowed-token mask, or None): the logits never come back (docs/generation.md, \"Sampling\n"
+      "on the GPU\"). InvalidConfig when the model cannot (model.device_sampling) or a sampler has a logit bias\n"
+      "or penalties.");
+  m.def(
       "wgpu_sample_rows",
       [](const py::array_t<float, py::array::c_style | py::array::forcecast>& logits,
          const std::vector<cyb::Sampler*>& samplers, const py::object& masks) {

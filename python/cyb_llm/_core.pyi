@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -304,6 +304,13 @@ def error_message(kind: str, fields: collections.abc.Mapping[str, str]) -> str:
 def error_variants() -> list:
     """
     [(variant name, field names in positional order, integer fields)] of the native errors.
+    """
+def forward_batch_sample(model: Model, conversations: collections.abc.Sequence[Conversation], ids: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], samplers: collections.abc.Sequence[Sampler], allowed: collections.abc.Sequence[typing.Any]) -> list[int]:
+    """
+    One decode step of several conversations (forward_batch) with each next token drawn on the device by its
+    sampler (and its allowed-token mask, or None): the logits never come back (docs/generation.md, "Sampling
+    on the GPU"). InvalidConfig when the model cannot (model.device_sampling) or a sampler has a logit bias
+    or penalties.
     """
 def forward_chunk_tokens() -> int:
     """

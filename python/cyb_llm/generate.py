@@ -276,14 +276,19 @@ class Generator:
             stats.sampled_on = "device" if on_device else "host"
             own_s = fwd_s = smp_s = msk_s = 0.0
 
-            def device_step(step_ids: list[int] | None) -> int:
-                """forward + draw on the device (step_ids None: the token drawn last)."""
+            def device_step(step_ids: list[int] | None, last: int = -1) -> int:
+                """forward + draw on the device (step_ids None: `last`, the token drawn last; a
+                conversation that batches its steps (the server's slots) is given it, others read it
+                from the device)."""
                 nonlocal msk_s
                 allowed = None
                 if matcher is not None:
                     t = _perf()
                     allowed = matcher.fill()
                     msk_s += _perf() - t
+                batched = getattr(conv, "forward_sample", None)
+                if batched is not None:
+                    return batched(step_ids if step_ids is not None else [last], sampler, allowed)
                 return _core.forward_sample(model._native, conv._native, step_ids, sampler, allowed)
 
             # Prefill: only what the KV cache does not hold yet.
@@ -351,7 +356,7 @@ class Generator:
                 t_resume = _perf()
                 m0 = msk_s
                 if on_device:
-                    next_token = device_step(None)  # the embedding reads `token` on the device
+                    next_token = device_step(None, token)  # the embedding reads `token` on the device
                 else:
                     logits = conv.forward([token])
                 t_done = _perf() - (msk_s - m0)  # the grammar's time is mask time
@@ -379,7 +384,8 @@ class Generator:
     def _on_device(self, conv: Any, sampler: Any, want_logprobs: bool) -> bool:
         """Whether this generation draws its tokens on the device (module docstring)."""
         native = getattr(self.model, "_native", None)
-        return (self.device_sampling and not want_logprobs and hasattr(conv, "_native")
+        return (self.device_sampling and not want_logprobs
+                and (hasattr(conv, "_native") or hasattr(conv, "forward_sample"))
                 and bool(getattr(native, "device_sampling", False)) and _core.device_sampling_ok(sampler))
 
 

@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from .. import _core
 from ..generate import Generator, common_prefix
 
 #: Tokens per chunk of a prompt's prefill in the server (between chunks, the other slots decode).
@@ -57,6 +58,7 @@ class Batcher:
         self.active = 0      # request threads inside a request
         self.steps = 0       # batched steps run, and the rows they held (for /metrics and tests)
         self.rows = 0
+        self.device_rows = 0  # rows whose token was drawn on the device (forward_batch_sample)
 
     def enter(self) -> None:
         with self._cond:
@@ -67,8 +69,12 @@ class Batcher:
             self.active -= 1
             self._cond.notify_all()
 
-    def step(self, conv: Any, token: int) -> Any:
-        entry = {"conv": conv, "token": token, "done": False, "out": None, "err": None}
+    def step(self, conv: Any, token: int, sampler: Any = None, allowed: Any = None) -> Any:
+        """The logits of conv's next position after `token`; with a sampler: the next token, drawn
+        on the device when every conversation of the step draws there (forward_batch_sample: the
+        logits never leave the GPU), else by the sampler on the host from the step's logits."""
+        entry = {"conv": conv, "token": token, "sampler": sampler, "allowed": allowed,
+                 "done": False, "out": None, "err": None}
         with self._cond:
             self._pending.append(entry)
             self._cond.notify_all()
@@ -92,8 +98,16 @@ class Batcher:
         return entry["out"]
 
     def _run(self, batch: list[dict]) -> None:
+        convs, tokens = [e["conv"] for e in batch], [e["token"] for e in batch]
         try:
-            out = self.model.forward_batch([e["conv"] for e in batch], [e["token"] for e in batch])
+            if all(e["sampler"] is not None for e in batch):
+                out = _core.forward_batch_sample(self.model._native, [c._native for c in convs], tokens,
+                                                 [e["sampler"] for e in batch], [e["allowed"] for e in batch])
+                self.device_rows += len(batch)
+            else:
+                logits = self.model.forward_batch(convs, tokens)
+                out = [logits[i] if e["sampler"] is None else e["sampler"].sample(logits[i], allowed=e["allowed"])
+                       for i, e in enumerate(batch)]
         except BaseException as err:  # noqa: BLE001 - every request of the step gets it
             for e in batch:
                 e["err"], e["done"] = err, True
@@ -145,6 +159,17 @@ class BatchedConversation:
         for i in range(0, len(ids), PREFILL_CHUNK):
             out = self.batcher.alone(lambda c=ids[i:i + PREFILL_CHUNK]: self.conversation.forward(c))
         return out
+
+    def forward_sample(self, ids: Any, sampler: Any, allowed: Any = None) -> int:
+        """forward(ids), then the next token drawn by `sampler` (on the device: the Generator calls
+        this when the model samples there, cyb_llm.generate); one-token steps go through the Batcher."""
+        if len(ids) == 1:
+            return self.batcher.step(self.conversation, int(ids[0]), sampler, allowed)
+        for i in range(0, len(ids) - PREFILL_CHUNK, PREFILL_CHUNK):  # every chunk but the last
+            self.batcher.alone(lambda c=ids[i:i + PREFILL_CHUNK]: self.conversation.forward(c))
+        last = ids[(len(ids) - 1) // PREFILL_CHUNK * PREFILL_CHUNK:]
+        return self.batcher.alone(lambda: _core.forward_sample(self.batcher.model._native, self.conversation._native,
+                                                               last, sampler, allowed))
 
     def reset_kv_cache(self) -> None:
         self.conversation.reset_kv_cache()
