@@ -254,6 +254,36 @@ def test_batched_step_equals_one_forward_per_session(tinies, backend):
     assert rel_err(nxt, want2) <= TOL
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batched_step_of_beams_sharing_a_window(tinies, backend):
+    """forward_batch over clones of one started session (a beam search's beams: one window's cross
+    K/V, read once for all their rows; csrc/families/whisper.cc forward_rows) at different positions,
+    with a session of another window in between: each row gets the logits of its own one-token
+    forward. Catches the beams' query heads grouped in the wrong order over the shared K/V."""
+    t = tinies("tiny80")
+    m = load(t.path, backend)
+    rng = np.random.default_rng(11)
+    enc_a = m.encode(t.mel)
+    enc_b = m.encode(rng.standard_normal(t.mel.shape).astype(np.float32))
+
+    def sessions():
+        a = m.new_session()
+        a.start(enc_a)
+        a.forward(PROMPT)
+        b = m.new_session()
+        b.start(enc_b)
+        b.forward(PROMPT[:2])
+        a2, a3 = a.clone(), a.clone()
+        a3.forward(STEPS[:2])
+        return [a, a2, a3, b, a.clone()]
+    tokens = [STEPS[1], STEPS[2], STEPS[0], STEPS[2], STEPS[0]]
+    batched, single = sessions(), sessions()
+    got = m.forward_batch(batched, tokens)
+    want = np.stack([s.forward([tok])[-1] for s, tok in zip(single, tokens)])
+    assert rel_err(got, want) <= TOL
+    assert [s.position for s in batched] == [s.position for s in single]
+
+
 def test_q8_0_import_matches_its_decoded_weights(tinies, tmp_path):
     """q8_0 (the matmul weights; conv, positions and norms stay float) vs transformers with the
     same dequantized weights, within precise-vs-transformers."""
