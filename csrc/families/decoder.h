@@ -69,6 +69,27 @@ int64_t config_int_or(const toml::Value& arch, const char* key, int64_t dflt);
 double config_float_or(const toml::Value& arch, const char* key, double dflt);
 bool config_bool_or(const toml::Value& arch, const char* key, bool dflt);
 
+// Rows [row0, row0 + n) of a batched forward belong to one conversation, from its position on
+// (the forward_rows of the decoder and whisper families).
+template <class Conv>
+struct RowSegment {
+  Conv* conv;
+  int64_t row0, n;
+};
+// A batched decode step: one row per conversation, in order.
+template <class Conv>
+std::vector<RowSegment<Conv>> one_row_segments(Conversation* const* convs, int64_t n) {
+  std::vector<RowSegment<Conv>> segs;
+  segs.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) segs.push_back({static_cast<Conv*>(convs[i]), i, 1});
+  return segs;
+}
+// After the forward: each conversation moves past its rows.
+template <class Conv>
+void advance_segments(const RowSegment<Conv>* segs, size_t nseg) {
+  for (size_t si = 0; si < nseg; ++si) segs[si].conv->advance(segs[si].n);
+}
+
 struct DecoderPlan;
 // The curated decoder model of a plan (families/decoder_plan.h): binds the plan's
 // weights, builds its rope tables, runs the forward above.

@@ -9,7 +9,7 @@
 #include "core/errors.h"
 #include "core/weight_cache.h"
 #include "dispatch/op.h"
-#include "families/decoder.h"  // config_arch, config_int, config_*_or
+#include "families/decoder.h"  // config_arch, config_int, config_*_or, RowSegment
 #include "model/model_base.h"
 
 namespace cyb {
@@ -105,6 +105,17 @@ struct AttnCapture {
   float* out = nullptr;
 };
 
+// One layer's activation frames (encoder and decoder blocks alike): rows x d, and rows x I
+// for the MLP's up projection. Host backends take them once for all layers; others per layer.
+struct LayerFrames {
+  Tensor hn, q, k, v, att, o, xs, up, f;
+  template <class Frame>
+  void take(Frame&& frame, int64_t rows, int64_t d, int64_t I) {
+    for (Tensor* t : {&hn, &q, &k, &v, &att, &o, &xs, &f}) *t = frame(Shape{rows, d});
+    up = frame(Shape{rows, I});
+  }
+};
+
 class WhisperConversation : public Conversation {
  public:
   WhisperConversation(ThreadPool* pool, bool precise, int64_t max_ctx) : Conversation(pool, precise, max_ctx) {}
@@ -182,10 +193,7 @@ class Whisper : public WhisperModel {
   void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) override;
 
  private:
-  struct Segment {
-    WhisperConversation* conv;
-    int64_t row0, n;
-  };
+  using Segment = RowSegment<WhisperConversation>;
   // The forward of T rows in segments (one session's chunk, or one row per session of a
   // batched step); logits of every row when all_logits, else of the last one.
   void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits, float* logits);
@@ -354,21 +362,11 @@ void Whisper::encode_audio(const float* mel, int64_t B, int64_t n_mels, int64_t 
   std::vector<int32_t> mask(static_cast<size_t>(BS), 1);
   const Tensor mask_t = host_i32(mask.data(), Shape{B, S});
   const bool reuse = be.host_memory();
-  Tensor hn, q, k, v, att, o, up, f, xs;
-  auto frames_ = [&] {
-    hn = frame(Shape{BS, d});
-    q = frame(Shape{BS, d});
-    k = frame(Shape{BS, d});
-    v = frame(Shape{BS, d});
-    att = frame(Shape{BS, d});
-    o = frame(Shape{BS, d});
-    up = frame(Shape{BS, I});
-    f = frame(Shape{BS, d});
-    xs = frame(Shape{BS, d});
-  };
-  if (reuse) frames_();
+  LayerFrames fr;
+  Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &up = fr.up, &f = fr.f, &xs = fr.xs;
+  if (reuse) fr.take(frame, BS, d, I);
   for (const Block& L_ : enc_) {
-    if (!reuse) frames_();
+    if (!reuse) fr.take(frame, BS, d, I);
     const Attn& A = L_.self;
     layer_norm(x, A.ln, A.lnb, &hn, A.lln);
     matmul(hn, A.q, A.bq, &q, A.lq);
@@ -484,15 +482,11 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
 }
 
 void Whisper::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
-  std::vector<Segment> segs;
-  segs.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    auto* c = static_cast<WhisperConversation*>(convs[i]);
-    if (!c->cross)
+  const std::vector<Segment> segs = one_row_segments<WhisperConversation>(convs, n);
+  for (int64_t i = 0; i < n; ++i)
+    if (!segs[static_cast<size_t>(i)].conv->cross)
       throw_invalid_config("conversations", "whisper session " + std::to_string(i) +
                                                 " has no encoder output: call start(encoder_output) first");
-    segs.push_back({c, i, 1});
-  }
   forward_rows(segs.data(), segs.size(), ids, n, true, logits);
 }
 
@@ -539,22 +533,12 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     dd.run(make_op(OpKind::Add, "decoder.embed"), {e1, e2}, {&x}, ctx);
   }
   const bool reuse = be.host_memory();
-  Tensor hn, q, k, v, att, o, xs, up, f;
-  auto frames_ = [&] {
-    hn = frame(Shape{T, d});
-    q = frame(Shape{T, d});
-    k = frame(Shape{T, d});
-    v = frame(Shape{T, d});
-    att = frame(Shape{T, d});
-    o = frame(Shape{T, d});
-    xs = frame(Shape{T, d});
-    up = frame(Shape{T, I});
-    f = frame(Shape{T, d});
-  };
-  if (reuse) frames_();
+  LayerFrames fr;
+  Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &up = fr.up, &f = fr.f, &xs = fr.xs;
+  if (reuse) fr.take(frame, T, d, I);
   for (size_t l = 0; l < dec_.size(); ++l) {
     const Block& L_ = dec_[l];
-    if (!reuse) frames_();
+    if (!reuse) fr.take(frame, T, d, I);
     // masked self-attention over the cache
     const Attn& A = L_.self;
     layer_norm(x, A.ln, A.lnb, &hn, A.lln);
@@ -595,6 +579,31 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
       const Segment &s0 = segs[runs[ri].first], &s1 = segs[runs[ri].second - 1];
       bool one_row = true;
       for (size_t si = runs[ri].first; si < runs[ri].second; ++si) one_row = one_row && segs[si].n == 1;
+      const int64_t nr = static_cast<int64_t>(runs[ri].second - runs[ri].first);
+      if (one_row && nr > 1 && be.host_memory()) {
+        // one-token rows of sessions sharing this K/V (a beam's clones): one attention call with
+        // the rows' heads as query heads grouped per K/V head (query head h * nr + i = row i's
+        // head h), so each head's keys and values are read once for all rows, not once per row
+        const int64_t r0 = s0.row0;
+        Tensor qg = frame(Shape{1, nr * d}), ag = frame(Shape{1, nr * d});
+        for (int64_t i = 0; i < nr; ++i)
+          for (int64_t h = 0; h < H; ++h)
+            std::memcpy(qg.f32() + (h * nr + i) * hd, q.f32() + (r0 + i) * d + h * hd,
+                        static_cast<size_t>(hd) * sizeof(float));
+        const CrossKV& kv = *s0.conv->cross;
+        Op op = make_op(OpKind::Attention, C.la.c_str());
+        op.a.pos0 = plan_.S - 1;
+        op.a.n_heads = static_cast<int>(H * nr);
+        op.a.n_kv_heads = static_cast<int>(H);
+        op.a.head_dim = static_cast<int>(hd);
+        op.a.scale = scale;
+        dd.run(op, {qg, kv.kh[l], kv.vh[l]}, {&ag}, ctx);
+        for (int64_t i = 0; i < nr; ++i)
+          for (int64_t h = 0; h < H; ++h)
+            std::memcpy(att.f32() + (r0 + i) * d + h * hd, ag.f32() + (h * nr + i) * hd,
+                        static_cast<size_t>(hd) * sizeof(float));
+        continue;
+      }
       if (one_row) {
         // one-token rows: the attention op at position S - 1 sees all S keys of the head-major copy
         for (size_t si = runs[ri].first; si < runs[ri].second; ++si) {
@@ -649,7 +658,7 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   dd.run(make_op(OpKind::Matmul, "lm_head"), {hin, lm_head_}, {&out}, ctx);
   if (!be.host_memory()) be.download_f32(out, logits);
   be.end_forward(ctx);
-  for (size_t si = 0; si < nseg; ++si) segs[si].conv->advance(segs[si].n);
+  advance_segments(segs, nseg);
 }
 
 void Whisper::capture_cross(WhisperConversation& conv, size_t layer, const Tensor& q, int64_t T, int64_t pos0) {

@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--beam-size", type=int, default=5, help="beam width (1: greedy)")
     tr.add_argument("--initial-prompt", help="text that conditions the first window")
     tr.add_argument("--no-timestamps", action="store_true", help="decode without timestamp tokens")
+    tr.add_argument("--word-timestamps", action="store_true",
+                    help="word start / end times (cross-attention alignment): \"words\" in --json / --verbose-json")
     tr.add_argument("-o", "--output-dir", help="write FILE.<format> there instead of printing")
     g = tr.add_argument_group("model")
     g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, ...)")
@@ -404,11 +406,15 @@ def cmd_transcribe(a: argparse.Namespace) -> int:
     m = _load(a, a.model)
     if not getattr(m, "is_whisper", False):
         raise InvalidConfig(field="model", reason=f"{a.model!r} is not a whisper model")
+    if a.word_timestamps and a.format not in ("json", "verbose_json"):
+        raise InvalidConfig(field="word_timestamps", reason="shows in --json or --verbose-json output only")
     task = "translate" if a.translate else "transcribe"
+    granularities = ("segment", "word") if a.word_timestamps else ("segment",)
     for f in a.files:
         result = m.transcribe(load_audio(f), language=a.language, task=task, beam_size=a.beam_size,
-                              initial_prompt=a.initial_prompt, without_timestamps=a.no_timestamps)
-        out = render(result, a.format, task=task)
+                              initial_prompt=a.initial_prompt, without_timestamps=a.no_timestamps,
+                              word_timestamps=a.word_timestamps)
+        out = render(result, a.format, task=task, granularities=granularities)
         if a.output_dir:
             os.makedirs(a.output_dir, exist_ok=True)
             ext = {"verbose_json": "json", "text": "txt"}.get(a.format, a.format)

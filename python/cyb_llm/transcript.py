@@ -45,8 +45,25 @@ def to_vtt(segments: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def verbose_json(result: Mapping[str, Any], task: str = "transcribe") -> dict:
-    """OpenAI's verbose_json transcription object."""
+GRANULARITIES = ("segment", "word")
+
+
+def words_of(result: Mapping[str, Any]) -> list[dict]:
+    """The words of every segment (transcribe(..., word_timestamps=True)) as OpenAI lists them:
+    {"word" (no surrounding spaces), "start", "end"}."""
+    out = []
+    for s in result.get("segments", []):
+        if "words" not in s:
+            raise ValueError("the result has no word timestamps (transcribe with word_timestamps=True)")
+        out.extend({"word": w["word"].strip(), "start": w["start"], "end": w["end"]} for w in s["words"])
+    return out
+
+
+def verbose_json(result: Mapping[str, Any], task: str = "transcribe",
+                 granularities: Iterable[str] = ("segment",)) -> dict:
+    """OpenAI's verbose_json transcription object: "segments" when `granularities` has "segment",
+    "words" (words_of) when it has "word"."""
+    granularities = set(granularities)
     segs = []
     for i, s in enumerate(result.get("segments", [])):
         segs.append({"id": s.get("id", i), "seek": s.get("seek", 0), "start": s["start"], "end": s["end"],
@@ -57,12 +74,19 @@ def verbose_json(result: Mapping[str, Any], task: str = "transcribe") -> dict:
     dur = result.get("duration")
     if dur is None:
         dur = segs[-1]["end"] if segs else 0.0
-    return {"task": task, "language": result.get("language"), "duration": dur, "text": result.get("text", ""),
-            "segments": segs}
+    out = {"task": task, "language": result.get("language"), "duration": dur, "text": result.get("text", "")}
+    if "segment" in granularities:
+        out["segments"] = segs
+    if "word" in granularities:
+        out["words"] = words_of(result)
+    return out
 
 
-def render(result: Mapping[str, Any], fmt: str, task: str = "transcribe") -> str:
-    """The result as text in one of FORMATS (json: {"text"}; verbose_json: verbose_json())."""
+def render(result: Mapping[str, Any], fmt: str, task: str = "transcribe",
+           granularities: Iterable[str] = ("segment",)) -> str:
+    """The result as text in one of FORMATS (json: {"text"}, with "words" (words_of) when
+    `granularities` has "word"; verbose_json: verbose_json())."""
+    granularities = tuple(granularities)
     if fmt == "text":
         return result.get("text", "").strip() + "\n"
     if fmt == "srt":
@@ -70,7 +94,10 @@ def render(result: Mapping[str, Any], fmt: str, task: str = "transcribe") -> str
     if fmt == "vtt":
         return to_vtt(result.get("segments", []))
     if fmt == "json":
-        return json.dumps({"text": result.get("text", "")}, ensure_ascii=False)
+        obj: dict[str, Any] = {"text": result.get("text", "")}
+        if "word" in granularities:
+            obj["words"] = words_of(result)
+        return json.dumps(obj, ensure_ascii=False)
     if fmt == "verbose_json":
-        return json.dumps(verbose_json(result, task), ensure_ascii=False)
+        return json.dumps(verbose_json(result, task, granularities), ensure_ascii=False)
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")

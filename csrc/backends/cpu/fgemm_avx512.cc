@@ -2,7 +2,7 @@
 // weights are exact in f32, products and sums are f32): the packed GEMM of
 // fgemm_packed.inc (from kPackedMinTokens tokens on) and, below, a 4-row x 4-token block
 // keeps 16 accumulators in registers: per 16 values of K, 4 weight vectors
-// (widened once) and 4 activation vectors feed 16 FMAs. Blocking: the 4-token
+// (widened once) and 4 activation vectors feed 16 FMAs (4 x 5 for a beam of 5 tokens). Blocking: the 4-token
 // activation tile stays in L1 while the weights of a block of rows stay in L2.
 #include "backends/cpu/avx512_common.h"
 
@@ -20,32 +20,29 @@ namespace cpu {
 namespace {
 
 
-// out[t * ldo + r] = W row r . x_t for RR rows (<= 4) and TT tokens (<= 4).
+// out[t * ldo + r] = W row r . x_t for RR rows (<= 4) and TT tokens (<= 5).
 template <DType E, int RR, int TT>
 void block(const uint8_t* w, size_t rb, const float* x, int64_t K, float* out, int64_t ldo) {
-  __m512 acc[4][4];
-  KQ_UNROLL for (int r = 0; r < RR; ++r)
-    KQ_UNROLL for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_setzero_ps();
+  constexpr int NA = RR * TT;
+  __m512 acc[NA];
+  KQ_UNROLL for (int i = 0; i < NA; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 16) {
     const __mmask16 m = K - k >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (K - k)) - 1);
-    __m512 xv[4], wv[4];
+    __m512 xv[TT], wv[RR];
     KQ_UNROLL for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * K + k);
     KQ_UNROLL for (int r = 0; r < RR; ++r) wv[r] = avx512::load_weights16<E>(w + r * rb, k, m);
     KQ_UNROLL for (int r = 0; r < RR; ++r)
-      KQ_UNROLL for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_fmadd_ps(wv[r], xv[t], acc[r][t]);
+      KQ_UNROLL for (int t = 0; t < TT; ++t) acc[r * TT + t] = _mm512_fmadd_ps(wv[r], xv[t], acc[r * TT + t]);
   }
-  // 16 horizontal sums, 8 at a time
+  // the horizontal sums, 8 at a time
   __m512 v[8];
-  alignas(32) float s[16];
-  for (int h = 0; h < 2; ++h) {
-    for (int i = 0; i < 8; ++i) {
-      const int r = (8 * h + i) / 4, t = (8 * h + i) % 4;
-      v[i] = r < RR && t < TT ? acc[r][t] : _mm512_setzero_ps();
-    }
+  alignas(32) float s[24];
+  KQ_UNROLL for (int h = 0; h * 8 < NA; ++h) {
+    KQ_UNROLL for (int i = 0; i < 8; ++i) v[i] = 8 * h + i < NA ? acc[8 * h + i] : _mm512_setzero_ps();
     _mm256_store_ps(s + 8 * h, avx512::reduce8(v));
   }
   for (int r = 0; r < RR; ++r)
-    for (int t = 0; t < TT; ++t) out[t * ldo + r] = s[4 * r + t];
+    for (int t = 0; t < TT; ++t) out[t * ldo + r] = s[r * TT + t];
 }
 
 template <DType E, int RR>
@@ -54,7 +51,8 @@ void block_t(int tt, const uint8_t* w, size_t rb, const float* x, int64_t K, flo
     case 1: block<E, RR, 1>(w, rb, x, K, out, ldo); return;
     case 2: block<E, RR, 2>(w, rb, x, K, out, ldo); return;
     case 3: block<E, RR, 3>(w, rb, x, K, out, ldo); return;
-    default: block<E, RR, 4>(w, rb, x, K, out, ldo); return;
+    case 4: block<E, RR, 4>(w, rb, x, K, out, ldo); return;
+    default: block<E, RR, 5>(w, rb, x, K, out, ldo); return;
   }
 }
 
@@ -62,10 +60,13 @@ template <DType E>
 void rows(const float* x, int64_t T, int64_t K, const uint8_t* base, size_t rb, float* y, int64_t N, int64_t n0,
           int64_t n1) {
   constexpr int64_t kRowBlock = 64;
+  // tokens in blocks of 4; a count of 4n + 1 (a beam of 5) takes one block of 5 first
+  // rather than leaving one token alone (which would widen every weight once more for it)
+  const int64_t first = T % 4 == 1 && T >= 5 ? 5 : 4;
   for (int64_t b0 = n0; b0 < n1; b0 += kRowBlock) {
     const int64_t b1 = std::min(n1, b0 + kRowBlock);
-    for (int64_t t0 = 0; t0 < T; t0 += 4) {
-      const int tt = static_cast<int>(std::min<int64_t>(4, T - t0));
+    for (int64_t t0 = 0; t0 < T;) {
+      const int tt = static_cast<int>(std::min<int64_t>(t0 == 0 ? first : 4, T - t0));
       for (int64_t r = b0; r < b1; r += 4) {
         const uint8_t* w = base + r * rb;
         float* out = y + t0 * N + r;
@@ -76,6 +77,7 @@ void rows(const float* x, int64_t T, int64_t K, const uint8_t* base, size_t rb, 
           default: block_t<E, 4>(tt, w, rb, x + t0 * K, K, out, N); break;
         }
       }
+      t0 += tt;
     }
   }
 }

@@ -640,9 +640,9 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         """/v1/audio/transcriptions and /translations: a multipart form with `file` (any format
         soundfile reads), `model`, `language` (transcriptions), `prompt`, `temperature` (0: the
         fallback sequence 0.0, 0.2, ..., 1.0, as OpenAI's API), `response_format` and
-        `timestamp_granularities[]` (segment)."""
+        `timestamp_granularities[]` (segment, word: verbose_json's "words")."""
         from ..audio import load_audio
-        from ..transcript import FORMATS, render
+        from ..transcript import FORMATS, GRANULARITIES, render
 
         ctype = request.headers.get("content-type", "")
         if not ctype.startswith("multipart/form-data"):
@@ -671,13 +671,15 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         if fmt not in FORMATS:
             raise ApiError(400, f"'response_format' must be one of {', '.join(FORMATS)}, got {fmt!r}",
                            param="response_format", code="invalid_value")
-        for g in form.getlist("timestamp_granularities[]"):
-            if g == "word":
-                raise ApiError(400, "word timestamps are not supported (segment timestamps are)",
-                               param="timestamp_granularities[]", code="unsupported_parameter")
-            if g != "segment":
-                raise ApiError(400, f"unknown timestamp granularity {g!r}", param="timestamp_granularities[]",
-                               code="invalid_value")
+        granularities = form.getlist("timestamp_granularities[]") or ["segment"]
+        for g in granularities:
+            if g not in GRANULARITIES:
+                raise ApiError(400, f"unknown timestamp granularity {g!r} (one of {', '.join(GRANULARITIES)})",
+                               param="timestamp_granularities[]", code="invalid_value")
+        words = "word" in granularities
+        if words and fmt != "verbose_json":
+            raise ApiError(400, "timestamp_granularities[]=word needs response_format=verbose_json, got "
+                           f"{fmt!r}", param="timestamp_granularities[]", code="invalid_value")
         t = field("temperature")
         try:
             temperature = float(t) if t is not None else 0.0
@@ -700,12 +702,12 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             except Error as e:
                 raise ApiError(400, f"{type(e).__name__}: {e}", param="file", code="invalid_audio") from None
             return eng.model.transcribe(audio, language=language, task=task, initial_prompt=field("prompt"),
-                                        temperature=temps)
+                                        temperature=temps, word_timestamps=words)
 
         result = await run_in_threadpool(eng.run, run)
         metrics.tokens(eng.model_id, {"prompt_tokens": 0,
                                       "completion_tokens": sum(len(s.get("tokens", ())) for s in result["segments"])})
-        text = render(result, fmt, task=task)
+        text = render(result, fmt, task=task, granularities=granularities)
         if fmt in ("json", "verbose_json"):
             return JSONResponse(json.loads(text))
         return PlainTextResponse(text)
