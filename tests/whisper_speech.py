@@ -52,7 +52,11 @@ def to16k(x: np.ndarray, sr: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def speak_en(text: str) -> np.ndarray:
-    chunks = list(piper_voice().synthesize(text))
+    """Piper's speech of text at 16 kHz, without its random noise (noise_scale and noise_w_scale 0):
+    the same samples on every call, so a test sees the same clip in every run."""
+    from piper import SynthesisConfig
+
+    chunks = list(piper_voice().synthesize(text, SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)))
     return to16k(np.concatenate([c.audio_float_array for c in chunks]), chunks[0].sample_rate)
 
 
