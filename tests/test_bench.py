@@ -68,5 +68,32 @@ def test_weight_bytes_per_token_counts_the_head_not_the_lookup(tmp_path, tied):
 def test_cli_bench_help_lists_its_options():
     r = subprocess.run([sys.executable, "-m", "cyb_llm.cli", "bench", "--help"], capture_output=True, text=True)
     assert r.returncode == 0
-    for opt in ("--models", "--threads", "--reps", "--markdown"):
+    for opt in ("--models", "--threads", "--reps", "--markdown", "--level"):
         assert opt in r.stdout
+
+
+def test_level_children_get_the_level_and_its_llama_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("CYB_LLM_CACHE", str(tmp_path))
+    monkeypatch.delenv("CYB_CPU_LEVEL", raising=False)
+    monkeypatch.delenv("LLAMA_CPP_LIB_PATH", raising=False)
+    ours = benchmark._child_env("cyb-fast", "avx2")
+    assert ours["CYB_CPU_LEVEL"] == "avx2" and "LLAMA_CPP_LIB_PATH" not in ours
+    peer = benchmark._child_env("llama.cpp", "avx2")
+    assert "CYB_CPU_LEVEL" not in peer
+    assert peer["LLAMA_CPP_LIB_PATH"] == str(benchmark.llama_level_dir("avx2"))
+    assert peer["LLAMA_CPP_LIB_PATH"].startswith(str(tmp_path)) and peer["LLAMA_CPP_LIB_PATH"].endswith("avx2")
+    plain = benchmark._child_env("llama.cpp", None)
+    assert "CYB_CPU_LEVEL" not in plain and "LLAMA_CPP_LIB_PATH" not in plain
+
+
+def test_level_check_rejects_a_child_at_another_level():
+    avx2_info = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | LLAMAFILE = 1 |"
+    avx512_info = avx2_info + " AVX512 = 1 | AVX512_VNNI = 1 |"
+    assert benchmark._level_check({"system_info": avx2_info}, "llama.cpp", "avx2") is None
+    assert benchmark._level_check({"system_info": avx512_info}, "llama.cpp", "avx2")
+    assert benchmark._level_check({"system_info": avx512_info}, "llama.cpp", "avx512") is None
+    assert benchmark._level_check({"system_info": avx2_info}, "llama.cpp", "avx512")
+    assert benchmark._level_check({"system_info": avx512_info + " AMX_INT8 = 1 |"}, "llama.cpp", "avx512")
+    assert benchmark._level_check({"cpu_level": "avx2"}, "cyb-fast", "avx2") is None
+    assert benchmark._level_check({"cpu_level": "amx"}, "cyb-fast", "avx512")
+    assert benchmark._level_check({"cpu_level": "amx"}, "cyb-fast", None) is None

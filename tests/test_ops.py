@@ -262,6 +262,19 @@ def test_matmul_many_rows_threads(enc, backend, precise):
         assert rel_err(y, mm_ref(x, deq, enc, backend, precise)) <= TOL_F32, T
 
 
+@pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k"])
+def test_matmul_kquant_rows_over_several_k_chunks(enc, backend, precise):
+    """K-quant rows of 9 super-blocks (more than one K chunk of the prefill kernels: partial sums
+    accumulate over chunks, the last one short), 37 rows and 19 tokens (ragged row blocks and token tiles)."""
+    rng = np.random.default_rng(29)
+    k, n = 9 * 256, 37
+    w, deq = random_weight(enc, n, k, rng)
+    for T in (1, 19):
+        x = rng.standard_normal((T, k)).astype(np.float32)
+        (y,) = run("matmul", [x, w], {"precise": precise}, backend=backend)
+        assert rel_err(y, mm_ref(x, deq, enc, backend, precise)) <= TOL_F32, T
+
+
 @pytest.mark.parametrize("enc", ["f32", "bf16", "q8_0", "q4_k", "q6_k"])
 def test_matmul_many_tokens_many_rows(enc, backend, precise):
     """Enough tokens and output rows for the wgpu tiled GEMM (>= 64 output tiles of 64 x 64,

@@ -10,6 +10,9 @@ token / bandwidth; bandwidth = the larger of a native matvec measurement and num
 
 llama.cpp comes from llama-cpp-python; when it is missing the script says how to install it
 (`CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llama-cpp-python`) and benches cyb_llm alone.
+`--level avx512,avx2` benches each x86 CPU level against llama.cpp built for that level, in one
+run: cyb_llm's children get CYB_CPU_LEVEL=<level>, llama.cpp's get LLAMA_CPP_LIB_PATH pointing at
+the libraries bench/build_llama_levels.sh built for that level (the same llama-cpp-python version).
 Entry points: `python bench/bench_cpu.py` and `cyb-llm bench`.
 """
 from __future__ import annotations
@@ -113,6 +116,34 @@ def weight_bytes_per_token(gguf_path: str) -> int:
     return total
 
 
+# ---------------------------------------------------------------- per-level llama.cpp builds
+
+LEVEL_BUILD_HINT = "bash bench/build_llama_levels.sh {level}   (builds llama.cpp for that level, ~10 min on 2 cores)"
+
+
+def llama_level_dir(level: str) -> Path:
+    """Directory with libllama.so + libggml*.so built for `level` by bench/build_llama_levels.sh
+    from the installed llama-cpp-python's version (the Python bindings and the library must match)."""
+    from importlib.metadata import version
+
+    root = Path(os.environ.get("CYB_LLM_CACHE", Path.home() / ".cache" / "cyb_llm"))
+    return root / "llama-levels" / version("llama-cpp-python") / level
+
+
+def _child_env(runtime: str, level: str | None) -> dict[str, str]:
+    """Environment of one measurement child: the CPU level for cyb_llm, the level's llama.cpp
+    libraries for llama.cpp (no level: the environment as it is)."""
+    env = dict(os.environ)
+    pkg_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if level:
+        if runtime == "llama.cpp":
+            env["LLAMA_CPP_LIB_PATH"] = str(llama_level_dir(level))
+        else:
+            env["CYB_CPU_LEVEL"] = level
+    return env
+
+
 # ---------------------------------------------------------------- bandwidth
 
 def numpy_bandwidth(threads: int = 2, gib: float = 1.0, reps: int = 5) -> float:
@@ -191,6 +222,7 @@ def measure(runtime: str, gguf_path: str, model_path: str, threads: int, prompts
         llm = llama_cpp.Llama(model_path=gguf_path, n_ctx=max_ctx, n_batch=512, n_threads=threads,
                               n_threads_batch=threads, verbose=False)
         out["load_s"] = time.perf_counter() - t0
+        out["system_info"] = llama_cpp.llama_print_system_info().decode()
         vocab = llm.n_vocab()
 
         def prompt(ids):
@@ -208,6 +240,7 @@ def measure(runtime: str, gguf_path: str, model_path: str, threads: int, prompts
         t0 = time.perf_counter()
         m = cyb_llm.load(model_path, precise=runtime == "cyb-precise", threads=threads)
         out["load_s"] = time.perf_counter() - t0
+        out["cpu_level"] = cyb_llm._core.cpu_level()
         vocab = m.vocab_size
         state: dict[str, Any] = {}
 
@@ -245,16 +278,35 @@ def _child(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_child(runtime: str, gguf_path: str, model_path: str, a: argparse.Namespace) -> dict | None:
+def _level_check(r: dict, runtime: str, level: str | None) -> str | None:
+    """Why a child's result does not run at `level` (None when it does or no level was asked)."""
+    if not level:
+        return None
+    if runtime == "llama.cpp":
+        info = r.get("system_info", "")
+        if level == "avx2" and ("AVX512 = 1" in info or "AVX2 = 1" not in info):
+            return f"llama.cpp is not an avx2 build: {info}"
+        if level == "avx512" and "AVX512 = 1" not in info:
+            return f"llama.cpp is not an avx512 build: {info}"
+        if "AMX_INT8 = 1" in info:
+            return f"llama.cpp uses AMX: {info}"
+    elif r.get("cpu_level") != level:
+        return f"cyb_llm ran at level {r.get('cpu_level')}, not {level}"
+    return None
+
+
+def _run_child(runtime: str, gguf_path: str, model_path: str, a: argparse.Namespace,
+               level: str | None = None) -> dict | None:
     cmd = [sys.executable, "-m", "cyb_llm.benchmark", "--child", runtime, "--gguf", gguf_path,
            "--model-path", model_path, "--threads", str(a.threads), "--prompts", a.prompts, "--gen", str(a.gen)]
-    env = dict(os.environ)
-    pkg_root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(runtime, level))
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[7:])
+            r = json.loads(line[7:])
+            why = _level_check(r, runtime, level)
+            if why:
+                raise SystemExit(why)
+            return r
     print(f"  {runtime}: failed (exit {p.returncode}): {p.stderr.strip()[-600:]}", file=sys.stderr)
     return None
 
@@ -289,6 +341,10 @@ def have_llama_cpp() -> bool:
         return False
 
 
+def _fmt_level(level: str | None) -> str:
+    return f"CYB_CPU_LEVEL={level}, llama.cpp built for {level}" if level else "default CPU level"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cyb-llm bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated (default {DEFAULT_MODELS})")
@@ -297,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", default="128,512")
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
+    ap.add_argument("--level", help="comma-separated x86 CPU levels (avx512,avx2): each runs cyb_llm with "
+                    "CYB_CPU_LEVEL=<level> against llama.cpp built for it by bench/build_llama_levels.sh")
     ap.add_argument("--markdown", help="append the results table to this markdown file")
     ap.add_argument("--json", help="write all measurements to this JSON file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -310,6 +368,16 @@ def main(argv: list[str] | None = None) -> int:
     if "llama.cpp" in runtimes and not have_llama_cpp():
         print(f"llama-cpp-python is not installed; benching cyb_llm alone. Install the peer with:\n  {INSTALL_HINT}")
         runtimes.remove("llama.cpp")
+    levels: list[str | None] = [x for x in (a.level or "").split(",") if x] or [None]
+    llama_flags: dict[str | None, str] = {}
+    for level in levels:
+        if level and "llama.cpp" in runtimes:
+            d = llama_level_dir(level)
+            if not (d / "libllama.so").exists():
+                print(f"no llama.cpp build for {level} in {d}; build it with:\n  {LEVEL_BUILD_HINT.format(level=level)}")
+                return 2
+            flags = d / "FLAGS"
+            llama_flags[level] = flags.read_text().strip() if flags.exists() else "?"
     prompts = [int(x) for x in a.prompts.split(",")]
     bw_np = numpy_bandwidth(a.threads)
     bw_native = native_bandwidth(a.threads)
@@ -320,54 +388,64 @@ def main(argv: list[str] | None = None) -> int:
         load = float("nan")
     print(f"CPU: {_cpu_name()}, threads={a.threads}, load average {load:.2f}; bandwidth: numpy {bw_np:.1f} GB/s, "
           f"cyb_llm q8_0 matvec {bw_native:.1f} GB/s -> limit uses {bw:.1f} GB/s")
-    rows = []
-    allres: dict[str, Any] = {"bandwidth_gbs": bw, "threads": a.threads, "models": {}}
+    keys = [f"pp{n}" for n in prompts] + [f"tg{a.gen}"]
+    rows: dict[str | None, list] = {lv: [] for lv in levels}
+    allres: dict[str, Any] = {"bandwidth_gbs": bw, "threads": a.threads, "levels": levels, "models": {}}
     for name in a.models.split(","):
         gguf_path, model_path = model_files(name)
         wb = weight_bytes_per_token(gguf_path)
-        res: dict[str, list[dict]] = {r: [] for r in runtimes}
+        res: dict[str | None, dict[str, list[dict]]] = {lv: {r: [] for r in runtimes} for lv in levels}
         for _ in range(a.reps):
-            for rt in runtimes:
-                r = _run_child(rt, gguf_path, model_path, a)
-                if r:
-                    res[rt].append(r)
-        med = {rt: {k: statistics.median(x[k] for x in v) for k in v[0] if k != "runtime"}
-               for rt, v in res.items() if v}
-        allres["models"][name] = {"gguf": gguf_path, "weight_bytes_per_token": wb, "runs": res, "median": med}
+            for level in levels:
+                for rt in runtimes:
+                    r = _run_child(rt, gguf_path, model_path, a, level)
+                    if r:
+                        res[level][rt].append(r)
         limit = bw * 1e9 / wb
-        print(f"\n{name}: {Path(gguf_path).name}, {wb / 1e6:.0f} MB weights read per token, "
-              f"generation limit {limit:.0f} tok/s")
-        keys = [f"pp{n}" for n in prompts] + [f"tg{a.gen}"]
-        print(f"  {'runtime':12s} " + " ".join(f"{k:>8s}" for k in keys) + f" {'load s':>7s} {'RSS MB':>7s} {'%bw':>5s}")
-        peer = med.get("llama.cpp")
-        for rt, m in med.items():
-            share = m[f"tg{a.gen}"] / limit
-            print(f"  {rt:12s} " + " ".join(f"{m[k]:8.1f}" for k in keys)
-                  + f" {m['load_s']:7.3f} {m['peak_rss_mb']:7.0f} {100 * share:4.0f}%")
-            if "rss_growth_mb" in m:
-                bar = 1.15 * (m["file_mb"] + m["kv_cache_mb"])
-                print(f"  {'':12s} RSS growth after import {m['rss_growth_mb']:.0f} MB; bar: (file "
-                      f"{m['file_mb']:.0f} + KV cache {m['kv_cache_mb']:.0f} MB) + 15% = {bar:.0f} MB "
-                      f"-> {'within' if m['rss_growth_mb'] <= bar else 'OVER'}")
-            ratio = {k: m[k] / peer[k] for k in keys} if peer and rt != "llama.cpp" else {}
-            if ratio:
-                print(f"  {'  / llama.cpp':12s} " + " ".join(f"{ratio[k]:7.2f}x" for k in keys)
-                      + f" {peer['load_s'] / max(m['load_s'], 1e-9):6.2f}x")
-            rows.append((name, rt, m, share, ratio))
+        allres["models"][name] = {"gguf": gguf_path, "weight_bytes_per_token": wb, "per_level": {}}
+        for level in levels:
+            med = {rt: {k: statistics.median(x[k] for x in v) for k in v[0] if isinstance(v[0][k], (int, float))}
+                   for rt, v in res[level].items() if v}
+            allres["models"][name]["per_level"][str(level)] = {"runs": res[level], "median": med}
+            print(f"\n{name} ({_fmt_level(level)}): {Path(gguf_path).name}, {wb / 1e6:.0f} MB weights read per "
+                  f"token, generation limit {limit:.0f} tok/s")
+            print(f"  {'runtime':12s} " + " ".join(f"{k:>8s}" for k in keys)
+                  + f" {'load s':>7s} {'RSS MB':>7s} {'%bw':>5s}")
+            peer = med.get("llama.cpp")
+            for rt, m in med.items():
+                share = m[f"tg{a.gen}"] / limit
+                print(f"  {rt:12s} " + " ".join(f"{m[k]:8.1f}" for k in keys)
+                      + f" {m['load_s']:7.3f} {m['peak_rss_mb']:7.0f} {100 * share:4.0f}%")
+                if "rss_growth_mb" in m:
+                    bar = 1.15 * (m["file_mb"] + m["kv_cache_mb"])
+                    print(f"  {'':12s} RSS growth after import {m['rss_growth_mb']:.0f} MB; bar: (file "
+                          f"{m['file_mb']:.0f} + KV cache {m['kv_cache_mb']:.0f} MB) + 15% = {bar:.0f} MB "
+                          f"-> {'within' if m['rss_growth_mb'] <= bar else 'OVER'}")
+                ratio = {k: m[k] / peer[k] for k in keys} if peer and rt != "llama.cpp" else {}
+                if ratio:
+                    print(f"  {'  / llama.cpp':12s} " + " ".join(f"{ratio[k]:7.2f}x" for k in keys)
+                          + f" {peer['load_s'] / max(m['load_s'], 1e-9):6.2f}x")
+                rows[level].append((name, rt, m, share, ratio))
     if a.json:
         Path(a.json).write_text(json.dumps(allres, indent=1))
     if a.markdown:
-        keys = [f"pp{n}" for n in prompts] + [f"tg{a.gen}"]
-        lines = [f"\n## {time.strftime('%Y-%m-%d')}, {_cpu_name()}, commit {_commit()}, {a.threads} threads, "
-                 f"median of {a.reps} interleaved runs, load average {load:.1f} at start",
-                 f"Bandwidth {bw:.1f} GB/s (numpy 2-thread read {bw_np:.1f}, own q8_0 matvec {bw_native:.1f}).\n",
-                 "| model | runtime | " + " | ".join(f"{k} tok/s" for k in keys)
-                 + " | load s | peak RSS MB | gen % of bw limit | ratio vs llama.cpp (" + ", ".join(keys) + ") |",
-                 "|" + "---|" * (len(keys) + 6)]
-        for name, rt, m, share, ratio in rows:
-            rat = ", ".join(f"{ratio[k]:.2f}x" for k in keys) if ratio else ""
-            lines.append(f"| {name} | {rt} | " + " | ".join(f"{m[k]:.1f}" for k in keys)
-                         + f" | {m['load_s']:.3f} | {m['peak_rss_mb']:.0f} | {100 * share:.0f}% | {rat} |")
+        lines = []
+        for level in levels:
+            head = f"\n## {time.strftime('%Y-%m-%d')}, {_cpu_name()}, commit {_commit()}, "
+            if level:
+                head += f"level {level}, "
+            lines += [head + f"{a.threads} threads, median of {a.reps} interleaved runs, load average {load:.1f} at start",
+                      f"Bandwidth {bw:.1f} GB/s (numpy 2-thread read {bw_np:.1f}, own q8_0 matvec {bw_native:.1f})."]
+            if level:
+                lines.append(f"cyb_llm with CYB_CPU_LEVEL={level}; llama.cpp built by bench/build_llama_levels.sh "
+                             f"with {llama_flags.get(level, '?')}.")
+            lines += ["", "| model | runtime | " + " | ".join(f"{k} tok/s" for k in keys)
+                      + " | load s | peak RSS MB | gen % of bw limit | ratio vs llama.cpp (" + ", ".join(keys) + ") |",
+                      "|" + "---|" * (len(keys) + 6)]
+            for name, rt, m, share, ratio in rows[level]:
+                rat = ", ".join(f"{ratio[k]:.2f}x" for k in keys) if ratio else ""
+                lines.append(f"| {name} | {rt} | " + " | ".join(f"{m[k]:.1f}" for k in keys)
+                             + f" | {m['load_s']:.3f} | {m['peak_rss_mb']:.0f} | {100 * share:.0f}% | {rat} |")
         with open(a.markdown, "a") as f:
             f.write("\n".join(lines) + "\n")
     return 0
