@@ -693,7 +693,11 @@ struct State : BackendState {
   DevBuf* persistent(int i, uint64_t bytes) {
     DevBuf*& d = persist_[i];
     if (d && d->bytes >= bytes) return d;
-    d = new DevBuf;
+    return d = new_buf(bytes);
+  }
+  // A new storage buffer of this context (freed with it).
+  DevBuf* new_buf(uint64_t bytes) {
+    DevBuf* d = new DevBuf;
     d->bytes = bytes;
     d->rows = 1;
     d->bufs.push_back(create_buffer(*g, std::max<uint64_t>(bytes, 4), kStorage));
@@ -719,13 +723,7 @@ struct State : BackendState {
       d = v.back();
       v.pop_back();
     } else {
-      d = new DevBuf;
-      d->bytes = bytes;
-      d->rows = 1;
-      d->bufs.push_back(create_buffer(*g, std::max<uint64_t>(bytes, 4), kStorage));
-      d->row0.push_back(0);
-      d->owner = this;
-      all_.push_back(d);
+      d = new_buf(bytes);
     }
     in_use_.push_back(d);
     return d;
