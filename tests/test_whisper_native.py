@@ -334,7 +334,10 @@ def check_peak_rss(tmp_path, short_s: float, long_s: float) -> None:
         wav = str(tmp_path / f"quiet-{int(secs)}s.wav")
         wo.write_quiet_noise(wav, secs)
         rows[secs] = r = wo.peak_rss_transcribe("whisper-tiny", wav)
-        assert abs(r["duration"] - secs) < 1e-6 and r["last_end"] <= secs + 0.02
+        # Segment times lie within the audio's windows: not at most `secs`, because (as in
+        # faster-whisper) a segment's end is its window's offset plus the timestamp the model
+        # predicted, which on noise can lie past the content (7201.0 s for the 7200 s file).
+        assert abs(r["duration"] - secs) < 1e-6 and r["last_end"] <= secs + 30
         assert r["peak_kb"] > r["loaded_kb"]  # the measurement is the child's own (not a high-water mark it inherited)
         os.unlink(wav)
     grow = lambda r: (r["peak_kb"] - r["loaded_kb"]) * 1024  # noqa: E731
