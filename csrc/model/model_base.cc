@@ -108,8 +108,7 @@ void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_
     const int64_t pos = conv.position();
     float* out = all_logits ? logits + off * V : logits;
     {
-      std::unique_lock<std::mutex> dev;
-      if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+      auto dev = device_lock(*dispatcher_);
       forward_chunk(conv, ids + off, len, all_logits, out);
     }
     if (!all_finite(out, (all_logits ? len : 1) * V)) nonfinite_logits(conv, pos, len);
@@ -154,16 +153,11 @@ DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t
   const int64_t V = vocab_size();
   std::vector<float> scratch;
   int64_t off = 0;
-  auto device = [&] {
-    std::unique_lock<std::mutex> dev;
-    if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
-    return dev;
-  };
   while (n - off > kForwardChunk) {  // a long prompt: every chunk but the last as forward runs it
     scratch.resize(static_cast<size_t>(V));
     const int64_t pos = conv.position();
     {
-      auto dev = device();
+      auto dev = device_lock(*dispatcher_);
       forward_chunk(conv, ids + off, kForwardChunk, false, scratch.data());
     }
     if (!all_finite(scratch.data(), V)) nonfinite_logits(conv, pos, kForwardChunk);
@@ -172,7 +166,7 @@ DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t
   const int64_t pos = conv.position();
   DeviceDraw d;
   {
-    auto dev = device();
+    auto dev = device_lock(*dispatcher_);
     d = forward_chunk_sample(conv, ids ? ids + off : nullptr, n - off, s);
   }
   if (d.first_nonfinite >= 0) nonfinite_logits(conv, pos, n - off);
@@ -199,8 +193,7 @@ void Model::batch_step(Conversation* const* convs, const int32_t* ids, int64_t n
   for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = convs[i]->position();
   bool finite;
   {
-    std::unique_lock<std::mutex> dev;
-    if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+    auto dev = device_lock(*dispatcher_);
     finite = step();
   }
   if (!finite) {
@@ -243,8 +236,7 @@ void Model::forward_batch_step(Conversation* const* convs, const int32_t* ids, i
 void Model::encode(const EncoderBatch& batch, const EncoderRequest& req, float* out) {
   if (!is_encoder()) encode_batch(batch, req, out);  // the decoder's error
   file_->check_unchanged();
-  std::unique_lock<std::mutex> dev;
-  if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+  auto dev = device_lock(*dispatcher_);
   encode_batch(batch, req, out);
 }
 
@@ -261,8 +253,7 @@ std::unique_ptr<Conversation> Model::new_conversation(int64_t max_context) {
                             "): KV cache and frame pool");
   std::unique_ptr<Conversation> c;
   try {
-    std::unique_lock<std::mutex> dev;
-    if (!dispatcher_->chain().front()->host_memory()) dev = std::unique_lock<std::mutex>(device_mutex());
+    auto dev = device_lock(*dispatcher_);
     c = make_conversation(max_context);
   } catch (...) {
     ledger_->fetch_sub(bytes);
