@@ -491,6 +491,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   std::string src;
   if (deq != DType::COUNT) {
     src = std::string(wgsl_source("common")) + wgsl_source("dequant");
+    if (std::strcmp(name, "matvec") == 0) src += wgsl_source("mvdot");
     if (deq2 != DType::COUNT) {
       std::string s2 = src;
       for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "u32at(", "nib(", "scale_min_k4(", "scale_q3_k("}) {
@@ -504,8 +505,14 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
     }
   }
   std::string body = preprocess(wgsl_source(name), defs);
-  if (deq2 != DType::COUNT) replace_all(body, "DEQ2(", std::string("deq2_") + enc_fn(deq2) + "(");
-  if (deq != DType::COUNT) replace_all(body, "DEQ(", std::string("deq_") + enc_fn(deq) + "(");
+  if (deq2 != DType::COUNT) {
+    replace_all(body, "DEQ2(", std::string("deq2_") + enc_fn(deq2) + "(");
+    replace_all(body, "MV2(", std::string("deq2_mv_") + enc_fn(deq2) + "(");
+  }
+  if (deq != DType::COUNT) {
+    replace_all(body, "DEQ(", std::string("deq_") + enc_fn(deq) + "(");
+    replace_all(body, "MV(", std::string("deq_mv_") + enc_fn(deq) + "(");
+  }
   src += body;
   WGPUShaderSourceWGSL wgsl = {};
   wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
@@ -1166,6 +1173,18 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   }
 }
 
+// Encodings with a register decoder for the matrix-vector kernel (shaders/wgsl/mvdot.wgsl).
+bool mv_encoding(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
+    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
@@ -1185,17 +1204,33 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // Many tokens: 64 x 64 output tiles over staged chunks (matmul.wgsl, TILED); few:
   // rows split over lanes, up to 8 tokens a workgroup (matmul.wgsl).
   const bool tiled = T >= kTiledMinTokens && N <= int64_t{65535} * 64 && T <= int64_t{65535} * 64;
-  if (tiled) defs.push_back("TILED");
-  Pipeline& pl = pipeline(g_, "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
+  // Fewer tokens, whole 32-value chunks and an encoding decoded in registers: the
+  // matrix-vector kernel (matvec.wgsl), TPR lanes a row, up to 4 tokens a workgroup.
+  const bool mv = !tiled && K % 32 == 0 && x.offset % 16 == 0 && mv_encoding(W.dtype) &&
+                  (!W2 || mv_encoding(W2->dtype));
+  int64_t rows_per_wg = 2, tokens_per_wg = 8;
+  if (tiled) {
+    defs.push_back("TILED");
+    rows_per_wg = tokens_per_wg = 64;
+  } else if (mv) {
+    const int64_t nch = K / 32;
+    const uint32_t tpr = nch >= 96 || nch % 32 == 0 ? 32 : nch >= 48 || nch % 16 == 0 ? 16 : 8;
+    tokens_per_wg = T >= 3 ? 4 : T;
+    rows_per_wg = 128 / tpr;
+    defs.push_back("TPR" + std::to_string(tpr));
+    defs.push_back("NT" + std::to_string(tokens_per_wg));
+    if (g_.info.subgroups && g_.info.subgroup_min >= tpr) defs.push_back("SG");
+  }
+  Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   for (size_t c = 0; c < w->bufs.size(); ++c) {
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
-    const uint32_t wgs = tiled ? u((nr + 63) / 64) : u((nr + 1) / 2);
+    const uint32_t wgs = u((nr + rows_per_wg - 1) / rows_per_wg);
     const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
     uint32_t p[12] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
                       w2 ? u(row_bytes(W2->dtype, K)) : 0u, 0};
-    const uint32_t nz = tiled ? 1u : u((T + 7) / 8);
+    const uint32_t nz = tiled ? 1u : u((T + tokens_per_wg - 1) / tokens_per_wg);
     if (w2 && bias) {
       Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
                   {4, bb, 0, WGPU_WHOLE_SIZE}, {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE}};

@@ -1,0 +1,149 @@
+// Matrix-vector products for a few tokens (decode): y[t, row0 + r] = sum_k x[t, k] W[r, k]
+// (+ bias), for the rows of one weight chunk, K a multiple of 32. TPR lanes share a row
+// (TPR8/TPR16/TPR32), each summing whole 32-value chunks in registers (mvdot.wgsl, MV),
+// then the lanes' sums are added by subgroup shuffles (SG) or through workgroup memory.
+// Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
+// read once for them. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
+// Same parameters as matmul.wgsl.
+struct P {
+  K: u32, T: u32, rb: u32, x_off: u32,
+  y_off: u32, ldy: u32, row0: u32, nrows: u32,
+  nx: u32, has_bias: u32, rb2: u32, pad1: u32,
+}
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> W: array<u32>;
+@group(0) @binding(2) var<storage, read> XV: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+//#if BIAS
+@group(0) @binding(4) var<storage, read> B: array<f32>;
+//#endif
+//#if SWIGLU
+@group(0) @binding(5) var<storage, read> W2: array<u32>;
+//#endif
+
+//#if TPR8
+const TPR = 8u;
+//#endif
+//#if TPR16
+const TPR = 16u;
+//#endif
+//#if TPR32
+const TPR = 32u;
+//#endif
+//#if NT1
+const NT = 1u;
+//#endif
+//#if NT2
+const NT = 2u;
+//#endif
+//#if NT4
+const NT = 4u;
+//#endif
+const WG = 128u;
+
+const SH4 = vec4<u32>(0u, 8u, 16u, 24u);
+fn hsum(v: vec4<f32>) -> f32 { return (v.x + v.y) + (v.z + v.w); }
+// The four low (s = 0) or high (s = 4) nibbles of the bytes of v.
+fn nib4(v: u32, s: u32) -> vec4<f32> { return vec4<f32>(((vec4<u32>(v) >> (SH4 + s)) & vec4<u32>(15u))); }
+// The four signed bytes of v.
+fn sb4(v: u32) -> vec4<f32> { return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << (vec4<u32>(24u) - SH4)) >> vec4<u32>(24u)); }
+
+// The fifth bits of values l .. l + 3 (bit l of qh is value l's), as 0 or 16.
+fn hb4(qh: u32, l: u32) -> vec4<f32> {
+  return vec4<f32>(((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + l)) & vec4<u32>(1u)) << vec4<u32>(4u));
+}
+
+//#if !SG
+var<workgroup> red: array<vec4<f32>, WG>;
+//#if SWIGLU
+var<workgroup> red2: array<vec4<f32>, WG>;
+//#endif
+//#endif
+
+// Token lane i of a holds the sum for token t0 + i (named lanes, not an indexed array: a
+// GPU compiler keeps them in registers).
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let r = (wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR;
+  let lane = li % TPR;
+  let t0 = wid.z * NT;
+  let xs = p.K / 4u;
+  var a = vec4<f32>(0.0);
+//#if SWIGLU
+  var u = vec4<f32>(0.0);
+//#endif
+  if (r < p.nrows) {
+    let rb = r * p.rb;
+//#if SWIGLU
+    let rb2 = r * p.rb2;
+//#endif
+    let xb = p.x_off / 4u + t0 * xs;
+    let nt = min(NT, p.T - t0);
+    let nch = p.K / 32u;
+    for (var c = lane; c < nch; c += TPR) {
+      a.x += MV(rb, c, xb);
+//#if SWIGLU
+      u.x += MV2(rb2, c, xb);
+//#endif
+      if (NT > 1u && nt > 1u) {
+        a.y += MV(rb, c, xb + xs);
+//#if SWIGLU
+        u.y += MV2(rb2, c, xb + xs);
+//#endif
+      }
+      if (NT > 2u && nt > 2u) {
+        a.z += MV(rb, c, xb + 2u * xs);
+//#if SWIGLU
+        u.z += MV2(rb2, c, xb + 2u * xs);
+//#endif
+      }
+      if (NT > 3u && nt > 3u) {
+        a.w += MV(rb, c, xb + 3u * xs);
+//#if SWIGLU
+        u.w += MV2(rb2, c, xb + 3u * xs);
+//#endif
+      }
+    }
+  }
+//#if SG
+  for (var o = TPR / 2u; o > 0u; o >>= 1u) {
+    a += subgroupShuffleXor(a, o);
+//#if SWIGLU
+    u += subgroupShuffleXor(u, o);
+//#endif
+  }
+//#else
+  red[li] = a;
+//#if SWIGLU
+  red2[li] = u;
+//#endif
+  workgroupBarrier();
+  for (var o = TPR / 2u; o > 0u; o >>= 1u) {
+    if (lane < o) {
+      red[li] += red[li + o];
+//#if SWIGLU
+      red2[li] += red2[li + o];
+//#endif
+    }
+    workgroupBarrier();
+  }
+  a = red[li];
+//#if SWIGLU
+  u = red2[li];
+//#endif
+//#endif
+  if (lane == 0u && r < p.nrows) {
+    for (var i = 0u; i < NT; i++) {
+      if (t0 + i < p.T) {
+        var v = a[i];
+//#if BIAS
+        v += B[p.row0 + r];
+//#endif
+//#if SWIGLU
+        v = v / (1.0 + exp(-v)) * u[i];
+//#endif
+        Y[p.y_off + (t0 + i) * p.ldy + p.row0 + r] = v;
+      }
+    }
+  }
+}

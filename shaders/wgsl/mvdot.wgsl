@@ -1,0 +1,174 @@
+// Dot products of one 32-value chunk `c` of the weight row starting at byte `rb` with
+// 32 activations, for the matrix-vector kernel (matvec.wgsl). `xb` is the token's first
+// vec4 in XV. The weights are decoded in registers, four values at a time, and never
+// stored: the sum is taken over the integer codes and scaled once per chunk
+// (d * sum(q x) - m * sum(x) for a code q with scale d and offset m). Only encodings whose
+// chunk decodes in whole words are here; the others take the row kernel (matmul.wgsl).
+// The helpers (hsum, nib4, sb4, hb4, SH4) live in matvec.wgsl: this file is copied for
+// a second weight (W2) and they must exist once.
+fn deq_mv_f32(rb: u32, c: u32, xb: u32) -> f32 {
+  let w0 = (rb >> 2u) + c * 32u;
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  for (var i = 0u; i < 8u; i++) {
+    let w = vec4<f32>(bitcast<f32>(W[w0 + 4u * i]), bitcast<f32>(W[w0 + 4u * i + 1u]),
+                      bitcast<f32>(W[w0 + 4u * i + 2u]), bitcast<f32>(W[w0 + 4u * i + 3u]));
+    s = fma(w, XV[x0 + i], s);
+  }
+  return hsum(s);
+}
+fn deq_mv_f16(rb: u32, c: u32, xb: u32) -> f32 {
+  let w0 = (rb >> 2u) + c * 16u;
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  for (var i = 0u; i < 8u; i++) {
+    let w = vec4<f32>(unpack2x16float(W[w0 + 2u * i]), unpack2x16float(W[w0 + 2u * i + 1u]));
+    s = fma(w, XV[x0 + i], s);
+  }
+  return hsum(s);
+}
+fn deq_mv_bf16(rb: u32, c: u32, xb: u32) -> f32 {
+  let w0 = (rb >> 2u) + c * 16u;
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  for (var i = 0u; i < 8u; i++) {
+    let a = W[w0 + 2u * i];
+    let b = W[w0 + 2u * i + 1u];
+    let w = bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
+    s = fma(w, XV[x0 + i], s);
+  }
+  return hsum(s);
+}
+fn deq_mv_q8_0(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + c * 34u;
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  for (var j = 0u; j < 8u; j++) {
+    s = fma(sb4(u32at(o + 2u + 4u * j)), XV[x0 + j], s);
+  }
+  return h16(o) * hsum(s);
+}
+// 32-value blocks of 4-bit codes: byte i holds values i (low nibble) and i + 16 (high).
+fn deq_mv_q4_0(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + c * 18u;
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  var sx = vec4<f32>(0.0);
+  for (var j = 0u; j < 4u; j++) {
+    let v = u32at(o + 2u + 4u * j);
+    let xl = XV[x0 + j];
+    let xh = XV[x0 + 4u + j];
+    s = fma(nib4(v, 0u), xl, fma(nib4(v, 4u), xh, s));
+    sx += xl + xh;
+  }
+  return h16(o) * (hsum(s) - 8.0 * hsum(sx));
+}
+fn deq_mv_q4_1(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + c * 20u;
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  var sx = vec4<f32>(0.0);
+  for (var j = 0u; j < 4u; j++) {
+    let v = W[(o >> 2u) + 1u + j];
+    let xl = XV[x0 + j];
+    let xh = XV[x0 + 4u + j];
+    s = fma(nib4(v, 0u), xl, fma(nib4(v, 4u), xh, s));
+    sx += xl + xh;
+  }
+  return h16(o) * hsum(s) + h16(o + 2u) * hsum(sx);
+}
+fn deq_mv_q5_0(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + c * 22u;
+  let x0 = xb + c * 8u;
+  let qh = u32at(o + 2u);
+  var s = vec4<f32>(0.0);
+  var sx = vec4<f32>(0.0);
+  for (var j = 0u; j < 4u; j++) {
+    let v = u32at(o + 6u + 4u * j);
+    let xl = XV[x0 + j];
+    let xh = XV[x0 + 4u + j];
+    s = fma(nib4(v, 0u) + hb4(qh, 4u * j), xl, fma(nib4(v, 4u) + hb4(qh, 16u + 4u * j), xh, s));
+    sx += xl + xh;
+  }
+  return h16(o) * (hsum(s) - 16.0 * hsum(sx));
+}
+fn deq_mv_q5_1(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + c * 24u;
+  let x0 = xb + c * 8u;
+  let qh = W[(o >> 2u) + 1u];
+  var s = vec4<f32>(0.0);
+  var sx = vec4<f32>(0.0);
+  for (var j = 0u; j < 4u; j++) {
+    let v = W[(o >> 2u) + 2u + j];
+    let xl = XV[x0 + j];
+    let xh = XV[x0 + 4u + j];
+    s = fma(nib4(v, 0u) + hb4(qh, 4u * j), xl, fma(nib4(v, 4u) + hb4(qh, 16u + 4u * j), xh, s));
+    sx += xl + xh;
+  }
+  return h16(o) * hsum(s) + h16(o + 2u) * hsum(sx);
+}
+// K-quants: chunk c is sub-block c % 8 of super-block c / 8 (docs/quant.md layouts).
+fn deq_mv_q4_k(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + (c / 8u) * 144u;
+  let j = c % 8u;
+  let sm = scale_min_k4(o + 4u, j);
+  let qw = ((o + 16u) >> 2u) + 8u * (j / 2u);
+  let sh = 4u * (j & 1u);
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  var sx = vec4<f32>(0.0);
+  for (var l = 0u; l < 8u; l++) {
+    let x = XV[x0 + l];
+    s = fma(nib4(W[qw + l], sh), x, s);
+    sx += x;
+  }
+  return h16(o) * sm.x * hsum(s) - h16(o + 2u) * sm.y * hsum(sx);
+}
+fn deq_mv_q5_k(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + (c / 8u) * 176u;
+  let j = c % 8u;
+  let sm = scale_min_k4(o + 4u, j);
+  let qw = ((o + 48u) >> 2u) + 8u * (j / 2u);
+  let hw = (o + 16u) >> 2u;
+  let sh = 4u * (j & 1u);
+  let x0 = xb + c * 8u;
+  var s = vec4<f32>(0.0);
+  var sx = vec4<f32>(0.0);
+  for (var l = 0u; l < 8u; l++) {
+    let x = XV[x0 + l];
+    let hi = vec4<f32>(((vec4<u32>(W[hw + l]) >> (SH4 + j)) & vec4<u32>(1u)) << vec4<u32>(4u));
+    s = fma(nib4(W[qw + l], sh) + hi, x, s);
+    sx += x;
+  }
+  return h16(o) * sm.x * hsum(s) - h16(o + 2u) * sm.y * hsum(sx);
+}
+fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
+  let o = rb + (c / 8u) * 210u;
+  let j = c % 8u;
+  let h = j / 4u;
+  let r = j % 4u;
+  let lo = o + 64u * h + 32u * (r & 1u);
+  let hi = o + 128u + 32u * h;
+  let x0 = xb + c * 8u;
+  var s0 = vec4<f32>(0.0);
+  var s1 = vec4<f32>(0.0);
+  var x0s = vec4<f32>(0.0);
+  var x1s = vec4<f32>(0.0);
+  for (var l4 = 0u; l4 < 8u; l4++) {
+    let x = XV[x0 + l4];
+    let q = vec4<f32>(((vec4<u32>(u32at(lo + 4u * l4)) >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u)) |
+                      (((vec4<u32>(u32at(hi + 4u * l4)) >> (SH4 + 2u * r)) & vec4<u32>(3u)) << vec4<u32>(4u)));
+    // values are scale * (q - 32): scale a for the first 16, b for the last 16
+    if (l4 < 4u) {
+      s0 = fma(q, x, s0);
+      x0s += x;
+    } else {
+      s1 = fma(q, x, s1);
+      x1s += x;
+    }
+  }
+  let d = h16(o + 208u);
+  let a = f32(i8v(o + 192u + 8u * h + 2u * r));
+  let b = f32(i8v(o + 193u + 8u * h + 2u * r));
+  return d * (a * (hsum(s0) - 32.0 * hsum(x0s)) + b * (hsum(s1) - 32.0 * hsum(x1s)));
+}
