@@ -597,6 +597,13 @@ ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, T, pos0, window, softcap)
     (4, 1, 32, 11, 2, 0, 25.0),
     (2, 1, 80, 8, 0, 5, 0.0),
     (4, 4, 16, 13, 4, 0, 0.0),
+    # decode over more than one tile of 64 keys: wgpu+rs splits the keys over workgroups
+    # (attention.wgsl SPLIT/COMBINE): a ragged last tile, several tokens, softcap, a window
+    # that starts mid-cache, head_dim 256
+    (6, 2, 64, 1, 200, 0, 0.0),
+    (4, 2, 128, 3, 150, 0, 30.0),
+    (4, 1, 64, 2, 300, 100, 0.0),
+    (2, 2, 256, 1, 129, 0, 0.0),
 ]
 
 
@@ -605,7 +612,7 @@ ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, T, pos0, window, softcap)
 def test_attention(case, cache, backend, precise):
     nh, nkv, hd, T, pos0, window, softcap = case
     rng = np.random.default_rng(8)
-    max_ctx = 32
+    max_ctx = max(32, pos0 + T + 3)
     q = (rng.standard_normal((T, nh * hd)) * 2).astype(np.float32)
     dt = np.float32 if cache == "f32" else np.float16
     kc = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)

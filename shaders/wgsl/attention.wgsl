@@ -1,12 +1,16 @@
 // Causal attention of q[t, h, :] over the cache (GQA), one workgroup per (head, token):
 // keys lo..pos in tiles of 64 with a running max (online softmax), scores scaled,
 // softcapped when softcap > 0; each lane owns output dims li, li + 64, ... (head_dim <= 256).
+// Few tokens over many keys (decode): SPLIT, one workgroup per (head, token, 64 keys)
+// writes its tile's max, sum of exponentials and weighted values to PART, and COMBINE
+// (one workgroup per (head, token)) rescales and adds the nsplit tiles.
 struct P {
   T: u32, nh: u32, nkv: u32, hd: u32,
   max_ctx: u32, pos0: u32, window: u32, q_off: u32,
-  scale: f32, softcap: f32, o_off: u32, pad1: u32,
+  scale: f32, softcap: f32, o_off: u32, nsplit: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
+//#if !COMBINE
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
 //#if F16
 @group(0) @binding(2) var<storage, read> KC: array<u32>;
@@ -19,7 +23,17 @@ fn vval(i: u32) -> f32 { return unpack2x16float(VC[i >> 1u])[i & 1u]; }
 fn kval(i: u32) -> f32 { return KC[i]; }
 fn vval(i: u32) -> f32 { return VC[i]; }
 //#endif
+//#endif
+//#if !SPLIT
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
+//#endif
+// SPLIT and COMBINE: per (token, head, tile) the max, the sum of exponentials, hd weighted value sums
+//#if SPLIT
+@group(0) @binding(5) var<storage, read_write> PART: array<f32>;
+//#endif
+//#if COMBINE
+@group(0) @binding(5) var<storage, read_write> PART: array<f32>;
+//#endif
 
 // tanh to about 1 ulp: odd series near 0, (1 - e) / (1 + e) with e = exp(-2|x|) elsewhere.
 fn tanh_s(x: f32) -> f32 {
@@ -33,10 +47,107 @@ fn tanh_s(x: f32) -> f32 {
   return sign(x) * (1.0 - e) / (1.0 + e);
 }
 
+//#if !COMBINE
 var<workgroup> qs: array<f32, 256>;
 var<workgroup> sp: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
 
+// q (staged in qs) . the cached key at kb: four partial sums, then the tail.
+fn kdot(kb: u32) -> f32 {
+  var d4 = vec4<f32>(0.0);
+  var i = 0u;
+  for (; i + 4u <= p.hd; i += 4u) {
+    d4 = fma(vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]),
+             vec4<f32>(kval(kb + i), kval(kb + i + 1u), kval(kb + i + 2u), kval(kb + i + 3u)), d4);
+  }
+  var d = (d4.x + d4.y) + (d4.z + d4.w);
+  for (; i < p.hd; i++) { d = fma(qs[i], kval(kb + i), d); }
+  return d;
+}
+//#endif
+//#if SPLIT
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let h = wid.x;
+  let t = wid.y;
+  let kh = h / (p.nh / p.nkv);
+  let pos = p.pos0 + t;
+  var lo = 0u;
+  if (p.window > 0u && pos + 1u > p.window) { lo = pos + 1u - p.window; }
+  let k0 = lo + wid.z * 64u;
+  let pb = ((t * p.nh + h) * p.nsplit + wid.z) * (p.hd + 2u);
+  if (k0 > pos) {  // past this token's last key: an empty tile
+    if (li == 0u) {
+      PART[pb] = -3.0e38;
+      PART[pb + 1u] = 0.0;
+    }
+    for (var i = li; i < p.hd; i += 64u) { PART[pb + 2u + i] = 0.0; }
+    return;
+  }
+  let qb = p.q_off + (t * p.nh + h) * p.hd;
+  for (var i = li; i < p.hd; i += 64u) { qs[i] = Q[qb + i]; }
+  workgroupBarrier();
+  let cb = kh * p.max_ctx * p.hd;
+  let j = k0 + li;
+  var s = -3.0e38;
+  if (j <= pos) {
+    var d = kdot(cb + j * p.hd) * p.scale;
+    if (p.softcap > 0.0) { d = p.softcap * tanh_s(d / p.softcap); }
+    s = d;
+  }
+  red[li] = s;
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st >>= 1u) {
+    if (li < st) { red[li] = max(red[li], red[li + st]); }
+    workgroupBarrier();
+  }
+  let mx = red[0];
+  workgroupBarrier();
+  var e = 0.0;
+  if (j <= pos) { e = exp(s - mx); }
+  sp[li] = e;
+  red[li] = e;
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st >>= 1u) {
+    if (li < st) { red[li] += red[li + st]; }
+    workgroupBarrier();
+  }
+  let nj = min(64u, pos + 1u - k0);
+  let vb = cb + k0 * p.hd;
+  for (var i = li; i < p.hd; i += 64u) {
+    var a = 0.0;
+    for (var jj = 0u; jj < nj; jj++) { a = fma(sp[jj], vval(vb + jj * p.hd + i), a); }
+    PART[pb + 2u + i] = a;
+  }
+  if (li == 0u) {
+    PART[pb] = mx;
+    PART[pb + 1u] = red[0];
+  }
+}
+//#endif
+//#if COMBINE
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let h = wid.x;
+  let t = wid.y;
+  let base = (t * p.nh + h) * p.nsplit;
+  let st = p.hd + 2u;
+  var m = -3.0e38;
+  for (var s = 0u; s < p.nsplit; s++) { m = max(m, PART[(base + s) * st]); }
+  var l = 0.0;
+  for (var s = 0u; s < p.nsplit; s++) { l += exp(PART[(base + s) * st] - m) * PART[(base + s) * st + 1u]; }
+  let inv = 1.0 / l;
+  let ob = p.o_off + (t * p.nh + h) * p.hd;
+  for (var i = li; i < p.hd; i += 64u) {
+    var a = 0.0;
+    for (var s = 0u; s < p.nsplit; s++) { a += exp(PART[(base + s) * st] - m) * PART[(base + s) * st + 2u + i]; }
+    O[ob + i] = a * inv;
+  }
+}
+//#endif
+//#if !SPLIT
+//#if !COMBINE
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
@@ -59,10 +170,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = lo + tile * 64u + li;
     var s = -3.0e38;
     if (j <= pos) {
-      var d = 0.0;
-      let kb = cb + j * p.hd;
-      for (var i = 0u; i < p.hd; i++) { d = fma(qs[i], kval(kb + i), d); }
-      d *= p.scale;
+      var d = kdot(cb + j * p.hd) * p.scale;
       if (p.softcap > 0.0) { d = p.softcap * tanh_s(d / p.softcap); }
       s = d;
     }
@@ -109,3 +217,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (li + 128u < p.hd) { O[ob + 128u] = acc.z * inv; }
   if (li + 192u < p.hd) { O[ob + 192u] = acc.w * inv; }
 }
+//#endif
+//#endif

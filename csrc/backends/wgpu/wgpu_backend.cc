@@ -1185,6 +1185,10 @@ bool mv_encoding(DType t) {
   }
 }
 
+// Attention with fewer (head, token) rows than this splits the keys over workgroups
+// (shaders/wgsl/attention.wgsl SPLIT/COMBINE) once they span more than one tile.
+constexpr int64_t kSplitAttentionMaxRows = 256;
+
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
@@ -1464,12 +1468,31 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
           op.a.pos0 + T > max_ctx)
         throw_invalid_config("position", "positions exceed the KV cache");
       const bool f16 = in[1].dtype == DType::F16;
-      Pipeline& pl = pipeline(g_, "attention", f16 ? std::vector<std::string>{"F16"} : std::vector<std::string>{});
+      std::vector<std::string> defs;
+      if (f16) defs.push_back("F16");
+      // Keys per token at most; few (head, token) workgroups over more than one tile of 64
+      // keys: the tiles run in parallel (SPLIT) and a second dispatch combines them.
+      const int64_t keys = op.a.window > 0 ? std::min<int64_t>(op.a.pos0 + T, op.a.window) : op.a.pos0 + T;
+      const int64_t nsplit = (keys + 63) / 64;
+      const bool split = nh * T < kSplitAttentionMaxRows && nsplit > 1;
       uint32_t p[12] = {u(T), u(nh), u(nkv), u(hd), u(max_ctx), u(op.a.pos0), u(op.a.window),
-                        u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4), 0};
-      Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(in[1])->bufs[0], 0, W}, {3, dev(in[2])->bufs[0], 0, W},
-                  {4, dev(out[0])->bufs[0], 0, W}};
-      st.dispatch(pl, p, sizeof(p), b, u(nh), u(T), 1);
+                        u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4),
+                        split ? u(nsplit) : 0u};
+      WGPUBuffer qb = act(st, in[0]), kb = dev(in[1])->bufs[0], vb = dev(in[2])->bufs[0], ob = dev(out[0])->bufs[0];
+      if (!split) {
+        Bind b[] = {{1, qb, 0, W}, {2, kb, 0, W}, {3, vb, 0, W}, {4, ob, 0, W}};
+        st.dispatch(pipeline(g_, "attention", defs), p, sizeof(p), b, u(nh), u(T), 1);
+        return;
+      }
+      // tile partials sized for the whole cache, so that the buffer is the same every step
+      const int64_t max_split = (std::min<int64_t>(max_ctx, op.a.window > 0 ? op.a.window : max_ctx) + 63) / 64;
+      WGPUBuffer part = st.alloc(uint64_t(T * nh * std::max(max_split, nsplit)) * (hd + 2) * 4)->bufs[0];
+      std::vector<std::string> sdefs = defs;
+      sdefs.push_back("SPLIT");
+      Bind b1[] = {{1, qb, 0, W}, {2, kb, 0, W}, {3, vb, 0, W}, {5, part, 0, W}};
+      st.dispatch(pipeline(g_, "attention", sdefs), p, sizeof(p), b1, u(nh), u(T), u(nsplit));
+      Bind b2[] = {{4, ob, 0, W}, {5, part, 0, W}};
+      st.dispatch(pipeline(g_, "attention", {"COMBINE"}), p, sizeof(p), b2, u(nh), u(T), 1);
       return;
     }
     case OpKind::EncoderAttention: {
