@@ -103,10 +103,19 @@ def bench_ours(path, prompt, n_gen, backend, precise=False):
     logits = c.forward(prompt)
     t1 = time.perf_counter()
     tok = int(np.argmax(logits))
+    host_times = getattr(_core, "wgpu_take_host_times", lambda: {})
+    host_times()
     t2 = time.perf_counter()
     for _ in range(n_gen):
         tok = int(np.argmax(c.forward([tok])))
     t3 = time.perf_counter()
+    h = host_times()
+    if backend == "wgpu+rs" and h.get("forwards"):
+        n = h["forwards"]
+        step_ms = 1e3 * (t3 - t2) / n_gen
+        print(f"  decode step {step_ms:.2f} ms: recording the ops {h['record_ms'] / n:.2f} ms, submitting "
+              f"{h['submit_ms'] / n:.2f} ms, waiting for the GPU {h['wait_ms'] / n:.2f} ms, the rest (Python, "
+              f"logits copy) {step_ms - (h['record_ms'] + h['submit_ms'] + h['wait_ms']) / n:.2f} ms", flush=True)
     return len(prompt) / (t1 - t0), n_gen / (t3 - t2), m
 
 

@@ -410,6 +410,9 @@ void bind_ops(py::module_& m) {
     return d;
   }, py::arg("allow_software") = true,
      "Initializes the wgpu+rs device and describes the adapter (BackendInit when there is none).");
+  m.def("wgpu_take_host_times", &wgpu_take_host_times,
+        "Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, "
+        "submit_ms, wait_ms} (recording the ops, submitting, waiting for read-backs).");
   m.def("wgpu_report", &wgpu_report, "wgpu-native's own live-object report (wgpuGenerateReport).");
   m.def("wgpu_set_gpu_profiling", &wgpu_set_gpu_profiling, py::arg("on"),
         "GPU time per shader from timestamp queries around each dispatch (slows every submit); "

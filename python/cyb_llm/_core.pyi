@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -400,4 +400,8 @@ def wgpu_set_gpu_profiling(on: bool) -> bool:
 def wgpu_take_gpu_profile() -> dict:
     """
     The GPU profile since the last call ({rows: [{shader, dispatches, gpu_ms}], untimed}), then cleared.
+    """
+def wgpu_take_host_times() -> dict[str, float]:
+    """
+    Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, submit_ms, wait_ms} (recording the ops, submitting, waiting for read-backs).
     """

@@ -17,11 +17,16 @@ struct P {
 @group(0) @binding(3) var<storage, read> VC: array<u32>;
 fn kval(i: u32) -> f32 { return unpack2x16float(KC[i >> 1u])[i & 1u]; }
 fn vval(i: u32) -> f32 { return unpack2x16float(VC[i >> 1u])[i & 1u]; }
+// values i, i + 1 (i even: one word)
+fn kw(i: u32) -> vec2<f32> { return unpack2x16float(KC[i >> 1u]); }
+fn vw(i: u32) -> vec2<f32> { return unpack2x16float(VC[i >> 1u]); }
 //#else
 @group(0) @binding(2) var<storage, read> KC: array<f32>;
 @group(0) @binding(3) var<storage, read> VC: array<f32>;
 fn kval(i: u32) -> f32 { return KC[i]; }
 fn vval(i: u32) -> f32 { return VC[i]; }
+fn kw(i: u32) -> vec2<f32> { return vec2<f32>(KC[i], KC[i + 1u]); }
+fn vw(i: u32) -> vec2<f32> { return vec2<f32>(VC[i], VC[i + 1u]); }
 //#endif
 //#endif
 //#if !SPLIT
@@ -52,14 +57,21 @@ var<workgroup> qs: array<f32, 256>;
 var<workgroup> sp: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
 
-// q (staged in qs) . the cached key at kb: four partial sums, then the tail.
+// q (staged in qs) . the cached key at kb (kb even): eight values a step into two sets of
+// four partial sums (the loads of a step are independent), then the tail.
 fn kdot(kb: u32) -> f32 {
   var d4 = vec4<f32>(0.0);
+  var e4 = vec4<f32>(0.0);
   var i = 0u;
-  for (; i + 4u <= p.hd; i += 4u) {
-    d4 = fma(vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]),
-             vec4<f32>(kval(kb + i), kval(kb + i + 1u), kval(kb + i + 2u), kval(kb + i + 3u)), d4);
+  for (; i + 8u <= p.hd; i += 8u) {
+    let k0 = kw(kb + i);
+    let k1 = kw(kb + i + 2u);
+    let k2 = kw(kb + i + 4u);
+    let k3 = kw(kb + i + 6u);
+    d4 = fma(vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]), vec4<f32>(k0, k1), d4);
+    e4 = fma(vec4<f32>(qs[i + 4u], qs[i + 5u], qs[i + 6u], qs[i + 7u]), vec4<f32>(k2, k3), e4);
   }
+  d4 += e4;
   var d = (d4.x + d4.y) + (d4.z + d4.w);
   for (; i < p.hd; i++) { d = fma(qs[i], kval(kb + i), d); }
   return d;
@@ -115,10 +127,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let nj = min(64u, pos + 1u - k0);
   let vb = cb + k0 * p.hd;
-  for (var i = li; i < p.hd; i += 64u) {
-    var a = 0.0;
-    for (var jj = 0u; jj < nj; jj++) { a = fma(sp[jj], vval(vb + jj * p.hd + i), a); }
-    PART[pb + 2u + i] = a;
+  // lane li owns dims 2w, 2w + 1 for w = li, li + 64 (one f16 word); four keys a step into
+  // four sums, so that a step's loads are independent
+  for (var w = li; 2u * w < p.hd; w += 64u) {
+    let i = 2u * w;
+    var a0 = vec2<f32>(0.0);
+    var a1 = vec2<f32>(0.0);
+    var a2 = vec2<f32>(0.0);
+    var a3 = vec2<f32>(0.0);
+    var jj = 0u;
+    for (; jj + 4u <= nj; jj += 4u) {
+      let o = vb + jj * p.hd + i;
+      a0 = fma(vec2<f32>(sp[jj]), vw(o), a0);
+      a1 = fma(vec2<f32>(sp[jj + 1u]), vw(o + p.hd), a1);
+      a2 = fma(vec2<f32>(sp[jj + 2u]), vw(o + 2u * p.hd), a2);
+      a3 = fma(vec2<f32>(sp[jj + 3u]), vw(o + 3u * p.hd), a3);
+    }
+    for (; jj < nj; jj++) { a0 = fma(vec2<f32>(sp[jj]), vw(vb + jj * p.hd + i), a0); }
+    let a = (a0 + a1) + (a2 + a3);
+    PART[pb + 2u + i] = a.x;
+    if (i + 1u < p.hd) { PART[pb + 3u + i] = a.y; }
   }
   if (li == 0u) {
     PART[pb] = mx;

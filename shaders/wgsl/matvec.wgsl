@@ -1,7 +1,8 @@
 // Matrix-vector products for a few tokens (decode): y[t, row0 + r] = sum_k x[t, k] W[r, k]
 // (+ bias), for the rows of one weight chunk, K a multiple of 32. TPR lanes share a row
 // (TPR8/TPR16/TPR32), each summing whole 32-value chunks in registers (mvdot.wgsl, MV),
-// then the lanes' sums are added by subgroup shuffles (SG) or through workgroup memory.
+// then the lanes' sums are added by subgroup shuffles (SG, when the dispatch's subgroups hold
+// TPR lanes) or through workgroup memory.
 // Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
 // read once for them. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
 // Same parameters as matmul.wgsl.
@@ -53,17 +54,19 @@ fn hb4(qh: u32, l: u32) -> vec4<f32> {
   return vec4<f32>(((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + l)) & vec4<u32>(1u)) << vec4<u32>(4u));
 }
 
-//#if !SG
 var<workgroup> red: array<vec4<f32>, WG>;
 //#if SWIGLU
 var<workgroup> red2: array<vec4<f32>, WG>;
-//#endif
 //#endif
 
 // Token lane i of a holds the sum for token t0 + i (named lanes, not an indexed array: a
 // GPU compiler keeps them in registers).
 @compute @workgroup_size(128)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32
+//#if SG
+        , @builtin(subgroup_size) sgs: u32
+//#endif
+) {
   let r = (wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR;
   let lane = li % TPR;
   let t0 = wid.z * NT;
@@ -106,13 +109,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
 //#if SG
-  for (var o = TPR / 2u; o > 0u; o >>= 1u) {
-    a += subgroupShuffleXor(a, o);
+  // subgroups of at least TPR lanes (the size is the same for the whole dispatch): shuffles
+  if (sgs >= TPR) {
+    for (var o = TPR / 2u; o > 0u; o >>= 1u) {
+      a += subgroupShuffleXor(a, o);
 //#if SWIGLU
-    u += subgroupShuffleXor(u, o);
+      u += subgroupShuffleXor(u, o);
 //#endif
-  }
-//#else
+    }
+  } else {
+//#endif
   red[li] = a;
 //#if SWIGLU
   red2[li] = u;
@@ -131,6 +137,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if SWIGLU
   u = red2[li];
 //#endif
+//#if SG
+  }
 //#endif
   if (lane == 0u && r < p.nrows) {
     for (var i = 0u; i < NT; i++) {

@@ -17,6 +17,7 @@ std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
   return nullptr;
 }
 std::map<std::string, uint64_t> wgpu_report() { return {}; }
+std::map<std::string, double> wgpu_take_host_times() { return {}; }
 bool wgpu_set_gpu_profiling(bool) { return false; }
 std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
   if (untimed) *untimed = 0;
@@ -31,6 +32,7 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
 
 #include <algorithm>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <atomic>
 #include <map>
@@ -143,6 +145,12 @@ struct Pipeline {
 };
 
 // GPU time per pipeline (wgpu_set_gpu_profiling).
+// Host time of the forwards (always on: three clock reads per forward): recording from
+// begin_forward to the submit, finishing + submitting, waiting for read-backs.
+struct HostTimes {
+  std::atomic<uint64_t> forwards{0}, record_ns{0}, submit_ns{0}, wait_ns{0};
+};
+
 struct GpuProfile {
   std::atomic<bool> on{false};
   std::mutex mu;
@@ -166,6 +174,7 @@ struct Gpu {
   std::string device_error;  // uncaptured errors since the last check
   std::mutex err_mu;
   bool hw_checked = false, hw = false;
+  HostTimes host;
   bool timestamps = false;  // the device was created with timestamp queries
   float ts_period = 1.f;    // ns per timestamp tick
   GpuProfile prof;
@@ -652,6 +661,8 @@ struct State : BackendState {
   WGPUCommandEncoder enc_ = nullptr;
   WGPUComputePassEncoder pass_ = nullptr;
   uint64_t dispatches_ = 0, submits_ = 0;
+  std::chrono::steady_clock::time_point begun_{};  // begin_forward of the open forward
+  bool open_ = false;
   // GPU profiling: a timestamp pair per dispatch of the pending submit.
   static constexpr uint32_t kQueryPairs = 2048;
   WGPUQuerySet qs_ = nullptr;
@@ -714,7 +725,14 @@ struct State : BackendState {
     return d;
   }
 
+  static uint64_t ns_since(std::chrono::steady_clock::time_point t) {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count());
+  }
+
   void reset() {
+    begun_ = std::chrono::steady_clock::now();
+    open_ = true;
     discard();
     // Reverse order: the next forward gets the same buffers in the same order, so its
     // bind groups are the cached ones.
@@ -871,10 +889,16 @@ struct State : BackendState {
       A.wgpuComputePassEncoderRelease(pass_);
       pass_ = nullptr;
     }
+    if (open_) {  // the forward's recording ends here
+      g->host.record_ns += ns_since(begun_);
+      g->host.forwards += 1;
+      open_ = false;
+    }
     if (!enc_ && !copy_src) {
       flush_params();
       return;
     }
+    const auto sub0 = std::chrono::steady_clock::now();
     if (!enc_) {
       WGPUCommandEncoderDescriptor ed = {};
       enc_ = A.wgpuDeviceCreateCommandEncoder(g->device, &ed);
@@ -892,6 +916,7 @@ struct State : BackendState {
     flush_params();
     A.wgpuQueueSubmit(g->queue, 1, &cb);
     A.wgpuCommandBufferRelease(cb);
+    g->host.submit_ns += ns_since(sub0);
     ++submits_;
     check_device_error(*g, "submitting the forward");
     if (timed) collect_timestamps(timed);
@@ -923,11 +948,13 @@ struct State : BackendState {
       d.done = true;
     };
     ci.userdata1 = &done;
+    const auto w0 = std::chrono::steady_clock::now();
     A.wgpuBufferMapAsync(st, WGPUMapMode_Read, 0, n4, ci);
     while (!done.done) {
       A.wgpuDevicePoll(g->device, 1, nullptr);
       if (!done.done) A.wgpuInstanceProcessEvents(g->instance);
     }
+    g->host.wait_ns += ns_since(w0);
     if (done.status != WGPUMapAsyncStatus_Success)
       throw_backend_init("wgpu+rs", "reading back a buffer failed: " + done.msg);
     const void* p = A.wgpuBufferGetConstMappedRange(st, 0, n4);
@@ -1223,7 +1250,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     rows_per_wg = 128 / tpr;
     defs.push_back("TPR" + std::to_string(tpr));
     defs.push_back("NT" + std::to_string(tokens_per_wg));
-    if (g_.info.subgroups && g_.info.subgroup_min >= tpr) defs.push_back("SG");
+    if (g_.info.subgroups) defs.push_back("SG");  // shuffles where the subgroup size allows (matvec.wgsl)
   }
   Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   for (size_t c = 0; c < w->bufs.size(); ++c) {
@@ -1609,6 +1636,16 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
   g.prof.rows.clear();
   g.prof.untimed = 0;
   return v;
+}
+
+std::map<std::string, double> wgpu_take_host_times() {
+  HostTimes& h = gpu().host;
+  std::map<std::string, double> r;
+  r["forwards"] = static_cast<double>(h.forwards.exchange(0));
+  r["record_ms"] = static_cast<double>(h.record_ns.exchange(0)) * 1e-6;
+  r["submit_ms"] = static_cast<double>(h.submit_ns.exchange(0)) * 1e-6;
+  r["wait_ms"] = static_cast<double>(h.wait_ns.exchange(0)) * 1e-6;
+  return r;
 }
 
 std::map<std::string, uint64_t> wgpu_report() {

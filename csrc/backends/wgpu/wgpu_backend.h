@@ -39,6 +39,10 @@ bool wgpu_hardware_available();
 WgpuInfo wgpu_info(bool allow_software);
 // A new backend for one model. Throws BackendInit as wgpu_info does.
 std::unique_ptr<Backend> make_wgpu_backend(bool allow_software);
+// Host time of the forwards since the last call (then cleared): forwards, record_ms (from
+// begin_forward to the submit: the family's ops and their dispatches), submit_ms (finishing
+// and submitting the command buffer), wait_ms (waiting for read-backs: the GPU's work).
+std::map<std::string, double> wgpu_take_host_times();
 // wgpu-native's own resource report (wgpuGenerateReport): live objects per kind.
 std::map<std::string, uint64_t> wgpu_report();
 
