@@ -1,8 +1,9 @@
 // Dot products of one 32-value chunk `c` of the weight row starting at byte `rb` with
 // 32 activations, for the matrix-vector kernel (matvec.wgsl). `xb` is the token's first
 // vec4 in XV. The weights are decoded in registers, four values at a time, and never
-// stored: the sum is taken over the integer codes and scaled once per chunk
-// (d * sum(q x) - m * sum(x) for a code q with scale d and offset m). Only encodings whose
+// stored; each value is formed as the dequantizer forms it (d * (q - z) or d * q + m, as
+// dequant.wgsl), never as d * sum(q x) - m * sum(x): that difference of two large sums
+// loses the low bits the precise mode keeps (measured on a qwen05-shaped model). Only encodings whose
 // chunk decodes in whole words are here; the others take the row kernel (matmul.wgsl).
 // The helpers (hsum, nib4, sb4, hb4, SH4) live in matvec.wgsl: this file is copied for
 // a second weight (W2) and they must exist once.
@@ -52,60 +53,52 @@ fn deq_mv_q8_0(rb: u32, c: u32, xb: u32) -> f32 {
 fn deq_mv_q4_0(rb: u32, c: u32, xb: u32) -> f32 {
   let o = rb + c * 18u;
   let x0 = xb + c * 8u;
+  let d = h16(o);
   var s = vec4<f32>(0.0);
-  var sx = vec4<f32>(0.0);
   for (var j = 0u; j < 4u; j++) {
     let v = u32at(o + 2u + 4u * j);
-    let xl = XV[x0 + j];
-    let xh = XV[x0 + 4u + j];
-    s = fma(nib4(v, 0u), xl, fma(nib4(v, 4u), xh, s));
-    sx += xl + xh;
+    s = fma(d * (nib4(v, 0u) - 8.0), XV[x0 + j], fma(d * (nib4(v, 4u) - 8.0), XV[x0 + 4u + j], s));
   }
-  return h16(o) * (hsum(s) - 8.0 * hsum(sx));
+  return hsum(s);
 }
 fn deq_mv_q4_1(rb: u32, c: u32, xb: u32) -> f32 {
   let o = rb + c * 20u;
   let x0 = xb + c * 8u;
+  let d = h16(o);
+  let m = h16(o + 2u);
   var s = vec4<f32>(0.0);
-  var sx = vec4<f32>(0.0);
   for (var j = 0u; j < 4u; j++) {
     let v = W[(o >> 2u) + 1u + j];
-    let xl = XV[x0 + j];
-    let xh = XV[x0 + 4u + j];
-    s = fma(nib4(v, 0u), xl, fma(nib4(v, 4u), xh, s));
-    sx += xl + xh;
+    s = fma(d * nib4(v, 0u) + m, XV[x0 + j], fma(d * nib4(v, 4u) + m, XV[x0 + 4u + j], s));
   }
-  return h16(o) * hsum(s) + h16(o + 2u) * hsum(sx);
+  return hsum(s);
 }
 fn deq_mv_q5_0(rb: u32, c: u32, xb: u32) -> f32 {
   let o = rb + c * 22u;
   let x0 = xb + c * 8u;
   let qh = u32at(o + 2u);
+  let d = h16(o);
   var s = vec4<f32>(0.0);
-  var sx = vec4<f32>(0.0);
   for (var j = 0u; j < 4u; j++) {
     let v = u32at(o + 6u + 4u * j);
-    let xl = XV[x0 + j];
-    let xh = XV[x0 + 4u + j];
-    s = fma(nib4(v, 0u) + hb4(qh, 4u * j), xl, fma(nib4(v, 4u) + hb4(qh, 16u + 4u * j), xh, s));
-    sx += xl + xh;
+    s = fma(d * (nib4(v, 0u) + hb4(qh, 4u * j) - 16.0), XV[x0 + j],
+            fma(d * (nib4(v, 4u) + hb4(qh, 16u + 4u * j) - 16.0), XV[x0 + 4u + j], s));
   }
-  return h16(o) * (hsum(s) - 16.0 * hsum(sx));
+  return hsum(s);
 }
 fn deq_mv_q5_1(rb: u32, c: u32, xb: u32) -> f32 {
   let o = rb + c * 24u;
   let x0 = xb + c * 8u;
   let qh = W[(o >> 2u) + 1u];
+  let d = h16(o);
+  let m = h16(o + 2u);
   var s = vec4<f32>(0.0);
-  var sx = vec4<f32>(0.0);
   for (var j = 0u; j < 4u; j++) {
     let v = W[(o >> 2u) + 2u + j];
-    let xl = XV[x0 + j];
-    let xh = XV[x0 + 4u + j];
-    s = fma(nib4(v, 0u) + hb4(qh, 4u * j), xl, fma(nib4(v, 4u) + hb4(qh, 16u + 4u * j), xh, s));
-    sx += xl + xh;
+    s = fma(d * (nib4(v, 0u) + hb4(qh, 4u * j)) + m, XV[x0 + j],
+            fma(d * (nib4(v, 4u) + hb4(qh, 16u + 4u * j)) + m, XV[x0 + 4u + j], s));
   }
-  return h16(o) * hsum(s) + h16(o + 2u) * hsum(sx);
+  return hsum(s);
 }
 // K-quants: chunk c is sub-block c % 8 of super-block c / 8 (docs/quant.md layouts).
 fn deq_mv_q4_k(rb: u32, c: u32, xb: u32) -> f32 {
@@ -115,14 +108,13 @@ fn deq_mv_q4_k(rb: u32, c: u32, xb: u32) -> f32 {
   let qw = ((o + 16u) >> 2u) + 8u * (j / 2u);
   let sh = 4u * (j & 1u);
   let x0 = xb + c * 8u;
+  let d = h16(o) * sm.x;
+  let m = h16(o + 2u) * sm.y;
   var s = vec4<f32>(0.0);
-  var sx = vec4<f32>(0.0);
   for (var l = 0u; l < 8u; l++) {
-    let x = XV[x0 + l];
-    s = fma(nib4(W[qw + l], sh), x, s);
-    sx += x;
+    s = fma(d * nib4(W[qw + l], sh) - m, XV[x0 + l], s);
   }
-  return h16(o) * sm.x * hsum(s) - h16(o + 2u) * sm.y * hsum(sx);
+  return hsum(s);
 }
 fn deq_mv_q5_k(rb: u32, c: u32, xb: u32) -> f32 {
   let o = rb + (c / 8u) * 176u;
@@ -132,15 +124,14 @@ fn deq_mv_q5_k(rb: u32, c: u32, xb: u32) -> f32 {
   let hw = (o + 16u) >> 2u;
   let sh = 4u * (j & 1u);
   let x0 = xb + c * 8u;
+  let d = h16(o) * sm.x;
+  let m = h16(o + 2u) * sm.y;
   var s = vec4<f32>(0.0);
-  var sx = vec4<f32>(0.0);
   for (var l = 0u; l < 8u; l++) {
-    let x = XV[x0 + l];
     let hi = vec4<f32>(((vec4<u32>(W[hw + l]) >> (SH4 + j)) & vec4<u32>(1u)) << vec4<u32>(4u));
-    s = fma(nib4(W[qw + l], sh) + hi, x, s);
-    sx += x;
+    s = fma(d * (nib4(W[qw + l], sh) + hi) - m, XV[x0 + l], s);
   }
-  return h16(o) * sm.x * hsum(s) - h16(o + 2u) * sm.y * hsum(sx);
+  return hsum(s);
 }
 fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
   let o = rb + (c / 8u) * 210u;
@@ -150,25 +141,15 @@ fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
   let lo = o + 64u * h + 32u * (r & 1u);
   let hi = o + 128u + 32u * h;
   let x0 = xb + c * 8u;
-  var s0 = vec4<f32>(0.0);
-  var s1 = vec4<f32>(0.0);
-  var x0s = vec4<f32>(0.0);
-  var x1s = vec4<f32>(0.0);
+  let d = h16(o + 208u);
+  // scale a for the first 16 values, b for the last 16
+  let a = d * f32(i8v(o + 192u + 8u * h + 2u * r));
+  let b = d * f32(i8v(o + 193u + 8u * h + 2u * r));
+  var s = vec4<f32>(0.0);
   for (var l4 = 0u; l4 < 8u; l4++) {
-    let x = XV[x0 + l4];
     let q = vec4<f32>(((vec4<u32>(u32at(lo + 4u * l4)) >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u)) |
                       (((vec4<u32>(u32at(hi + 4u * l4)) >> (SH4 + 2u * r)) & vec4<u32>(3u)) << vec4<u32>(4u)));
-    // values are scale * (q - 32): scale a for the first 16, b for the last 16
-    if (l4 < 4u) {
-      s0 = fma(q, x, s0);
-      x0s += x;
-    } else {
-      s1 = fma(q, x, s1);
-      x1s += x;
-    }
+    s = fma(select(b, a, l4 < 4u) * (q - 32.0), XV[x0 + l4], s);
   }
-  let d = h16(o + 208u);
-  let a = f32(i8v(o + 192u + 8u * h + 2u * r));
-  let b = f32(i8v(o + 193u + 8u * h + 2u * r));
-  return d * (a * (hsum(s0) - 32.0 * hsum(x0s)) + b * (hsum(s1) - 32.0 * hsum(x1s)));
+  return hsum(s);
 }
