@@ -262,6 +262,22 @@ def test_matmul_many_rows_threads(enc, backend, precise):
         assert rel_err(y, mm_ref(x, deq, enc, backend, precise)) <= TOL_F32, T
 
 
+@pytest.mark.parametrize("enc", ["f16", "q8_0", "q4_1", "q5_0", "q4_k", "q6_k"])
+def test_matmul_one_token_many_rows(enc, backend, precise):
+    """One token over 4099 rows (wgpu+rs gives each lane four rows from 4096: matvec.wgsl R4;
+    the last group ragged), with a bias and the fused SwiGLU."""
+    rng = np.random.default_rng(41)
+    k, n = 256, 4099
+    w, deq = random_weight(enc, n, k, rng)
+    wu, du = random_weight(enc, n, k, rng)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    (y,) = run("matmul", [x, w, bias], {"precise": precise}, backend=backend)
+    assert rel_err(y, mm_ref(x, deq, enc, backend, precise) + bias) <= TOL_F32
+    (g,) = run("fused_swiglu", [x, w, wu], {"precise": precise}, backend=backend)
+    assert rel_err(g, silu64(mm_ref(x, deq, enc, backend, precise)) * mm_ref(x, du, enc, backend, precise)) <= TOL_F32
+
+
 @pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k"])
 def test_matmul_kquant_rows_over_several_k_chunks(enc, backend, precise):
     """K-quant rows of 9 super-blocks (more than one K chunk of the prefill kernels: partial sums
