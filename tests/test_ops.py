@@ -264,8 +264,7 @@ def test_matmul_many_rows_threads(enc, backend, precise):
 
 @pytest.mark.parametrize("enc", ["f16", "q8_0", "q4_1", "q5_0", "q4_k", "q6_k"])
 def test_matmul_one_token_many_rows(enc, backend, precise):
-    """One token over 4099 rows (wgpu+rs gives each lane four rows from 4096: matvec.wgsl R4;
-    the last group ragged), with a bias and the fused SwiGLU."""
+    """One token over 4099 rows (a ragged last workgroup of rows), with a bias and the fused SwiGLU."""
     rng = np.random.default_rng(41)
     k, n = 256, 4099
     w, deq = random_weight(enc, n, k, rng)

@@ -4,8 +4,7 @@
 // then the lanes' sums are added by subgroup shuffles (SG, when the dispatch's subgroups hold
 // TPR lanes) or through workgroup memory.
 // Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
-// read once for them. R4 (one token): each lane takes its chunk of four consecutive rows,
-// the activations loaded once for the four. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
+// read once for them. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
 // Same parameters as matmul.wgsl.
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
@@ -60,13 +59,7 @@ var<workgroup> red: array<vec4<f32>, WG>;
 var<workgroup> red2: array<vec4<f32>, WG>;
 //#endif
 
-// A chunk's 32 activations from vec4 b on.
-fn xload(b: u32) -> array<vec4<f32>, 8> {
-  return array<vec4<f32>, 8>(XV[b], XV[b + 1u], XV[b + 2u], XV[b + 3u], XV[b + 4u], XV[b + 5u], XV[b + 6u],
-                             XV[b + 7u]);
-}
-
-// Lane i of a holds the sum for token t0 + i (R4: row r + i) (named lanes, not an indexed array: a
+// Token lane i of a holds the sum for token t0 + i (named lanes, not an indexed array: a
 // GPU compiler keeps them in registers).
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32
@@ -74,11 +67,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         , @builtin(subgroup_size) sgs: u32
 //#endif
 ) {
-//#if R4
-  let r = ((wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR) * 4u;
-//#else
   let r = (wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR;
-//#endif
   let lane = li % TPR;
   let t0 = wid.z * NT;
   let xs = p.K / 4u;
@@ -95,54 +84,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let nt = min(NT, p.T - t0);
     let nch = p.K / 32u;
     for (var c = lane; c < nch; c += TPR) {
-//#if R4
-      let xa = xload(xb + c * 8u);
-      a.x += MV(rb, c, xa);
+      a.x += MV(rb, c, xb);
 //#if SWIGLU
-      u.x += MV2(rb2, c, xa);
-//#endif
-      if (r + 1u < p.nrows) {
-        a.y += MV(rb + p.rb, c, xa);
-//#if SWIGLU
-        u.y += MV2(rb2 + p.rb2, c, xa);
-//#endif
-      }
-      if (r + 2u < p.nrows) {
-        a.z += MV(rb + 2u * p.rb, c, xa);
-//#if SWIGLU
-        u.z += MV2(rb2 + 2u * p.rb2, c, xa);
-//#endif
-      }
-      if (r + 3u < p.nrows) {
-        a.w += MV(rb + 3u * p.rb, c, xa);
-//#if SWIGLU
-        u.w += MV2(rb2 + 3u * p.rb2, c, xa);
-//#endif
-      }
-//#else
-      a.x += MV(rb, c, xload(xb + c * 8u));
-//#if SWIGLU
-      u.x += MV2(rb2, c, xload(xb + c * 8u));
+      u.x += MV2(rb2, c, xb);
 //#endif
       if (NT > 1u && nt > 1u) {
-        a.y += MV(rb, c, xload(xb + xs + c * 8u));
+        a.y += MV(rb, c, xb + xs);
 //#if SWIGLU
-        u.y += MV2(rb2, c, xload(xb + xs + c * 8u));
+        u.y += MV2(rb2, c, xb + xs);
 //#endif
       }
       if (NT > 2u && nt > 2u) {
-        a.z += MV(rb, c, xload(xb + 2u * xs + c * 8u));
+        a.z += MV(rb, c, xb + 2u * xs);
 //#if SWIGLU
-        u.z += MV2(rb2, c, xload(xb + 2u * xs + c * 8u));
+        u.z += MV2(rb2, c, xb + 2u * xs);
 //#endif
       }
       if (NT > 3u && nt > 3u) {
-        a.w += MV(rb, c, xload(xb + 3u * xs + c * 8u));
+        a.w += MV(rb, c, xb + 3u * xs);
 //#if SWIGLU
-        u.w += MV2(rb2, c, xload(xb + 3u * xs + c * 8u));
+        u.w += MV2(rb2, c, xb + 3u * xs);
 //#endif
       }
-//#endif
     }
   }
 //#if SG
@@ -178,24 +141,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
 //#endif
   if (lane == 0u && r < p.nrows) {
-    for (var i = 0u; i < 4u; i++) {
-//#if R4
-      let t = 0u;
-      let rr = r + i;
-//#else
-      let t = t0 + i;
-      let rr = r;
-      if (i >= NT) { break; }
-//#endif
-      if (t < p.T && rr < p.nrows) {
+    for (var i = 0u; i < NT; i++) {
+      if (t0 + i < p.T) {
         var v = a[i];
 //#if BIAS
-        v += B[p.row0 + rr];
+        v += B[p.row0 + r];
 //#endif
 //#if SWIGLU
         v = v / (1.0 + exp(-v)) * u[i];
 //#endif
-        Y[p.y_off + t * p.ldy + p.row0 + rr] = v;
+        Y[p.y_off + (t0 + i) * p.ldy + p.row0 + r] = v;
       }
     }
   }

@@ -1216,9 +1216,6 @@ bool mv_encoding(DType t) {
 // (shaders/wgsl/attention.wgsl SPLIT/COMBINE) once they span more than one tile.
 constexpr int64_t kSplitAttentionMaxRows = 256;
 
-// Output rows from which a one-token matvec gives each lane four rows (matvec.wgsl R4).
-constexpr int64_t kMatvecFourRowsMin = 4096;
-
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
@@ -1253,10 +1250,6 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     rows_per_wg = 128 / tpr;
     defs.push_back("TPR" + std::to_string(tpr));
     defs.push_back("NT" + std::to_string(tokens_per_wg));
-    if (T == 1 && N >= kMatvecFourRowsMin) {  // enough rows to keep the GPU busy at four a lane
-      defs.push_back("R4");
-      rows_per_wg *= 4;
-    }
     if (g_.info.subgroups) defs.push_back("SG");  // shuffles where the subgroup size allows (matvec.wgsl)
   }
   Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
