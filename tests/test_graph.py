@@ -140,6 +140,9 @@ MALFORMED = {
                                           'inputs = ["layers.0.no_such_value", "model.layers.0.self_attn.o_proj.weight"]'),
                         FormatError, "no_such_value"),
     "unknown_op": (lambda t: _mutate(t, 'op = "silu"\ntag = 11', 'op = "frobnicate"'), UnsupportedOp, "frobnicate"),
+    # the decoder family's fusion of rope and kv_write is not a graph op
+    "family_fusion_op": (lambda t: _mutate(t, 'op = "silu"\ntag = 11', 'op = "fused_rope_kv"'), UnsupportedOp,
+                         "write rope and kv_write"),
     "wrong_attribute_type": (lambda t: _mutate(t, "attrs = { eps = 1.0000000000000001e-05", 'attrs = { eps = "tiny"'),
                              InvalidConfig, "eps"),
     "shape_mismatch": (lambda t: _mutate(t, 'inputs = ["layers.0.attn_norm", "model.layers.0.self_attn.q_proj.weight"]',

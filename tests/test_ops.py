@@ -649,6 +649,47 @@ def test_attention(case, cache, backend, precise):
 
 
 @pytest.mark.parametrize("cache", ["f32", "f16"])
+@pytest.mark.parametrize("neox,rot", [(True, 64), (False, 32)])
+@pytest.mark.parametrize("T,pos0", [(1, 0), (1, 13), (5, 7)])
+def test_fused_rope_kv(cache, neox, rot, T, pos0, backend):
+    """fused_rope_kv = rope(q), rope(k), kv_write(k'), kv_write(v): q' and k' against the rotation
+    in f64 (our table; test_rope judges the table against transformers'), the caches exactly
+    k' and v in the cache dtype at pos0.., every other cache row untouched."""
+    rng = np.random.default_rng(12)
+    nh, nkv, hd, max_ctx, max_pos = 4, 2, 64, 24, 40
+    dt = np.float32 if cache == "f32" else np.float16
+    q = rng.standard_normal((T, nh * hd)).astype(np.float32)
+    k = rng.standard_normal((T, nkv * hd)).astype(np.float32)
+    v = rng.standard_normal((T, nkv * hd)).astype(np.float32)
+    kc0 = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)
+    vc0 = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)
+    attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0,
+             "rope": {"rot_dims": rot, "neox": neox, "max_pos": max_pos, "theta": 10000.0}}
+    qo, ko, kc, vc = run("fused_rope_kv", [q, k, v], attrs, [list(q.shape), list(k.shape), kc0, vc0],
+                         backend=backend)
+    cos, sin = _core.rope_table(rot, max_pos, 10000.0, {})
+    assert rel_err(qo, rope_ref(q, cos, sin, nh, hd, rot, neox, pos0)) <= TOL_F32
+    assert rel_err(ko, rope_ref(k, cos, sin, nkv, hd, rot, neox, pos0)) <= TOL_F32
+    assert kc.dtype == dt and vc.dtype == dt
+    k_rows = ko.reshape(T, nkv, hd).transpose(1, 0, 2).astype(dt)
+    v_rows = v.reshape(T, nkv, hd).transpose(1, 0, 2).astype(dt)
+    np.testing.assert_array_equal(kc[:, pos0:pos0 + T], k_rows)
+    np.testing.assert_array_equal(vc[:, pos0:pos0 + T], v_rows)
+    for got, init in ((kc, kc0), (vc, vc0)):
+        np.testing.assert_array_equal(got[:, :pos0], init[:, :pos0])
+        np.testing.assert_array_equal(got[:, pos0 + T:], init[:, pos0 + T:])
+
+
+def test_fused_rope_kv_positions_past_the_cache_are_an_error():
+    z = np.zeros((1, 128), np.float32)
+    attrs = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 64, "pos0": 8,
+             "rope": {"rot_dims": 64, "max_pos": 40, "theta": 10000.0}}
+    kc = np.zeros((2, 8, 64), np.float32)
+    with pytest.raises(Exception, match="exceed the KV cache"):
+        _core.run_op("fused_rope_kv", [z, z, z], attrs, [[1, 128], [1, 128], kc, kc.copy()], "auto", "cpu")
+
+
+@pytest.mark.parametrize("cache", ["f32", "f16"])
 def test_kv_write_then_attention(cache, backend):
     """KvWrite into a cache then attention, judged against the unrounded keys/values."""
     rng = np.random.default_rng(9)

@@ -76,6 +76,11 @@ enum class OpKind : uint16_t {
   FusedMatmulGelu = 29,
   // in: x, W, residual [.., N] (, bias).  y = (x @ W^T + bias) + residual.
   FusedMatmulAdd = 30,
+  // in: q [T, n_heads*head_dim], k, v [T, n_kv_heads*head_dim]; out: q', k', k cache, v cache.
+  // Exactly rope(q) -> q', rope(k) -> k' (attrs n_heads / n_kv_heads), kv_write(k') -> k cache,
+  // kv_write(v) -> v cache, at positions pos0..pos0+T-1 (q' / k' may alias q / k): the
+  // decoder family's per-layer position work in one op (one dispatch on a device backend).
+  FusedRopeKv = 31,
   COUNT_PLUS_ONE
 };
 

@@ -127,6 +127,18 @@ void check_kv_write(const Op& op, const Tensor* in, int, const Tensor* out, int)
   check_cache(op, out[0], T, "cache");
 }
 
+void check_fused_rope_kv(const Op& op, const Tensor* in, int, const Tensor* out, int) {
+  check_rope(op, in, 1, nullptr, 0);  // q: n_heads, positions within the table
+  const int64_t T = heads_rows(op, in[0], op.a.n_heads, "q");
+  if (heads_rows(op, in[1], op.a.n_kv_heads, "k") != T)
+    bad_shape(op, {T, static_cast<int64_t>(op.a.n_kv_heads) * op.a.head_dim}, in[1].shape, "k");
+  if (in[2].shape.numel() != in[1].shape.numel()) bad_shape(op, in[1].shape.vec(), in[2].shape, "v");
+  if (out[0].shape.numel() != in[0].shape.numel()) bad_shape(op, in[0].shape.vec(), out[0].shape, "q out");
+  if (out[1].shape.numel() != in[1].shape.numel()) bad_shape(op, in[1].shape.vec(), out[1].shape, "k out");
+  check_cache(op, out[2], T, "k cache");
+  check_cache(op, out[3], T, "v cache");
+}
+
 void check_softcap(const Op& op, const Tensor*, int, const Tensor*, int) {
   if (!(op.a.softcap > 0.f)) throw_invalid_config("softcap", "softcap must be positive");
 }
@@ -256,6 +268,12 @@ std::vector<OpSchema> build_table() {
     {OpKind::FusedMatmulAdd, "fused_matmul_add", 3, 4, 1, false, {},
      {x, {"weight", kDtWeight, IS::WeightK0}, {"residual", kDtF32, IS::MatmulOut, 1}, {"bias", kDtF32, IS::RowsOf, 1}},
      {out}, ShapeRule::ColsRowsOf, 1},
+    {OpKind::FusedRopeKv, "fused_rope_kv", 4, 4, 4, true,
+     {n_heads, n_kv_heads, head_dim, Ai("rot_dims", true, F::None, 1, 1 << 12), A("theta", Fl, true),
+      A("neox", Bo, false), Ai("max_position", true, F::None, 1, 1 << 24), A("scaling", AttrType::Table, false)},
+     {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}},
+     {{"q out", kDtF32}, {"k out", kDtF32}, {"k cache", kDtF32 | kDtF16}, {"v cache", kDtF32 | kDtF16}},
+     ShapeRule::Given, 0, check_fused_rope_kv},
   };
   // clang-format on
   return t;

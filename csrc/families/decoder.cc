@@ -466,19 +466,28 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
       const int64_t pos0 = sg.conv->position();
       Tensor qs = q.rows(sg.row0, sg.n), ks = k.rows(sg.row0, sg.n), vs = v.rows(sg.row0, sg.n);
       Tensor as = att.rows(sg.row0, sg.n);
-      {
-        Op op = make_op(OpKind::Rope, w.label[kRope].c_str());
-        op.a.pos0 = pos0;
-        op.a.head_dim = static_cast<int>(hd);
-        op.a.rope = rope;
-        op.a.n_heads = static_cast<int>(H);
-        d.run(op, {qs}, {&qs}, ctx);
-        op.a.n_heads = static_cast<int>(KV);
-        d.run(op, {ks}, {&ks}, ctx);
-      }
       Tensor& kc = sg.conv->caches[static_cast<size_t>(2 * l)];
       Tensor& vc = sg.conv->caches[static_cast<size_t>(2 * l + 1)];
-      {
+      Op fused = make_op(OpKind::FusedRopeKv, w.label[kRope].c_str());
+      fused.a.pos0 = pos0;
+      fused.a.head_dim = static_cast<int>(hd);
+      fused.a.rope = rope;
+      fused.a.n_heads = static_cast<int>(H);
+      fused.a.n_kv_heads = static_cast<int>(KV);
+      const Tensor fused_in[3] = {qs, ks, vs};
+      if (be.supports(fused, fused_in, 3)) {  // the four ops below in one (one dispatch on wgpu+rs)
+        d.run(fused, {qs, ks, vs}, {&qs, &ks, &kc, &vc}, ctx);
+      } else {
+        {
+          Op op = make_op(OpKind::Rope, w.label[kRope].c_str());
+          op.a.pos0 = pos0;
+          op.a.head_dim = static_cast<int>(hd);
+          op.a.rope = rope;
+          op.a.n_heads = static_cast<int>(H);
+          d.run(op, {qs}, {&qs}, ctx);
+          op.a.n_heads = static_cast<int>(KV);
+          d.run(op, {ks}, {&ks}, ctx);
+        }
         Op op = make_op(OpKind::KvWrite, w.label[kKv].c_str());
         op.a.pos0 = pos0;
         op.a.n_kv_heads = static_cast<int>(KV);

@@ -81,6 +81,8 @@ const struct Tables& tables();
 // definition: each step rounded to f32 as the unfused ops are).
 template <int L>
 void composed_matmul_epilogue(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+template <int L>
+void composed_rope_kv(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 
 struct Tables {
   cpu::KernelTable t[5];
@@ -114,6 +116,10 @@ struct Tables {
     for (int i = 0; i < 5; ++i)
       for (OpKind k : {OpKind::FusedMatmulGelu, OpKind::FusedMatmulAdd})
         if (!t[i][k]) t[i][k] = composed[i];
+    const cpu::Kernel rope_kv[5] = {composed_rope_kv<0>, composed_rope_kv<1>, composed_rope_kv<2>,
+                                    composed_rope_kv<3>, composed_rope_kv<4>};
+    for (int i = 0; i < 5; ++i)
+      if (!t[i][OpKind::FusedRopeKv]) t[i][OpKind::FusedRopeKv] = rope_kv[i];
   }
 };
 
@@ -134,6 +140,20 @@ void composed_matmul_epilogue(const Op& op, const Tensor* in, int n_in, Tensor* 
     step.kind = op.a.gelu_erf ? OpKind::Gelu : OpKind::GeluTanh;
     t[step.kind](step, out, 1, out, n_out, ctx);
   }
+}
+
+// fused_rope_kv as its definition: the level's rope, rope, kv_write, kv_write kernels.
+template <int L>
+void composed_rope_kv(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
+  const cpu::KernelTable& t = tables().t[L];
+  Op step = op;
+  step.kind = OpKind::Rope;
+  t[OpKind::Rope](step, &in[0], 1, &out[0], 1, ctx);
+  step.a.n_heads = op.a.n_kv_heads;
+  t[OpKind::Rope](step, &in[1], 1, &out[1], 1, ctx);
+  step.kind = OpKind::KvWrite;
+  t[OpKind::KvWrite](step, &out[1], 1, &out[2], 1, ctx);
+  t[OpKind::KvWrite](step, &in[2], 1, &out[3], 1, ctx);
 }
 
 const Tables& tables() {

@@ -1189,6 +1189,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     }
     case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim; rows at any offset
       return in[0].dtype == DType::F32 && in[0].offset % 4 == 0 && op.a.head_dim % 2 == 0;
+    case OpKind::FusedRopeKv:  // rope.wgsl KV: as rope and kv_write
+      return in[0].dtype == DType::F32 && in[1].dtype == DType::F32 && in[2].dtype == DType::F32 &&
+             in[0].offset % 4 == 0 && in[1].offset % 4 == 0 && in[2].offset % 4 == 0 && op.a.head_dim % 2 == 0;
     case OpKind::Conv1d: {  // f32 weights; one workgroup row per output row (b, t)
       const Shape& xs = in[0].shape;
       const int64_t B = xs.ndim == 3 ? xs.d[0] : 1, L = op.a.channels_first ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
@@ -1468,6 +1471,53 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
         st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
       } else {
         Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, yb, 0, W}, {4, xb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
+      }
+      return;
+    }
+    case OpKind::FusedRopeKv: {  // positions and shapes: validate_op (check_fused_rope_kv)
+      const RopeTable& rt = *op.a.rope;
+      const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim, half = rt.rot_dims / 2;
+      const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd);
+      const Tensor &kc = out[2], &vc = out[3];
+      if (kc.dtype != vc.dtype) throw_unsupported_op("fused_rope_kv (k and v caches of two dtypes)", "wgpu+rs", "-");
+      Tensor ct, stt;
+      ct.dtype = stt.dtype = DType::F32;
+      ct.shape = stt.shape = Shape{rt.max_pos, half};
+      ct.data = const_cast<float*>(rt.cos);
+      stt.data = const_cast<float*>(rt.sin);
+      WGPUBuffer cb = weight(ct)->bufs[0], sb = weight(stt)->bufs[0];
+      WGPUBuffer qb = act(st, in[0]), kb = act(st, in[1]), vb = act(st, in[2]);
+      WGPUBuffer qo = dev(out[0])->bufs[0], ko = dev(out[1])->bufs[0];
+      const bool qin = qb == qo, kin = kb == ko;  // rotated in place (the family's use)
+      if ((qin && in[0].offset != out[0].offset) || (kin && in[1].offset != out[1].offset))
+        throw_unsupported_op("fused_rope_kv (overlapping views of one buffer)", "wgpu+rs", "-");
+      std::vector<std::string> defs = {"KV"};
+      if (kc.dtype == DType::F16) defs.push_back("F16");
+      if (qin) defs.push_back("QIN");
+      if (kin) defs.push_back("KIN");
+      Pipeline& pl = pipeline(g_, "rope", defs);
+      uint32_t p[16] = {u(T), u(nh), u(nkv), u(hd), u(half), u(op.a.pos0), rt.neox ? 1u : 0u, u(kc.shape.d[1]),
+                        u(in[0].offset / 4), u(in[1].offset / 4), u(in[2].offset / 4), u(out[0].offset / 4),
+                        u(out[1].offset / 4), 0, 0, 0};
+      const int64_t rows = T * (nh + 2 * nkv);
+      const uint32_t gx = u(std::min<int64_t>(rows, 65535)), gy = u((rows + 65534) / 65535);
+      const WGPUBuffer kcb = dev(kc)->bufs[0], vcb = dev(vc)->bufs[0];
+      if (qin && kin) {
+        Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, qb, 0, W}, {4, kb, 0, W}, {5, vb, 0, W}, {6, kcb, 0, W},
+                    {7, vcb, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
+      } else if (qin) {
+        Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, qb, 0, W}, {4, kb, 0, W}, {5, vb, 0, W}, {6, kcb, 0, W},
+                    {7, vcb, 0, W}, {9, ko, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
+      } else if (kin) {
+        Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, qb, 0, W}, {4, kb, 0, W}, {5, vb, 0, W}, {6, kcb, 0, W},
+                    {7, vcb, 0, W}, {8, qo, 0, W}};
+        st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
+      } else {
+        Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, qb, 0, W}, {4, kb, 0, W}, {5, vb, 0, W}, {6, kcb, 0, W},
+                    {7, vcb, 0, W}, {8, qo, 0, W}, {9, ko, 0, W}};
         st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
       }
       return;
