@@ -249,6 +249,30 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def write_report(args, info, rows, sampling_lines, profiles):
+    """The table of every model so far, written to the report file in --out (after each model, so that a
+    run stopped at the time limit keeps what it measured); returns the table."""
+    prompt_lens = [int(x) for x in args.prompts.split(",")]
+    cols = [("model", "{}"), ("wgpu+rs vs cpu (precise)", "{:.1e}")]
+    cols += [(f"wgpu+rs pp{n}", "{:.0f}") for n in prompt_lens] + [(f"wgpu+rs tg{args.gen}", "{:.0f}")]
+    cols += [(f"llama.cpp pp{n}", "{:.0f}") for n in prompt_lens] + [(f"llama.cpp tg{args.gen}", "{:.0f}")]
+    cols += [(f"pp{n} ratio", "{:.2f}x") for n in prompt_lens] + [(f"tg{args.gen} ratio", "{:.2f}x")]
+    cols += [(f"torch fp16 pp{prompt_lens[0]}", "{:.0f}"), (f"torch fp16 tg{args.gen}", "{:.0f}"),
+             ("tg ratio vs torch", "{:.2f}x"), ("weights MB/token", "{:.0f}"),
+             ("wgpu+rs share of 4.5 TB/s", "{:.1%}"), ("llama.cpp share of 4.5 TB/s", "{:.1%}"),
+             ("wgpu+rs peak MiB (buffers)", "{:.0f}"), ("wgpu+rs peak MiB (nvidia-smi)", "{:.0f}"),
+             ("llama.cpp peak MiB (nvidia-smi)", "{:.0f}")]
+    table = markdown(cols, rows)
+    with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
+        if info:
+            f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n")
+        f.write(f"{table}\n")
+        f.write("\n" + "\n".join(sampling_lines) + "\n")
+        for p in profiles:
+            f.write(f"\n{p}\n")
+    return table
+
+
 def main():
     ap = argparse.ArgumentParser(description="wgpu+rs speed on same-shaped models, next to its peers "
                                  "(docs/gpu-bench.md gives the device command)")
@@ -389,24 +413,8 @@ def main():
             row[f"tg{args.gen} ratio"] = ratio(tg, ltg)
             row["llama.cpp share of 4.5 TB/s"] = bpt * ltg / BANDWIDTH if ltg else None
             row["llama.cpp peak MiB (nvidia-smi)"] = peak
-    cols = [("model", "{}"), ("wgpu+rs vs cpu (precise)", "{:.1e}")]
-    cols += [(f"wgpu+rs pp{n}", "{:.0f}") for n in prompt_lens] + [(f"wgpu+rs tg{args.gen}", "{:.0f}")]
-    cols += [(f"llama.cpp pp{n}", "{:.0f}") for n in prompt_lens] + [(f"llama.cpp tg{args.gen}", "{:.0f}")]
-    cols += [(f"pp{n} ratio", "{:.2f}x") for n in prompt_lens] + [(f"tg{args.gen} ratio", "{:.2f}x")]
-    cols += [(f"torch fp16 pp{prompt_lens[0]}", "{:.0f}"), (f"torch fp16 tg{args.gen}", "{:.0f}"),
-             ("tg ratio vs torch", "{:.2f}x"), ("weights MB/token", "{:.0f}"),
-             ("wgpu+rs share of 4.5 TB/s", "{:.1%}"), ("llama.cpp share of 4.5 TB/s", "{:.1%}"),
-             ("wgpu+rs peak MiB (buffers)", "{:.0f}"), ("wgpu+rs peak MiB (nvidia-smi)", "{:.0f}"),
-             ("llama.cpp peak MiB (nvidia-smi)", "{:.0f}")]
-    table = markdown(cols, rows)
-    print(table)
-    with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
-        if info:
-            f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n")
-        f.write(f"{table}\n")
-        f.write("\n" + "\n".join(sampling_lines) + "\n")
-        for p in profiles:
-            f.write(f"\n{p}\n")
+        write_report(args, info, rows, sampling_lines, profiles)
+    print(write_report(args, info, rows, sampling_lines, profiles))
     return 0
 
 
