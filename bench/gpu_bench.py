@@ -297,6 +297,7 @@ def main():
                     help="folder with src/ (bench/llamacpp_cuda/slim.sh) and gguf/ (bench/gguf_shapes.py)")
     ap.add_argument("--llamacpp-build", default="/tmp/llamacpp-cuda", help="llama.cpp build folder")
     args = ap.parse_args()
+    t_start = time.perf_counter()
     os.makedirs(args.work, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     prompt_lens = [int(x) for x in args.prompts.split(",")]
@@ -414,6 +415,7 @@ def main():
             row["llama.cpp share of 4.5 TB/s"] = bpt * ltg / BANDWIDTH if ltg else None
             row["llama.cpp peak MiB (nvidia-smi)"] = peak
         write_report(args, info, rows, sampling_lines, profiles)
+        print(f"{name}: done at {time.perf_counter() - t_start:.0f}s", flush=True)
     print(write_report(args, info, rows, sampling_lines, profiles))
     return 0
 
