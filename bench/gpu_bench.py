@@ -2,16 +2,21 @@
 exact device invocation).
 
 The real GGUFs cannot travel to the device, and speed does not depend on weight
-values, so for each of smollm2 / qwen05 / qwen15 this writes a `.model` with the
-exact config, tensor names, shapes and encodings of the real file (bench/gpu_models.json)
-and seeded random valid blocks (finite f16 scales), then in one run:
+values, so for each of smollm2 / qwen05 / qwen15 / llama7b this writes a `.model` with the
+exact config, tensor names, shapes and encodings of the real file (bench/gpu_models.json;
+llama7b: Llama-2-7B shapes, llama.cpp's Q4_K_M mix) and seeded random valid blocks (finite
+f16 scales), then in one run, per model:
   1. checks wgpu+rs against the cpu backend on that file (precise logits, rel. error),
-  2. times wgpu+rs: prompt (one bulk forward of P tokens) and generation (N greedy steps),
+  2. times wgpu+rs: prompt (one bulk forward of each of --prompts tokens) and generation
+     (--gen greedy steps), with the peak of its device buffers (`_core.wgpu_memory()`),
   3. times PyTorch fp16 eager (a random-initialised transformers model of the same
      config) on the same GPU: the same prompt forward and N greedy steps with its KV cache,
-  4. reports the share of the bandwidth limit (weight bytes read per token / decode time
+  4. with --peer llamacpp-cuda: llama-bench of llama.cpp's CUDA build on a GGUF of the
+     same shapes (bench/gguf_shapes.py header, zero weights), peak GPU memory of both sides
+     from nvidia-smi,
+  5. reports the share of the bandwidth limit (weight bytes read per token / decode time
      against the measured ~4.5 TB/s of the H200),
-  5. (smollm2) 1000 decode steps with wgpu-native's own allocation report before/after,
+  6. (smollm2) 1000 decode steps with wgpu-native's own allocation report before/after,
      and the report after dropping the model.
 """
 from __future__ import annotations
@@ -26,6 +31,8 @@ import time
 import numpy as np
 
 import cyb_llm
+import gguf_shapes
+import llamacpp_peer as peer
 from cyb_llm import _core
 from cyb_llm.format import write_model
 
@@ -94,29 +101,40 @@ def bytes_per_token(spec):
     return total
 
 
-def bench_ours(path, prompt, n_gen, backend, precise=False):
+def bench_ours(path, prompts, n_gen, backend, precise=False):
+    """Prompt tok/s for each prompt (one bulk forward of all its tokens into an empty cache, after
+    a warm-up forward of the same length: pipelines of each kernel variant a shape picks, weight
+    upload) and generation tok/s (n_gen greedy steps after a 1-token prompt, the positions
+    llama-bench's tg covers; each step one submit and one logits read-back)."""
     m = cyb_llm.load(path, backend=backend, precise=precise)
-    c = m.new_conversation(len(prompt) + n_gen + 8)
-    c.forward(prompt)  # warm-up at the timed length: pipelines (each kernel variant a shape picks), weight upload
+    c = m.new_conversation(max(len(p) for p in prompts) + n_gen + 8)
+    pp = []
+    for prompt in prompts:
+        c.reset_kv_cache()
+        c.forward(prompt)
+        c.reset_kv_cache()
+        t0 = time.perf_counter()
+        c.forward(prompt)
+        pp.append(len(prompt) / (time.perf_counter() - t0))
     c.reset_kv_cache()
-    t0 = time.perf_counter()
-    logits = c.forward(prompt)
-    t1 = time.perf_counter()
-    tok = int(np.argmax(logits))
+    tok = int(np.argmax(c.forward(prompts[0][:1])))
+    tok = int(np.argmax(c.forward([tok])))  # warm-up of the decode pipelines
     host_times = getattr(_core, "wgpu_take_host_times", lambda: {})
     host_times()
-    t2 = time.perf_counter()
+    t0 = time.perf_counter()
     for _ in range(n_gen):
         tok = int(np.argmax(c.forward([tok])))
-    t3 = time.perf_counter()
+    t1 = time.perf_counter()
+    tg = n_gen / (t1 - t0)
     h = host_times()
     if backend == "wgpu+rs" and h.get("forwards"):
         n = h["forwards"]
-        step_ms = 1e3 * (t3 - t2) / n_gen
+        step_ms = 1e3 * (t1 - t0) / n_gen
         print(f"  decode step {step_ms:.2f} ms: recording the ops {h['record_ms'] / n:.2f} ms, submitting "
               f"{h['submit_ms'] / n:.2f} ms, waiting for the GPU {h['wait_ms'] / n:.2f} ms, the rest (Python, "
               f"logits copy) {step_ms - (h['record_ms'] + h['submit_ms'] + h['wait_ms']) / n:.2f} ms", flush=True)
-    return len(prompt) / (t1 - t0), n_gen / (t3 - t2), m
+    del c
+    return pp, tg, m
 
 
 def bench_device_sampling(m, prompt, n_gen, rounds=4):
@@ -201,112 +219,204 @@ def bench_torch(spec, prompt, n_gen):
     return len(prompt) / (t1 - t0), n_gen / (t3 - t2)
 
 
+def check_against_cpu(path, vocab):
+    """wgpu+rs vs cpu on this file, precise mode: 8-token prefill and one decode step (max rel. error),
+    and the ops that fell back to the cpu."""
+    ids = np.random.default_rng(1).integers(0, vocab, size=8).tolist()
+    ref = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(32).forward(ids, all_logits=True)
+    gm = cyb_llm.load(path, backend="wgpu+rs", precise=True)
+    gc_ = gm.new_conversation(32)
+    got = gc_.forward(ids, all_logits=True)
+    step = gc_.forward([int(got[-1].argmax())])
+    cpu_c = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(32)
+    cpu_c.forward(ids)
+    cpu_step = cpu_c.forward([int(got[-1].argmax())])
+    err = max(rel_err(got, ref), rel_err(step, cpu_step))
+    fallbacks = sorted({r["label"] + ":" + r["backend"] for r in gm.dispatch_records if r.get("fallback")})
+    return err, fallbacks
+
+
+def markdown(cols, rows):
+    """A markdown table of the columns (header, format) that some row has."""
+    cols = [(h, f) for h, f in cols if any(r.get(h) is not None for r in rows)]
+    lines = ["| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join("" if r.get(h) is None else f.format(r[h]) for h, f in cols) + " |")
+    return "\n".join(lines)
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def write_report(args, info, rows, sampling_lines, profiles):
+    """The table of every model so far, written to the report file in --out (after each model, so that a
+    run stopped at the time limit keeps what it measured); returns the table."""
+    prompt_lens = [int(x) for x in args.prompts.split(",")]
+    cols = [("model", "{}"), ("wgpu+rs vs cpu (precise)", "{:.1e}")]
+    cols += [(f"wgpu+rs pp{n}", "{:.0f}") for n in prompt_lens] + [(f"wgpu+rs tg{args.gen}", "{:.0f}")]
+    cols += [(f"llama.cpp pp{n}", "{:.0f}") for n in prompt_lens] + [(f"llama.cpp tg{args.gen}", "{:.0f}")]
+    cols += [(f"pp{n} ratio", "{:.2f}x") for n in prompt_lens] + [(f"tg{args.gen} ratio", "{:.2f}x")]
+    cols += [(f"torch fp16 pp{prompt_lens[0]}", "{:.0f}"), (f"torch fp16 tg{args.gen}", "{:.0f}"),
+             ("tg ratio vs torch", "{:.2f}x"), ("weights MB/token", "{:.0f}"),
+             ("wgpu+rs share of 4.5 TB/s", "{:.1%}"), ("llama.cpp share of 4.5 TB/s", "{:.1%}"),
+             ("wgpu+rs peak MiB (buffers)", "{:.0f}"), ("wgpu+rs peak MiB (nvidia-smi)", "{:.0f}"),
+             ("llama.cpp peak MiB (nvidia-smi)", "{:.0f}")]
+    table = markdown(cols, rows)
+    with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
+        if info:
+            f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n")
+        f.write(f"{table}\n")
+        f.write("\n" + "\n".join(sampling_lines) + "\n")
+        for p in profiles:
+            f.write(f"\n{p}\n")
+    return table
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="smollm2,qwen05,qwen15")
-    ap.add_argument("--prompt", type=int, default=128)
+    ap = argparse.ArgumentParser(description="wgpu+rs speed on same-shaped models, next to its peers "
+                                 "(docs/gpu-bench.md gives the device command)")
+    ap.add_argument("--models", default="smollm2,qwen05,qwen15",
+                    help="names from bench/gpu_models.json: smollm2, qwen05, qwen15, llama7b")
+    ap.add_argument("--prompts", default="128,512", help="prompt lengths (tokens), each timed as one bulk forward")
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--work", default="/tmp/gpu_bench")
-    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-torch", action="store_true", help="skip PyTorch fp16 eager")
+    ap.add_argument("--skip-ours", action="store_true", help="only the peers (no wgpu+rs, no cyb_llm model)")
+    ap.add_argument("--no-check", action="store_true", help="skip the wgpu+rs vs cpu check")
+    ap.add_argument("--no-sampling", action="store_true", help="skip the host vs GPU token-draw comparison")
     ap.add_argument("--leak-steps", type=int, default=1000)
     ap.add_argument("--profile", action="store_true",
                     help="also print GPU time per shader (timestamp queries) for one prompt forward and 16 "
                          "decode steps of each model (bench/gpu_profile.py)")
+    ap.add_argument("--peer", choices=["none", "llamacpp-cuda"], default="none",
+                    help="llamacpp-cuda: llama-bench of llama.cpp's CUDA build on same-shaped GGUFs")
+    ap.add_argument("--peer-repeats", type=int, default=5, help="llama-bench -r (it reports the median here)")
+    ap.add_argument("--llamacpp", default=os.path.join(os.path.dirname(HERE), ".llamacpp"),
+                    help="folder with src/ (bench/llamacpp_cuda/slim.sh) and gguf/ (bench/gguf_shapes.py)")
+    ap.add_argument("--llamacpp-build", default="/tmp/llamacpp-cuda", help="llama.cpp build folder")
     args = ap.parse_args()
+    t_start = time.perf_counter()
     os.makedirs(args.work, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
+    prompt_lens = [int(x) for x in args.prompts.split(",")]
     specs = json.load(open(os.path.join(HERE, "gpu_models.json")))
-    info = _core.wgpu_info(True)
-    print("adapter:", json.dumps(info), flush=True)
+    info = None
+    if not args.skip_ours:
+        info = _core.wgpu_info(True)
+        print("adapter:", json.dumps(info), flush=True)
+    llama_bench = None
+    if args.peer == "llamacpp-cuda":
+        llama_bench = peer.build(os.path.join(args.llamacpp, "src"), args.llamacpp_build,
+                                 log=lambda m: print(m, flush=True))
     rows = []
     profiles: list[str] = []
     sampling_lines: list[str] = []
     for name in args.models.split(","):
         spec = specs[name]
-        t = time.perf_counter()
-        path = make_model(name, spec, args.work)
-        print(f"{name}: wrote {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t:.1f}s", flush=True)
         vocab = spec["config"]["architecture"]["vocab_size"]
-        prompt = np.random.default_rng(1).integers(0, vocab, size=args.prompt).tolist()
-        # 1. correctness on this file: wgpu+rs vs cpu, precise mode
-        ids = prompt[:8]
-        ref = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(32).forward(ids, all_logits=True)
-        gm = cyb_llm.load(path, backend="wgpu+rs", precise=True)
-        gc_ = gm.new_conversation(32)
-        got = gc_.forward(ids, all_logits=True)
-        step = gc_.forward([int(got[-1].argmax())])
-        cpu_c = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(32)
-        cpu_c.forward(ids)
-        cpu_step = cpu_c.forward([int(got[-1].argmax())])
-        err = max(rel_err(got, ref), rel_err(step, cpu_step))
-        fallbacks = sorted({r["label"] + ":" + r["backend"] for r in gm.dispatch_records if r.get("fallback")})
-        del gm, gc_
-        print(f"{name}: wgpu+rs vs cpu precise logits rel err {err:.2e}; fallbacks: {fallbacks or 'none'}",
-              flush=True)
-        # 2. speed (default fast mode: f32 activations, f16 KV cache)
-        pp, tg, m = bench_ours(path, prompt, args.gen, "wgpu+rs")
-        print(f"{name}: wgpu+rs prompt {pp:.0f} tok/s, generate {tg:.0f} tok/s", flush=True)
-        rates, same = bench_device_sampling(m, prompt, args.gen)
-        sampling_lines.append(
-            f"{name}: decode tok/s, token drawn on the host / on the GPU: greedy {rates['greedy/host']:.0f} / "
-            f"{rates['greedy/device']:.0f} ({rates['greedy/device'] / rates['greedy/host']:.2f}x), top-k 40 "
-            f"top-p 0.95 min-p 0.05 T 0.8 {rates['sampled/host']:.0f} / {rates['sampled/device']:.0f} "
-            f"({rates['sampled/device'] / rates['sampled/host']:.2f}x); same tokens: {same}")
-        print(sampling_lines[-1], flush=True)
-        if args.profile:
-            from gpu_profile import profile
-
-            pc = m.new_conversation(len(prompt) + 24)
-            profiles.append(profile(lambda: pc.forward(prompt), f"{name} prompt ({len(prompt)} tokens)"))
-
-            def decode(c=pc):
-                tok = 1
-                for _ in range(16):
-                    tok = int(np.argmax(c.forward([tok])))
-
-            profiles.append(profile(decode, f"{name} 16 decode steps"))
-            del pc
-        if name == "smollm2" and args.leak_steps:
-            c = m.new_conversation(args.leak_steps + 8)
-            c.forward([1])
-            before = _core.wgpu_report()
-            tok = 1
-            for _ in range(args.leak_steps):
-                tok = int(np.argmax(c.forward([tok])))
-            after = _core.wgpu_report()
-            del c, m
-            gc.collect()
-            dropped = _core.wgpu_report()
-            print(f"{name}: wgpu-native report, live buffers / bind groups: after warm-up "
-                  f"{before['buffers.allocated']}/{before['bind_groups.allocated']}, after {args.leak_steps} "
-                  f"decode steps {after['buffers.allocated']}/{after['bind_groups.allocated']}, after dropping "
-                  f"the model {dropped['buffers.allocated']}/{dropped['bind_groups.allocated']}", flush=True)
-        else:
-            del m
-            gc.collect()
-        tpp = ttg = float("nan")
-        if not args.no_torch:
-            tpp, ttg = bench_torch(spec, prompt, args.gen)
-            print(f"{name}: torch fp16 eager prompt {tpp:.0f} tok/s, generate {ttg:.0f} tok/s", flush=True)
+        row = {"model": name}
+        rows.append(row)
+        rng = np.random.default_rng(1)
+        prompts = [rng.integers(0, vocab, size=n).tolist() for n in prompt_lens]
         bpt = bytes_per_token(spec)
-        share = bpt * tg / BANDWIDTH
-        rows.append((name, err, pp, tg, tpp, ttg, tg / ttg if ttg == ttg else float("nan"), bpt / 1e6, share))
-        os.remove(path)
-    hdr = ("| model (same shapes/encodings) | wgpu+rs vs cpu (precise) | wgpu+rs prompt tok/s | "
-           "wgpu+rs gen tok/s | torch fp16 prompt tok/s | torch fp16 gen tok/s | gen ratio | "
-           "weights MB/token | share of 4.5 TB/s |")
-    lines = [hdr, "|" + "---|" * 9]
-    for r in rows:
-        lines.append(f"| {r[0]} | {r[1]:.1e} | {r[2]:.0f} | {r[3]:.0f} | {r[4]:.0f} | {r[5]:.0f} | "
-                     f"{r[6]:.2f}x | {r[7]:.0f} | {100 * r[8]:.1f}% |")
-    table = "\n".join(lines)
-    print(table)
-    with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
-        f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n{table}\n")
-        f.write("\n" + "\n".join(sampling_lines) + "\n")
-        for p in profiles:
-            f.write(f"\n{p}\n")
+        row["weights MB/token"] = bpt / 1e6
+        tg = None
+        if not args.skip_ours:
+            t = time.perf_counter()
+            path = make_model(name, spec, args.work)
+            print(f"{name}: wrote {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t:.1f}s", flush=True)
+            # 1. correctness on this file: wgpu+rs vs cpu, precise mode
+            if not args.no_check:
+                err, fallbacks = check_against_cpu(path, vocab)
+                row["wgpu+rs vs cpu (precise)"] = err
+                print(f"{name}: wgpu+rs vs cpu precise logits rel err {err:.2e}; fallbacks: {fallbacks or 'none'}",
+                      flush=True)
+            gc.collect()
+            # 2. speed (default fast mode: f32 activations, f16 KV cache) and device memory
+            _core.wgpu_memory(reset_peak=True)
+            base = _core.wgpu_memory()["live_bytes"]
+            with peer.GpuMemSampler() as mem:
+                pp, tg, m = bench_ours(path, prompts, args.gen, "wgpu+rs")
+            row["wgpu+rs peak MiB (nvidia-smi)"] = mem.peak_mib
+            row["wgpu+rs peak MiB (buffers)"] = (_core.wgpu_memory()["peak_bytes"] - base) / 2**20
+            for n, v in zip(prompt_lens, pp):
+                row[f"wgpu+rs pp{n}"] = v
+            row[f"wgpu+rs tg{args.gen}"] = tg
+            row["wgpu+rs share of 4.5 TB/s"] = bpt * tg / BANDWIDTH
+            print(f"{name}: wgpu+rs " + ", ".join(f"pp{n} {v:.0f}" for n, v in zip(prompt_lens, pp)) +
+                  f" tok/s, tg{args.gen} {tg:.0f} tok/s; device buffers peak "
+                  f"{row['wgpu+rs peak MiB (buffers)']:.0f} MiB", flush=True)
+            if not args.no_sampling:
+                rates, same = bench_device_sampling(m, prompts[0], args.gen)
+                sampling_lines.append(
+                    f"{name}: decode tok/s, token drawn on the host / on the GPU: greedy {rates['greedy/host']:.0f} / "
+                    f"{rates['greedy/device']:.0f} ({rates['greedy/device'] / rates['greedy/host']:.2f}x), top-k 40 "
+                    f"top-p 0.95 min-p 0.05 T 0.8 {rates['sampled/host']:.0f} / {rates['sampled/device']:.0f} "
+                    f"({rates['sampled/device'] / rates['sampled/host']:.2f}x); same tokens: {same}")
+                print(sampling_lines[-1], flush=True)
+            if args.profile:
+                from gpu_profile import profile
+
+                prompt = prompts[-1]
+                pc = m.new_conversation(len(prompt) + 24)
+                profiles.append(profile(lambda: pc.forward(prompt), f"{name} prompt ({len(prompt)} tokens)"))
+
+                def decode(c=pc):
+                    tok = 1
+                    for _ in range(16):
+                        tok = int(np.argmax(c.forward([tok])))
+
+                profiles.append(profile(decode, f"{name} 16 decode steps"))
+                del pc
+            if name == "smollm2" and args.leak_steps:
+                c = m.new_conversation(args.leak_steps + 8)
+                c.forward([1])
+                before = _core.wgpu_report()
+                tok = 1
+                for _ in range(args.leak_steps):
+                    tok = int(np.argmax(c.forward([tok])))
+                after = _core.wgpu_report()
+                del c, m
+                gc.collect()
+                dropped = _core.wgpu_report()
+                print(f"{name}: wgpu-native report, live buffers / bind groups: after warm-up "
+                      f"{before['buffers.allocated']}/{before['bind_groups.allocated']}, after {args.leak_steps} "
+                      f"decode steps {after['buffers.allocated']}/{after['bind_groups.allocated']}, after dropping "
+                      f"the model {dropped['buffers.allocated']}/{dropped['bind_groups.allocated']}", flush=True)
+            else:
+                del m
+                gc.collect()
+            os.remove(path)
+        if not args.no_torch:
+            tpp, ttg = bench_torch(spec, prompts[0], args.gen)
+            row[f"torch fp16 pp{prompt_lens[0]}"] = tpp
+            row[f"torch fp16 tg{args.gen}"] = ttg
+            row["tg ratio vs torch"] = ratio(tg, ttg)
+            print(f"{name}: torch fp16 eager prompt {tpp:.0f} tok/s, generate {ttg:.0f} tok/s", flush=True)
+        if llama_bench:
+            gguf = gguf_shapes.extend(os.path.join(args.llamacpp, "gguf"), name,
+                                      os.path.join(args.work, f"{name}-shaped.gguf"))
+            res, peak, cmd = peer.run_llama_bench(llama_bench, gguf, prompt_lens, args.gen, args.peer_repeats)
+            os.remove(gguf)
+            print(f"{name}: {cmd}", flush=True)
+            for key, r in res.items():
+                print(f"{name}: llama.cpp {key} median {r['median_ts']:.0f} tok/s (mean {r['avg_ts']:.0f} +- "
+                      f"{r['stddev_ts']:.0f}, {r['repeats']} repeats: "
+                      f"{', '.join(f'{x:.0f}' for x in r['samples_ts'])}; {r['backends']}, fa {r['flash_attn']}, "
+                      f"K {r['type_k']})", flush=True)
+            for n in prompt_lens:
+                row[f"llama.cpp pp{n}"] = res.get(f"pp{n}", {}).get("median_ts")
+                row[f"pp{n} ratio"] = ratio(row.get(f"wgpu+rs pp{n}"), row[f"llama.cpp pp{n}"])
+            ltg = res.get(f"tg{args.gen}", {}).get("median_ts")
+            row[f"llama.cpp tg{args.gen}"] = ltg
+            row[f"tg{args.gen} ratio"] = ratio(tg, ltg)
+            row["llama.cpp share of 4.5 TB/s"] = bpt * ltg / BANDWIDTH if ltg else None
+            row["llama.cpp peak MiB (nvidia-smi)"] = peak
+        write_report(args, info, rows, sampling_lines, profiles)
+        print(f"{name}: done at {time.perf_counter() - t_start:.0f}s", flush=True)
+    print(write_report(args, info, rows, sampling_lines, profiles))
     return 0
 
 

@@ -110,3 +110,28 @@ def test_fast_mode_wgpu_close_to_precise(tiny_model):
     b = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(64).forward(ids, all_logits=True)
     assert T.rel_err(a, b) <= tolerance("fast-vs-precise"), family
     assert_ran_on(gpu, "wgpu+rs", family)
+
+
+def test_memory_counter_follows_buffers(tmp_path_factory):
+    """`_core.wgpu_memory()` counts the device buffers a model holds: loading and running one
+    adds at least its weight bytes, the peak is at least the live bytes, and dropping the model
+    (and its conversation) gives every byte back."""
+    import gc
+
+    import cyb_llm
+    import test_families_tiny as F
+    from cyb_llm.format import ModelFile
+
+    _, path = F._build("llama", tmp_path_factory)
+    weights = sum(t.size for t in ModelFile(path).tensors.values())
+    gc.collect()
+    base = _core.wgpu_memory(reset_peak=True)["live_bytes"]
+    m = cyb_llm.load(path, backend="wgpu+rs", precise=True)
+    c = m.new_conversation(64)
+    c.forward(list(range(16)))
+    mem = _core.wgpu_memory()
+    assert mem["live_bytes"] - base >= weights, (mem, base, weights)
+    assert mem["peak_bytes"] >= mem["live_bytes"]
+    del c, m
+    gc.collect()
+    assert _core.wgpu_memory()["live_bytes"] == base

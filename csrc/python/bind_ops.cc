@@ -414,6 +414,9 @@ void bind_ops(py::module_& m) {
         "Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, "
         "submit_ms, wait_ms} (recording the ops, submitting, waiting for read-backs).");
   m.def("wgpu_report", &wgpu_report, "wgpu-native's own live-object report (wgpuGenerateReport).");
+  m.def("wgpu_memory", &wgpu_memory, py::arg("reset_peak") = false,
+        "Device buffer bytes held now and at most since the last reset: {'live_bytes', 'peak_bytes'} "
+        "(empty without the backend); reset_peak sets the peak to the live bytes after reading.");
   m.def("wgpu_set_gpu_profiling", &wgpu_set_gpu_profiling, py::arg("on"),
         "GPU time per shader from timestamp queries around each dispatch (slows every submit); "
         "returns False when the adapter has no timestamp queries.");

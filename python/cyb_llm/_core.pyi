@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_memory', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -383,6 +383,10 @@ def wgpu_compiled() -> bool:
 def wgpu_info(allow_software: bool = True) -> dict:
     """
     Initializes the wgpu+rs device and describes the adapter (BackendInit when there is none).
+    """
+def wgpu_memory(reset_peak: bool = False) -> dict[str, int]:
+    """
+    Device buffer bytes held now and at most since the last reset: {'live_bytes', 'peak_bytes'} (empty without the backend); reset_peak sets the peak to the live bytes after reading.
     """
 def wgpu_report() -> dict[str, int]:
     """

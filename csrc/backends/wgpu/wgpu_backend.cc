@@ -18,6 +18,7 @@ std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
 }
 std::map<std::string, uint64_t> wgpu_report() { return {}; }
 std::map<std::string, double> wgpu_take_host_times() { return {}; }
+std::map<std::string, uint64_t> wgpu_memory(bool) { return {}; }
 bool wgpu_set_gpu_profiling(bool) { return false; }
 std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
   if (untimed) *untimed = 0;
@@ -64,6 +65,7 @@ namespace {
   X(wgpuInstanceProcessEvents) X(wgpuAdapterGetInfo) X(wgpuAdapterInfoFreeMembers)                 \
   X(wgpuAdapterGetLimits) X(wgpuAdapterHasFeature) X(wgpuAdapterRequestDevice) X(wgpuAdapterRelease) \
   X(wgpuDeviceGetQueue) X(wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy)        \
+  X(wgpuBufferGetSize)                                                                             \
   X(wgpuDeviceCreateShaderModule) X(wgpuShaderModuleRelease) X(wgpuDeviceCreateComputePipeline)    \
   X(wgpuComputePipelineGetBindGroupLayout) X(wgpuComputePipelineRelease)                           \
   X(wgpuBindGroupLayoutRelease) X(wgpuDeviceCreateBindGroup) X(wgpuBindGroupRelease)               \
@@ -178,6 +180,8 @@ struct Gpu {
   bool timestamps = false;  // the device was created with timestamp queries
   float ts_period = 1.f;    // ns per timestamp tick
   GpuProfile prof;
+  // Bytes of device buffers alive now and the most alive at once since the last reset.
+  std::atomic<uint64_t> live_bytes{0}, peak_bytes{0};
 };
 
 Gpu& gpu() {
@@ -574,7 +578,18 @@ WGPUBuffer create_buffer(Gpu& g, uint64_t bytes, WGPUBufferUsage usage) {
   WGPUBuffer b = A.wgpuDeviceCreateBuffer(g.device, &bd);
   if (!b) throw_oom("wgpu+rs", bd.size);
   check_device_error(g, "creating a buffer");
+  const uint64_t live = g.live_bytes += bd.size;
+  uint64_t peak = g.peak_bytes.load();
+  while (live > peak && !g.peak_bytes.compare_exchange_weak(peak, live)) {
+  }
   return b;
+}
+
+// Destroys and releases a buffer made by create_buffer.
+void destroy_buffer(WGPUBuffer b) {
+  gpu().live_bytes -= A.wgpuBufferGetSize(b);
+  A.wgpuBufferDestroy(b);
+  A.wgpuBufferRelease(b);
 }
 
 const WGPUBufferUsage kStorage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst | WGPUBufferUsage_CopySrc;
@@ -621,8 +636,7 @@ DevBuf* upload_new(Gpu& g, const void* data, const Shape& shape, DType dtype) {
 void free_devbuf(DevBuf* d) {
   if (!d) return;
   for (WGPUBuffer b : d->bufs) {
-    A.wgpuBufferDestroy(b);
-    A.wgpuBufferRelease(b);
+    destroy_buffer(b);
   }
   delete d;
 }
@@ -675,19 +689,16 @@ struct State : BackendState {
     if (qs_) {
       A.wgpuQuerySetRelease(qs_);  // (wgpuQuerySetDestroy before it removes the set twice)
       for (WGPUBuffer b : {q_resolve_, q_staging_}) {
-        A.wgpuBufferDestroy(b);
-        A.wgpuBufferRelease(b);
+        destroy_buffer(b);
       }
     }
     for (auto& kv : groups_) A.wgpuBindGroupRelease(kv.second);
     for (DevBuf* d : all_) free_devbuf(d);
     for (WGPUBuffer b : arenas_) {
-      A.wgpuBufferDestroy(b);
-      A.wgpuBufferRelease(b);
+      destroy_buffer(b);
     }
     for (auto& kv : staging_) {
-      A.wgpuBufferDestroy(kv.second);
-      A.wgpuBufferRelease(kv.second);
+      destroy_buffer(kv.second);
     }
   }
 
@@ -1715,6 +1726,14 @@ std::map<std::string, uint64_t> wgpu_report() {
   add("shader_modules", rep.hub.shaderModules);
   add("command_buffers", rep.hub.commandBuffers);
   add("devices", rep.hub.devices);
+  return r;
+}
+
+std::map<std::string, uint64_t> wgpu_memory(bool reset_peak) {
+  Gpu& g = gpu();
+  const uint64_t live = g.live_bytes.load();
+  std::map<std::string, uint64_t> r{{"live_bytes", live}, {"peak_bytes", std::max(g.peak_bytes.load(), live)}};
+  if (reset_peak) g.peak_bytes = live;
   return r;
 }
 

@@ -45,6 +45,10 @@ std::unique_ptr<Backend> make_wgpu_backend(bool allow_software);
 std::map<std::string, double> wgpu_take_host_times();
 // wgpu-native's own resource report (wgpuGenerateReport): live objects per kind.
 std::map<std::string, uint64_t> wgpu_report();
+// Bytes of device buffers this process holds now (weights, KV caches, frames, uniforms,
+// staging) and the most held at once since the last reset; reset_peak sets the peak to
+// the live bytes after reading it.
+std::map<std::string, uint64_t> wgpu_memory(bool reset_peak);
 
 // GPU time per shader, from timestamp queries around every dispatch (each dispatch
 // then gets its own compute pass, and every submit waits for its timestamps: a
