@@ -4,7 +4,7 @@
 // then the lanes' sums are added by subgroup shuffles (SG, when the dispatch's subgroups hold
 // TPR lanes) or through workgroup memory.
 // Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
-// read once for them. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
+// read once for them. U2 (one token): two chunks a step per lane. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
 // Same parameters as matmul.wgsl.
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
@@ -83,6 +83,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xb = p.x_off / 4u + t0 * xs;
     let nt = min(NT, p.T - t0);
     let nch = p.K / 32u;
+//#if U2
+    // one token, two chunks a step (c and c + TPR; a missing second chunk re-reads the last
+    // one and counts zero): twice the loads in flight per lane
+    for (var c = lane; c < nch; c += 2u * TPR) {
+      let c2 = min(c + TPR, nch - 1u);
+      let k2 = select(0.0, 1.0, c + TPR < nch);
+      a.x += MV(rb, c, xb) + k2 * MV(rb, c2, xb);
+//#if SWIGLU
+      u.x += MV2(rb2, c, xb) + k2 * MV2(rb2, c2, xb);
+//#endif
+    }
+//#else
     for (var c = lane; c < nch; c += TPR) {
       a.x += MV(rb, c, xb);
 //#if SWIGLU
@@ -107,6 +119,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
       }
     }
+//#endif
   }
 //#if SG
   // subgroups of at least TPR lanes (the size is the same for the whole dispatch): shuffles

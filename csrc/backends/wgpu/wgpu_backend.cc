@@ -1214,6 +1214,33 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   }
 }
 
+// Overrides of the matrix-vector kernel's choices for tuning runs (docs/gpu-bench.md):
+// CYB_WGPU_MATVEC="tpr=8|16|32,unroll=0|1", read once.
+struct MatvecTuning {
+  uint32_t tpr = 0;  // 0: by row length
+  bool unroll2 = false;
+};
+const MatvecTuning& matvec_tuning() {
+  static const MatvecTuning t = [] {
+    MatvecTuning r;
+    const char* e = std::getenv("CYB_WGPU_MATVEC");
+    if (!e) return r;
+    const std::string s = e;
+    for (size_t pos = 0; pos < s.size();) {
+      size_t end = s.find(',', pos);
+      if (end == std::string::npos) end = s.size();
+      const std::string kv = s.substr(pos, end - pos);
+      if (kv == "tpr=8" || kv == "tpr=16" || kv == "tpr=32") r.tpr = static_cast<uint32_t>(std::stoul(kv.substr(4)));
+      else if (kv == "unroll=1") r.unroll2 = true;
+      else if (kv != "unroll=0" && !kv.empty())
+        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32 or unroll=0|1");
+      pos = end + 1;
+    }
+    return r;
+  }();
+  return t;
+}
+
 // Encodings with a register decoder for the matrix-vector kernel (shaders/wgsl/mvdot.wgsl).
 bool mv_encoding(DType t) {
   switch (t) {
@@ -1259,8 +1286,11 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
     const int64_t nch = K / 32;
-    const uint32_t tpr = nch >= 96 || nch % 32 == 0 ? 32 : nch >= 48 || nch % 16 == 0 ? 16 : 8;
+    const MatvecTuning& tune = matvec_tuning();
+    uint32_t tpr = nch >= 96 || nch % 32 == 0 ? 32 : nch >= 48 || nch % 16 == 0 ? 16 : 8;
+    if (tune.tpr) tpr = tune.tpr;
     tokens_per_wg = T >= 3 ? 4 : T;
+    if (T == 1 && tune.unroll2) defs.push_back("U2");
     rows_per_wg = 128 / tpr;
     defs.push_back("TPR" + std::to_string(tpr));
     defs.push_back("NT" + std::to_string(tokens_per_wg));
