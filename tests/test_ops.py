@@ -277,6 +277,36 @@ def test_matmul_one_token_many_rows(enc, backend, precise):
     assert rel_err(g, silu64(mm_ref(x, deq, enc, backend, precise)) * mm_ref(x, du, enc, backend, precise)) <= TOL_F32
 
 
+@pytest.mark.parametrize("encs", [("q4_k", "q4_k", "q6_k"), ("q8_0", "q5_0", "q4_1"), ("f16", "f32", "bf16"),
+                                  ("q4_k", "q3_k", "q8_0")])
+@pytest.mark.parametrize("T", [1, 3, 6, 40])
+def test_fused_qkv(encs, T, backend, precise):
+    """fused_qkv = three matmuls (wgpu+rs: one matvec dispatch over weights of three encodings for
+    few tokens, matvec.wgsl QKV; three matmuls for 32+ tokens or a row-kernel encoding (q3_k)):
+    row counts of a GQA layer (q 160, k and v 64), with and without the three biases."""
+    rng = np.random.default_rng(43 + T)
+    k = 256
+    ws = [random_weight(e, n, k, rng) for e, n in zip(encs, (160, 64, 64))]
+    x = rng.standard_normal((T, k)).astype(np.float32)
+    bs = [rng.standard_normal(n).astype(np.float32) for n in (160, 64, 64)]
+    shapes = [[T, 160], [T, 64], [T, 64]]
+    refs = [mm_ref(x, deq, e, backend, precise) for (w, deq), e in zip(ws, encs)]
+    got = run("fused_qkv", [x] + [w for w, _ in ws], {"precise": precise}, shapes, backend=backend)
+    for g, r in zip(got, refs):
+        assert rel_err(g, r) <= TOL_F32, encs
+    got = run("fused_qkv", [x] + [w for w, _ in ws] + bs, {"precise": precise}, shapes, backend=backend)
+    for g, r, b in zip(got, refs, bs):
+        assert rel_err(g, r + b) <= TOL_F32, encs
+
+
+def test_fused_qkv_takes_all_biases_or_none():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 32)).astype(np.float32)
+    x = np.zeros((1, 32), np.float32)
+    with pytest.raises(Exception, match="all three biases or none"):
+        _core.run_op("fused_qkv", [x, w, w, w, np.zeros(8, np.float32)], {}, [[1, 8]] * 3, "auto", "cpu")
+
+
 @pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k"])
 def test_matmul_kquant_rows_over_several_k_chunks(enc, backend, precise):
     """K-quant rows of 9 super-blocks (more than one K chunk of the prefill kernels: partial sums

@@ -81,6 +81,9 @@ enum class OpKind : uint16_t {
   // kv_write(v) -> v cache, at positions pos0..pos0+T-1 (q' / k' may alias q / k): the
   // decoder family's per-layer position work in one op (one dispatch on a device backend).
   FusedRopeKv = 31,
+  // in: x [T, K], Wq, Wk, Wv (, bq, bk, bv: all three or none); out: q, k, v.  Exactly the
+  // three matmuls x @ W^T (+ b) (one dispatch on a device backend for few tokens).
+  FusedQkv = 32,
   COUNT_PLUS_ONE
 };
 

@@ -139,6 +139,15 @@ void check_fused_rope_kv(const Op& op, const Tensor* in, int, const Tensor* out,
   check_cache(op, out[3], T, "v cache");
 }
 
+void check_fused_qkv(const Op& op, const Tensor* in, int n_in, const Tensor* out, int) {
+  if (n_in != 4 && n_in != 7)
+    throw_invalid_config("bias", "fused_qkv takes all three biases or none, got " + std::to_string(n_in - 4));
+  const int64_t K = in[1].shape.d[1], T = in[0].shape.numel() / K;
+  const char* names[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i)
+    if (out[i].shape.numel() != T * in[1 + i].shape.d[0]) bad_shape(op, {T, in[1 + i].shape.d[0]}, out[i].shape, names[i]);
+}
+
 void check_softcap(const Op& op, const Tensor*, int, const Tensor*, int) {
   if (!(op.a.softcap > 0.f)) throw_invalid_config("softcap", "softcap must be positive");
 }
@@ -274,6 +283,11 @@ std::vector<OpSchema> build_table() {
      {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}},
      {{"q out", kDtF32}, {"k out", kDtF32}, {"k cache", kDtF32 | kDtF16}, {"v cache", kDtF32 | kDtF16}},
      ShapeRule::Given, 0, check_fused_rope_kv},
+    {OpKind::FusedQkv, "fused_qkv", 4, 7, 3, false, {},
+     {x, {"q weight", kDtWeight, IS::WeightK0}, {"k weight", kDtWeight, IS::WeightK0},
+      {"v weight", kDtWeight, IS::WeightK0}, {"q bias", kDtF32, IS::RowsOf, 1}, {"k bias", kDtF32, IS::RowsOf, 2},
+      {"v bias", kDtF32, IS::RowsOf, 3}},
+     {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}}, ShapeRule::Given, 0, check_fused_qkv},
   };
   // clang-format on
   return t;

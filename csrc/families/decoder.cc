@@ -449,9 +449,18 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
       if (b.data) d.run(op, {in, W, b}, {out}, ctx);
       else d.run(op, {in, W}, {out}, ctx);
     };
-    matmul(h, w.q, w.bq, &q, kQ);
-    matmul(h, w.k, w.bk, &k, kK);
-    matmul(h, w.v, w.bv, &v, kV);
+    // q, k, v: one op where the backend takes it (one dispatch on wgpu+rs for few tokens)
+    const bool biases = w.bq.data && w.bk.data && w.bv.data;
+    const Op qkv = make_op(OpKind::FusedQkv, w.label[kQ].c_str());
+    const Tensor qkv_in[7] = {h, w.q, w.k, w.v, w.bq, w.bk, w.bv};
+    if ((biases || (!w.bq.data && !w.bk.data && !w.bv.data)) && be.supports(qkv, qkv_in, biases ? 7 : 4)) {
+      if (biases) d.run(qkv, {h, w.q, w.k, w.v, w.bq, w.bk, w.bv}, {&q, &k, &v}, ctx);
+      else d.run(qkv, {h, w.q, w.k, w.v}, {&q, &k, &v}, ctx);
+    } else {
+      matmul(h, w.q, w.bq, &q, kQ);
+      matmul(h, w.k, w.bk, &k, kK);
+      matmul(h, w.v, w.bv, &v, kV);
+    }
     if (spec_.qk_norm) {
       // RMSNorm over each head: view q as [T*H, hd], k as [T*KV, hd].
       Tensor qv = q, kv = k;

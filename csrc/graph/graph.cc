@@ -521,8 +521,10 @@ Graph parse_graph(const toml::Value& doc, const WeightLookup& lookup) {
     const std::string& opname = need_string(t, "op", where);
     if (!parse_op_name(opname.c_str(), &n.kind))
       throw_unsupported_op(opname + " (graph node '" + n.name + "')", "graph", "");
-    if (n.kind == OpKind::FusedRopeKv)  // the decoder family's fusion; a graph writes rope and kv_write
+    if (n.kind == OpKind::FusedRopeKv)  // the decoder family's fusions; a graph writes the ops they fuse
       throw_unsupported_op(opname + " (graph node '" + n.name + "': write rope and kv_write nodes)", "graph", "");
+    if (n.kind == OpKind::FusedQkv)
+      throw_unsupported_op(opname + " (graph node '" + n.name + "': write three matmul nodes)", "graph", "");
     if (const toml::Value* tag = t.find("tag")) {
       if (!tag->is_int()) throw_invalid_config("graph." + where + ".tag", "must be an integer");
       if (tag->as_int() != static_cast<int64_t>(n.kind))

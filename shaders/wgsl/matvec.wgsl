@@ -6,10 +6,13 @@
 // Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
 // read once for them. U2 (one token): two chunks a step per lane. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
 // Same parameters as matmul.wgsl.
+// QKV (fused_qkv): three weights (W, W2, W3, rows nq, nk, nrows - nq - nk) into three
+// outputs (Y, Y2, Y3), each row's weight picked by its index (uniform over a row's lanes).
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
-  nx: u32, has_bias: u32, rb2: u32, pad1: u32,
+  nx: u32, has_bias: u32, rb2: u32, nq: u32,
+  nk: u32, rb3: u32, y2_off: u32, y3_off: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> W: array<u32>;
@@ -20,6 +23,25 @@ struct P {
 //#endif
 //#if SWIGLU
 @group(0) @binding(5) var<storage, read> W2: array<u32>;
+//#endif
+//#if QKV
+@group(0) @binding(5) var<storage, read> W2: array<u32>;
+@group(0) @binding(6) var<storage, read> W3: array<u32>;
+@group(0) @binding(7) var<storage, read_write> Y2: array<f32>;
+@group(0) @binding(8) var<storage, read_write> Y3: array<f32>;
+//#if BIAS
+@group(0) @binding(9) var<storage, read> B2: array<f32>;
+@group(0) @binding(10) var<storage, read> B3: array<f32>;
+//#endif
+// The row's weight (0: W, 1: W2, 2: W3), set once per invocation.
+var<private> which: u32;
+fn mvx(rb: u32, c: u32, xb: u32) -> f32 {
+  if (which == 0u) { return MV(rb, c, xb); }
+  if (which == 1u) { return MV2(rb, c, xb); }
+  return MV3(rb, c, xb);
+}
+//#else
+fn mvx(rb: u32, c: u32, xb: u32) -> f32 { return MV(rb, c, xb); }
 //#endif
 
 //#if TPR8
@@ -67,7 +89,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         , @builtin(subgroup_size) sgs: u32
 //#endif
 ) {
-  let r = (wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR;
+  let rg = (wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR;
   let lane = li % TPR;
   let t0 = wid.z * NT;
   let xs = p.K / 4u;
@@ -75,8 +97,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if SWIGLU
   var u = vec4<f32>(0.0);
 //#endif
-  if (r < p.nrows) {
-    let rb = r * p.rb;
+//#if QKV
+  // r: the row within its own weight
+  var r = rg;
+  var rbytes = p.rb;
+  which = 0u;
+  if (rg >= p.nq + p.nk) {
+    which = 2u;
+    r = rg - p.nq - p.nk;
+    rbytes = p.rb3;
+  } else if (rg >= p.nq) {
+    which = 1u;
+    r = rg - p.nq;
+    rbytes = p.rb2;
+  }
+//#else
+  let r = rg;
+  let rbytes = p.rb;
+//#endif
+  if (rg < p.nrows) {
+    let rb = r * rbytes;
 //#if SWIGLU
     let rb2 = r * p.rb2;
 //#endif
@@ -89,31 +129,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var c = lane; c < nch; c += 2u * TPR) {
       let c2 = min(c + TPR, nch - 1u);
       let k2 = select(0.0, 1.0, c + TPR < nch);
-      a.x += MV(rb, c, xb) + k2 * MV(rb, c2, xb);
+      a.x += mvx(rb, c, xb) + k2 * mvx(rb, c2, xb);
 //#if SWIGLU
       u.x += MV2(rb2, c, xb) + k2 * MV2(rb2, c2, xb);
 //#endif
     }
 //#else
     for (var c = lane; c < nch; c += TPR) {
-      a.x += MV(rb, c, xb);
+      a.x += mvx(rb, c, xb);
 //#if SWIGLU
       u.x += MV2(rb2, c, xb);
 //#endif
       if (NT > 1u && nt > 1u) {
-        a.y += MV(rb, c, xb + xs);
+        a.y += mvx(rb, c, xb + xs);
 //#if SWIGLU
         u.y += MV2(rb2, c, xb + xs);
 //#endif
       }
       if (NT > 2u && nt > 2u) {
-        a.z += MV(rb, c, xb + 2u * xs);
+        a.z += mvx(rb, c, xb + 2u * xs);
 //#if SWIGLU
         u.z += MV2(rb2, c, xb + 2u * xs);
 //#endif
       }
       if (NT > 3u && nt > 3u) {
-        a.w += MV(rb, c, xb + 3u * xs);
+        a.w += mvx(rb, c, xb + 3u * xs);
 //#if SWIGLU
         u.w += MV2(rb2, c, xb + 3u * xs);
 //#endif
@@ -153,17 +193,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if SG
   }
 //#endif
-  if (lane == 0u && r < p.nrows) {
+  if (lane == 0u && rg < p.nrows) {
     for (var i = 0u; i < NT; i++) {
-      if (t0 + i < p.T) {
+      let t = t0 + i;
+      if (t < p.T) {
         var v = a[i];
+//#if QKV
+        if (which == 0u) {
+//#if BIAS
+          v += B[r];
+//#endif
+          Y[p.y_off + t * p.nq + r] = v;
+        } else if (which == 1u) {
+//#if BIAS
+          v += B2[r];
+//#endif
+          Y2[p.y2_off + t * p.nk + r] = v;
+        } else {
+//#if BIAS
+          v += B3[r];
+//#endif
+          Y3[p.y3_off + t * (p.nrows - p.nq - p.nk) + r] = v;
+        }
+//#else
 //#if BIAS
         v += B[p.row0 + r];
 //#endif
 //#if SWIGLU
         v = v / (1.0 + exp(-v)) * u[i];
 //#endif
-        Y[p.y_off + (t0 + i) * p.ldy + p.row0 + r] = v;
+        Y[p.y_off + t * p.ldy + p.row0 + r] = v;
+//#endif
       }
     }
   }

@@ -83,6 +83,8 @@ template <int L>
 void composed_matmul_epilogue(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 template <int L>
 void composed_rope_kv(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+template <int L>
+void composed_qkv(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 
 struct Tables {
   cpu::KernelTable t[5];
@@ -118,8 +120,12 @@ struct Tables {
         if (!t[i][k]) t[i][k] = composed[i];
     const cpu::Kernel rope_kv[5] = {composed_rope_kv<0>, composed_rope_kv<1>, composed_rope_kv<2>,
                                     composed_rope_kv<3>, composed_rope_kv<4>};
-    for (int i = 0; i < 5; ++i)
+    const cpu::Kernel qkv[5] = {composed_qkv<0>, composed_qkv<1>, composed_qkv<2>, composed_qkv<3>,
+                                composed_qkv<4>};
+    for (int i = 0; i < 5; ++i) {
       if (!t[i][OpKind::FusedRopeKv]) t[i][OpKind::FusedRopeKv] = rope_kv[i];
+      if (!t[i][OpKind::FusedQkv]) t[i][OpKind::FusedQkv] = qkv[i];
+    }
   }
 };
 
@@ -154,6 +160,18 @@ void composed_rope_kv(const Op& op, const Tensor* in, int, Tensor* out, int, Exe
   step.kind = OpKind::KvWrite;
   t[OpKind::KvWrite](step, &out[1], 1, &out[2], 1, ctx);
   t[OpKind::KvWrite](step, &in[2], 1, &out[3], 1, ctx);
+}
+
+// fused_qkv as its definition: the level's matmul kernel three times.
+template <int L>
+void composed_qkv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
+  const cpu::KernelTable& t = tables().t[L];
+  Op step = op;
+  step.kind = OpKind::Matmul;
+  for (int i = 0; i < 3; ++i) {
+    const Tensor mm[3] = {in[0], in[1 + i], n_in == 7 ? in[4 + i] : Tensor{}};
+    t[OpKind::Matmul](step, mm, n_in == 7 ? 3 : 2, &out[i], 1, ctx);
+  }
 }
 
 const Tables& tables() {

@@ -493,11 +493,11 @@ const char* enc_fn(DType t) {
 
 // The pipeline for shader `name` with these defines; `deq`/`deq2` pick the weight decoders.
 Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
-                   DType deq2 = DType::COUNT) {
+                   DType deq2 = DType::COUNT, DType deq3 = DType::COUNT) {
   std::string key = name;
   for (const auto& d : defs) key += "+" + d;
-  if (deq != DType::COUNT) key += std::string(":") + enc_fn(deq);
-  if (deq2 != DType::COUNT) key += std::string(":") + enc_fn(deq2);
+  for (DType t : {deq, deq2, deq3})
+    if (t != DType::COUNT) key += std::string(":") + enc_fn(t);
   std::lock_guard<std::mutex> lk(g.mu);
   auto it = g.pipelines.find(key);
   if (it != g.pipelines.end()) return it->second;
@@ -505,26 +505,30 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   if (deq != DType::COUNT) {
     src = std::string(wgsl_source("common")) + wgsl_source("dequant");
     if (std::strcmp(name, "matvec") == 0) src += wgsl_source("mvdot");
-    if (deq2 != DType::COUNT) {
-      std::string s2 = src;
+    // The second and third weights' decoders: the same functions renamed (deq2_*, h16_2, W2, ...).
+    const std::string base = src;
+    const DType more[2] = {deq2, deq3};
+    for (int w = 0; w < 2; ++w) {
+      if (more[w] == DType::COUNT) continue;
+      const std::string n = std::to_string(w + 2);
+      std::string s2 = base;
       for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "u32at(", "nib(", "scale_min_k4(", "scale_q3_k("}) {
         std::string f = fn;
-        std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_2(" : "deq2_";
+        std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_" + n + "(" : "deq" + n + "_";
         replace_all(s2, f, r);
       }
-      replace_all(s2, "W[", "W2[");
-      replace_all(s2, "IQ4NL", "IQ4NL_2");
+      replace_all(s2, "W[", "W" + n + "[");
+      replace_all(s2, "IQ4NL", "IQ4NL_" + n);
       src += s2;
     }
   }
   std::string body = preprocess(wgsl_source(name), defs);
-  if (deq2 != DType::COUNT) {
-    replace_all(body, "DEQ2(", std::string("deq2_") + enc_fn(deq2) + "(");
-    replace_all(body, "MV2(", std::string("deq2_mv_") + enc_fn(deq2) + "(");
-  }
-  if (deq != DType::COUNT) {
-    replace_all(body, "DEQ(", std::string("deq_") + enc_fn(deq) + "(");
-    replace_all(body, "MV(", std::string("deq_mv_") + enc_fn(deq) + "(");
+  const DType all[3] = {deq3, deq2, deq};  // DEQ3 / MV3 -> the third weight's decoders, ...
+  for (int w = 0; w < 3; ++w) {
+    if (all[w] == DType::COUNT) continue;
+    const std::string n = w == 2 ? "" : std::to_string(3 - w);
+    replace_all(body, "DEQ" + n + "(", "deq" + n + "_" + enc_fn(all[w]) + "(");
+    replace_all(body, "MV" + n + "(", "deq" + n + "_mv_" + enc_fn(all[w]) + "(");
   }
   src += body;
   WGPUShaderSourceWGSL wgsl = {};
@@ -1134,6 +1138,9 @@ class WgpuBackend : public Backend {
   static uint64_t whole(WGPUBuffer) { return WGPU_WHOLE_SIZE; }
 
   void matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2, Tensor& y);
+  void qkv(State& st, const Tensor* in, int n_in, Tensor* out);
+  void matvec_variant(int64_t K, int64_t T, bool u2_ok, std::vector<std::string>& defs, int64_t* rows_per_wg,
+                      int64_t* tokens_per_wg) const;
 
   Gpu& g_;
   std::mutex mu_;
@@ -1168,6 +1175,12 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::FusedSwiGlu:
       return float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && weight_ok(in[2]) &&
              in[1].offset == 0 && in[2].offset == 0;
+    case OpKind::FusedQkv: {  // as three matmuls (one matvec dispatch for few tokens)
+      bool ok = float_act(in[0]) && in[0].offset % 4 == 0;
+      for (int i = 1; i < 4; ++i) ok = ok && weight_ok(in[i]) && in[i].offset == 0;
+      for (int i = 4; i < n_in; ++i) ok = ok && plain(in[i]);
+      return ok;
+    }
     case OpKind::RmsNorm:
     case OpKind::FusedSkipNorm:
     case OpKind::LayerNorm:
@@ -1261,6 +1274,63 @@ constexpr int64_t kSplitAttentionMaxRows = 256;
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
 
+// The matrix-vector kernel's variant for rows of K values and T (< 32) tokens: lanes per
+// row, tokens per workgroup, subgroup shuffles, two chunks a step (u2_ok: one weight).
+void WgpuBackend::matvec_variant(int64_t K, int64_t T, bool u2_ok, std::vector<std::string>& defs,
+                                 int64_t* rows_per_wg, int64_t* tokens_per_wg) const {
+  const int64_t nch = K / 32;
+  const MatvecTuning& tune = matvec_tuning();
+  uint32_t tpr = nch >= 96 || nch % 32 == 0 ? 32 : nch >= 48 || nch % 16 == 0 ? 16 : 8;
+  if (tune.tpr) tpr = tune.tpr;
+  *tokens_per_wg = T >= 3 ? 4 : T;
+  if (T == 1 && u2_ok && tune.unroll2) defs.push_back("U2");
+  *rows_per_wg = 128 / tpr;
+  defs.push_back("TPR" + std::to_string(tpr));
+  defs.push_back("NT" + std::to_string(*tokens_per_wg));
+  if (g_.info.subgroups) defs.push_back("SG");  // shuffles where the subgroup size allows (matvec.wgsl)
+}
+
+// fused_qkv: one matvec dispatch over the three weights (matvec.wgsl QKV) for few tokens,
+// whole 32-value chunks and register-decoded encodings, each weight in one buffer; three
+// matmuls otherwise.
+void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  const Tensor& x = in[0];
+  const bool bias = n_in == 7;
+  const int64_t K = in[1].shape.d[1], T = x.shape.numel() / K;
+  DevBuf* w[3] = {weight(in[1]), weight(in[2]), weight(in[3])};
+  bool fused = T < kTiledMinTokens && K % 32 == 0 && x.offset % 16 == 0;
+  for (int i = 0; i < 3; ++i) fused = fused && mv_encoding(in[1 + i].dtype) && w[i]->bufs.size() == 1;
+  if (!fused) {
+    for (int i = 0; i < 3; ++i) matmul(st, x, in[1 + i], bias ? &in[4 + i] : nullptr, nullptr, out[i]);
+    return;
+  }
+  std::vector<std::string> defs = {"QKV"};
+  if (bias) defs.push_back("BIAS");
+  int64_t rows_per_wg = 0, tokens_per_wg = 0;
+  matvec_variant(K, T, false, defs, &rows_per_wg, &tokens_per_wg);
+  Pipeline& pl = pipeline(g_, "matvec", defs, in[1].dtype, in[2].dtype, in[3].dtype);
+  const int64_t nq = in[1].shape.d[0], nk = in[2].shape.d[0], nv = in[3].shape.d[0];
+  const uint32_t wgs = u((nq + nk + nv + rows_per_wg - 1) / rows_per_wg);
+  const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
+  uint32_t p[16] = {u(K), u(T), u(row_bytes(in[1].dtype, K)), u(x.offset / 4), u(out[0].offset / 4), 0, 0,
+                    u(nq + nk + nv), nx, bias ? 1u : 0u, u(row_bytes(in[2].dtype, K)), u(nq),
+                    u(nk), u(row_bytes(in[3].dtype, K)), u(out[1].offset / 4), u(out[2].offset / 4)};
+  const uint32_t nz = u((T + tokens_per_wg - 1) / tokens_per_wg);
+  WGPUBuffer xb = act(st, x);
+  WGPUBuffer y[3] = {dev(out[0])->bufs[0], dev(out[1])->bufs[0], dev(out[2])->bufs[0]};
+  if (bias) {
+    Bind b[] = {{1, w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {4, weight(in[4])->bufs[0], 0, W},
+                {5, w[1]->bufs[0], 0, W}, {6, w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W},
+                {9, weight(in[5])->bufs[0], 0, W}, {10, weight(in[6])->bufs[0], 0, W}};
+    st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
+  } else {
+    Bind b[] = {{1, w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {5, w[1]->bufs[0], 0, W},
+                {6, w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W}};
+    st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
+  }
+}
+
 void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2,
                          Tensor& y) {
   const int64_t K = W.shape.d[1], N = W.shape.d[0];
@@ -1285,16 +1355,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     defs.push_back("TILED");
     rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
-    const int64_t nch = K / 32;
-    const MatvecTuning& tune = matvec_tuning();
-    uint32_t tpr = nch >= 96 || nch % 32 == 0 ? 32 : nch >= 48 || nch % 16 == 0 ? 16 : 8;
-    if (tune.tpr) tpr = tune.tpr;
-    tokens_per_wg = T >= 3 ? 4 : T;
-    if (T == 1 && tune.unroll2) defs.push_back("U2");
-    rows_per_wg = 128 / tpr;
-    defs.push_back("TPR" + std::to_string(tpr));
-    defs.push_back("NT" + std::to_string(tokens_per_wg));
-    if (g_.info.subgroups) defs.push_back("SG");  // shuffles where the subgroup size allows (matvec.wgsl)
+    matvec_variant(K, T, true, defs, &rows_per_wg, &tokens_per_wg);
   }
   Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   for (size_t c = 0; c < w->bufs.size(); ++c) {
@@ -1398,6 +1459,9 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       return;
     case OpKind::FusedSwiGlu:
       matmul(st, in[0], in[1], nullptr, &in[2], out[0]);
+      return;
+    case OpKind::FusedQkv:
+      qkv(st, in, n_in, out);
       return;
     case OpKind::Embedding: {
       const Tensor& tab = in[1];
