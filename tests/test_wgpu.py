@@ -135,3 +135,54 @@ def test_memory_counter_follows_buffers(tmp_path_factory):
     del c, m
     gc.collect()
     assert _core.wgpu_memory()["live_bytes"] == base
+
+
+# ------------------------------------------------------------ matvec variants
+
+@pytest.mark.parametrize("tuning", ["tpr=8", "tpr=16,unroll=1", "tpr=8,unroll=1"])
+def test_matvec_variants_through_the_tuning_override(tuning):
+    """The matrix-vector kernel's other variants (fewer lanes a row: subgroup shuffles where the
+    adapter's subgroups hold a row, as lavapipe's 8 do; two chunks a step) through
+    CYB_WGPU_MATVEC (read once per process: a subprocess), against the f64 product."""
+    import os
+    import subprocess
+    import sys
+
+    code = r"""
+import numpy as np, sys
+sys.path.insert(0, TESTS)
+import test_ops as T
+from cyb_llm import _core
+rng = np.random.default_rng(17)
+worst = 0.0
+for enc in ("q4_k", "q6_k", "q8_0", "q5_0", "f16"):
+    for n, k in ((61, 256), (33, 1536)):
+        w, deq = T.random_weight(enc, n, k, rng)
+        wu, du = T.random_weight(enc, n, k, rng)
+        for t in (1, 3):
+            x = rng.standard_normal((t, k)).astype(np.float32)
+            (y,) = _core.run_op("matmul", [x, w], {"precise": True}, None, "scalar", "wgpu+rs")
+            assert _core.last_run_op_backend() == "wgpu+rs"
+            worst = max(worst, T.rel_err(y, x.astype(np.float64) @ deq.T))
+            (g,) = _core.run_op("fused_swiglu", [x, w, wu], {"precise": True}, None, "scalar", "wgpu+rs")
+            a, b = x.astype(np.float64) @ deq.T, x.astype(np.float64) @ du.T
+            worst = max(worst, T.rel_err(g, a / (1 + np.exp(-a)) * b))
+print(worst)
+"""
+    env = dict(os.environ, CYB_WGPU_MATVEC=tuning)
+    code = f"TESTS = {os.path.dirname(os.path.abspath(__file__))!r}\n" + code
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
+
+
+def test_matvec_tuning_override_rejects_unknown_settings():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom cyb_llm import _core\nx = np.ones((1, 32), np.float32)\n"
+            "_core.run_op('matmul', [x, x], {}, None, 'scalar', 'wgpu+rs')\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_WGPU_MATVEC="tpr=7"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "CYB_WGPU_MATVEC" in r.stderr and "tpr=7" in r.stderr

@@ -1278,10 +1278,10 @@ constexpr int64_t kTiledMinTokens = 32;
 // row, tokens per workgroup, subgroup shuffles, two chunks a step (u2_ok: one weight).
 void WgpuBackend::matvec_variant(int64_t K, int64_t T, bool u2_ok, std::vector<std::string>& defs,
                                  int64_t* rows_per_wg, int64_t* tokens_per_wg) const {
-  const int64_t nch = K / 32;
+  // 32 lanes a row: on the H200 (docs/gpu-bench.md, tuning sweep of 2026-12-02) faster than
+  // 16 or 8 lanes chosen by row length, also for rows of 18 and 48 chunks.
   const MatvecTuning& tune = matvec_tuning();
-  uint32_t tpr = nch >= 96 || nch % 32 == 0 ? 32 : nch >= 48 || nch % 16 == 0 ? 16 : 8;
-  if (tune.tpr) tpr = tune.tpr;
+  const uint32_t tpr = tune.tpr ? tune.tpr : 32;
   *tokens_per_wg = T >= 3 ? 4 : T;
   if (T == 1 && u2_ok && tune.unroll2) defs.push_back("U2");
   *rows_per_wg = 128 / tpr;
