@@ -120,8 +120,8 @@ def cpu_level(backend):
 
 
 # docs/cpu-backend.md, "Precise and fast mode": the fast path quantizes a matmul's activations to
-# int16 for these weight encodings, one scale per 32 values, except at the avx512 and amx levels
-# for Q4_K/Q5_K/Q6_K (one per 256-value super-block); the scalar level (the reference) never does.
+# int16 for these weight encodings, one scale per 32 values, except at the avx2, avx512 and amx
+# levels for Q4_K/Q5_K/Q6_K (one per 256-value super-block); the scalar level (the reference) never does.
 Q16_ACTIVATION_ENCODINGS = {"q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k"}
 Q16K_ACTIVATION_ENCODINGS = {"q4_k", "q5_k", "q6_k"}
 
@@ -132,7 +132,7 @@ def activation_block(level, enc):
         level = _core.cpu_levels()[-1]  # docs/cpu-backend.md: `auto` is the last of them
     if level == "scalar" or enc not in Q16_ACTIVATION_ENCODINGS:
         return 0
-    return 256 if level in ("avx512", "amx") and enc in Q16K_ACTIVATION_ENCODINGS else 32
+    return 256 if level in ("avx2", "avx512", "amx") and enc in Q16K_ACTIVATION_ENCODINGS else 32
 
 
 @pytest.mark.parametrize("level", LEVELS)
