@@ -83,7 +83,7 @@ inline __m128i kq_header(const uint8_t* blk, float* d, float* mins) {
 }
 
 constexpr int64_t kExpRows = 8, kExpChunk = 4;  // 8 x 4 x 576 B = 18 KiB of expanded weights (L1)
-constexpr int64_t kExpGroupT = 64;              // tokens whose activations stay in L2 over the rows
+constexpr int64_t kExpGroupT = 256;             // tokens whose activations (256 x 4 x 576 B = 576 KiB) stay in L2 over the rows
 
 using ExpDotFn = void (*)(const ExpSB*, const BlockQ16K*, int64_t, int64_t, float*);
 using RowDotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
