@@ -262,10 +262,11 @@ def test_matmul_many_rows_threads(enc, backend, precise):
         assert rel_err(y, mm_ref(x, deq, enc, backend, precise)) <= TOL_F32, T
 
 
-@pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k"])
-def test_matmul_kquant_rows_over_several_k_chunks(enc, backend, precise):
-    """K-quant rows of 9 super-blocks (more than one K chunk of the prefill kernels: partial sums
-    accumulate over chunks, the last one short), 37 rows and 19 tokens (ragged row blocks and token tiles)."""
+@pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q8_0"])
+def test_matmul_quant_rows_over_several_k_chunks(enc, backend, precise):
+    """Rows of 2304 values (9 K-quant super-blocks, 72 32-value blocks: more than one K chunk of
+    the prefill kernels (4 super-blocks, 32 blocks): partial sums accumulate over chunks, the last
+    one short), 37 rows and 19 tokens (ragged row blocks and token tiles)."""
     rng = np.random.default_rng(29)
     k, n = 9 * 256, 37
     w, deq = random_weight(enc, n, k, rng)
