@@ -120,8 +120,8 @@ def cpu_level(backend):
 
 
 # docs/cpu-backend.md, "Precise and fast mode": the fast path quantizes a matmul's activations to
-# int16 for these weight encodings, one scale per 32 values, except at the avx512 and amx levels
-# for Q4_K/Q5_K/Q6_K (one per 256-value super-block); the scalar level (the reference) never does.
+# int16 for these weight encodings, one scale per 32 values, except at the avx2, avx512 and amx
+# levels for Q4_K/Q5_K/Q6_K (one per 256-value super-block); the scalar level (the reference) never does.
 Q16_ACTIVATION_ENCODINGS = {"q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k"}
 Q16K_ACTIVATION_ENCODINGS = {"q4_k", "q5_k", "q6_k"}
 
@@ -132,7 +132,7 @@ def activation_block(level, enc):
         level = _core.cpu_levels()[-1]  # docs/cpu-backend.md: `auto` is the last of them
     if level == "scalar" or enc not in Q16_ACTIVATION_ENCODINGS:
         return 0
-    return 256 if level in ("avx512", "amx") and enc in Q16K_ACTIVATION_ENCODINGS else 32
+    return 256 if level in ("avx2", "avx512", "amx") and enc in Q16K_ACTIVATION_ENCODINGS else 32
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -307,10 +307,11 @@ def test_fused_qkv_takes_all_biases_or_none():
         _core.run_op("fused_qkv", [x, w, w, w, np.zeros(8, np.float32)], {}, [[1, 8]] * 3, "auto", "cpu")
 
 
-@pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k"])
-def test_matmul_kquant_rows_over_several_k_chunks(enc, backend, precise):
-    """K-quant rows of 9 super-blocks (more than one K chunk of the prefill kernels: partial sums
-    accumulate over chunks, the last one short), 37 rows and 19 tokens (ragged row blocks and token tiles)."""
+@pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q8_0"])
+def test_matmul_quant_rows_over_several_k_chunks(enc, backend, precise):
+    """Rows of 2304 values (9 K-quant super-blocks, 72 32-value blocks: more than one K chunk of
+    the prefill kernels (4 super-blocks, 32 blocks): partial sums accumulate over chunks, the last
+    one short), 37 rows and 19 tokens (ragged row blocks and token tiles)."""
     rng = np.random.default_rng(29)
     k, n = 9 * 256, 37
     w, deq = random_weight(enc, n, k, rng)

@@ -12,14 +12,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kquant_x86.h"
 #include "backends/cpu/simd_common.h"
 #include "core/dtype.h"
-
-#if defined(__GNUC__)
-#define KQ_UNROLL _Pragma("GCC unroll 8")
-#else
-#define KQ_UNROLL
-#endif
 
 namespace cyb {
 namespace cpu {
@@ -60,25 +55,8 @@ inline __m512 load_weights16(const uint8_t* row, int64_t k, __mmask16 m) {
   }
 }
 
-inline float f16v(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-// The 8 scales and 8 mins (6 bits each) of a Q4_K / Q5_K super-block (the 12
-// bytes at offset 4), as bytes [s0..s7, m0..m7] of an xmm.
-inline __m128i k_scales_mins(const uint8_t* p) {
-  uint32_t a, b, c;
-  std::memcpy(&a, p, 4);
-  std::memcpy(&b, p + 4, 4);
-  std::memcpy(&c, p + 8, 4);
-  const uint32_t s03 = a & 0x3f3f3f3fu, m03 = b & 0x3f3f3f3fu;
-  const uint32_t s47 = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
-  const uint32_t m47 = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
-  return _mm_set_epi32(static_cast<int>(m47), static_cast<int>(m03), static_cast<int>(s47),
-                       static_cast<int>(s03));
-}
+using cpu::f16v;  // (kquant_x86.h)
+using cpu::k_scales_mins;
 
 // The 8 horizontal sums of a[0..7] (lane i of the result = sum of the lanes of a[i]).
 inline __m256 reduce8(const __m512* a) {

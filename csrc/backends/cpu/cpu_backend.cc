@@ -273,6 +273,7 @@ CpuBackend& cpu_backend() {
 int cpu_level_activation_block(CpuLevel l, DType t) {
 #if defined(CYB_X86)
   if ((l == CpuLevel::Avx512 || l == CpuLevel::Amx) && cpu::avx512_kquant_encoding(t)) return 256;
+  if (l == CpuLevel::Avx2 && cpu::avx2_kquant_encoding(t)) return 256;
   if (l == CpuLevel::Avx2 || l == CpuLevel::Avx512 || l == CpuLevel::Amx) return cpu::x86_q16_encoding(t) ? 32 : 0;
 #endif
 #if defined(CYB_ARM64)

@@ -31,6 +31,10 @@ bool x86_q16_encoding(DType t);
 // (kquant_avx512.cc). y[T, N] = x[T, K] @ W^T, threaded over rows.
 bool avx512_kquant_encoding(DType t);
 void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+// avx2 level, fast mode: the same encodings on BlockQ16K activations with 256-bit
+// registers (kquant_avx2.cc); threaded over rows.
+bool avx2_kquant_encoding(DType t);
+void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
 // avx512 level, fast mode, two or more tokens: Q4_0 / Q4_1 / Q5_0 / Q8_0
 // (q32_avx512.cc; activations quantized as BlockQ16).
 bool avx512_q32_encoding(DType t);

@@ -22,15 +22,13 @@
 
 #include "backends/cpu/avx512_common.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/kquant_x86.h"
 #include "backends/cpu/simd_common.h"
 #include "core/dtype.h"
 
 namespace cyb {
 namespace cpu {
 namespace {
-using avx512::f16v;
-using avx512::k_scales_mins;
-using avx512::kTileT;
 using avx512::reduce8;
 
 constexpr __mmask64 kEvenBytes = 0x5555555555555555ull, kOddBytes = 0xAAAAAAAAAAAAAAAAull;
@@ -156,183 +154,87 @@ inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
 
 constexpr int64_t kPrefetch = 8192;  // bytes ahead
 
-// out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks).
-template <DType E, int NT>
-void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
-  constexpr bool kMins = E != DType::Q6_K;
-  constexpr int64_t kBytes = E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
-  __m512 acc[8];
-  KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = w + sb * kBytes;
-    if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 128), _MM_HINT_T0);
-      if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 192), _MM_HINT_T0);
-    }
-    SuperW W;
-    float d;
-    __m512 mins = _mm512_setzero_ps();  // dmin * m[j] in lanes 0-7 (Q4_K / Q5_K)
-    if constexpr (kMins) {
-      d = f16v(blk);
-      const __m128i sm = k_scales_mins(blk + 4);
-      mins = _mm512_zextps256_ps512(_mm256_mul_ps(
-          _mm256_set1_ps(f16v(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)))));
-      load_q45<E == DType::Q5_K>(blk, sm, W);
-    } else {
-      d = f16v(blk + 208);
-      load_q6(blk, W);
-    }
-    KQ_UNROLL for (int t = 0; t < NT; ++t) {
-      const BlockQ16K& xb = x[t * xs + sb];
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(d * xb.d), acc[t]);
-      if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_load_ps(xb.s)), acc[t]);
-    }
-  }
-  if (NT == 1) {
-    out[0] = _mm512_reduce_add_ps(acc[0]);
-    return;
-  }
-  alignas(32) float r[8];
-  _mm256_store_ps(r, reduce8(acc));
-  KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
-}
+struct Avx512K {
+  static constexpr int kTileT = avx512::kTileT;
 
-using DotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
-
-// ------------------------------------------------------------ prefill on expanded weights
-//
-// Prefill re-expanded every weight super-block once per 8-token tile (T / 8
-// times). Instead, a block of kRows rows x kChunk super-blocks is expanded once
-// (SuperW registers stored as int16, with d and dmin * m per super-block) into a
-// stack buffer that stays in L1, and every token tile reads it from there.
-
-// One expanded super-block: W.w[i] at w + 32 i, d, and dmin * m[j] (Q4_K / Q5_K).
-struct alignas(64) ExpSB {
-  int16_t w[256];
-  float d;
-  float pad[7];
-  float mins[8];
-};
-static_assert(sizeof(ExpSB) == 576, "ExpSB layout");
-
-constexpr int64_t kRows = 8, kChunk = 4;  // 8 x 4 x 576 B = 18 KiB of expanded weights
-constexpr int64_t kGroupT = 64;
-
-template <DType E>
-void expand_row(const uint8_t* w, int64_t nsb, ExpSB* out) {
-  constexpr int64_t kBytes = E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = w + sb * kBytes;
-    SuperW W;
-    ExpSB& o = out[sb];
+  // One super-block's registers (and d, dmin * m[j] for Q4_K / Q5_K).
+  template <DType E>
+  static inline void load(const uint8_t* blk, SuperW& W, float* d, float* mins) {
     if constexpr (E != DType::Q6_K) {
-      o.d = f16v(blk);
-      const __m128i sm = k_scales_mins(blk + 4);
-      _mm256_store_ps(o.mins, _mm256_mul_ps(_mm256_set1_ps(f16v(blk + 2)),
-                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)))));
-      load_q45<E == DType::Q5_K>(blk, sm, W);
+      load_q45<E == DType::Q5_K>(blk, kq_header(blk, d, mins), W);
     } else {
-      o.d = f16v(blk + 208);
+      *d = f16v(blk + 208);
       load_q6(blk, W);
     }
-    KQ_UNROLL for (int i = 0; i < 8; ++i) _mm512_store_si512(o.w + 32 * i, W.w[i]);
   }
-}
 
-// out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks.
-template <bool kMins, int NT>
-void dot_expanded(const ExpSB* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
-  __m512 acc[8];
-  KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const ExpSB& e = w[sb];
-    SuperW W;
-    KQ_UNROLL for (int i = 0; i < 8; ++i) W.w[i] = _mm512_load_si512(e.w + 32 * i);
-    const __m512 mins = kMins ? _mm512_zextps256_ps512(_mm256_load_ps(e.mins)) : _mm512_setzero_ps();
-    KQ_UNROLL for (int t = 0; t < NT; ++t) {
-      const BlockQ16K& xb = x[t * xs + sb];
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(e.d * xb.d), acc[t]);
-      if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_load_ps(xb.s)), acc[t]);
-    }
-  }
-  alignas(32) float r[8];
-  _mm256_store_ps(r, reduce8(acc));
-  KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
-}
-
-using ExpDotFn = void (*)(const ExpSB*, const BlockQ16K*, int64_t, int64_t, float*);
-template <bool kMins>
-struct ExpDots {
-  static constexpr ExpDotFn f[kTileT + 1] = {nullptr,
-                                             dot_expanded<kMins, 1>,
-                                             dot_expanded<kMins, 2>,
-                                             dot_expanded<kMins, 3>,
-                                             dot_expanded<kMins, 4>,
-                                             dot_expanded<kMins, 5>,
-                                             dot_expanded<kMins, 6>,
-                                             dot_expanded<kMins, 7>,
-                                             dot_expanded<kMins, 8>};
-};
-
-// Rows [n0, n1) of y[T, N] (T > 1): per K chunk, per block of kRows rows: expand,
-// then every 8-token tile against the expanded rows; sums over chunks accumulate in y.
-template <DType E>
-void prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, int64_t T, int64_t nsb, float* y,
-                  int64_t N, int64_t n0, int64_t n1) {
-  constexpr int64_t kBytes = E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
-  const ExpDotFn* f = ExpDots<E != DType::Q6_K>::f;
-  alignas(64) ExpSB buf[kRows * kChunk];
-  float r[kTileT];
-  for (int64_t c0 = 0; c0 < nsb; c0 += kChunk) {
-    const int64_t nc = std::min(kChunk, nsb - c0);
-    // token groups: their activations (64 tokens x 4 super-blocks, 144 KiB) stay in L2 over the rows
-    for (int64_t g0 = 0; g0 < T; g0 += kGroupT)
-    for (int64_t r0 = n0; r0 < n1; r0 += kRows) {
-      const int64_t r1 = std::min(n1, r0 + kRows);
-      for (int64_t n = r0; n < r1; ++n) expand_row<E>(base + n * rb + c0 * kBytes, nc, buf + (n - r0) * kChunk);
-      for (int64_t t0 = g0; t0 < std::min(T, g0 + kGroupT); t0 += kTileT) {
-        const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
-        for (int64_t n = r0; n < r1; ++n) {
-          f[nt](buf + (n - r0) * kChunk, xq + t0 * nsb + c0, nc, nsb, r);
-          float* yt = y + t0 * N + n;
-          if (c0 == 0)
-            for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
-          else
-            for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
-        }
+  // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks).
+  template <DType E, int NT>
+  static void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+    constexpr bool kMins = E != DType::Q6_K;
+    constexpr int64_t kBytes = kq_bytes<E>();
+    __m512 acc[8];
+    KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+    alignas(32) float mv[8] = {};
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kBytes;
+      if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 64), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 128), _MM_HINT_T0);
+        if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 192), _MM_HINT_T0);
+      }
+      SuperW W;
+      float d;
+      load<E>(blk, W, &d, mv);
+      const __m512 mins = kMins ? _mm512_zextps256_ps512(_mm256_load_ps(mv)) : _mm512_setzero_ps();
+      KQ_UNROLL for (int t = 0; t < NT; ++t) {
+        const BlockQ16K& xb = x[t * xs + sb];
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(d * xb.d), acc[t]);
+        if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_load_ps(xb.s)), acc[t]);
       }
     }
+    if (NT == 1) {
+      out[0] = _mm512_reduce_add_ps(acc[0]);
+      return;
+    }
+    alignas(32) float r[8];
+    _mm256_store_ps(r, reduce8(acc));
+    KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
   }
-}
 
-using PrefillFn = void (*)(const uint8_t*, size_t, const BlockQ16K*, int64_t, int64_t, float*, int64_t, int64_t,
-                           int64_t);
-PrefillFn prefill_for(DType t) {
-  switch (t) {
-    case DType::Q4_K: return prefill_rows<DType::Q4_K>;
-    case DType::Q5_K: return prefill_rows<DType::Q5_K>;
-    case DType::Q6_K: return prefill_rows<DType::Q6_K>;
-    default: return nullptr;
+  // nsb super-blocks of a row, expanded: W.w[i] at w + 32 i (even / odd elements of each 64).
+  template <DType E>
+  static void expand_row(const uint8_t* w, int64_t nsb, ExpSB* out) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      SuperW W;
+      ExpSB& o = out[sb];
+      load<E>(w + sb * kq_bytes<E>(), W, &o.d, o.mins);
+      KQ_UNROLL for (int i = 0; i < 8; ++i) _mm512_store_si512(o.w + 32 * i, W.w[i]);
+    }
   }
-}
 
-template <DType E>
-struct Dots {
-  static constexpr DotFn f[kTileT + 1] = {nullptr,         dot_row<E, 1>, dot_row<E, 2>, dot_row<E, 3>,
-                                          dot_row<E, 4>,   dot_row<E, 5>, dot_row<E, 6>, dot_row<E, 7>,
-                                          dot_row<E, 8>};
+  // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks.
+  template <bool kMins, int NT>
+  static void dot_expanded(const ExpSB* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+    __m512 acc[8];
+    KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const ExpSB& e = w[sb];
+      SuperW W;
+      KQ_UNROLL for (int i = 0; i < 8; ++i) W.w[i] = _mm512_load_si512(e.w + 32 * i);
+      const __m512 mins = kMins ? _mm512_zextps256_ps512(_mm256_load_ps(e.mins)) : _mm512_setzero_ps();
+      KQ_UNROLL for (int t = 0; t < NT; ++t) {
+        const BlockQ16K& xb = x[t * xs + sb];
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(e.d * xb.d), acc[t]);
+        if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_load_ps(xb.s)), acc[t]);
+      }
+    }
+    alignas(32) float r[8];
+    _mm256_store_ps(r, reduce8(acc));
+    KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
+  }
 };
-
-const DotFn* dots_for(DType t) {
-  switch (t) {
-    case DType::Q4_K: return Dots<DType::Q4_K>::f;
-    case DType::Q5_K: return Dots<DType::Q5_K>::f;
-    case DType::Q6_K: return Dots<DType::Q6_K>::f;
-    default: return nullptr;
-  }
-}
 
 // CYB_KQUANT_REEXPAND=1: the previous prefill (weights expanded per token tile), for A/B measurement.
 bool kquant_reexpand() {
@@ -345,22 +247,16 @@ bool kquant_reexpand() {
 
 }  // namespace
 
-bool avx512_kquant_encoding(DType t) { return dots_for(t) != nullptr; }
+bool avx512_kquant_encoding(DType t) { return kq_row_dots<Avx512K>(t) != nullptr; }
 
 void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  const DotFn* f = dots_for(W.dtype);
+  const RowDotFn* f = kq_row_dots<Avx512K>(W.dtype);
   const int64_t N = W.shape.d[0], nsb = K / 256;
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
   for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
+  if (T > 1 && !kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  if (T > 1 && !kquant_reexpand()) {
-    const PrefillFn pf = prefill_for(W.dtype);
-    int64_t grain = 32768 / std::max<int64_t>(T * K, 1);
-    grain = std::max<int64_t>(grain, 16);
-    parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) { pf(base, rb, xq, T, nsb, y, N, b, e); });
-    return;
-  }
   // K chunks of 8 super-blocks: an 8-token activation tile is 36 KiB
   avx512::parallel_blocked(ctx, T, K, N, nsb, 8, base, rb, y,
                            [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {

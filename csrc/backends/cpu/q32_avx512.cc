@@ -11,6 +11,7 @@
 #include "backends/cpu/avx512_common.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/simd_common.h"
@@ -85,9 +86,38 @@ constexpr int64_t kChunk = 32;       // blocks per dot call
 // (lanes 0-7: block b, 8-15: block b+1) so that one conversion and one FMA with
 // the per-lane scale d_w * d_x serve both. Q4_1's min term sum_b m_b * s_b is a
 // separate f32 dot per token at the end.
-template <DType E, int NT>
+// A row's chunk of kChunk blocks widened once (prefill): values, d_w and (Q4_1) m_w per block.
+struct alignas(64) ExpChunk {
+  int16_t w[kChunk][32];
+  float d[kChunk];
+  float m[kChunk];
+};
+
+template <DType E>
+constexpr int64_t q32_bytes() {
+  return E == DType::Q4_0 ? 18 : E == DType::Q4_1 ? 20 : E == DType::Q5_0 ? 22 : 34;
+}
+
+template <DType E>
+void expand_chunk(const uint8_t* w, int64_t nc, ExpChunk* out) {
+  for (int64_t b = 0; b < nc; ++b)
+    _mm512_store_si512(out->w[b], widen<E>(w + b * q32_bytes<E>(), out->d[b], out->m[b]));
+}
+
+// kExp: w is an ExpChunk (the blocks already widened), else the row's bytes.
+template <DType E, int NT, bool kExp = false>
 void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, float* out) {
-  constexpr int64_t kBytes = E == DType::Q4_0 ? 18 : E == DType::Q4_1 ? 20 : E == DType::Q5_0 ? 22 : 34;
+  constexpr int64_t kBytes = q32_bytes<E>();
+  const ExpChunk* ew = reinterpret_cast<const ExpChunk*>(w);
+  auto block = [&](int64_t b, float& d, float& m) -> __m512i {
+    if constexpr (kExp) {
+      d = ew->d[b];
+      m = ew->m[b];
+      return _mm512_load_si512(ew->w[b]);
+    } else {
+      return widen<E>(w + b * kBytes, d, m);
+    }
+  };
   alignas(64) float mwv[kChunk];
   const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   __m512 acc[8];
@@ -95,10 +125,10 @@ void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, 
   int64_t b = 0;
   for (; b + 2 <= nc; b += 2) {
     const uint8_t* blk = w + b * kBytes;
-    if (NT == 1) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
+    if (NT == 1 && !kExp) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
     float d0, d1;
-    const __m512i w0 = widen<E>(blk, d0, mwv[b]);
-    const __m512i w1 = widen<E>(blk + kBytes, d1, mwv[b + 1]);
+    const __m512i w0 = block(b, d0, mwv[b]);
+    const __m512i w1 = block(b + 1, d1, mwv[b + 1]);
     // from registers: a 64-bit reload of two 32-bit stores would miss store forwarding
     const __m128 dw2 = _mm_unpacklo_ps(_mm_set_ss(d0), _mm_set_ss(d1));
     KQ_UNROLL for (int t = 0; t < NT; ++t) {
@@ -112,9 +142,8 @@ void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, 
     }
   }
   if (b < nc) {  // odd tail block
-    const uint8_t* blk = w + b * kBytes;
     float d0;
-    const __m512i w0 = widen<E>(blk, d0, mwv[b]);
+    const __m512i w0 = block(b, d0, mwv[b]);
     KQ_UNROLL for (int t = 0; t < NT; ++t) {
       const int64_t i = (t0 + t) * x.nb + c0 + b;
       const __m512i p = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, _mm512_load_si512(x.qs + 32 * i));
@@ -149,7 +178,65 @@ struct Dots {
   static constexpr DotFn f[kTileT + 1] = {nullptr,         dot_row<E, 1>, dot_row<E, 2>, dot_row<E, 3>,
                                           dot_row<E, 4>,   dot_row<E, 5>, dot_row<E, 6>, dot_row<E, 7>,
                                           dot_row<E, 8>};
+  static constexpr DotFn e[kTileT + 1] = {nullptr,
+                                          dot_row<E, 1, true>,
+                                          dot_row<E, 2, true>,
+                                          dot_row<E, 3, true>,
+                                          dot_row<E, 4, true>,
+                                          dot_row<E, 5, true>,
+                                          dot_row<E, 6, true>,
+                                          dot_row<E, 7, true>,
+                                          dot_row<E, 8, true>};
 };
+
+// Prefill, rows [n0, n1) of y[T, N]: per K chunk, per group of up to kExpGroupT tokens,
+// per block of kExpRows rows (the K-quant driver's blocking, kquant_x86.h): widen the rows' chunk once (16 KiB, in L1), then every
+// 8-token tile against it (the per-tile widening of parallel_blocked repeated it T / 8 times).
+template <DType E>
+void prefill_rows(const uint8_t* base, size_t rb, const XQ& xq, int64_t T, float* y, int64_t N, int64_t n0,
+                  int64_t n1) {
+  const DotFn* f = Dots<E>::e;
+  alignas(64) ExpChunk buf[kExpRows];
+  float r[kTileT];
+  for (int64_t c0 = 0; c0 < xq.nb; c0 += kChunk) {
+    const int64_t nc = std::min(kChunk, xq.nb - c0);
+    for (int64_t g0 = 0; g0 < T; g0 += kExpGroupT)
+      for (int64_t r0 = n0; r0 < n1; r0 += kExpRows) {
+        const int64_t r1 = std::min(n1, r0 + kExpRows);
+        for (int64_t n = r0; n < r1; ++n) expand_chunk<E>(base + n * rb + c0 * q32_bytes<E>(), nc, buf + (n - r0));
+        for (int64_t t0 = g0; t0 < std::min(T, g0 + kExpGroupT); t0 += kTileT) {
+          const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
+          for (int64_t n = r0; n < r1; ++n) {
+            f[nt](reinterpret_cast<const uint8_t*>(buf + (n - r0)), xq, c0, t0, nc, r);
+            float* yt = y + t0 * N + n;
+            if (c0 == 0)
+              for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
+            else
+              for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
+          }
+        }
+      }
+  }
+}
+
+using PrefillFn = void (*)(const uint8_t*, size_t, const XQ&, int64_t, float*, int64_t, int64_t, int64_t);
+PrefillFn prefill_for(DType t) {
+  switch (t) {
+    case DType::Q4_0: return prefill_rows<DType::Q4_0>;
+    case DType::Q4_1: return prefill_rows<DType::Q4_1>;
+    case DType::Q5_0: return prefill_rows<DType::Q5_0>;
+    default: return prefill_rows<DType::Q8_0>;
+  }
+}
+
+// CYB_Q32_REWIDEN=1: the per-tile widening (parallel_blocked), for A/B measurement.
+bool q32_rewiden() {
+  static const bool v = [] {
+    const char* e = std::getenv("CYB_Q32_REWIDEN");
+    return e && e[0] == '1';
+  }();
+  return v;
+}
 
 const DotFn* dots_for(DType t) {
   switch (t) {
@@ -179,6 +266,12 @@ void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, fl
   const XQ xq{qs, d, s, nb};
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  if (!q32_rewiden()) {
+    const PrefillFn pf = prefill_for(W.dtype);
+    const int64_t grain = std::max<int64_t>(16, 32768 / std::max<int64_t>(T * K, 1));
+    parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) { pf(base, rb, xq, T, y, N, b, e); });
+    return;
+  }
   // K chunks of 32 blocks: an 8-token activation tile is 16 KiB (called for T > 1
   // only, so every dot covers at most one chunk)
   avx512::parallel_blocked(ctx, T, K, N, nb, kChunk, base, rb, y,

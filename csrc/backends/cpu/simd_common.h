@@ -27,9 +27,10 @@ struct BlockQ16 {
 };
 static_assert(sizeof(BlockQ16) == 72, "BlockQ16 layout");
 
-// 256 activations with one scale (the avx512 K-quant path): d = amax / 32767,
-// q = round-half-even(x * (1 / d)); each 64-element group stores its 32 even
-// elements, then its 32 odd ones; s[j] = d * sum(q) over natural 32-block j.
+// 256 activations with one scale (the avx2 / avx512 K-quant paths): d = amax / 32767,
+// q = round-half-even(x * (1 / d)); each 64-element group (avx512; 32-element at
+// avx2) stores its even elements, then its odd ones; s[j] = d * sum(q) over
+// natural 32-block j.
 struct alignas(64) BlockQ16K {
   float d;
   float pad[7];

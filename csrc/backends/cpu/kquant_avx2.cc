@@ -1,0 +1,288 @@
+// AVX2 (+ FMA, F16C) fast-mode matmul for the K-quant super-block encodings
+// Q4_K, Q5_K and Q6_K: the avx2 counterpart of kquant_avx512.cc, on 256-bit
+// registers and without VNNI. Chosen at run time at the avx2 level.
+//
+// Activations: one int16 scale per 256 values (BlockQ16K, the same quantization
+// as the avx512 level: d = amax / 32767, q = round-half-even(x * (1 / d))),
+// stored so that each 32-value group holds its 16 even elements, then its 16
+// odd ones. Weights: a 32-byte register of codes (one byte per element, natural
+// order) times the group's scales with vpmaddubsw twice (scale in the even byte
+// of each 16-bit lane, then in the odd byte) gives the even and the odd
+// elements as int16 weight x scale, with no lane shuffle; vpmaddwd + vpaddd then
+// accumulate weight x activation in int32, converted to f32 once per super-block
+// (Q4_K, Q5_K) or per half super-block (Q6_K).
+//
+// int32 bounds per lane (8 lanes; 4 products per lane per 32-value group):
+// Q4_K |w*sc| <= 15*63 = 945: 32 products * 945 * 32767 < 2^30; Q5_K 31*63 = 1953:
+// 32 * 1953 * 32767 = 2047806432 < 2^31 - 1; Q6_K |(q-32)*sc| <= 32*128 = 4096:
+// 16 products (half a super-block) * 4096 * 32767 = 2147418112 < 2^31 - 1.
+//
+// Prefill (T > 1) runs on expanded weights (kquant_x86.h: each block of 8 rows x
+// 4 super-blocks expanded once, every 4-token tile against it); decode reads each
+// row once, super-block by super-block, with a software prefetch ahead.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/kquant_x86.h"
+#include "backends/cpu/simd_common.h"
+#include "core/dtype.h"
+
+namespace cyb {
+namespace cpu {
+namespace {
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum8i(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// ------------------------------------------------------------ activations
+
+void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
+  // within each 128-bit lane: the 4 even 16-bit elements, then the 4 odd ones
+  const __m256i eo = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                      0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    const float* xs = x + sb * 256;
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 256; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xs + i)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const float d = amax / 32767.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    BlockQ16K& o = out[sb];
+    o.d = d;
+    KQ_UNROLL for (int g = 0; g < 8; ++g) {  // 32 elements per group
+      __m256i q[4];
+      KQ_UNROLL for (int j = 0; j < 4; ++j)  // cvtps rounds half to even (default MXCSR)
+        q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xs + 32 * g + 8 * j), vid));
+      o.s[g] = d * static_cast<float>(
+                       hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]))));
+      // |q| <= 32767: packs is exact; packs interleaves the 128-bit lanes, the permute restores the order
+      const __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8);  // elements 0-15
+      const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8);  // 16-31
+      // per 128-bit lane: even then odd; then the qwords as [even a, even b | odd a, odd b]
+      const __m256i ae = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(a, eo), 0xd8);  // [e0-14, o1-15]
+      const __m256i be = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, eo), 0xd8);  // [e16-30, o17-31]
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs + 32 * g), _mm256_permute2x128_si256(ae, be, 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs + 32 * g + 16), _mm256_permute2x128_si256(ae, be, 0x31));
+    }
+  }
+}
+
+// ------------------------------------------------------------ weights
+
+// Calls f(g, we, wo) for the 8 groups of 32 values of one super-block, in order:
+// we / wo = the 16 even / odd elements of group g times their sub-block scale, int16.
+// sm: the scales / mins bytes of a Q4_K / Q5_K header (k_scales_mins).
+template <DType E, class F>
+inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  if constexpr (E == DType::Q6_K) {
+    // codes 0..63, value (q - 32) * sc[e / 16]: group g takes sc[2g] (bytes 0-15), sc[2g + 1] (16-31)
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+    const __m256i three = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
+    KQ_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+      const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+      const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+      __m256i X[4];
+      X[0] = _mm256_or_si256(_mm256_and_si256(L0, lo4), _mm256_slli_epi16(_mm256_and_si256(H, three), 4));
+      X[1] = _mm256_or_si256(_mm256_and_si256(L1, lo4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), three), 4));
+      X[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), lo4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), three), 4));
+      X[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), lo4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), three), 4));
+      KQ_UNROLL for (int j = 0; j < 4; ++j) {
+        const int g = 4 * h + j;
+        const __m256i ie = _mm256_setr_epi64x(0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
+                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
+                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1),
+                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1));
+        const __m256i io = _mm256_or_si256(_mm256_slli_epi16(ie, 8), _mm256_set1_epi16(0x80));
+        const __m256i pe = _mm256_shuffle_epi8(sc, ie), po = _mm256_shuffle_epi8(sc, io);
+        const __m256i off = _mm256_maddubs_epi16(c32, pe);  // 32 * sc per 16-bit lane
+        f(g, _mm256_sub_epi16(_mm256_maddubs_epi16(X[j], pe), off),
+          _mm256_sub_epi16(_mm256_maddubs_epi16(X[j], po), off));
+      }
+    }
+  } else {
+    // Q4_K / Q5_K: bytes 32c..32c+31 hold elements 64c + l (low nibbles, scale 2c) and 64c + 32 + l (high, 2c + 1)
+    const __m256i smz = _mm256_broadcastsi128_si256(sm);
+    const uint8_t* qs = blk + (E == DType::Q5_K ? 48 : 16);
+    __m256i qh = E == DType::Q5_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16))
+                                  : _mm256_setzero_si256();
+    const __m256i one = _mm256_set1_epi8(1);
+    KQ_UNROLL for (int c = 0; c < 4; ++c) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      __m256i X[2] = {_mm256_and_si256(raw, lo4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4)};
+      KQ_UNROLL for (int j = 0; j < 2; ++j) {
+        const int g = 2 * c + j;
+        if constexpr (E == DType::Q5_K) {  // bit g of qh[l] is the fifth bit of element 32g + l
+          X[j] = _mm256_or_si256(X[j], _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+          qh = _mm256_srli_epi16(qh, 1);  // (16-bit shifts keep bit g of each byte in its bit 0)
+        }
+        const __m256i pe = _mm256_shuffle_epi8(smz, _mm256_set1_epi16(static_cast<int16_t>(0x8000 | g)));
+        const __m256i po = _mm256_shuffle_epi8(smz, _mm256_set1_epi16(static_cast<int16_t>((g << 8) | 0x80)));
+        f(g, _mm256_maddubs_epi16(X[j], pe), _mm256_maddubs_epi16(X[j], po));
+      }
+    }
+  }
+}
+
+// d (and the header's scales / mins bytes, dmin * m[j] for Q4_K / Q5_K) of a super-block.
+template <DType E>
+inline __m128i header(const uint8_t* blk, float* d, float* mins) {
+  if constexpr (E == DType::Q6_K) {
+    *d = f16v(blk + 208);
+    return _mm_setzero_si128();
+  } else {
+    return kq_header(blk, d, mins);
+  }
+}
+
+// 32-bit lanes summed per super-block: Q6_K flushes after each half (bounds above).
+template <DType E>
+constexpr int kFlushGroups = E == DType::Q6_K ? 4 : 8;
+
+inline __m256i madd_group(__m256i we, __m256i wo, const int16_t* xq) {
+  return _mm256_add_epi32(_mm256_madd_epi16(we, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq))),
+                          _mm256_madd_epi16(wo, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 16))));
+}
+
+// Keeps the running int32 sum a chain: without it GCC reassociates the 16 (or 8)
+// vpaddd of a super-block into a tree and keeps every vpmaddwd result alive
+// (spilled to the stack: half the speed).
+inline void chain(__m256i& v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#else
+  (void)v;
+#endif
+}
+
+constexpr int64_t kPrefetch = 8192;  // bytes ahead
+
+struct Avx2K {
+  static constexpr int kTileT = 4;
+
+  // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
+  template <DType E, int NT>
+  static void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+    constexpr int64_t kBytes = kq_bytes<E>();
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    alignas(32) float mins[8] = {};
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kBytes;
+      if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 64), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 128), _MM_HINT_T0);
+        if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 192), _MM_HINT_T0);
+      }
+      float d;
+      const __m128i sm = header<E>(blk, &d, mins);
+      __m256i ia[NT];
+      for (int t = 0; t < NT; ++t) ia[t] = _mm256_setzero_si256();
+      expand_groups<E>(blk, sm, [&](int g, __m256i we, __m256i wo) {
+        KQ_UNROLL for (int t = 0; t < NT; ++t) {
+          const BlockQ16K& xb = x[t * xs + sb];
+          ia[t] = _mm256_add_epi32(ia[t], madd_group(we, wo, xb.qs + 32 * g));
+          chain(ia[t]);
+          if ((g + 1) % kFlushGroups<E> == 0) {
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_set1_ps(d * xb.d), acc[t]);
+            ia[t] = _mm256_setzero_si256();
+          }
+        }
+      });
+      if constexpr (E != DType::Q6_K) {
+        const __m256 mv = _mm256_load_ps(mins);
+        KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+  }
+
+  // nsb super-blocks of a row, expanded: group g's even / odd elements at w + 32 g / + 16.
+  template <DType E>
+  static void expand_row(const uint8_t* w, int64_t nsb, ExpSB* out) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kq_bytes<E>();
+      ExpSB& o = out[sb];
+      const __m128i sm = header<E>(blk, &o.d, o.mins);
+      expand_groups<E>(blk, sm, [&](int g, __m256i we, __m256i wo) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * g), we);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * g + 16), wo);
+      });
+    }
+  }
+
+  // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks.
+  template <bool kMins, int NT>
+  static void dot_expanded(const ExpSB* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+    constexpr int kFlush = kMins ? 8 : 4;  // Q6_K: per half super-block (bounds above)
+    __m256 acc[NT];
+    KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const ExpSB& e = w[sb];
+      KQ_UNROLL for (int h = 0; h < 8; h += kFlush) {
+        __m256i ia[NT];
+        KQ_UNROLL for (int t = 0; t < NT; ++t) ia[t] = _mm256_setzero_si256();
+        KQ_UNROLL for (int g = h; g < h + kFlush; ++g) {
+          const __m256i we = _mm256_load_si256(reinterpret_cast<const __m256i*>(e.w + 32 * g));
+          const __m256i wo = _mm256_load_si256(reinterpret_cast<const __m256i*>(e.w + 32 * g + 16));
+          KQ_UNROLL for (int t = 0; t < NT; ++t) {
+            ia[t] = _mm256_add_epi32(ia[t], madd_group(we, wo, x[t * xs + sb].qs + 32 * g));
+            chain(ia[t]);
+          }
+        }
+        KQ_UNROLL for (int t = 0; t < NT; ++t)
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_set1_ps(e.d * x[t * xs + sb].d), acc[t]);
+      }
+      if constexpr (kMins) {
+        const __m256 mv = _mm256_load_ps(e.mins);
+        KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s), acc[t]);
+      }
+    }
+    KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+  }
+};
+
+}  // namespace
+
+bool avx2_kquant_encoding(DType t) { return kq_row_dots<Avx2K>(t) != nullptr; }
+
+void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  const int64_t N = W.shape.d[0], nsb = K / 256;
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
+  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
+  if (T > 1) return kq_expanded_prefill<Avx2K>(W, xq, T, K, y, ctx);
+  const RowDotFn dot = kq_row_dots<Avx2K>(W.dtype)[1];
+  const size_t rb = row_bytes(W.dtype, K);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  const int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(K, 1));
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
+    for (int64_t n = b; n < e; ++n) dot(base + n * rb, xq, nsb, nsb, y + n);
+  });
+}
+
+}  // namespace cpu
+}  // namespace cyb

@@ -1,0 +1,160 @@
+// The K-quant (Q4_K / Q5_K / Q6_K) fast-mode matmul pieces shared by the avx2
+// (kquant_avx2.cc) and avx512 (kquant_avx512.cc, also used at the amx level)
+// kernels: the super-block header decoding, the expanded weight block and the
+// prefill driver that expands each block of rows once and runs every token tile
+// against it. The SIMD work is the level's "Kern" class:
+//   Kern::kTileT                              tokens per tile (<= 8)
+//   Kern::expand_row<E>(w, nsb, ExpSB* out)   nsb super-blocks of a row, expanded
+//   Kern::dot_expanded<kMins, NT>(w, x, nsb, xs, out)
+//                                             out[t] = row . x_t, t < NT, on expanded weights
+//   Kern::dot_row<E, NT>(w, x, nsb, xs, out)  the same on the row's bytes (decode)
+// Activations are BlockQ16K (simd_common.h) in the order of the level's expanded
+// weights (each level's quantize_row_q16k), so an expanded super-block dot is a
+// plain 256-element int16 dot product.
+//
+// Everything here has internal linkage: each including translation unit (compiled
+// with its own ISA flags) gets its own copy, so the linker can never hand the avx2
+// level a function compiled with the AVX-512 flags.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "backends/cpu/simd_common.h"
+#include "core/dtype.h"
+#include "core/exec_context.h"
+#include "core/tensor.h"
+
+#if defined(__GNUC__)
+#define KQ_UNROLL _Pragma("GCC unroll 8")
+#else
+#define KQ_UNROLL
+#endif
+
+namespace cyb {
+namespace cpu {
+namespace {  // NOLINT(build/namespaces): internal linkage on purpose (above)
+
+inline float f16v(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// The 8 scales and 8 mins (6 bits each) of a Q4_K / Q5_K super-block (the 12
+// bytes at offset 4), as bytes [s0..s7, m0..m7] of an xmm.
+inline __m128i k_scales_mins(const uint8_t* p) {
+  uint32_t a, b, c;
+  std::memcpy(&a, p, 4);
+  std::memcpy(&b, p + 4, 4);
+  std::memcpy(&c, p + 8, 4);
+  const uint32_t s03 = a & 0x3f3f3f3fu, m03 = b & 0x3f3f3f3fu;
+  const uint32_t s47 = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t m47 = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
+  return _mm_set_epi32(static_cast<int>(m47), static_cast<int>(m03), static_cast<int>(s47),
+                       static_cast<int>(s03));
+}
+
+template <DType E>
+constexpr int64_t kq_bytes() {
+  return E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
+}
+
+// One expanded super-block: 256 int16 weight x sub-block scale in the level's
+// activation order, d, and dmin * m[j] (Q4_K / Q5_K).
+struct alignas(64) ExpSB {
+  int16_t w[256];
+  float d;
+  float pad[7];
+  float mins[8];
+};
+static_assert(sizeof(ExpSB) == 576, "ExpSB layout");
+
+// d and dmin * m[j] of a Q4_K / Q5_K super-block header (mins: 8 floats), and its scales/mins bytes.
+inline __m128i kq_header(const uint8_t* blk, float* d, float* mins) {
+  *d = f16v(blk);
+  const __m128i sm = k_scales_mins(blk + 4);
+  _mm256_storeu_ps(mins, _mm256_mul_ps(_mm256_set1_ps(f16v(blk + 2)),
+                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)))));
+  return sm;
+}
+
+constexpr int64_t kExpRows = 8, kExpChunk = 4;  // 8 x 4 x 576 B = 18 KiB of expanded weights (L1)
+constexpr int64_t kExpGroupT = 256;             // tokens whose activations (256 x 4 x 576 B = 576 KiB) stay in L2 over the rows
+
+using ExpDotFn = void (*)(const ExpSB*, const BlockQ16K*, int64_t, int64_t, float*);
+using RowDotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
+
+template <class Kern, bool kMins, size_t... I>
+const ExpDotFn* exp_dots(std::index_sequence<I...>) {
+  static const ExpDotFn f[] = {nullptr, &Kern::template dot_expanded<kMins, static_cast<int>(I) + 1>...};
+  return f;
+}
+template <class Kern, DType E, size_t... I>
+const RowDotFn* row_dots(std::index_sequence<I...>) {
+  static const RowDotFn f[] = {nullptr, &Kern::template dot_row<E, static_cast<int>(I) + 1>...};
+  return f;
+}
+// f[nt] (nt = 1..Kern::kTileT) for the encoding, or null.
+template <class Kern>
+const RowDotFn* kq_row_dots(DType t) {
+  using S = std::make_index_sequence<Kern::kTileT>;
+  switch (t) {
+    case DType::Q4_K: return row_dots<Kern, DType::Q4_K>(S{});
+    case DType::Q5_K: return row_dots<Kern, DType::Q5_K>(S{});
+    case DType::Q6_K: return row_dots<Kern, DType::Q6_K>(S{});
+    default: return nullptr;
+  }
+}
+
+// Rows [n0, n1) of y[T, N] (T > 1): per K chunk, per block of kExpRows rows: expand,
+// then every token tile against the expanded rows; sums over chunks accumulate in y.
+template <class Kern, DType E>
+void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, int64_t T, int64_t nsb, float* y,
+                           int64_t N, int64_t n0, int64_t n1) {
+  constexpr int kTileT = Kern::kTileT;
+  const ExpDotFn* f = exp_dots<Kern, E != DType::Q6_K>(std::make_index_sequence<kTileT>{});
+  alignas(64) ExpSB buf[kExpRows * kExpChunk];
+  float r[kTileT];
+  for (int64_t c0 = 0; c0 < nsb; c0 += kExpChunk) {
+    const int64_t nc = std::min(kExpChunk, nsb - c0);
+    for (int64_t g0 = 0; g0 < T; g0 += kExpGroupT)
+      for (int64_t r0 = n0; r0 < n1; r0 += kExpRows) {
+        const int64_t r1 = std::min(n1, r0 + kExpRows);
+        for (int64_t n = r0; n < r1; ++n)
+          Kern::template expand_row<E>(base + n * rb + c0 * kq_bytes<E>(), nc, buf + (n - r0) * kExpChunk);
+        for (int64_t t0 = g0; t0 < std::min(T, g0 + kExpGroupT); t0 += kTileT) {
+          const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
+          for (int64_t n = r0; n < r1; ++n) {
+            f[nt](buf + (n - r0) * kExpChunk, xq + t0 * nsb + c0, nc, nsb, r);
+            float* yt = y + t0 * N + n;
+            if (c0 == 0)
+              for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
+            else
+              for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
+          }
+        }
+      }
+  }
+}
+
+// y[T, N] = xq @ W^T over the thread pool, T > 1, on expanded weights.
+template <class Kern>
+void kq_expanded_prefill(const Tensor& W, const BlockQ16K* xq, int64_t T, int64_t K, float* y, ExecContext& ctx) {
+  const int64_t N = W.shape.d[0], nsb = K / 256;
+  const size_t rb = row_bytes(W.dtype, K);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  using Fn = void (*)(const uint8_t*, size_t, const BlockQ16K*, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+  const Fn pf = W.dtype == DType::Q4_K   ? expanded_prefill_rows<Kern, DType::Q4_K>
+                : W.dtype == DType::Q5_K ? expanded_prefill_rows<Kern, DType::Q5_K>
+                                         : expanded_prefill_rows<Kern, DType::Q6_K>;
+  const int64_t grain = std::max<int64_t>(16, 32768 / std::max<int64_t>(T * K, 1));
+  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) { pf(base, rb, xq, T, nsb, y, N, b, e); });
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace cyb
