@@ -57,6 +57,27 @@ var<workgroup> qs: array<f32, 256>;
 var<workgroup> sp: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
 
+// The scaled (and softcapped) score of key j of the cache at cb, or -3e38 past pos.
+fn score(cb: u32, j: u32, pos: u32) -> f32 {
+  if (j > pos) { return -3.0e38; }
+  let d = kdot(cb + j * p.hd) * p.scale;
+  if (p.softcap > 0.0) { return p.softcap * tanh_s(d / p.softcap); }
+  return d;
+}
+
+// The largest of the 64 lanes' v (every lane gets it; red is free again on return).
+fn wg_max(v: f32, li: u32) -> f32 {
+  red[li] = v;
+  workgroupBarrier();
+  for (var st = 32u; st > 0u; st >>= 1u) {
+    if (li < st) { red[li] = max(red[li], red[li + st]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+
 // q (staged in qs) . the cached key at kb (kb even): eight values a step into two sets of
 // four partial sums (the loads of a step are independent), then the tail.
 fn kdot(kb: u32) -> f32 {
@@ -102,20 +123,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
   let cb = kh * p.max_ctx * p.hd;
   let j = k0 + li;
-  var s = -3.0e38;
-  if (j <= pos) {
-    var d = kdot(cb + j * p.hd) * p.scale;
-    if (p.softcap > 0.0) { d = p.softcap * tanh_s(d / p.softcap); }
-    s = d;
-  }
-  red[li] = s;
-  workgroupBarrier();
-  for (var st = 32u; st > 0u; st >>= 1u) {
-    if (li < st) { red[li] = max(red[li], red[li + st]); }
-    workgroupBarrier();
-  }
-  let mx = red[0];
-  workgroupBarrier();
+  let s = score(cb, j, pos);
+  let mx = wg_max(s, li);
   var e = 0.0;
   if (j <= pos) { e = exp(s - mx); }
   sp[li] = e;
@@ -196,19 +205,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ntiles = (pos - lo + 64u) / 64u;
   for (var tile = 0u; tile < ntiles; tile++) {
     let j = lo + tile * 64u + li;
-    var s = -3.0e38;
-    if (j <= pos) {
-      var d = kdot(cb + j * p.hd) * p.scale;
-      if (p.softcap > 0.0) { d = p.softcap * tanh_s(d / p.softcap); }
-      s = d;
-    }
-    red[li] = s;
-    workgroupBarrier();
-    for (var st = 32u; st > 0u; st >>= 1u) {
-      if (li < st) { red[li] = max(red[li], red[li + st]); }
-      workgroupBarrier();
-    }
-    let mn = max(m, red[0]);
+    let s = score(cb, j, pos);
+    let mn = max(m, wg_max(s, li));
     let corr = exp(m - mn);
     var e = 0.0;
     if (j <= pos) { e = exp(s - mn); }

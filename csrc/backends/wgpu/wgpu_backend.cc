@@ -1139,6 +1139,15 @@ class WgpuBackend : public Backend {
 
   void matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2, Tensor& y);
   void qkv(State& st, const Tensor* in, int n_in, Tensor* out);
+  // A RopeTable's cos and sin tables on the device (uploaded once, as weights are).
+  std::pair<WGPUBuffer, WGPUBuffer> rope_tables(const RopeTable& rt) {
+    Tensor ct, stt;
+    ct.dtype = stt.dtype = DType::F32;
+    ct.shape = stt.shape = Shape{rt.max_pos, rt.rot_dims / 2};
+    ct.data = const_cast<float*>(rt.cos);
+    stt.data = const_cast<float*>(rt.sin);
+    return {weight(ct)->bufs[0], weight(stt)->bufs[0]};
+  }
   void matvec_variant(int64_t K, int64_t T, bool u2_ok, std::vector<std::string>& defs, int64_t* rows_per_wg,
                       int64_t* tokens_per_wg) const;
 
@@ -1557,12 +1566,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd);
       if (op.a.pos0 < 0 || op.a.pos0 + T > rt.max_pos)
         throw_invalid_config("position", "positions exceed the RoPE table");
-      Tensor ct, stt;
-      ct.dtype = stt.dtype = DType::F32;
-      ct.shape = stt.shape = Shape{rt.max_pos, half};
-      ct.data = const_cast<float*>(rt.cos);
-      stt.data = const_cast<float*>(rt.sin);
-      WGPUBuffer cb = weight(ct)->bufs[0], sb = weight(stt)->bufs[0];
+      const auto [cb, sb] = rope_tables(rt);
       WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0];
       const bool inplace = xb == yb;  // a row view rotated in place (x and y: the same view)
       if (inplace && in[0].offset != out[0].offset)
@@ -1586,12 +1590,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd);
       const Tensor &kc = out[2], &vc = out[3];
       if (kc.dtype != vc.dtype) throw_unsupported_op("fused_rope_kv (k and v caches of two dtypes)", "wgpu+rs", "-");
-      Tensor ct, stt;
-      ct.dtype = stt.dtype = DType::F32;
-      ct.shape = stt.shape = Shape{rt.max_pos, half};
-      ct.data = const_cast<float*>(rt.cos);
-      stt.data = const_cast<float*>(rt.sin);
-      WGPUBuffer cb = weight(ct)->bufs[0], sb = weight(stt)->bufs[0];
+      const auto [cb, sb] = rope_tables(rt);
       WGPUBuffer qb = act(st, in[0]), kb = act(st, in[1]), vb = act(st, in[2]);
       WGPUBuffer qo = dev(out[0])->bufs[0], ko = dev(out[1])->bufs[0];
       const bool qin = qb == qo, kin = kb == ko;  // rotated in place (the family's use)
