@@ -35,6 +35,7 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <regex>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -467,6 +468,41 @@ std::string preprocess(const std::string& src, const std::vector<std::string>& d
   return out;
 }
 
+// `//#unroll` on the line before `for (var V = 0u; V < N; V++) {`: the loop written out N
+// times, each body in its own block with V replaced by the literal `Ku` (straight-line code
+// whose loads a GPU compiler can issue together; shaders/wgsl/mvdot.wgsl).
+std::string unroll(const std::string& src) {
+  static const std::regex for_re(R"(^(\s*)for \(var (\w+) = 0u; \2 < (\d+)u; \2\+\+\) \{\s*$)");
+  std::string out;
+  size_t pos = 0;
+  while (pos < src.size()) {
+    size_t e = src.find('\n', pos);
+    if (e == std::string::npos) e = src.size();
+    const std::string line = src.substr(pos, e - pos);
+    const size_t f = line.find_first_not_of(" \t");
+    if (f == std::string::npos || line.compare(f, std::string::npos, "//#unroll") != 0) {
+      out += line + "\n";
+      pos = e + 1;
+      continue;
+    }
+    const size_t fe = std::min(src.find('\n', e + 1), src.size());
+    const std::string for_line = src.substr(e + 1, fe - e - 1);
+    std::smatch m;
+    if (!std::regex_match(for_line, m, for_re))
+      throw_backend_init("wgpu+rs", "shader: //#unroll is not followed by a counted loop: '" + for_line + "'");
+    size_t i = fe + 1;
+    for (int depth = 1; i < src.size() && depth > 0; ++i) depth += src[i] == '{' ? 1 : src[i] == '}' ? -1 : 0;
+    std::string body = src.substr(fe + 1, i - 1 - (fe + 1));
+    body.erase(body.find_last_not_of(" \t") + 1);  // the closing brace's indentation
+    const std::regex var_re("\\b" + m[2].str() + "\\b");
+    for (int k = 0, n = std::stoi(m[3].str()); k < n; ++k)
+      out += m[1].str() + "{\n" + std::regex_replace(body, var_re, std::to_string(k) + "u") + m[1].str() + "}\n";
+    const size_t nl = src.find('\n', i);
+    pos = nl == std::string::npos ? src.size() : nl + 1;
+  }
+  return out;
+}
+
 void replace_all(std::string& s, const std::string& a, const std::string& b) {
   for (size_t p = s.find(a); p != std::string::npos; p = s.find(a, p + b.size())) s.replace(p, a.size(), b);
 }
@@ -504,7 +540,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   std::string src;
   if (deq != DType::COUNT) {
     src = std::string(wgsl_source("common")) + wgsl_source("dequant");
-    if (std::strcmp(name, "matvec") == 0) src += wgsl_source("mvdot");
+    if (std::strcmp(name, "matvec") == 0) src += unroll(wgsl_source("mvdot"));
     // The second and third weights' decoders: the same functions renamed (deq2_*, h16_2, W2, ...).
     const std::string base = src;
     const DType more[2] = {deq2, deq3};
