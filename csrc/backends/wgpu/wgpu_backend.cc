@@ -32,10 +32,10 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
 #include <wgpu.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
-#include <regex>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -470,9 +470,28 @@ std::string preprocess(const std::string& src, const std::vector<std::string>& d
 
 // `//#unroll` on the line before `for (var V = 0u; V < N; V++) {`: the loop written out N
 // times, each body in its own block with V replaced by the literal `Ku` (straight-line code
-// whose loads a GPU compiler can issue together; shaders/wgsl/mvdot.wgsl).
+// whose loads a GPU compiler can issue together; shaders/wgsl/mvdot.wgsl). Plain string
+// parsing, no std::regex: the module links libstdc++ statically, whose locale machinery
+// (iostreams) crashes on the H200 image (docs/gpu-bench.md), and a build using std::regex
+// here segfaulted there on its first model load.
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `body` with every whole-word `name` replaced by `value`.
+std::string replace_word(const std::string& body, const std::string& name, const std::string& value) {
+  std::string out;
+  for (size_t i = 0; i < body.size();) {
+    if (body.compare(i, name.size(), name) == 0 && (i == 0 || !ident_char(body[i - 1])) &&
+        (i + name.size() >= body.size() || !ident_char(body[i + name.size()]))) {
+      out += value;
+      i += name.size();
+    } else {
+      out += body[i++];
+    }
+  }
+  return out;
+}
+
 std::string unroll(const std::string& src) {
-  static const std::regex for_re(R"(^(\s*)for \(var (\w+) = 0u; \2 < (\d+)u; \2\+\+\) \{\s*$)");
   std::string out;
   size_t pos = 0;
   while (pos < src.size()) {
@@ -487,16 +506,29 @@ std::string unroll(const std::string& src) {
     }
     const size_t fe = std::min(src.find('\n', e + 1), src.size());
     const std::string for_line = src.substr(e + 1, fe - e - 1);
-    std::smatch m;
-    if (!std::regex_match(for_line, m, for_re))
+    const auto bad = [&] {
       throw_backend_init("wgpu+rs", "shader: //#unroll is not followed by a counted loop: '" + for_line + "'");
+    };
+    const size_t ind = for_line.find_first_not_of(" \t");
+    const std::string head = "for (var ";
+    if (ind == std::string::npos || for_line.compare(ind, head.size(), head) != 0) bad();
+    size_t q = ind + head.size(), v0 = q;
+    while (q < for_line.size() && ident_char(for_line[q])) ++q;
+    const std::string var = for_line.substr(v0, q - v0);
+    const std::string mid = " = 0u; " + var + " < ";
+    if (var.empty() || for_line.compare(q, mid.size(), mid) != 0) bad();
+    q += mid.size();
+    size_t n0 = q;
+    while (q < for_line.size() && std::isdigit(static_cast<unsigned char>(for_line[q]))) ++q;
+    const std::string tail = "u; " + var + "++) {";
+    if (q == n0 || for_line.compare(q, std::string::npos, tail) != 0) bad();
+    const int n = std::stoi(for_line.substr(n0, q - n0));
+    const std::string indent = for_line.substr(0, ind);
     size_t i = fe + 1;
     for (int depth = 1; i < src.size() && depth > 0; ++i) depth += src[i] == '{' ? 1 : src[i] == '}' ? -1 : 0;
     std::string body = src.substr(fe + 1, i - 1 - (fe + 1));
     body.erase(body.find_last_not_of(" \t") + 1);  // the closing brace's indentation
-    const std::regex var_re("\\b" + m[2].str() + "\\b");
-    for (int k = 0, n = std::stoi(m[3].str()); k < n; ++k)
-      out += m[1].str() + "{\n" + std::regex_replace(body, var_re, std::to_string(k) + "u") + m[1].str() + "}\n";
+    for (int k = 0; k < n; ++k) out += indent + "{\n" + replace_word(body, var, std::to_string(k) + "u") + indent + "}\n";
     const size_t nl = src.find('\n', i);
     pos = nl == std::string::npos ? src.size() : nl + 1;
   }
