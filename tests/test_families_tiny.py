@@ -77,10 +77,11 @@ def _tokenizer_json(path):
     tok.save(str(path / "tokenizer.json"))
 
 
-def _build(family, tmp_path_factory):
+def _build(family, tmp_path_factory, **overrides):
     cfg_cls, model_cls, extra = FAMILIES[family]
     kwargs = dict(BASE)
     kwargs.update(extra)
+    kwargs.update(overrides)
     cfg = getattr(transformers, cfg_cls)(**kwargs)
     torch.manual_seed(1234)
     model = getattr(transformers, model_cls)(cfg).float().eval()

@@ -137,6 +137,30 @@ def test_memory_counter_follows_buffers(tmp_path_factory):
     assert _core.wgpu_memory()["live_bytes"] == base
 
 
+def test_prompt_frames_do_not_grow_with_layers(tmp_path_factory):
+    """A forward's activation frames are taken once and reused by every layer (dispatch/backend.h):
+    the device bytes a 48-token prompt adds over the loaded model and its cache are the same for a
+    2-layer and an 8-layer model of the same widths (frames per layer made them grow 4x)."""
+    import gc
+
+    import cyb_llm
+    import test_families_tiny as F
+
+    added = {}
+    for layers in (2, 8):
+        _, path = F._build("llama", tmp_path_factory, num_hidden_layers=layers)
+        gc.collect()
+        m = cyb_llm.load(path, backend="wgpu+rs")
+        c = m.new_conversation(64)
+        c.forward([1])  # weights uploaded, cache made
+        live = _core.wgpu_memory(reset_peak=True)["live_bytes"]
+        c.forward(list(range(2, 50)))
+        added[layers] = _core.wgpu_memory()["peak_bytes"] - live
+        del c, m
+        gc.collect()
+    assert added[8] <= 1.2 * added[2], added
+
+
 # ------------------------------------------------------------ matvec variants
 
 @pytest.mark.parametrize("tuning", ["tpr=8", "tpr=16,unroll=1", "tpr=8,unroll=1"])

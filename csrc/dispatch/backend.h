@@ -46,7 +46,11 @@ class Backend {
   // backend): activations come from the context's host frame allocator, so the
   // CPU path pays nothing for these hooks. A device backend (wgpu+rs) returns
   // false from host_memory(), hands out device tensors, records the forward and
-  // submits it at end_forward() or at the first read.
+  // submits it at end_forward() or at the first read. On every backend the ops of a
+  // forward take effect in the order they are issued (a device backend's recorded
+  // dispatches are ordered on its queue, and a host write into a frame waits for the
+  // work recorded before it), so a family takes one layer's frames once per forward
+  // and every layer reuses them.
   virtual bool host_memory() const { return true; }
   virtual void begin_forward(ExecContext& ctx) { ctx.frame().reset(); }
   virtual Tensor alloc_frame(ExecContext& ctx, const Shape& shape) { return ctx.alloc_f32(shape); }

@@ -415,14 +415,12 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
 
   const float attn_scale = static_cast<float>(plan_.attn_scale);
 
-  // Per-layer activations. On a host-memory backend every op runs to completion
-  // before the next starts, so one set serves all layers (a layer's values are
-  // dead once the next layer begins): a long prefill holds one layer's worth of
-  // intermediates, not n_layers of them. Device backends get fresh frames per
-  // layer (their work is recorded and runs later).
-  const bool reuse = be.host_memory();
+  // Per-layer activations, one set for all layers (a layer's values are dead once
+  // the next layer begins, and every backend runs a forward's ops in the order
+  // issued: dispatch/backend.h): a long prefill holds one layer's worth of
+  // intermediates, not n_layers of them.
   Tensor q, k, v, att, o, xa, xb, act, g, u, f;
-  auto layer_frames = [&] {
+  {
     q = frame(Shape{T, H * hd});
     k = frame(Shape{T, KV * hd});
     v = frame(Shape{T, KV * hd});
@@ -436,14 +434,12 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
       u = frame(Shape{T, I});
     }
     f = frame(Shape{T, D});
-  };
-  if (reuse) layer_frames();
+  }
   // the residual stream alternates between xa and xb (an op never writes its input)
   auto next_x = [&](const Tensor& cur) { return cur.data == xa.data ? xb : xa; };
 
   for (int64_t l = 0; l < plan_.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    if (!reuse) layer_frames();
     auto matmul = [&](const Tensor& in, const Tensor& W, const Tensor& b, Tensor* out, int label) {
       Op op = make_op(OpKind::Matmul, w.label[label].c_str());
       if (b.data) d.run(op, {in, W, b}, {out}, ctx);

@@ -487,9 +487,8 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
   const bool modern = plan_.kind == EncKind::ModernBert;
   const int64_t B = b.batch, T = b.len, BT = B * T, H = plan_.hidden, I = plan_.intermediate;
   const int64_t nh = plan_.n_heads, hd = plan_.head_dim;
-  {  // what this call allocates (activations of one layer, per layer on a device backend; host inputs)
-    const int64_t layers = dispatcher_->chain().front()->host_memory() ? 1 : plan_.n_layers;
-    const int64_t bytes = 4 * (BT * (5 * H + layers * (8 * H + 3 * I)) + 3 * BT) +
+  {  // what this call allocates (activations of one layer, reused by every layer; host inputs)
+    const int64_t bytes = 4 * (BT * (5 * H + 8 * H + 3 * I) + 3 * BT) +
                           4 * std::max<int64_t>(plan_.num_labels, 1) * BT;
     check_memory_budget(opts_.max_memory, charged_bytes(), bytes,
                         "encode(batch=" + std::to_string(B) + ", length=" + std::to_string(T) + "): activations");
@@ -626,9 +625,10 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
   layer_norm(e, emb_ln_, emb_lnb_, &x, "embeddings.norm");
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const bool reuse = be.host_memory();  // a host backend finishes each op before the next
-  Tensor q, k, v, att, qr, kr, vr, attr, s, x1, up, gt;  // q..att: padded [B*T]; the rest: rows [N]
-  auto layer_frames = [&] {
+  // one layer's frames for all layers (every backend runs a forward's ops in the order issued:
+  // dispatch/backend.h)
+  Tensor q, k, v, att, qr, kr, vr, attr, s, x1, up, gt, act;  // q..att: padded [B*T]; the rest: rows [N]
+  {
     q = frame(Shape{BT, H});
     k = frame(Shape{BT, H});
     v = frame(Shape{BT, H});
@@ -644,9 +644,11 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     s = frame(Shape{N, H});
     x1 = frame(Shape{N, H});
     up = frame(Shape{N, I});
-    if (modern) gt = frame(Shape{N, I});
-  };
-  if (reuse) layer_frames();
+    if (modern) {
+      gt = frame(Shape{N, I});
+      act = frame(Shape{N, I});
+    }
+  }
   auto attention = [&](const EncLayer& L, const Tensor& h) {  // attr = attention(h Wq, h Wk, h Wv)
     matmul(h, L.q, L.bq, &qr, L.label[kQ].c_str());
     matmul(h, L.k, L.bk, &kr, L.label[kK].c_str());
@@ -677,8 +679,7 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
     if (packed) gather(to_pos_t, att, &attr, L.label[kAttn].c_str());
   };
   for (const EncLayer& L : layers_) {
-    if (!reuse) layer_frames();
-    Tensor xn = reuse ? x : frame(Shape{N, H});  // the layer's output (in place of x on a host backend)
+    Tensor xn = x;  // the layer's output, in place of x
     if (modern) {  // pre-norm: x += attn(attn_norm(x)); x += Wo(act(h Wi_in) * (h Wi_gate)), h = mlp_norm(x)
       if (L.ln1.data) layer_norm(x, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
       attention(L, L.ln1.data ? x1 : x);
@@ -688,7 +689,6 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
       matmul(x1, L.gate, L.bgate, &gt, L.label[kFfn].c_str());
       Op g = make_op(OpKind::GeGlu, L.label[kFfn].c_str());
       g.a.gelu_erf = plan_.act == OpKind::Gelu;
-      Tensor act = frame(Shape{N, I});
       d.run(g, {up, gt}, {&act}, ctx);
       matmul_add(act, L.down, L.bdown, s, &xn, L.label[kFfn].c_str());
     } else {  // post-norm: x = ln1(x + attn(x)); x = ln2(x + ffn(x))

@@ -106,7 +106,7 @@ struct AttnCapture {
 };
 
 // One layer's activation frames (encoder and decoder blocks alike): rows x d, and rows x I
-// for the MLP's up projection. Host backends take them once for all layers; others per layer.
+// for the MLP's up projection, taken once for all layers (dispatch/backend.h: ops run in order).
 struct LayerFrames {
   Tensor hn, q, k, v, att, o, xs, up, f;
   template <class Frame>
@@ -361,12 +361,10 @@ void Whisper::encode_audio(const float* mel, int64_t B, int64_t n_mels, int64_t 
   dd.run(make_op(OpKind::Add, "encoder.embed_positions"), {h2, pos}, {&x}, ctx);
   std::vector<int32_t> mask(static_cast<size_t>(BS), 1);
   const Tensor mask_t = host_i32(mask.data(), Shape{B, S});
-  const bool reuse = be.host_memory();
   LayerFrames fr;
   Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &up = fr.up, &f = fr.f, &xs = fr.xs;
-  if (reuse) fr.take(frame, BS, d, I);
+  fr.take(frame, BS, d, I);
   for (const Block& L_ : enc_) {
-    if (!reuse) fr.take(frame, BS, d, I);
     const Attn& A = L_.self;
     layer_norm(x, A.ln, A.lnb, &hn, A.lln);
     matmul(hn, A.q, A.bq, &q, A.lq);
@@ -383,9 +381,7 @@ void Whisper::encode_audio(const float* mel, int64_t B, int64_t n_mels, int64_t 
     matmul(hn, L_.fc1, L_.bfc1, &up, L_.lfc1);
     dd.run(make_op(plan_.act, L_.lact.c_str()), {up}, {&up}, ctx);
     matmul(up, L_.fc2, L_.bfc2, &f, L_.lfc2);
-    Tensor xn = reuse ? x : frame(Shape{BS, d});
-    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, f}, {&xn}, ctx);
-    x = xn;
+    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, f}, {&x}, ctx);
   }
   Tensor y = frame(Shape{BS, d});
   layer_norm(x, enc_ln_, enc_lnb_, &y, "encoder.layer_norm");
@@ -532,13 +528,11 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
            ctx);
     dd.run(make_op(OpKind::Add, "decoder.embed"), {e1, e2}, {&x}, ctx);
   }
-  const bool reuse = be.host_memory();
   LayerFrames fr;
   Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &up = fr.up, &f = fr.f, &xs = fr.xs;
-  if (reuse) fr.take(frame, T, d, I);
+  fr.take(frame, T, d, I);
   for (size_t l = 0; l < dec_.size(); ++l) {
     const Block& L_ = dec_[l];
-    if (!reuse) fr.take(frame, T, d, I);
     // masked self-attention over the cache
     const Attn& A = L_.self;
     layer_norm(x, A.ln, A.lnb, &hn, A.lln);

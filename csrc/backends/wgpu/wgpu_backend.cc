@@ -1129,6 +1129,9 @@ class WgpuBackend : public Backend {
   void write_bytes(const Tensor& t, const void* src) override {
     DevBuf* d = dev(t);
     if (d->bufs.size() != 1) throw_unsupported_op("write (split tensor)", "wgpu+rs", dtype_name(t.dtype));
+    // A queue write lands before any later submit: the work recorded so far (which may
+    // still read this frame's old contents, frames being reused within a forward) goes first.
+    if (d->owner && d->owner->enc_) d->owner->submit();
     const uint64_t n = t.nbytes();
     if (t.offset % 4 == 0 && n % 4 == 0) {
       A.wgpuQueueWriteBuffer(g_.queue, d->bufs[0], t.offset, src, n);
