@@ -305,6 +305,91 @@ def test_device_token_needs_a_device_draw(byte_llama):
         _core.forward_sample(gpu._native, conv._native, None, s)
 
 
+@pytest.mark.parametrize("cfg", [dict(temperature=0.0), dict(temperature=0.9, top_k=50, top_p=0.95),
+                                 dict(temperature=1.0, top_k=1)])
+def test_submitted_steps_draw_what_serial_steps_draw(byte_llama, cfg):
+    """forward_sample_submit / forward_sample_take with the next step submitted before the last
+    draw is read (chained: the kernel picks the uniform the host stream would have given it) draw
+    the tokens of serial forward_sample calls with the same seed, and leave the same position."""
+    _, gpu = _models(byte_llama)
+    serial, conv = [], gpu.new_conversation(64)
+    s = _core.Sampler(seed=5, **cfg)
+    serial.append(_core.forward_sample(gpu._native, conv._native, [1, 2, 3], s))
+    for _ in range(20):
+        serial.append(_core.forward_sample(gpu._native, conv._native, None, s))
+    c2, s2 = gpu.new_conversation(64), _core.Sampler(seed=5, **cfg)
+    _core.forward_sample_submit(gpu._native, c2._native, [1, 2, 3], s2)
+    got = []
+    for _ in range(20):
+        _core.forward_sample_submit(gpu._native, c2._native, None, s2)  # before the draw it embeds is read
+        assert _core.pending_draws(c2._native) == 2
+        got.append(_core.forward_sample_take(gpu._native, c2._native, s2))
+    got.append(_core.forward_sample_take(gpu._native, c2._native, s2))
+    assert got == serial and c2.position == conv.position == 23
+
+
+def test_submitted_steps_misuse_and_roll_back(byte_llama):
+    _, gpu = _models(byte_llama)
+    s = _core.Sampler(temperature=0.0)
+    conv = gpu.new_conversation(64)
+    with pytest.raises(InvalidConfig) as e:
+        _core.forward_sample_take(gpu._native, conv._native, s)
+    assert e.value.field == "conversation"
+    _core.forward_sample_submit(gpu._native, conv._native, [1, 2, 3], s)
+    _core.forward_sample_submit(gpu._native, conv._native, None, s)
+    with pytest.raises(InvalidConfig) as e:  # a third before a take
+        _core.forward_sample_submit(gpu._native, conv._native, None, s)
+    assert e.value.field == "conversation"
+    with pytest.raises(InvalidConfig):  # the serial call while draws are pending
+        _core.forward_sample(gpu._native, conv._native, None, s)
+    first = _core.forward_sample_take(gpu._native, conv._native, s)
+    assert conv.position == 4
+    conv.truncate(3)  # drops the step forwarding `first` and its pending draw
+    assert _core.pending_draws(conv._native) == 0 and conv.position == 3
+    with pytest.raises(InvalidConfig) as e:  # nothing of this conversation is on the device now
+        _core.forward_sample(gpu._native, conv._native, None, s)
+    assert e.value.field == "ids"
+    again = _core.forward_sample(gpu._native, conv._native, [first], s)  # the stale draw is discarded first
+    ref = gpu.new_conversation(64)
+    ref.forward([1, 2, 3])
+    assert again == int(np.argmax(ref.forward([first]))) and conv.position == 4
+
+
+def test_closed_or_stopped_streams_leave_the_serial_position(byte_llama):
+    """The overlapped loop submits steps ahead; a consumer closing the stream after k tokens, and
+    a stop string, leave the conversation holding what the serial loop would have forwarded (the
+    prompt and every yielded token but the last), and the next generation reuses that cache."""
+    from cyb_llm.generate import Generator
+    from cyb_llm.sampling import SamplingParams
+
+    cpu, gpu = _models(byte_llama)
+    positions = {}
+    for model in (gpu, cpu):
+        gen = Generator(model)
+        s = gen.generate("Once upon", max_tokens=30, sampling=SamplingParams(temperature=0.9, seed=2))
+        got = []
+        for c in s:
+            got.append(c.token)
+            if len(got) == 5:
+                break
+        s.close()
+        positions[model is gpu] = (gen._own_conversation.position, len(s.prompt_ids), got)
+    assert positions[True] == positions[False]
+    pos, prompt, _ = positions[True]
+    assert pos == prompt + 4
+    text = _run(gpu, "Once upon", SamplingParams.greedy())[1]
+    stop = text[6:9]
+    a = _run(cpu, "Once upon", SamplingParams.greedy(), stop=[stop])
+    b = _run(gpu, "Once upon", SamplingParams.greedy(), stop=[stop])
+    assert a[:2] == b[:2] and b[2].sampled_on == "device" and len(b[1]) < len(text)
+    # the next request through the same generator reuses a consistent cache
+    g1 = Generator(gpu)
+    _run(gpu, "Once upon", SamplingParams.greedy(), gen=g1, stop=[stop])
+    reused = _run(gpu, "Once upon", SamplingParams.greedy(), gen=g1)
+    assert reused[2].cached_tokens > 0
+    assert reused[:2] == _run(gpu, "Once upon", SamplingParams.greedy())[:2]
+
+
 def test_server_slots_draw_on_the_device(byte_llama):
     """`cyb-llm serve` on wgpu+rs with 3 slots: concurrent completions (greedy, seeded sampling, a
     JSON schema) draw every batched decode step's tokens on the device (forward_batch_sample, the

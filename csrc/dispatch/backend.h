@@ -18,6 +18,11 @@ struct DeviceSampling {
   float top_p = 1.0f;
   float min_p = 0.0f;
   float uniform = 0.0f;               // the host sampler's next uniform draw
+  // chain: the previous draw of this row's conversation is still pending (its result not yet
+  // read back), so the host cannot tell whether it took `uniform`; the kernel then uses
+  // `uniform_if_used` (the draw after it in the host stream) when that previous draw did.
+  bool chain = false;
+  float uniform_if_used = 0.0f;
   const uint32_t* allowed = nullptr;  // nullptr or Sampler::mask_words(n) words (checked non-empty)
 };
 struct DeviceDraw {
@@ -63,10 +68,14 @@ class Backend {
   // one token from each row of `logits` ([rows, n] f32, a tensor of this backend)
   // with s[row], writes out[row] (read back: a few bytes a row, never the logits)
   // and keeps row 0's token on the device as sampled_token(ctx), an I32 [1] tensor
-  // that the next forward's embedding reads.
+  // that the next forward's embedding reads. out == nullptr: the draws stay pending
+  // (the forward is submitted, nothing waits) until take_draws(ctx, out, rows) reads
+  // the oldest pending ones, waiting only for the work that made them; a later
+  // forward can be recorded and submitted meanwhile (decode overlapped with the GPU).
   virtual bool can_sample() const { return false; }
   virtual void sample_rows(const Tensor& logits, const DeviceSampling* s, DeviceDraw* out, int64_t rows,
                            ExecContext& ctx);
+  virtual void take_draws(ExecContext& ctx, DeviceDraw* out, int64_t rows);
   virtual Tensor sampled_token(ExecContext& ctx);
 };
 

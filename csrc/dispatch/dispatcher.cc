@@ -64,6 +64,7 @@ void Backend::read_bytes(const Tensor& t, void* dst) { std::memcpy(dst, t.data, 
 void Backend::sample_rows(const Tensor&, const DeviceSampling*, DeviceDraw*, int64_t, ExecContext&) {
   throw_unsupported_op("sample", name(), "-");
 }
+void Backend::take_draws(ExecContext&, DeviceDraw*, int64_t) { throw_unsupported_op("sample", name(), "-"); }
 Tensor Backend::sampled_token(ExecContext&) { throw_unsupported_op("sample", name(), "-"); }
 
 // A host backend runs an op whose tensors live on a device backend: every device

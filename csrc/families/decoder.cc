@@ -232,7 +232,7 @@ class Decoder : public Model {
   void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) override;
   void forward_batch_step_sample(Conversation* const* convs, const int32_t* ids, int64_t n, const DeviceSampling* s,
                                  DeviceDraw* draws) override;
-  DeviceDraw forward_chunk_sample(Conversation& base, const int32_t* ids, int64_t T,
+  void forward_chunk_sample(Conversation& base, const int32_t* ids, int64_t T,
                                   const DeviceSampling& s) override;
 
  public:
@@ -343,14 +343,11 @@ void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
   forward_rows(&seg, 1, ids, T, all_logits, logits);
 }
 
-DeviceDraw Decoder::forward_chunk_sample(Conversation& base, const int32_t* ids, int64_t T,
-                                         const DeviceSampling& s) {
+void Decoder::forward_chunk_sample(Conversation& base, const int32_t* ids, int64_t T, const DeviceSampling& s) {
   auto& conv = static_cast<DecoderConversation&>(base);
   if (ids) check_forward_args(conv, ids, T, plan_.vocab);
   const Segment seg{&conv, 0, T};
-  DeviceDraw d;
-  forward_rows(&seg, 1, ids, T, false, nullptr, &s, &d);
-  return d;
+  forward_rows(&seg, 1, ids, T, false, nullptr, &s, nullptr);  // the draw stays pending
 }
 
 void Decoder::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
@@ -555,7 +552,7 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     d.run(op, {out}, {&out}, ctx);
   }
   if (sample) {
-    be.sample_rows(out, sample, draw, rows, ctx);  // the forward's one read-back: the draws
+    be.sample_rows(out, sample, draw, rows, ctx);  // the forward's one read-back: the draws (later if !draw)
     d.record("sample", "sample", &be);
   } else if (!be.host_memory()) {
     be.download_f32(out, logits);  // the forward's one read-back

@@ -3,6 +3,7 @@
 //   auto conv = model->new_conversation(4096);
 //   conv->forward(ids, n, /*all_logits=*/false, logits);   // logits: [vocab] floats
 #pragma once
+#include <deque>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -113,6 +114,17 @@ class Model {
   // another forward, a truncate or a reset came in between).
   virtual bool device_sampling() const { return false; }
   DeviceDraw forward_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s);
+  // forward_sample in two halves, so that the host records and submits the next step
+  // while the device runs this one: submit runs the forward and leaves its draw pending
+  // (nothing waits), take reads the oldest pending draw (waiting for that step only).
+  // At most one draw may be pending when submit is called (InvalidConfig otherwise); with
+  // one pending, the new draw is chained (s.chain: backend.h, DeviceSampling). A truncate
+  // or reset drops the pending draws (read and discarded at the next call); a step whose
+  // logits were not finite raises at its take, rolling the conversation back to it.
+  void forward_sample_submit(Conversation& conv, const int32_t* ids, int64_t n, DeviceSampling s);
+  DeviceDraw forward_sample_take(Conversation& conv);
+  // Pending draws of a conversation (submitted, not taken).
+  static int64_t pending_draws(const Conversation& conv);
   // forward_batch with the draws on the device: s[i] samples convs[i]'s row into
   // draws[i] (the server's batched decode step); the logits never come back. Same
   // checks and roll-back as forward_batch; InvalidConfig when !device_sampling().
@@ -158,9 +170,9 @@ class Model {
   // forward_batch_sample's step (checked, held).
   virtual void forward_batch_step_sample(Conversation* const* convs, const int32_t* ids, int64_t n,
                                          const DeviceSampling* s, DeviceDraw* draws);
-  // forward_sample's chunk (checked, held; ids == nullptr: the device token).
-  virtual DeviceDraw forward_chunk_sample(Conversation& conv, const int32_t* ids, int64_t n,
-                                          const DeviceSampling& s);
+  // forward_sample_submit's chunk (checked, held; ids == nullptr: the device token): the
+  // forward submitted with its draw left pending on the device (Backend::sample_rows).
+  virtual void forward_chunk_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s);
   // forward_batch's checks, holds and device lock around `step`; when step returns
   // false (non-finite logits) every conversation is rolled back and FormatError raised.
   void batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, const std::function<bool()>& step);
@@ -213,7 +225,7 @@ class Conversation {
   }
   void reset_kv_cache() {
     position_ = 0;
-    device_token_ = -1;
+    drop_pending();
   }
   // The token the last forward_sample drew (still on the device), -1 when none.
   int32_t device_token() const { return device_token_; }
@@ -223,12 +235,22 @@ class Conversation {
   // Back to `pos` (<= position): what came after is dropped.
   void truncate(int64_t pos) {
     if (pos >= 0 && pos < position_) position_ = pos;
-    device_token_ = -1;
+    drop_pending();
   }
+  // Device draws submitted and not read back (Model::forward_sample_submit): each step's
+  // first position and length, oldest first; stale: draws of dropped steps, still queued
+  // on the device, read and discarded before the next submit or take.
+  std::deque<std::pair<int64_t, int64_t>> pending;
+  int64_t stale_draws = 0;
   // Bytes of this conversation's KV cache (what new_conversation allocated).
   virtual int64_t kv_cache_bytes() const { return 0; }
 
  private:
+  void drop_pending() {
+    stale_draws += static_cast<int64_t>(pending.size());
+    pending.clear();
+    device_token_ = -1;
+  }
   ExecContext ctx_;
   int64_t max_context_;
   int64_t position_ = 0;

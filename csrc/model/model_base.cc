@@ -133,15 +133,58 @@ namespace {
 }
 }  // namespace
 
-DeviceDraw Model::forward_chunk_sample(Conversation&, const int32_t*, int64_t, const DeviceSampling&) {
+void Model::forward_chunk_sample(Conversation&, const int32_t*, int64_t, const DeviceSampling&) {
   no_device_sampling();
 }
 
 DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s) {
-  if (!device_sampling()) Model::forward_chunk_sample(conv, ids, n, s);  // the error above
+  if (!conv.pending.empty())
+    throw_invalid_config("conversation", "a device draw of this conversation is pending: take it "
+                                         "(forward_sample_take) before a forward_sample");
+  forward_sample_submit(conv, ids, n, s);
+  return forward_sample_take(conv);
+}
+
+int64_t Model::pending_draws(const Conversation& conv) { return static_cast<int64_t>(conv.pending.size()); }
+
+namespace {
+// The draws of dropped steps (Conversation::stale_draws), read from the device and discarded.
+void discard_stale(Backend& be, Conversation& conv) {
+  for (; conv.stale_draws > 0; --conv.stale_draws) {
+    DeviceDraw ignored;
+    be.take_draws(conv.ctx(), &ignored, 1);
+  }
+}
+}  // namespace
+
+DeviceDraw Model::forward_sample_take(Conversation& conv) {
+  if (!device_sampling()) no_device_sampling();
+  Conversation::Use use(conv);
+  Backend& be = *dispatcher_->chain().front();
+  DeviceDraw d;
+  {
+    auto dev = device_lock(*dispatcher_);
+    discard_stale(be, conv);
+    if (conv.pending.empty())
+      throw_invalid_config("conversation", "no device draw of this conversation is pending (forward_sample_submit)");
+    be.take_draws(conv.ctx(), &d, 1);
+  }
+  const auto [pos, len] = conv.pending.front();
+  conv.pending.pop_front();
+  if (d.first_nonfinite >= 0) nonfinite_logits(conv, pos, len);  // drops a later pending step too
+  if (conv.pending.empty()) conv.set_device_token(d.token);
+  return d;
+}
+
+void Model::forward_sample_submit(Conversation& conv, const int32_t* ids, int64_t n, DeviceSampling s) {
+  if (!device_sampling()) no_device_sampling();
   Conversation::Use use(conv);
   file_->check_unchanged();
-  int32_t held = conv.device_token();
+  if (conv.pending.size() > 1)
+    throw_invalid_config("conversation", "two device draws of this conversation are pending: take one "
+                                         "(forward_sample_take) before submitting another step");
+  // The token the embedding will read: drawn by the last step (pending or taken).
+  int32_t held = conv.pending.empty() ? conv.device_token() : 0;
   if (!ids) {
     if (n != 1) throw_shape_mismatch("forward_sample (the device token)", {1}, {n});
     if (held < 0)
@@ -149,6 +192,7 @@ DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t
                                   "forward_sample (or it was truncated or reset since)");
   }
   check_forward_args(conv, ids ? ids : &held, n, input_vocab());
+  s.chain = !conv.pending.empty();
   conv.set_device_token(-1);
   const int64_t V = vocab_size();
   std::vector<float> scratch;
@@ -164,14 +208,12 @@ DeviceDraw Model::forward_sample(Conversation& conv, const int32_t* ids, int64_t
     off += kForwardChunk;
   }
   const int64_t pos = conv.position();
-  DeviceDraw d;
   {
     auto dev = device_lock(*dispatcher_);
-    d = forward_chunk_sample(conv, ids ? ids + off : nullptr, n - off, s);
+    discard_stale(*dispatcher_->chain().front(), conv);
+    forward_chunk_sample(conv, ids ? ids + off : nullptr, n - off, s);
   }
-  if (d.first_nonfinite >= 0) nonfinite_logits(conv, pos, n - off);
-  conv.set_device_token(d.token);
-  return d;
+  conv.pending.emplace_back(pos, n - off);
 }
 
 void Model::batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, const std::function<bool()>& step) {

@@ -228,6 +228,45 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       "on the device with the sampler's stages, RNG stream and history (docs/generation.md, \"Sampling on the GPU\").\n"
       "InvalidConfig when the model cannot (model.device_sampling) or the sampler has a logit bias or penalties.");
   m.def(
+      "forward_sample_submit",
+      [](cyb::Model& model, cyb::Conversation& conv, const py::object& ids, cyb::Sampler& s,
+         const py::object& allowed) {
+        const int64_t V = model.vocab_size();
+        py::array keep;
+        const uint32_t* mask = mask_of(allowed, V, &keep);
+        cyb::DeviceSampling d = device_params(s, mask, V);
+        d.uniform_if_used = static_cast<float>(s.peek_uniform(1));
+        std::vector<int32_t> v;
+        if (!ids.is_none()) v = ids.cast<std::vector<int32_t>>();
+        if (!ids.is_none() && v.empty()) cyb::throw_shape_mismatch("forward_sample_submit (ids)", {1}, {0});
+        py::gil_scoped_release nogil;
+        model.forward_sample_submit(conv, ids.is_none() ? nullptr : v.data(),
+                                    ids.is_none() ? 1 : static_cast<int64_t>(v.size()), d);
+      },
+      py::arg("model"), py::arg("conversation"), py::arg("ids"), py::arg("sampler"), py::arg("allowed") = py::none(),
+      "forward_sample's first half: the forward and its draw submitted, nothing waits (the host records the next\n"
+      "step while the device runs this one). forward_sample_take reads the draw; at most one may be pending when\n"
+      "this is called, and a pending draw's successor takes its uniform from the stream as if it had been read\n"
+      "(docs/generation.md, \"Sampling on the GPU\").");
+  m.def(
+      "forward_sample_take",
+      [](cyb::Model& model, cyb::Conversation& conv, cyb::Sampler& s) {
+        cyb::DeviceDraw r;
+        {
+          py::gil_scoped_release nogil;
+          r = model.forward_sample_take(conv);
+          after_draw(s, r);
+        }
+        return r.token;
+      },
+      py::arg("model"), py::arg("conversation"), py::arg("sampler"),
+      "The oldest pending draw of forward_sample_submit (waits for that step only); the sampler takes its uniform\n"
+      "and history as forward_sample's would. FormatError when that step's logits were not finite (the\n"
+      "conversation is rolled back to it and a later pending step dropped).");
+  m.def(
+      "pending_draws", [](const cyb::Conversation& conv) { return cyb::Model::pending_draws(conv); },
+      py::arg("conversation"), "Draws of forward_sample_submit not taken yet.");
+  m.def(
       "forward_batch_sample",
       [](cyb::Model& model, const std::vector<cyb::Conversation*>& convs, const std::vector<int32_t>& ids,
          const std::vector<cyb::Sampler*>& samplers, const std::vector<py::object>& allowed) {

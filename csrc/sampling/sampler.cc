@@ -83,28 +83,32 @@ void Sampler::reset(uint64_t seed) {
   history_.clear();
   config_.seed = seed;
   rng_.seed(seed);
-  pending_ = false;
+  pending_ = 0;
 }
+
+namespace {
+double unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }  // 53 bits
+}  // namespace
 
 double Sampler::uniform() {
-  if (pending_) {
-    pending_ = false;
-    return pending_u_;
+  if (pending_ > 0) {
+    const double u = pending_u_[0];
+    pending_u_[0] = pending_u_[1];
+    --pending_;
+    return u;
   }
-  return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+  return unit(rng_);
 }
 
-double Sampler::peek_uniform() {
-  if (!pending_) {
-    pending_u_ = uniform();
-    pending_ = true;
-  }
-  return pending_u_;
+double Sampler::peek_uniform(int ahead) {
+  ahead = ahead > 0 ? 1 : 0;
+  while (pending_ <= ahead) pending_u_[pending_++] = unit(rng_);
+  return pending_u_[ahead];
 }
 
 void Sampler::take_uniform() {
   peek_uniform();
-  pending_ = false;
+  uniform();
 }
 
 bool Sampler::device_ok() const {

@@ -87,7 +87,8 @@ class Sampler {
   // without taking it; take_uniform() takes it (the kernel used it), so the
   // stream stays the one sample() would have drawn from.
   bool device_ok() const;
-  double peek_uniform();
+  // peek_uniform(1): the uniform after that one (a chained device draw's, backend.h).
+  double peek_uniform(int ahead = 0);
   void take_uniform();
 
  private:
@@ -113,8 +114,8 @@ class Sampler {
   std::vector<float> heap_;        // scratch: top-k heap
   std::vector<std::pair<int32_t, float>> bias_;  // logit bias (id, additive)
   int32_t first_allowed_ = -1;     // lowest id the mask of this draw allows (-1: no mask)
-  double pending_u_ = 0;           // peek_uniform's draw, not taken yet
-  bool pending_ = false;
+  double pending_u_[2] = {0, 0};   // peek_uniform's draws, not taken yet (oldest first)
+  int pending_ = 0;
   bool sorted_ = false;            // cand_ is in descending logit order
 };
 

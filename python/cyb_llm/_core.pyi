@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_memory', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_memory', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -212,7 +212,7 @@ class Sampler:
         """
         Append token ids (e.g. the prompt) to the penalty history.
         """
-    def peek_uniform(self) -> float:
+    def peek_uniform(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> float:
         """
         The uniform draw in [0, 1) the next sample would use, without taking it (device sampling, tests).
         """
@@ -322,6 +322,19 @@ def forward_sample(model: Model, conversation: Conversation, ids: typing.Any, sa
     on the device with the sampler's stages, RNG stream and history (docs/generation.md, "Sampling on the GPU").
     InvalidConfig when the model cannot (model.device_sampling) or the sampler has a logit bias or penalties.
     """
+def forward_sample_submit(model: Model, conversation: Conversation, ids: typing.Any, sampler: Sampler, allowed: typing.Any = None) -> None:
+    """
+    forward_sample's first half: the forward and its draw submitted, nothing waits (the host records the next
+    step while the device runs this one). forward_sample_take reads the draw; at most one may be pending when
+    this is called, and a pending draw's successor takes its uniform from the stream as if it had been read
+    (docs/generation.md, "Sampling on the GPU").
+    """
+def forward_sample_take(model: Model, conversation: Conversation, sampler: Sampler) -> int:
+    """
+    The oldest pending draw of forward_sample_submit (waits for that step only); the sampler takes its uniform
+    and history as forward_sample's would. FormatError when that step's logits were not finite (the
+    conversation is rolled back to it and a later pending step dropped).
+    """
 def last_run_op_backend() -> str:
     """
     Which backend ran the last run_op ('wgpu+rs', 'cpu (fallback)', 'cpu').
@@ -349,6 +362,10 @@ def op_names() -> dict:
 def op_schema(name: str) -> dict:
     """
     The schema row of one op (arity, run-time inputs, attributes).
+    """
+def pending_draws(conversation: Conversation) -> int:
+    """
+    Draws of forward_sample_submit not taken yet.
     """
 def physical_cores() -> int:
     ...

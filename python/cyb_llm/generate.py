@@ -262,6 +262,7 @@ class Generator:
                 conv, own = model.new_conversation(), False
             else:
                 self._own_busy = True
+        inflight = 0  # overlapped steps submitted whose draws were not taken (below)
         try:
             if max_tokens == 0:
                 stats.finish_reason = "length"
@@ -307,6 +308,21 @@ class Generator:
             held = ""      # released text that may be the start of a stop string
             finish = None
             done = False   # the grammar (structured output) is complete
+            # Overlapped decode (device draws, no grammar, a native conversation): the step that
+            # forwards a token is submitted before that token is read back (its embedding reads
+            # the draw on the device), so the host records and submits step k+1 while the device
+            # runs step k, and detokenizes token k while step k runs. Steps submitted for tokens
+            # the stream does not go on from (EOS, a stop string, the consumer closing the
+            # stream) are rolled back (finally below). Draws and text are those of the serial loop.
+            overlap = on_device and matcher is None and getattr(conv, "forward_sample", None) is None
+
+            def wanted(made: int) -> bool:
+                """Whether a step forwarding the token after `made` completion tokens can be used."""
+                return (max_tokens is None or made + 1 < max_tokens) and conv.position < conv.max_context
+
+            if overlap and wanted(0):
+                _core.forward_sample_submit(model._native, conv._native, None, sampler)
+                inflight = 1
             while True:
                 t_step = t_masked = _perf()
                 if on_device:
@@ -346,7 +362,7 @@ class Generator:
                     chunk.text = delta
                 done = matcher is not None and matcher.stopped
                 end = (max_tokens is not None and stats.completion_tokens >= max_tokens) \
-                    or conv.position >= conv.max_context
+                    or conv.position - inflight >= conv.max_context
                 own_s += _perf() - t_step
                 stats.decode_ms = own_s * 1000.0
                 yield chunk
@@ -355,7 +371,14 @@ class Generator:
                     break
                 t_resume = _perf()
                 m0 = msk_s
-                if on_device:
+                if inflight:  # the step forwarding `token` runs; submit the next one, then read this one's draw
+                    if wanted(stats.completion_tokens):
+                        _core.forward_sample_submit(model._native, conv._native, None, sampler)
+                        inflight += 1
+                    n, inflight = inflight, 0  # a take that raises has rolled every pending step back
+                    next_token = _core.forward_sample_take(model._native, conv._native, sampler)
+                    inflight = n - 1
+                elif on_device:
                     next_token = device_step(None, token)  # the embedding reads `token` on the device
                 else:
                     logits = conv.forward([token])
@@ -378,6 +401,8 @@ class Generator:
             stats.finish_reason = finish
             yield Chunk(tail, finish_reason=finish)
         finally:
+            if inflight:  # steps submitted for tokens the stream did not go on from
+                conv.truncate(conv.position - inflight)
             if own:
                 self._own_busy = False
 

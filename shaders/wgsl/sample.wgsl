@@ -13,9 +13,12 @@
 // the row, no sort. Sums are f32 in another order than the CPU's (double), so
 // the two can differ only where the draw falls within rounding of a boundary.
 struct P { rows: u32, stride: u32, off: u32, pad: u32 }
-// Per row: n, top_k, flags (bit 0: a mask), mask offset (words), temperature,
-// top_p, min_p, u.
-struct Row { n: u32, top_k: u32, flags: u32, mask_off: u32, temperature: f32, top_p: f32, min_p: f32, u: f32 }
+// Per row: n, top_k, flags (bit 0: a mask; bit 1: chained, the row's previous draw was
+// not read back yet), mask offset (words), temperature, top_p, min_p, u, and u_if_used:
+// the uniform after u in the host stream, taken instead of u when the previous draw of a
+// chained row used its uniform (OUT of that draw, still in place when this one starts).
+struct Row { n: u32, top_k: u32, flags: u32, mask_off: u32, temperature: f32, top_p: f32, min_p: f32, u: f32,
+             u_if_used: f32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> L: array<f32>;
 @group(0) @binding(2) var<storage, read> R: array<Row>;
@@ -261,7 +264,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li: 
     prm[4] = bitcast<u32>(row.temperature);
     prm[5] = bitcast<u32>(row.top_p);
     prm[6] = bitcast<u32>(row.min_p);
-    prm[7] = bitcast<u32>(row.u);
+    var u = row.u;
+    if ((row.flags & 2u) != 0u && OUT[r * 4u + 1u] != 0) { u = row.u_if_used; }
+    prm[7] = bitcast<u32>(u);
   }
   let q = workgroupUniformLoad(&prm);
   n = q[0];

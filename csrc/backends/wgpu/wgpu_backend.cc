@@ -36,6 +36,7 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -75,7 +76,7 @@ namespace {
   X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)                         \
   X(wgpuComputePassEncoderRelease) X(wgpuCommandEncoderCopyBufferToBuffer)                         \
   X(wgpuCommandEncoderFinish) X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease)             \
-  X(wgpuQueueSubmit) X(wgpuQueueWriteBuffer) X(wgpuBufferMapAsync) X(wgpuBufferGetConstMappedRange) \
+  X(wgpuQueueSubmitForIndex) X(wgpuQueueWriteBuffer) X(wgpuBufferMapAsync) X(wgpuBufferGetConstMappedRange) \
   X(wgpuBufferUnmap) X(wgpuDevicePoll) X(wgpuGenerateReport) X(wgpuGetVersion)                     \
   X(wgpuDeviceCreateQuerySet) X(wgpuQuerySetRelease)                         \
   X(wgpuCommandEncoderResolveQuerySet) X(wgpuQueueGetTimestampPeriod)
@@ -746,6 +747,17 @@ struct State : BackendState {
   std::unordered_map<uint64_t, WGPUBuffer> staging_;
   WGPUCommandEncoder enc_ = nullptr;
   WGPUComputePassEncoder pass_ = nullptr;
+  WGPUSubmissionIndex last_sub_ = 0;  // the index of the last submit (waits are for a submit)
+  // Device draws submitted and not yet read back (sample_rows with out == nullptr), oldest
+  // first: the staging buffer their results were copied into, and the submit that copies.
+  struct PendingDraws {
+    WGPUBuffer staging;
+    uint64_t bytes;
+    WGPUSubmissionIndex sub;
+    int64_t rows;
+  };
+  std::deque<PendingDraws> pending_draws_;
+  std::unordered_map<uint64_t, std::vector<WGPUBuffer>> draw_staging_;  // free ones, by size
   uint64_t dispatches_ = 0, submits_ = 0;
   std::chrono::steady_clock::time_point begun_{};  // begin_forward of the open forward
   bool open_ = false;
@@ -772,6 +784,9 @@ struct State : BackendState {
     for (auto& kv : staging_) {
       destroy_buffer(kv.second);
     }
+    for (const PendingDraws& p : pending_draws_) draw_staging_[p.bytes].push_back(p.staging);
+    for (auto& kv : draw_staging_)
+      for (WGPUBuffer b : kv.second) destroy_buffer(b);
   }
 
   void discard() {
@@ -952,7 +967,7 @@ struct State : BackendState {
   // After a submit with timed dispatches: waits for their timestamps and adds them up.
   void collect_timestamps(uint32_t n) {
     std::vector<uint64_t> ts(2 * n);
-    map_copy(q_staging_, ts.data(), 16 * n);
+    map_copy(q_staging_, ts.data(), 16 * n, last_sub_);
     std::lock_guard<std::mutex> lk(g->prof.mu);
     for (uint32_t i = 0; i < n; ++i) {
       auto& row = g->prof.rows[*q_names_[i]];
@@ -997,7 +1012,7 @@ struct State : BackendState {
     A.wgpuCommandEncoderRelease(enc_);
     enc_ = nullptr;
     flush_params();
-    A.wgpuQueueSubmit(g->queue, 1, &cb);
+    last_sub_ = A.wgpuQueueSubmitForIndex(g->queue, 1, &cb);
     A.wgpuCommandBufferRelease(cb);
     g->host.submit_ns += ns_since(sub0);
     ++submits_;
@@ -1011,11 +1026,38 @@ struct State : BackendState {
     WGPUBuffer& st = staging_[n4];
     if (!st) st = create_buffer(*g, n4, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
     submit(b, off, st, n4);
-    map_copy(st, dst, n);
+    map_copy(st, dst, n, last_sub_);
   }
 
-  // Maps buffer st (filled by a submitted copy), copies its first n bytes to dst, unmaps.
-  void map_copy(WGPUBuffer st, void* dst, uint64_t n) {
+  // Copies n bytes of b (4-aligned) into a staging buffer with a submit, without waiting:
+  // the draws of sample_rows(out == nullptr), read by take_draws.
+  void stage_draws(WGPUBuffer b, uint64_t n, int64_t rows) {
+    const uint64_t n4 = (n + 3) & ~uint64_t(3);
+    auto& free = draw_staging_[n4];
+    WGPUBuffer st;
+    if (free.empty()) {
+      st = create_buffer(*g, n4, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
+    } else {
+      st = free.back();
+      free.pop_back();
+    }
+    submit(b, 0, st, n4);
+    pending_draws_.push_back({st, n4, last_sub_, rows});
+  }
+
+  // The oldest (or the newest) staged draws' n bytes; waits for the submit that staged them only.
+  void take_staged(void* dst, uint64_t n, int64_t rows, bool newest) {
+    if (pending_draws_.empty() || (newest ? pending_draws_.back() : pending_draws_.front()).rows != rows)
+      throw_invalid_config("ids", "no device draw of " + std::to_string(rows) + " rows is pending");
+    const PendingDraws p = newest ? pending_draws_.back() : pending_draws_.front();
+    if (newest) pending_draws_.pop_back();
+    else pending_draws_.pop_front();
+    draw_staging_[p.bytes].push_back(p.staging);
+    map_copy(p.staging, dst, n, p.sub);
+  }
+
+  // Maps buffer st (filled by submit `sub`), copies its first n bytes to dst, unmaps.
+  void map_copy(WGPUBuffer st, void* dst, uint64_t n, WGPUSubmissionIndex sub) {
     const uint64_t n4 = (n + 3) & ~uint64_t(3);
     struct Done {
       bool done = false;
@@ -1034,7 +1076,7 @@ struct State : BackendState {
     const auto w0 = std::chrono::steady_clock::now();
     A.wgpuBufferMapAsync(st, WGPUMapMode_Read, 0, n4, ci);
     while (!done.done) {
-      A.wgpuDevicePoll(g->device, 1, nullptr);
+      A.wgpuDevicePoll(g->device, 1, &sub);
       if (!done.done) A.wgpuInstanceProcessEvents(g->instance);
     }
     g->host.wait_ns += ns_since(w0);
@@ -1161,6 +1203,7 @@ class WgpuBackend : public Backend {
   bool can_sample() const override { return true; }
   void sample_rows(const Tensor& logits, const DeviceSampling* s, DeviceDraw* out, int64_t rows,
                    ExecContext& ctx) override;
+  void take_draws(ExecContext& ctx, DeviceDraw* out, int64_t rows) override;
   Tensor sampled_token(ExecContext& ctx) override {
     DevBuf* res = state(ctx).persist_[3];
     if (!res) throw_invalid_config("ids", "no token was sampled on the device in this conversation");
@@ -1176,6 +1219,8 @@ class WgpuBackend : public Backend {
   void execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) override;
 
  private:
+  // Reads staged draws into out (sample_rows, take_draws).
+  void read_draws(State& st, DeviceDraw* out, int64_t rows, bool newest);
   // The state whose command stream last wrote `d` (so a read sees its results).
   State* reader(DevBuf* d) {
     State* st = d->owner ? d->owner : last_;
@@ -1476,7 +1521,7 @@ void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, Dev
     throw_shape_mismatch("sample", {rows, n}, {logits.shape.numel() / std::max<int64_t>(n, 1), n});
   State& st = state(ctx);
   const int64_t words = (n + 31) / 32;
-  std::vector<uint32_t> prm(static_cast<size_t>(rows) * 8), masks;
+  std::vector<uint32_t> prm(static_cast<size_t>(rows) * 12), masks;
   auto f2u = [](float f) {
     uint32_t v;
     std::memcpy(&v, &f, 4);
@@ -1484,15 +1529,16 @@ void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, Dev
   };
   for (int64_t r = 0; r < rows; ++r) {
     const DeviceSampling& d = s[r];
-    uint32_t* q = prm.data() + r * 8;
+    uint32_t* q = prm.data() + r * 12;
     q[0] = u(n);
     q[1] = u(std::max<int32_t>(d.top_k, 0));
-    q[2] = d.allowed ? 1u : 0u;
+    q[2] = (d.allowed ? 1u : 0u) | (d.chain ? 2u : 0u);
     q[3] = u(masks.size());
     q[4] = f2u(d.temperature);
     q[5] = f2u(d.top_p);
     q[6] = f2u(d.min_p);
     q[7] = f2u(d.uniform);
+    q[8] = f2u(d.uniform_if_used);
     if (d.allowed) masks.insert(masks.end(), d.allowed, d.allowed + words);
   }
   if (masks.empty()) masks.push_back(0);
@@ -1509,8 +1555,17 @@ void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, Dev
   Bind b[] = {{1, act(st, logits), 0, W}, {2, pb->bufs[0], 0, W}, {3, mb->bufs[0], 0, W},
               {4, sb->bufs[0], 0, W}, {5, rb->bufs[0], 0, W}, {6, xb->bufs[0], 0, W}};
   st.dispatch(pl, p, sizeof(p), b, u(rows), 1, 1);
+  st.stage_draws(rb->bufs[0], static_cast<uint64_t>(rows) * 16, rows);
+  if (out) read_draws(st, out, rows, true);
+}
+
+void WgpuBackend::take_draws(ExecContext& ctx, DeviceDraw* out, int64_t rows) {
+  read_draws(state(ctx), out, rows, false);
+}
+
+void WgpuBackend::read_draws(State& st, DeviceDraw* out, int64_t rows, bool newest) {
   std::vector<int32_t> res(static_cast<size_t>(rows) * 4);
-  st.read(rb->bufs[0], 0, res.data(), res.size() * 4);
+  st.take_staged(res.data(), res.size() * 4, rows, newest);
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t* q = res.data() + r * 4;
     out[r].token = q[0];
