@@ -141,15 +141,17 @@ def bench_ours(path, prompts, n_gen, backend, precise=False):
 
 
 def bench_device_sampling(m, prompt, n_gen, rounds=4):
-    """Decode tok/s with the token drawn on the host (logits read back, the CPU sampler) and on the
+    """Decode tok/s with the token drawn on the host (logits read back, the CPU sampler), on the
     GPU (`_core.forward_sample`: only the token comes back, the next embedding reads it on the
-    device), greedy and with llama.cpp's default policy; the four interleaved in `rounds` rounds.
-    Returns {variant: tok/s} and whether each device run drew the host run's tokens."""
+    device) and on the GPU overlapped (`forward_sample_submit` of step k+1 before
+    `forward_sample_take` of step k: the generation loop's path, docs/generation.md), greedy and
+    with llama.cpp's default policy; the six interleaved in `rounds` rounds. Returns
+    {variant: tok/s} and whether each device run drew the host run's tokens."""
     policies = {"greedy": dict(temperature=0.0),
                 "sampled": dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=7)}
     runs = {}
     for pol, cfg in policies.items():
-        for where in ("host", "device"):
+        for where in ("host", "device", "overlap"):
             c = m.new_conversation(len(prompt) + n_gen + 8)
             s = _core.Sampler(**cfg)
             s.accept_many(prompt)
@@ -157,6 +159,8 @@ def bench_device_sampling(m, prompt, n_gen, rounds=4):
                 tok = s.sample(c.forward(prompt))
             else:
                 tok = _core.forward_sample(m._native, c._native, prompt, s)
+            if where == "overlap":
+                _core.forward_sample_submit(m._native, c._native, None, s)  # the step forwarding tok
             runs[(pol, where)] = dict(c=c, s=s, tok=tok, toks=[tok], t=0.0)
     per = n_gen // rounds
     for _ in range(rounds):
@@ -168,14 +172,23 @@ def bench_device_sampling(m, prompt, n_gen, rounds=4):
                 for _ in range(per):
                     tok = s.sample(c.forward([tok]))
                     r["toks"].append(tok)
-            else:
+            elif where == "device":
                 for _ in range(per):
                     tok = _core.forward_sample(m._native, c._native, None, s)
                     r["toks"].append(tok)
+            else:
+                for _ in range(per):
+                    _core.forward_sample_submit(m._native, c._native, None, s)
+                    tok = _core.forward_sample_take(m._native, c._native, s)
+                    r["toks"].append(tok)
             r["tok"] = tok
             r["t"] += time.perf_counter() - t0
+    for (pol, where), r in runs.items():
+        if where == "overlap":
+            _core.forward_sample_take(m._native, r["c"]._native, r["s"])  # the last step's draw, unused
     rates = {f"{pol}/{where}": per * rounds / r["t"] for (pol, where), r in runs.items()}
-    same = {pol: runs[(pol, "host")]["toks"] == runs[(pol, "device")]["toks"] for pol in policies}
+    same = {pol: runs[(pol, "host")]["toks"] == runs[(pol, "device")]["toks"] == runs[(pol, "overlap")]["toks"]
+            for pol in policies}
     return rates, same
 
 
@@ -354,10 +367,11 @@ def main():
             if not args.no_sampling:
                 rates, same = bench_device_sampling(m, prompts[0], args.gen)
                 sampling_lines.append(
-                    f"{name}: decode tok/s, token drawn on the host / on the GPU: greedy {rates['greedy/host']:.0f} / "
-                    f"{rates['greedy/device']:.0f} ({rates['greedy/device'] / rates['greedy/host']:.2f}x), top-k 40 "
-                    f"top-p 0.95 min-p 0.05 T 0.8 {rates['sampled/host']:.0f} / {rates['sampled/device']:.0f} "
-                    f"({rates['sampled/device'] / rates['sampled/host']:.2f}x); same tokens: {same}")
+                    f"{name}: decode tok/s, token drawn on the host / on the GPU / on the GPU overlapped: greedy "
+                    f"{rates['greedy/host']:.0f} / {rates['greedy/device']:.0f} / {rates['greedy/overlap']:.0f} "
+                    f"({rates['greedy/overlap'] / rates['greedy/host']:.2f}x), top-k 40 top-p 0.95 min-p 0.05 T 0.8 "
+                    f"{rates['sampled/host']:.0f} / {rates['sampled/device']:.0f} / {rates['sampled/overlap']:.0f} "
+                    f"({rates['sampled/overlap'] / rates['sampled/host']:.2f}x); same tokens: {same}")
                 print(sampling_lines[-1], flush=True)
             if args.profile:
                 from gpu_profile import profile
