@@ -1,6 +1,6 @@
 // Matrix-vector products for a few tokens (decode): y[t, row0 + r] = sum_k x[t, k] W[r, k]
 // (+ bias), for the rows of one weight chunk, K a multiple of 32. TPR lanes share a row
-// (TPR8/TPR16/TPR32), each summing whole 32-value chunks in registers (mvdot.wgsl, MV),
+// (TPR8/TPR16/TPR32/TPR64/TPR128), each summing whole 32-value chunks in registers (mvdot.wgsl, MV),
 // then the lanes' sums are added by subgroup shuffles (SG, when the dispatch's subgroups hold
 // TPR lanes) or through workgroup memory.
 // Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
@@ -52,6 +52,12 @@ const TPR = 16u;
 //#endif
 //#if TPR32
 const TPR = 32u;
+//#endif
+//#if TPR64
+const TPR = 64u;
+//#endif
+//#if TPR128
+const TPR = 128u;
 //#endif
 //#if NT1
 const NT = 1u;

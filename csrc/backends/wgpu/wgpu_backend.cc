@@ -1264,7 +1264,7 @@ class WgpuBackend : public Backend {
     stt.data = const_cast<float*>(rt.sin);
     return {weight(ct)->bufs[0], weight(stt)->bufs[0]};
   }
-  void matvec_variant(int64_t K, int64_t T, bool u2_ok, std::vector<std::string>& defs, int64_t* rows_per_wg,
+  void matvec_variant(int64_t K, int64_t T, int64_t rows, bool u2_ok, std::vector<std::string>& defs, int64_t* rows_per_wg,
                       int64_t* tokens_per_wg) const;
 
   Gpu& g_;
@@ -1353,11 +1353,16 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
 }
 
 // Overrides of the matrix-vector kernel's choices for tuning runs (docs/gpu-bench.md):
-// CYB_WGPU_MATVEC="tpr=8|16|32,unroll=0|1", read once.
+// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1", read once. fill: 32 lanes a row,
+// doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch are fewer
+// than kMatvecFillLanes (few-row, long-K products such as the down projection; unmeasured as a
+// default, a setting for the next measurement, docs/gpu-bench.md).
 struct MatvecTuning {
-  uint32_t tpr = 0;  // 0: by row length
+  uint32_t tpr = 0;  // 0: the default (32)
+  bool fill = false;
   bool unroll2 = false;
 };
+constexpr int64_t kMatvecFillLanes = 131072;
 const MatvecTuning& matvec_tuning() {
   static const MatvecTuning t = [] {
     MatvecTuning r;
@@ -1368,10 +1373,12 @@ const MatvecTuning& matvec_tuning() {
       size_t end = s.find(',', pos);
       if (end == std::string::npos) end = s.size();
       const std::string kv = s.substr(pos, end - pos);
-      if (kv == "tpr=8" || kv == "tpr=16" || kv == "tpr=32") r.tpr = static_cast<uint32_t>(std::stoul(kv.substr(4)));
+      if (kv == "tpr=8" || kv == "tpr=16" || kv == "tpr=32" || kv == "tpr=64" || kv == "tpr=128")
+        r.tpr = static_cast<uint32_t>(std::stoul(kv.substr(4)));
+      else if (kv == "tpr=fill") r.fill = true;
       else if (kv == "unroll=1") r.unroll2 = true;
       else if (kv != "unroll=0" && !kv.empty())
-        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32 or unroll=0|1");
+        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill or unroll=0|1");
       pos = end + 1;
     }
     return r;
@@ -1401,12 +1408,14 @@ constexpr int64_t kTiledMinTokens = 32;
 
 // The matrix-vector kernel's variant for rows of K values and T (< 32) tokens: lanes per
 // row, tokens per workgroup, subgroup shuffles, two chunks a step (u2_ok: one weight).
-void WgpuBackend::matvec_variant(int64_t K, int64_t T, bool u2_ok, std::vector<std::string>& defs,
+void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool u2_ok, std::vector<std::string>& defs,
                                  int64_t* rows_per_wg, int64_t* tokens_per_wg) const {
   // 32 lanes a row: on the H200 (docs/gpu-bench.md, tuning sweep of 2026-12-02) faster than
   // 16 or 8 lanes chosen by row length, also for rows of 18 and 48 chunks.
   const MatvecTuning& tune = matvec_tuning();
-  const uint32_t tpr = tune.tpr ? tune.tpr : 32;
+  uint32_t tpr = tune.tpr ? tune.tpr : 32;
+  if (tune.fill)
+    while (tpr < 128 && rows * tpr < kMatvecFillLanes && 2 * tpr <= K / 32) tpr *= 2;
   *tokens_per_wg = T >= 3 ? 4 : T;
   if (T == 1 && u2_ok && tune.unroll2) defs.push_back("U2");
   *rows_per_wg = 128 / tpr;
@@ -1433,9 +1442,9 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   std::vector<std::string> defs = {"QKV"};
   if (bias) defs.push_back("BIAS");
   int64_t rows_per_wg = 0, tokens_per_wg = 0;
-  matvec_variant(K, T, false, defs, &rows_per_wg, &tokens_per_wg);
-  Pipeline& pl = pipeline(g_, "matvec", defs, in[1].dtype, in[2].dtype, in[3].dtype);
   const int64_t nq = in[1].shape.d[0], nk = in[2].shape.d[0], nv = in[3].shape.d[0];
+  matvec_variant(K, T, nq + nk + nv, false, defs, &rows_per_wg, &tokens_per_wg);
+  Pipeline& pl = pipeline(g_, "matvec", defs, in[1].dtype, in[2].dtype, in[3].dtype);
   const uint32_t wgs = u((nq + nk + nv + rows_per_wg - 1) / rows_per_wg);
   const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
   uint32_t p[16] = {u(K), u(T), u(row_bytes(in[1].dtype, K)), u(x.offset / 4), u(out[0].offset / 4), 0, 0,
@@ -1480,7 +1489,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     defs.push_back("TILED");
     rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
-    matvec_variant(K, T, true, defs, &rows_per_wg, &tokens_per_wg);
+    matvec_variant(K, T, N, true, defs, &rows_per_wg, &tokens_per_wg);
   }
   Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   for (size_t c = 0; c < w->bufs.size(); ++c) {
