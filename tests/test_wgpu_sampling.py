@@ -390,6 +390,32 @@ def test_closed_or_stopped_streams_leave_the_serial_position(byte_llama):
     assert reused[:2] == _run(gpu, "Once upon", SamplingParams.greedy())[:2]
 
 
+def test_threads_overlap_their_steps(byte_llama):
+    """Generations on two threads (own conversations, one model): each thread's wait for its step
+    holds no lock (the other records and submits meanwhile) and each draws what it draws alone."""
+    from cyb_llm.generate import Generator
+    from cyb_llm.sampling import SamplingParams
+
+    _, gpu = _models(byte_llama)
+    cases = [("Once upon", SamplingParams(temperature=0.9, top_k=50, seed=11)), ("Hello", SamplingParams.greedy()),
+             ("A person:", SamplingParams(temperature=1.1, min_p=0.02, seed=4))]
+    alone = [_run(gpu, p, sp)[:2] for p, sp in cases]
+    got: list = [None] * len(cases)
+    barrier = threading.Barrier(len(cases))
+
+    def one(i):
+        gen = Generator(gpu)
+        barrier.wait()
+        got[i] = _run(gpu, cases[i][0], cases[i][1], gen=gen)[:2]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert got == alone
+
+
 def test_server_slots_draw_on_the_device(byte_llama):
     """`cyb-llm serve` on wgpu+rs with 3 slots: concurrent completions (greedy, seeded sampling, a
     JSON schema) draw every batched decode step's tokens on the device (forward_batch_sample, the

@@ -72,6 +72,8 @@ class Backend {
   // (the forward is submitted, nothing waits) until take_draws(ctx, out, rows) reads
   // the oldest pending ones, waiting only for the work that made them; a later
   // forward can be recorded and submitted meanwhile (decode overlapped with the GPU).
+  // take_draws is called without the device lock (model_base.cc): it may only touch
+  // the context's own state and thread-safe device calls.
   virtual bool can_sample() const { return false; }
   virtual void sample_rows(const Tensor& logits, const DeviceSampling* s, DeviceDraw* out, int64_t rows,
                            ExecContext& ctx);

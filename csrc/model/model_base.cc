@@ -162,13 +162,12 @@ DeviceDraw Model::forward_sample_take(Conversation& conv) {
   Conversation::Use use(conv);
   Backend& be = *dispatcher_->chain().front();
   DeviceDraw d;
-  {
-    auto dev = device_lock(*dispatcher_);
-    discard_stale(be, conv);
-    if (conv.pending.empty())
-      throw_invalid_config("conversation", "no device draw of this conversation is pending (forward_sample_submit)");
-    be.take_draws(conv.ctx(), &d, 1);
-  }
+  // Without the device lock (Backend::take_draws): other conversations record and submit
+  // their steps while this one waits for its own.
+  discard_stale(be, conv);
+  if (conv.pending.empty())
+    throw_invalid_config("conversation", "no device draw of this conversation is pending (forward_sample_submit)");
+  be.take_draws(conv.ctx(), &d, 1);
   const auto [pos, len] = conv.pending.front();
   conv.pending.pop_front();
   if (d.first_nonfinite >= 0) nonfinite_logits(conv, pos, len);  // drops a later pending step too

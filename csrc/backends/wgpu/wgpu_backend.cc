@@ -1568,8 +1568,13 @@ void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, Dev
   if (out) read_draws(st, out, rows, true);
 }
 
+// Called without the device lock (Model::forward_sample_take): touches only this context's
+// state (not last_) and the device's thread-safe poll, so another conversation records and
+// submits while this one waits for its step.
 void WgpuBackend::take_draws(ExecContext& ctx, DeviceDraw* out, int64_t rows) {
-  read_draws(state(ctx), out, rows, false);
+  auto* st = static_cast<State*>(ctx.backend_state().get());
+  if (!st) throw_invalid_config("conversation", "no device draw of this conversation is pending");
+  read_draws(*st, out, rows, false);
 }
 
 void WgpuBackend::read_draws(State& st, DeviceDraw* out, int64_t rows, bool newest) {
