@@ -88,6 +88,28 @@ void after_draw(cyb::Sampler& s, const cyb::DeviceDraw& d) {
   s.accept(d.token);
 }
 
+// forward_sample(_submit)'s arguments: the device sampling parameters (with the uniform after
+// the next one, which a chained draw takes when its predecessor used the next: backend.h) and
+// the ids (empty: the token drawn last, on the device); `keep` holds the mask's array.
+struct SampleArgs {
+  py::array keep;
+  cyb::DeviceSampling d;
+  std::vector<int32_t> ids;
+};
+SampleArgs sample_args(cyb::Model& model, const py::object& ids, cyb::Sampler& s, const py::object& allowed,
+                       const char* what) {
+  SampleArgs a;
+  const int64_t V = model.vocab_size();
+  const uint32_t* mask = mask_of(allowed, V, &a.keep);
+  a.d = device_params(s, mask, V);
+  a.d.uniform_if_used = static_cast<float>(s.peek_uniform(1));
+  if (!ids.is_none()) {
+    a.ids = ids.cast<std::vector<int32_t>>();
+    if (a.ids.empty()) cyb::throw_shape_mismatch(std::string(what) + " (ids)", {1}, {0});
+  }
+  return a;
+}
+
 }  // namespace
 
 void bind_sampling(py::module_& m) {
@@ -207,18 +229,12 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       "forward_sample",
       [](cyb::Model& model, cyb::Conversation& conv, const py::object& ids, cyb::Sampler& s,
          const py::object& allowed) {
-        const int64_t V = model.vocab_size();
-        py::array keep;
-        const uint32_t* mask = mask_of(allowed, V, &keep);
-        cyb::DeviceSampling d = device_params(s, mask, V);
-        std::vector<int32_t> v;
-        if (!ids.is_none()) v = ids.cast<std::vector<int32_t>>();
-        if (!ids.is_none() && v.empty()) cyb::throw_shape_mismatch("forward_sample (ids)", {1}, {0});
+        const SampleArgs a = sample_args(model, ids, s, allowed, "forward_sample");
         cyb::DeviceDraw r;
         {
           py::gil_scoped_release nogil;
-          r = model.forward_sample(conv, ids.is_none() ? nullptr : v.data(),
-                                   ids.is_none() ? 1 : static_cast<int64_t>(v.size()), d);
+          r = model.forward_sample(conv, a.ids.empty() ? nullptr : a.ids.data(),
+                                   a.ids.empty() ? 1 : static_cast<int64_t>(a.ids.size()), a.d);
           after_draw(s, r);
         }
         return r.token;
@@ -231,17 +247,10 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       "forward_sample_submit",
       [](cyb::Model& model, cyb::Conversation& conv, const py::object& ids, cyb::Sampler& s,
          const py::object& allowed) {
-        const int64_t V = model.vocab_size();
-        py::array keep;
-        const uint32_t* mask = mask_of(allowed, V, &keep);
-        cyb::DeviceSampling d = device_params(s, mask, V);
-        d.uniform_if_used = static_cast<float>(s.peek_uniform(1));
-        std::vector<int32_t> v;
-        if (!ids.is_none()) v = ids.cast<std::vector<int32_t>>();
-        if (!ids.is_none() && v.empty()) cyb::throw_shape_mismatch("forward_sample_submit (ids)", {1}, {0});
+        const SampleArgs a = sample_args(model, ids, s, allowed, "forward_sample_submit");
         py::gil_scoped_release nogil;
-        model.forward_sample_submit(conv, ids.is_none() ? nullptr : v.data(),
-                                    ids.is_none() ? 1 : static_cast<int64_t>(v.size()), d);
+        model.forward_sample_submit(conv, a.ids.empty() ? nullptr : a.ids.data(),
+                                    a.ids.empty() ? 1 : static_cast<int64_t>(a.ids.size()), a.d);
       },
       py::arg("model"), py::arg("conversation"), py::arg("ids"), py::arg("sampler"), py::arg("allowed") = py::none(),
       "forward_sample's first half: the forward and its draw submitted, nothing waits (the host records the next\n"

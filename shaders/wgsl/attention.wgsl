@@ -57,6 +57,12 @@ var<workgroup> qs: array<f32, 256>;
 var<workgroup> sp: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
 
+// The first key a query at pos sees (a sliding window of p.window keys, 0: all).
+fn first_key(pos: u32) -> u32 {
+  if (p.window > 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
+  return 0u;
+}
+
 // The scaled (and softcapped) score of key j of the cache at cb, or -3e38 past pos.
 fn score(cb: u32, j: u32, pos: u32) -> f32 {
   if (j > pos) { return -3.0e38; }
@@ -106,8 +112,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let t = wid.y;
   let kh = h / (p.nh / p.nkv);
   let pos = p.pos0 + t;
-  var lo = 0u;
-  if (p.window > 0u && pos + 1u > p.window) { lo = pos + 1u - p.window; }
+  let lo = first_key(pos);
   let k0 = lo + wid.z * 64u;
   let pb = ((t * p.nh + h) * p.nsplit + wid.z) * (p.hd + 2u);
   if (k0 > pos) {  // past this token's last key: an empty tile
@@ -191,8 +196,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let t = wid.y;
   let kh = h / (p.nh / p.nkv);
   let pos = p.pos0 + t;
-  var lo = 0u;
-  if (p.window > 0u && pos + 1u > p.window) { lo = pos + 1u - p.window; }
+  let lo = first_key(pos);
   let qb = p.q_off + (t * p.nh + h) * p.hd;
   for (var i = li; i < p.hd; i += 64u) { qs[i] = Q[qb + i]; }
   workgroupBarrier();
