@@ -40,17 +40,7 @@ fn vw(i: u32) -> vec2<f32> { return vec2<f32>(VC[i], VC[i + 1u]); }
 @group(0) @binding(5) var<storage, read_write> PART: array<f32>;
 //#endif
 
-// tanh to about 1 ulp: odd series near 0, (1 - e) / (1 + e) with e = exp(-2|x|) elsewhere.
-fn tanh_s(x: f32) -> f32 {
-  let a = abs(x);
-  if (a < 0.3) {
-    let y2 = x * x;
-    return x * (1.0 + y2 * (-0.3333333333 + y2 * (0.1333333333 + y2 * (-0.0539682540 +
-           y2 * (0.0218694885 + y2 * -0.0088632355)))));
-  }
-  let e = exp(-2.0 * min(a, 15.0));
-  return sign(x) * (1.0 - e) / (1.0 + e);
-}
+//#include act
 
 //#if !COMBINE
 var<workgroup> qs: array<f32, 256>;

@@ -1,11 +1,12 @@
 // Matrix products y[t, row0 + r] = sum_k x[t, k] * W[r, k] (+ bias) for the rows of one weight
 // chunk, any weight encoding (DEQ). Two kernels share the parameters and bindings: the row
 // kernel (few tokens) and, with the define TILED, the tiled GEMM (many tokens).
-// Variant SWIGLU: two weights (gate, up), y = silu(x Wg) * (x Wu).
+// Variant SWIGLU: two weights (gate, up), y = silu(x Wg) * (x Wu). Epilogues (fused_matmul_gelu,
+// fused_matmul_add): GELU / GELU_TANH y = gelu(x W + b), ADD y = x W + b + R (R laid out as y).
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
-  nx: u32, has_bias: u32, rb2: u32, pad1: u32,
+  nx: u32, has_bias: u32, rb2: u32, r_off: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> W: array<u32>;
@@ -17,6 +18,10 @@ struct P {
 //#if SWIGLU
 @group(0) @binding(5) var<storage, read> W2: array<u32>;
 //#endif
+//#if ADD
+@group(0) @binding(6) var<storage, read> R: array<f32>;
+//#endif
+//#include epilogue
 //#if TILED
 // Tiled GEMM (prompt processing, encoders): a workgroup computes a 64-token x 64-row
 // tile. Per 32-element chunk of K, 64 threads decode one weight row chunk each (DEQ)
@@ -162,6 +167,7 @@ fn store_row(t: u32, r: u32, v: vec4<f32>
 //#if BIAS
       o += B[p.row0 + rj];
 //#endif
+      o = epi(o, t, p.row0 + rj);
 //#if SWIGLU
       o = o / (1.0 + exp(-o)) * u[j];
 //#endif
@@ -246,6 +252,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if BIAS
     v += B[p.row0 + r];
 //#endif
+    v = epi(v, t0 + lane, p.row0 + r);
 //#if SWIGLU
     let u = red2[lane * 64u + lr * 32u];
     v = v / (1.0 + exp(-v)) * u;

@@ -5,7 +5,7 @@
 // TPR lanes) or through workgroup memory.
 // Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
 // read once for them. U2 (one token): two chunks a step per lane. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
-// Same parameters as matmul.wgsl.
+// Same parameters as matmul.wgsl (r_off at the end here), and its epilogues (GELU, GELU_TANH, ADD).
 // QKV (fused_qkv): three weights (W, W2, W3, rows nq, nk, nrows - nq - nk) into three
 // outputs (Y, Y2, Y3), each row's weight picked by its index (uniform over a row's lanes).
 struct P {
@@ -13,6 +13,7 @@ struct P {
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
   nx: u32, has_bias: u32, rb2: u32, nq: u32,
   nk: u32, rb3: u32, y2_off: u32, y3_off: u32,
+  r_off: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> W: array<u32>;
@@ -24,6 +25,10 @@ struct P {
 //#if SWIGLU
 @group(0) @binding(5) var<storage, read> W2: array<u32>;
 //#endif
+//#if ADD
+@group(0) @binding(11) var<storage, read> R: array<f32>;
+//#endif
+//#include epilogue
 //#if QKV
 @group(0) @binding(5) var<storage, read> W2: array<u32>;
 @group(0) @binding(6) var<storage, read> W3: array<u32>;
@@ -225,6 +230,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if BIAS
         v += B[p.row0 + r];
 //#endif
+        v = epi(v, t, p.row0 + r);
 //#if SWIGLU
         v = v / (1.0 + exp(-v)) * u[i];
 //#endif

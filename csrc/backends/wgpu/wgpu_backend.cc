@@ -536,6 +536,29 @@ std::string unroll(const std::string& src) {
   return out;
 }
 
+// `//#include NAME` lines replaced by shaders/wgsl/NAME.wgsl (itself expanded), each file once.
+std::string include(const std::string& src, std::vector<std::string>* seen) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < src.size()) {
+    size_t e = src.find('\n', pos);
+    if (e == std::string::npos) e = src.size();
+    const std::string line = src.substr(pos, e - pos);
+    pos = e + 1;
+    const size_t f = line.find_first_not_of(" \t");
+    const std::string tag = "//#include ";
+    if (f == std::string::npos || line.compare(f, tag.size(), tag) != 0) {
+      out += line + "\n";
+      continue;
+    }
+    const std::string name = line.substr(f + tag.size());
+    if (std::find(seen->begin(), seen->end(), name) != seen->end()) continue;
+    seen->push_back(name);
+    out += include(wgsl_source(name.c_str()), seen);
+  }
+  return out;
+}
+
 void replace_all(std::string& s, const std::string& a, const std::string& b) {
   for (size_t p = s.find(a); p != std::string::npos; p = s.find(a, p + b.size())) s.replace(p, a.size(), b);
 }
@@ -591,7 +614,8 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
       src += s2;
     }
   }
-  std::string body = preprocess(wgsl_source(name), defs);
+  std::vector<std::string> seen;
+  std::string body = preprocess(include(wgsl_source(name), &seen), defs);
   const DType all[3] = {deq3, deq2, deq};  // DEQ3 / MV3 -> the third weight's decoders, ...
   for (int w = 0; w < 3; ++w) {
     if (all[w] == DType::COUNT) continue;
@@ -891,21 +915,25 @@ struct State : BackendState {
   template <size_t N>
   void dispatch(Pipeline& pl, const void* prm, size_t prm_bytes, const Bind (&binds)[N], uint32_t x,
                 uint32_t y, uint32_t z) {
+    dispatch(pl, prm, prm_bytes, binds, N, x, y, z);
+  }
+  void dispatch(Pipeline& pl, const void* prm, size_t prm_bytes, const Bind* binds, size_t N, uint32_t x,
+                uint32_t y, uint32_t z) {
     auto [ub, uo] = params(prm, prm_bytes);
     std::string key(reinterpret_cast<const char*>(&pl.pipe), sizeof(void*));
     key.append(reinterpret_cast<const char*>(&ub), sizeof(ub));
     key.append(reinterpret_cast<const char*>(&uo), sizeof(uo));
-    for (const Bind& b : binds) key.append(reinterpret_cast<const char*>(&b), sizeof(Bind));
+    for (size_t i = 0; i < N; ++i) key.append(reinterpret_cast<const char*>(&binds[i]), sizeof(Bind));
     WGPUBindGroup bg;
     auto it = groups_.find(key);
     if (it != groups_.end()) {
       bg = it->second;
     } else {
-      WGPUBindGroupEntry e[N + 1] = {};
+      std::vector<WGPUBindGroupEntry> e(N + 1, WGPUBindGroupEntry{});
       e[0].binding = 0;
       e[0].buffer = ub;
       e[0].offset = uo;
-      e[0].size = 64;
+      e[0].size = 128;  // a parameter struct is at most 128 bytes (params: slots of 256)
       for (size_t i = 0; i < N; ++i) {
         e[i + 1].binding = binds[i].binding;
         e[i + 1].buffer = binds[i].buf;
@@ -915,7 +943,7 @@ struct State : BackendState {
       WGPUBindGroupDescriptor bd = {};
       bd.layout = pl.layout;
       bd.entryCount = N + 1;
-      bd.entries = e;
+      bd.entries = e.data();
       bg = A.wgpuDeviceCreateBindGroup(g->device, &bd);
       check_device_error(*g, "creating a bind group");
       groups_.emplace(key, bg);
@@ -1253,7 +1281,9 @@ class WgpuBackend : public Backend {
   }
   static uint64_t whole(WGPUBuffer) { return WGPU_WHOLE_SIZE; }
 
-  void matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2, Tensor& y);
+  // epilogue: nullptr, "GELU", "GELU_TANH" or "ADD" (residual: the tensor added, laid out as y).
+  void matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2, Tensor& y,
+              const char* epilogue = nullptr, const Tensor* residual = nullptr);
   void qkv(State& st, const Tensor* in, int n_in, Tensor* out);
   // A RopeTable's cos and sin tables on the device (uploaded once, as weights are).
   std::pair<WGPUBuffer, WGPUBuffer> rope_tables(const RopeTable& rt) {
@@ -1300,6 +1330,12 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::FusedSwiGlu:
       return float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && weight_ok(in[2]) &&
              in[1].offset == 0 && in[2].offset == 0;
+    case OpKind::FusedMatmulGelu:  // the matmul with the GELU in its epilogue (epilogue.wgsl)
+      return float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && in[1].offset == 0 &&
+             (n_in == 2 || plain(in[2]));
+    case OpKind::FusedMatmulAdd:  // the matmul with the residual added in its epilogue
+      return float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && in[1].offset == 0 &&
+             float_act(in[2]) && in[2].offset % 4 == 0 && (n_in == 3 || plain(in[3]));
     case OpKind::FusedQkv: {  // as three matmuls (one matvec dispatch for few tokens)
       bool ok = float_act(in[0]) && in[0].offset % 4 == 0;
       for (int i = 1; i < 4; ++i) ok = ok && weight_ok(in[i]) && in[i].offset == 0;
@@ -1466,7 +1502,7 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
 }
 
 void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2,
-                         Tensor& y) {
+                         Tensor& y, const char* epilogue, const Tensor* residual) {
   const int64_t K = W.shape.d[1], N = W.shape.d[0];
   const int64_t T = x.shape.numel() / K;
   DevBuf* w = weight(W);
@@ -1474,9 +1510,11 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   if (w2 && w2->bufs.size() != w->bufs.size()) throw_unsupported_op("fused_swiglu (split)", "wgpu+rs", "-");
   WGPUBuffer xb = act(st, x), yb = dev(y)->bufs[0];
   WGPUBuffer bb = bias ? weight(*bias)->bufs[0] : nullptr;
+  WGPUBuffer rb = residual ? act(st, *residual) : nullptr;
   std::vector<std::string> defs;
   if (bias) defs.push_back("BIAS");
   if (w2) defs.push_back("SWIGLU");
+  if (epilogue) defs.push_back(epilogue);  // GELU, GELU_TANH, ADD (shaders/wgsl/epilogue.wgsl)
   // Many tokens: 64 x 64 output tiles over staged chunks (matmul.wgsl, TILED); few:
   // rows split over lanes, up to 8 tokens a workgroup (matmul.wgsl).
   const bool tiled = T >= kTiledMinTokens && N <= int64_t{65535} * 64 && T <= int64_t{65535} * 64;
@@ -1492,31 +1530,27 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     matvec_variant(K, T, N, true, defs, &rows_per_wg, &tokens_per_wg);
   }
   Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
+  const uint32_t r_off = residual ? u(residual->offset / 4) : 0u;
   for (size_t c = 0; c < w->bufs.size(); ++c) {
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
     const uint32_t wgs = u((nr + rows_per_wg - 1) / rows_per_wg);
     const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
-    uint32_t p[12] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
+    // matmul.wgsl's P (12 words, r_off last) or matvec.wgsl's (20 words, r_off at 16)
+    uint32_t p[20] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
-                      w2 ? u(row_bytes(W2->dtype, K)) : 0u, 0};
+                      w2 ? u(row_bytes(W2->dtype, K)) : 0u, mv ? 0u : r_off};
+    p[16] = r_off;
     const uint32_t nz = tiled ? 1u : u((T + tokens_per_wg - 1) / tokens_per_wg);
-    if (w2 && bias) {
-      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
-                  {4, bb, 0, WGPU_WHOLE_SIZE}, {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE}};
-      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
-    } else if (w2) {
-      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
-                  {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE}};
-      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
-    } else if (bias) {
-      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE},
-                  {4, bb, 0, WGPU_WHOLE_SIZE}};
-      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
-    } else {
-      Bind b[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, yb, 0, WGPU_WHOLE_SIZE}};
-      st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
-    }
+    Bind b[6];
+    size_t n = 0;
+    b[n++] = {1, w->bufs[c], 0, WGPU_WHOLE_SIZE};
+    b[n++] = {2, xb, 0, WGPU_WHOLE_SIZE};
+    b[n++] = {3, yb, 0, WGPU_WHOLE_SIZE};
+    if (bias) b[n++] = {4, bb, 0, WGPU_WHOLE_SIZE};
+    if (w2) b[n++] = {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE};
+    if (residual) b[n++] = {mv ? 11u : 6u, rb, 0, WGPU_WHOLE_SIZE};
+    st.dispatch(pl, p, mv ? sizeof(p) : 12 * sizeof(uint32_t), b, n, nx, ny, nz);
   }
 }
 
@@ -1608,6 +1642,12 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       return;
     case OpKind::FusedSwiGlu:
       matmul(st, in[0], in[1], nullptr, &in[2], out[0]);
+      return;
+    case OpKind::FusedMatmulGelu:
+      matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0], op.a.gelu_erf ? "GELU" : "GELU_TANH");
+      return;
+    case OpKind::FusedMatmulAdd:
+      matmul(st, in[0], in[1], n_in > 3 ? &in[3] : nullptr, nullptr, out[0], "ADD", &in[2]);
       return;
     case OpKind::FusedQkv:
       qkv(st, in, n_in, out);
