@@ -182,6 +182,7 @@ constexpr int64_t kPrefetch = 8192;  // bytes ahead
 
 struct Avx2K {
   static constexpr int kTileT = 4;
+  static constexpr int kRows = 1;
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
   template <DType E, int NT>
@@ -235,9 +236,10 @@ struct Avx2K {
     }
   }
 
-  // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks.
+  // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks (one row: ws unused).
   template <bool kMins, int NT>
-  static void dot_expanded(const ExpSB* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+  static void dot_expanded(const ExpSB* w, int64_t /*ws*/, const BlockQ16K* x, int64_t nsb, int64_t xs,
+                           float* out) {
     constexpr int kFlush = kMins ? 8 : 4;  // Q6_K: per half super-block (bounds above)
     __m256 acc[NT];
     KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();

@@ -4,9 +4,11 @@
 // prefill driver that expands each block of rows once and runs every token tile
 // against it. The SIMD work is the level's "Kern" class:
 //   Kern::kTileT                              tokens per tile (<= 8)
+//   Kern::kRows                               rows per expanded dot (1 or 2)
 //   Kern::expand_row<E>(w, nsb, ExpSB* out)   nsb super-blocks of a row, expanded
-//   Kern::dot_expanded<kMins, NT>(w, x, nsb, xs, out)
-//                                             out[t] = row . x_t, t < NT, on expanded weights
+//   Kern::dot_expanded<kMins, NT>(w, ws, x, nsb, xs, out)
+//                                             out[r * kTileT + t] = row_r . x_t, r < kRows, t < NT,
+//                                             on expanded weights (row r at w + r * ws; ws may be 0)
 //   Kern::dot_row<E, NT>(w, x, nsb, xs, out)  the same on the row's bytes (decode)
 // Activations are BlockQ16K (simd_common.h) in the order of the level's expanded
 // weights (each level's quantize_row_q16k), so an expanded super-block dot is a
@@ -85,7 +87,7 @@ inline __m128i kq_header(const uint8_t* blk, float* d, float* mins) {
 constexpr int64_t kExpRows = 8, kExpChunk = 4;  // 8 x 4 x 576 B = 18 KiB of expanded weights (L1)
 constexpr int64_t kExpGroupT = 256;             // tokens whose activations (256 x 4 x 576 B = 576 KiB) stay in L2 over the rows
 
-using ExpDotFn = void (*)(const ExpSB*, const BlockQ16K*, int64_t, int64_t, float*);
+using ExpDotFn = void (*)(const ExpSB*, int64_t, const BlockQ16K*, int64_t, int64_t, float*);
 using RowDotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
 
 template <class Kern, bool kMins, size_t... I>
@@ -111,14 +113,15 @@ const RowDotFn* kq_row_dots(DType t) {
 }
 
 // Rows [n0, n1) of y[T, N] (T > 1): per K chunk, per block of kExpRows rows: expand,
-// then every token tile against the expanded rows; sums over chunks accumulate in y.
+// then every token tile against the expanded rows, Kern::kRows rows per dot (a last
+// odd row goes in as both rows, ws = 0); sums over chunks accumulate in y.
 template <class Kern, DType E>
 void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, int64_t T, int64_t nsb, float* y,
                            int64_t N, int64_t n0, int64_t n1) {
-  constexpr int kTileT = Kern::kTileT;
+  constexpr int kTileT = Kern::kTileT, kRows = Kern::kRows;
   const ExpDotFn* f = exp_dots<Kern, E != DType::Q6_K>(std::make_index_sequence<kTileT>{});
   alignas(64) ExpSB buf[kExpRows * kExpChunk];
-  float r[kTileT];
+  float r[kRows * kTileT];
   for (int64_t c0 = 0; c0 < nsb; c0 += kExpChunk) {
     const int64_t nc = std::min(kExpChunk, nsb - c0);
     for (int64_t g0 = 0; g0 < T; g0 += kExpGroupT)
@@ -128,13 +131,17 @@ void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, 
           Kern::template expand_row<E>(base + n * rb + c0 * kq_bytes<E>(), nc, buf + (n - r0) * kExpChunk);
         for (int64_t t0 = g0; t0 < std::min(T, g0 + kExpGroupT); t0 += kTileT) {
           const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
-          for (int64_t n = r0; n < r1; ++n) {
-            f[nt](buf + (n - r0) * kExpChunk, xq + t0 * nsb + c0, nc, nsb, r);
-            float* yt = y + t0 * N + n;
-            if (c0 == 0)
-              for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
-            else
-              for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
+          for (int64_t n = r0; n < r1; n += kRows) {
+            const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - n));
+            f[nt](buf + (n - r0) * kExpChunk, nr > 1 ? kExpChunk : 0, xq + t0 * nsb + c0, nc, nsb, r);
+            for (int i = 0; i < nr; ++i) {
+              float* yt = y + t0 * N + n + i;
+              const float* ri = r + i * kTileT;
+              if (c0 == 0)
+                for (int t = 0; t < nt; ++t) yt[t * N] = ri[t];
+              else
+                for (int t = 0; t < nt; ++t) yt[t * N] += ri[t];
+            }
           }
         }
       }
