@@ -152,7 +152,6 @@ inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
   return _mm512_add_epi32(a, b);  // |a|, |b| <= 2^30 each: no overflow
 }
 
-constexpr int64_t kPrefetch = 8192;  // bytes ahead
 
 struct Avx512K {
   static constexpr int kTileT = avx512::kTileT;
@@ -180,12 +179,7 @@ struct Avx512K {
     alignas(32) float mv[8] = {};
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kBytes;
-      if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 64), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 128), _MM_HINT_T0);
-        if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 192), _MM_HINT_T0);
-      }
+      if (NT == 1) kq_decode_prefetch<kBytes>(blk);  // decode streams the weights once (kquant_x86.h)
       SuperW W;
       float d;
       load<E>(blk, W, &d, mv);
@@ -292,7 +286,8 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
   const int64_t N = W.shape.d[0], nsb = K / 256;
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
   for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
-  if (T > 1 && !kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
+  if (T == 1) return kq_decode<Avx512K>(W, xq, K, y, ctx);
+  if (!kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   // K chunks of 8 super-blocks: an 8-token activation tile is 36 KiB
