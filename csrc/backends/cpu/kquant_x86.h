@@ -148,6 +148,13 @@ void kq_decode(const Tensor& W, const BlockQ16K* xq, int64_t K, float* y, ExecCo
   });
 }
 
+// The output lines of tokens [t0, t1) (columns at y, one row block) fetched ahead of the next
+// tile: y[T, N] spans megabytes, and its read-modify-write per tile and K chunk otherwise waits
+// on each line (qwen15 at avx2, 512 tokens: ~6% of prefill time on the `+=` below).
+inline void kq_prefetch_out(const float* y, int64_t N, int64_t t0, int64_t t1) {
+  for (int64_t t = t0; t < t1; ++t) _mm_prefetch(reinterpret_cast<const char*>(y + t * N), _MM_HINT_T0);
+}
+
 // Rows [n0, n1) of y[T, N] (T > 1): per K chunk, per block of kExpRows rows: expand,
 // then every token tile against the expanded rows, Kern::kRows rows per dot (a last
 // odd row goes in as both rows, ws = 0); sums over chunks accumulate in y.
@@ -165,8 +172,10 @@ void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, 
         const int64_t r1 = std::min(n1, r0 + kExpRows);
         for (int64_t n = r0; n < r1; ++n)
           Kern::template expand_row<E>(base + n * rb + c0 * kq_bytes<E>(), nc, buf + (n - r0) * kExpChunk);
-        for (int64_t t0 = g0; t0 < std::min(T, g0 + kExpGroupT); t0 += kTileT) {
+        const int64_t g1 = std::min(T, g0 + kExpGroupT);
+        for (int64_t t0 = g0; t0 < g1; t0 += kTileT) {
           const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
+          kq_prefetch_out(y + r0, N, t0 + kTileT, std::min<int64_t>(g1, t0 + 2 * kTileT));
           for (int64_t n = r0; n < r1; n += kRows) {
             const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - n));
             f[nt](buf + (n - r0) * kExpChunk, nr > 1 ? kExpChunk : 0, xq + t0 * nsb + c0, nc, nsb, r);

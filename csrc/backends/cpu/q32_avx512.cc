@@ -239,8 +239,10 @@ void prefill_rows(const uint8_t* base, size_t rb, const XQ& xq, int64_t T, float
       for (int64_t r0 = n0; r0 < n1; r0 += kExpRows) {
         const int64_t r1 = std::min(n1, r0 + kExpRows);
         for (int64_t n = r0; n < r1; ++n) expand_chunk<E>(base + n * rb + c0 * q32_bytes<E>(), nc, buf + (n - r0));
-        for (int64_t t0 = g0; t0 < std::min(T, g0 + kExpGroupT); t0 += kTileT) {
+        const int64_t g1 = std::min(T, g0 + kExpGroupT);
+        for (int64_t t0 = g0; t0 < g1; t0 += kTileT) {
           const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
+          kq_prefetch_out(y + r0, N, t0 + kTileT, std::min<int64_t>(g1, t0 + 2 * kTileT));  // (kquant_x86.h)
           for (int64_t n = r0; n < r1; n += 2) {  // two rows per dot (a last odd row as both)
             const int nr = n + 1 < r1 ? 2 : 1;
             f[nt](buf + (n - r0), buf + (n - r0) + (nr - 1), xq, c0, t0, nc, r);
