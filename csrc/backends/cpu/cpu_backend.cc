@@ -270,6 +270,19 @@ CpuBackend& cpu_backend() {
   return *b;
 }
 
+namespace cpu {
+int avx512_width() {
+  static const int w = [] {
+    const char* env = std::getenv("CYB_AVX512_WIDTH");
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "512") return 512;
+    if (v == "256") return 256;
+    throw_invalid_config("CYB_AVX512_WIDTH", "'" + v + "' is not 256 or 512");
+  }();
+  return w;
+}
+}  // namespace cpu
+
 int cpu_level_activation_block(CpuLevel l, DType t) {
 #if defined(CYB_X86)
   if ((l == CpuLevel::Avx512 || l == CpuLevel::Amx) && cpu::avx512_kquant_encoding(t)) return 256;

@@ -18,7 +18,7 @@
 // 16 products (half a super-block) * 4096 * 32767 = 2147418112 < 2^31 - 1.
 //
 // Prefill (T > 1) runs on expanded weights (kquant_x86.h: each block of 8 rows x
-// 4 super-blocks expanded once, every 4-token tile against it); decode reads each
+// 4 super-blocks expanded once, every 4-token tile against it); decode (kq_decode) reads each
 // row once, super-block by super-block, with a software prefetch ahead.
 #include <immintrin.h>
 
@@ -178,10 +178,10 @@ inline void chain(__m256i& v) {
 #endif
 }
 
-constexpr int64_t kPrefetch = 8192;  // bytes ahead
 
 struct Avx2K {
   static constexpr int kTileT = 4;
+  static constexpr int kRows = 1;
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
   template <DType E, int NT>
@@ -192,12 +192,7 @@ struct Avx2K {
     alignas(32) float mins[8] = {};
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kBytes;
-      if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 64), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 128), _MM_HINT_T0);
-        if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 192), _MM_HINT_T0);
-      }
+      if (NT == 1) kq_decode_prefetch<kBytes>(blk);  // decode streams the weights once (kquant_x86.h)
       float d;
       const __m128i sm = header<E>(blk, &d, mins);
       __m256i ia[NT];
@@ -235,9 +230,10 @@ struct Avx2K {
     }
   }
 
-  // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks.
+  // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks (one row: ws unused).
   template <bool kMins, int NT>
-  static void dot_expanded(const ExpSB* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+  static void dot_expanded(const ExpSB* w, int64_t /*ws*/, const BlockQ16K* x, int64_t nsb, int64_t xs,
+                           float* out) {
     constexpr int kFlush = kMins ? 8 : 4;  // Q6_K: per half super-block (bounds above)
     __m256 acc[NT];
     KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -271,17 +267,11 @@ struct Avx2K {
 bool avx2_kquant_encoding(DType t) { return kq_row_dots<Avx2K>(t) != nullptr; }
 
 void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  const int64_t N = W.shape.d[0], nsb = K / 256;
+  const int64_t nsb = K / 256;
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
   for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
   if (T > 1) return kq_expanded_prefill<Avx2K>(W, xq, T, K, y, ctx);
-  const RowDotFn dot = kq_row_dots<Avx2K>(W.dtype)[1];
-  const size_t rb = row_bytes(W.dtype, K);
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  const int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(K, 1));
-  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
-    for (int64_t n = b; n < e; ++n) dot(base + n * rb, xq, nsb, nsb, y + n);
-  });
+  kq_decode<Avx2K>(W, xq, K, y, ctx);
 }
 
 }  // namespace cpu

@@ -152,10 +152,11 @@ inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
   return _mm512_add_epi32(a, b);  // |a|, |b| <= 2^30 each: no overflow
 }
 
-constexpr int64_t kPrefetch = 8192;  // bytes ahead
 
 struct Avx512K {
   static constexpr int kTileT = avx512::kTileT;
+  static constexpr int kRows = 2;
+  static_assert(kTileT == 8, "dot_expanded writes 8 tokens per row");
 
   // One super-block's registers (and d, dmin * m[j] for Q4_K / Q5_K).
   template <DType E>
@@ -178,12 +179,7 @@ struct Avx512K {
     alignas(32) float mv[8] = {};
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kBytes;
-      if (NT == 1) {  // decode streams the weights once: fetch ahead of the hardware prefetcher
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 64), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 128), _MM_HINT_T0);
-        if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + 192), _MM_HINT_T0);
-      }
+      if (NT == 1) kq_decode_prefetch<kBytes>(blk);  // decode streams the weights once (kquant_x86.h)
       SuperW W;
       float d;
       load<E>(blk, W, &d, mv);
@@ -214,25 +210,61 @@ struct Avx512K {
     }
   }
 
-  // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks.
+  // Two rows per dot: out[t] = row0 . x_t, out[kTileT + t] = row1 . x_t (row1 at w + ws) for NT
+  // tokens, the rows given as nsb expanded super-blocks. Each weight register holds 16 values of
+  // row 0 (lanes 0-7) and the same 16 of row 1 (lanes 8-15), against those 16 activations
+  // broadcast to both halves: one activation load feeds both rows, and each token's sums stay in
+  // one register (halves = rows). Per lane and super-block: 16 dpwssd, 32 products, split over
+  // two accumulators (even / odd k) of 16 products each (the bounds of the file comment). Q4_K /
+  // Q5_K: |sum| <= 32 * 1953 * 32767 < 2^31, summed in int32; Q6_K: each converted on its own.
   template <bool kMins, int NT>
-  static void dot_expanded(const ExpSB* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+  static void dot_expanded(const ExpSB* w, int64_t ws, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+    const ExpSB* w1 = w + ws;
     __m512 acc[8];
     KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      const ExpSB& e = w[sb];
-      SuperW W;
-      KQ_UNROLL for (int i = 0; i < 8; ++i) W.w[i] = _mm512_load_si512(e.w + 32 * i);
-      const __m512 mins = kMins ? _mm512_zextps256_ps512(_mm256_load_ps(e.mins)) : _mm512_setzero_ps();
+      const ExpSB& e0 = w[sb];
+      const ExpSB& e1 = w1[sb];
+      __m512i ia[NT], ib[NT];
+      KQ_UNROLL for (int t = 0; t < NT; ++t) ia[t] = ib[t] = _mm512_setzero_si512();
+      KQ_UNROLL for (int k = 0; k < 16; k += 2) {
+        const __m512i W0 = pair(e0.w + 16 * k, e1.w + 16 * k), W1 = pair(e0.w + 16 * k + 16, e1.w + 16 * k + 16);
+        KQ_UNROLL for (int t = 0; t < NT; ++t) {
+          const int16_t* q = x[t * xs + sb].qs + 16 * k;
+          ia[t] = _mm512_dpwssd_epi32(ia[t], W0, bcast256(q));
+          ib[t] = _mm512_dpwssd_epi32(ib[t], W1, bcast256(q + 16));
+        }
+      }
+      const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(e0.d), _mm256_set1_ps(e1.d), 1);
+      const __m512 mins =
+          kMins ? _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(e0.mins)), _mm256_load_ps(e1.mins), 1)
+                : _mm512_setzero_ps();
       KQ_UNROLL for (int t = 0; t < NT; ++t) {
         const BlockQ16K& xb = x[t * xs + sb];
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(e.d * xb.d), acc[t]);
-        if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_load_ps(xb.s)), acc[t]);
+        const __m512 v = kMins ? _mm512_cvtepi32_ps(_mm512_add_epi32(ia[t], ib[t]))
+                               : _mm512_add_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_cvtepi32_ps(ib[t]));
+        acc[t] = _mm512_fmadd_ps(v, _mm512_mul_ps(dd, _mm512_set1_ps(xb.d)), acc[t]);
+        if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_broadcast_f32x8(_mm256_load_ps(xb.s)), acc[t]);
       }
     }
-    alignas(32) float r[8];
-    _mm256_store_ps(r, reduce8(acc));
-    KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
+    // reduce8's steps up to u: 128-bit lane 0 of u = row 0, tokens 0-3; 1 = row 1, tokens 0-3;
+    // 2 = row 0, tokens 4-7; 3 = row 1, tokens 4-7
+    __m512 p[4];
+    KQ_UNROLL for (int i = 0; i < 4; ++i)
+      p[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]), _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
+    const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
+    const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
+    _mm512_storeu_ps(out, _mm512_shuffle_f32x4(u, u, 0xd8));  // [row 0 tokens 0-7, row 1 tokens 0-7]
+  }
+
+ private:
+  static inline __m512i pair(const int16_t* a, const int16_t* b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a))),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(b)), 1);
+  }
+  static inline __m512i bcast256(const int16_t* q) {
+    return _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)));
   }
 };
 
@@ -254,7 +286,8 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
   const int64_t N = W.shape.d[0], nsb = K / 256;
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
   for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
-  if (T > 1 && !kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
+  if (T == 1) return kq_decode<Avx512K>(W, xq, K, y, ctx);
+  if (!kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   // K chunks of 8 super-blocks: an 8-token activation tile is 36 KiB

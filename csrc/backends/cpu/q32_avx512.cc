@@ -104,20 +104,11 @@ void expand_chunk(const uint8_t* w, int64_t nc, ExpChunk* out) {
     _mm512_store_si512(out->w[b], widen<E>(w + b * q32_bytes<E>(), out->d[b], out->m[b]));
 }
 
-// kExp: w is an ExpChunk (the blocks already widened), else the row's bytes.
-template <DType E, int NT, bool kExp = false>
+// On the row's bytes, widening per tile: CYB_Q32_REWIDEN=1 only (A/B); prefill otherwise takes dot_pair.
+template <DType E, int NT>
 void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, float* out) {
   constexpr int64_t kBytes = q32_bytes<E>();
-  const ExpChunk* ew = reinterpret_cast<const ExpChunk*>(w);
-  auto block = [&](int64_t b, float& d, float& m) -> __m512i {
-    if constexpr (kExp) {
-      d = ew->d[b];
-      m = ew->m[b];
-      return _mm512_load_si512(ew->w[b]);
-    } else {
-      return widen<E>(w + b * kBytes, d, m);
-    }
-  };
+  auto block = [&](int64_t b, float& d, float& m) -> __m512i { return widen<E>(w + b * kBytes, d, m); };
   alignas(64) float mwv[kChunk];
   const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   __m512 acc[8];
@@ -125,7 +116,7 @@ void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, 
   int64_t b = 0;
   for (; b + 2 <= nc; b += 2) {
     const uint8_t* blk = w + b * kBytes;
-    if (NT == 1 && !kExp) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
+    if (NT == 1) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch), _MM_HINT_T0);
     float d0, d1;
     const __m512i w0 = block(b, d0, mwv[b]);
     const __m512i w1 = block(b + 1, d1, mwv[b + 1]);
@@ -171,6 +162,56 @@ void dot_row(const uint8_t* w, const XQ& x, int64_t c0, int64_t t0, int64_t nc, 
   KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t] + macc[t];
 }
 
+// Prefill on two widened rows at once: out[t] = row0 . x_{t0+t}, out[kTileT + t] = row1 . x_{t0+t}
+// (blocks [c0, c0 + nc) of chunks e0, e1). As in kquant_avx512.cc's dot_expanded, each weight
+// register holds 16 values of row 0 (lanes 0-7) and the same 16 of row 1 (lanes 8-15) against
+// those 16 activations broadcast to both halves: a block is two vpdpwssd whose sum (4 products
+// per lane, |w| <= 128) is the exact int32 block dot of each row spread over its 8 lanes, so one
+// conversion and one FMA with the lanes' d_w * d_x serve both rows.
+template <DType E, int NT>
+void dot_pair(const ExpChunk* e0, const ExpChunk* e1, const XQ& x, int64_t c0, int64_t t0, int64_t nc, float* out) {
+  auto pair = [](const int16_t* a, const int16_t* b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a))),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(b)), 1);
+  };
+  auto bcast = [](const int16_t* q) {
+    return _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)));
+  };
+  __m512 acc[8];
+  KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nc; ++b) {
+    const __m512i lo = pair(e0->w[b], e1->w[b]), hi = pair(e0->w[b] + 16, e1->w[b] + 16);
+    const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(e0->d[b]), _mm256_set1_ps(e1->d[b]), 1);
+    KQ_UNROLL for (int t = 0; t < NT; ++t) {
+      const int64_t i = (t0 + t) * x.nb + c0 + b;
+      const int16_t* q = x.qs + 32 * i;
+      const __m512i p = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), lo, bcast(q)), hi, bcast(q + 16));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dd, _mm512_set1_ps(x.d[i])), acc[t]);
+    }
+  }
+  // reduce8's steps up to u (kquant_avx512.cc): 128-bit lanes = row 0 tokens 0-3, row 1 0-3, row 0 4-7, row 1 4-7
+  __m512 p[4];
+  KQ_UNROLL for (int i = 0; i < 4; ++i)
+    p[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]), _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
+  const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
+  const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
+  const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
+  _mm512_storeu_ps(out, _mm512_shuffle_f32x4(u, u, 0xd8));
+  if constexpr (E == DType::Q4_1) {  // + sum_b m_b * s_b per row and token
+    const ExpChunk* e[2] = {e0, e1};
+    for (int r = 0; r < 2; ++r)
+      KQ_UNROLL for (int t = 0; t < NT; ++t) {
+        const float* s = x.s + (t0 + t) * x.nb + c0;
+        __m512 m = _mm512_setzero_ps();
+        int64_t j = 0;
+        for (; j + 16 <= nc; j += 16) m = _mm512_fmadd_ps(_mm512_load_ps(e[r]->m + j), _mm512_loadu_ps(s + j), m);
+        float v = _mm512_reduce_add_ps(m);
+        for (; j < nc; ++j) v += e[r]->m[j] * s[j];
+        out[r * kTileT + t] += v;
+      }
+  }
+}
+
 using DotFn = void (*)(const uint8_t*, const XQ&, int64_t, int64_t, int64_t, float*);
 
 template <DType E>
@@ -178,41 +219,41 @@ struct Dots {
   static constexpr DotFn f[kTileT + 1] = {nullptr,         dot_row<E, 1>, dot_row<E, 2>, dot_row<E, 3>,
                                           dot_row<E, 4>,   dot_row<E, 5>, dot_row<E, 6>, dot_row<E, 7>,
                                           dot_row<E, 8>};
-  static constexpr DotFn e[kTileT + 1] = {nullptr,
-                                          dot_row<E, 1, true>,
-                                          dot_row<E, 2, true>,
-                                          dot_row<E, 3, true>,
-                                          dot_row<E, 4, true>,
-                                          dot_row<E, 5, true>,
-                                          dot_row<E, 6, true>,
-                                          dot_row<E, 7, true>,
-                                          dot_row<E, 8, true>};
 };
 
 // Prefill, rows [n0, n1) of y[T, N]: per K chunk, per group of up to kExpGroupT tokens,
 // per block of kExpRows rows (the K-quant driver's blocking, kquant_x86.h): widen the rows' chunk once (16 KiB, in L1), then every
-// 8-token tile against it (the per-tile widening of parallel_blocked repeated it T / 8 times).
+// 8-token tile against it, two rows per dot_pair (the per-tile widening of parallel_blocked repeated it T / 8 times).
 template <DType E>
 void prefill_rows(const uint8_t* base, size_t rb, const XQ& xq, int64_t T, float* y, int64_t N, int64_t n0,
                   int64_t n1) {
-  const DotFn* f = Dots<E>::e;
+  using PairFn = void (*)(const ExpChunk*, const ExpChunk*, const XQ&, int64_t, int64_t, int64_t, float*);
+  static constexpr PairFn f[kTileT + 1] = {nullptr,           dot_pair<E, 1>, dot_pair<E, 2>, dot_pair<E, 3>,
+                                           dot_pair<E, 4>,    dot_pair<E, 5>, dot_pair<E, 6>, dot_pair<E, 7>,
+                                           dot_pair<E, 8>};
   alignas(64) ExpChunk buf[kExpRows];
-  float r[kTileT];
+  float r[2 * kTileT];
   for (int64_t c0 = 0; c0 < xq.nb; c0 += kChunk) {
     const int64_t nc = std::min(kChunk, xq.nb - c0);
     for (int64_t g0 = 0; g0 < T; g0 += kExpGroupT)
       for (int64_t r0 = n0; r0 < n1; r0 += kExpRows) {
         const int64_t r1 = std::min(n1, r0 + kExpRows);
         for (int64_t n = r0; n < r1; ++n) expand_chunk<E>(base + n * rb + c0 * q32_bytes<E>(), nc, buf + (n - r0));
-        for (int64_t t0 = g0; t0 < std::min(T, g0 + kExpGroupT); t0 += kTileT) {
+        const int64_t g1 = std::min(T, g0 + kExpGroupT);
+        for (int64_t t0 = g0; t0 < g1; t0 += kTileT) {
           const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
-          for (int64_t n = r0; n < r1; ++n) {
-            f[nt](reinterpret_cast<const uint8_t*>(buf + (n - r0)), xq, c0, t0, nc, r);
-            float* yt = y + t0 * N + n;
-            if (c0 == 0)
-              for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
-            else
-              for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
+          kq_prefetch_out(y + r0, N, t0 + kTileT, std::min<int64_t>(g1, t0 + 2 * kTileT));  // (kquant_x86.h)
+          for (int64_t n = r0; n < r1; n += 2) {  // two rows per dot (a last odd row as both)
+            const int nr = n + 1 < r1 ? 2 : 1;
+            f[nt](buf + (n - r0), buf + (n - r0) + (nr - 1), xq, c0, t0, nc, r);
+            for (int i = 0; i < nr; ++i) {
+              float* yt = y + t0 * N + n + i;
+              const float* ri = r + i * kTileT;
+              if (c0 == 0)
+                for (int t = 0; t < nt; ++t) yt[t * N] = ri[t];
+              else
+                for (int t = 0; t < nt; ++t) yt[t * N] += ri[t];
+            }
           }
         }
       }
