@@ -58,17 +58,31 @@ inline __m512 load_weights16(const uint8_t* row, int64_t k, __mmask16 m) {
 using cpu::f16v;  // (kquant_x86.h)
 using cpu::k_scales_mins;
 
-// The 8 horizontal sums of a[0..7] (lane i of the result = sum of the lanes of a[i]).
-inline __m256 reduce8(const __m512* a) {
+// reduce8's first steps: 128-bit lane j of the result holds, for j = 0..3, sums of lanes 4j..4j+3
+// of a[0..3] (low half of each 128-bit group) and a[4..7]: lane 0 = a[0..3] over their lanes 0-3
+// and 8-11, lane 1 = a[4..7] over the same, lane 2 = a[0..3] over 4-7 and 12-15, lane 3 = a[4..7].
+inline __m512 reduce8_partial(const __m512* a) {
   __m512 p[4];
   KQ_UNROLL for (int i = 0; i < 4; ++i)
     p[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
   const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
   const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
   // each 128-bit lane of q0 holds partial sums of a[0..3], of q1 of a[4..7]
-  const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
+}
+
+// The 8 horizontal sums of a[0..7] (lane i of the result = sum of the lanes of a[i]).
+inline __m256 reduce8(const __m512* a) {
+  const __m512 u = reduce8_partial(a);
   const __m512 w = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xb1));
   return _mm512_castps512_ps256(_mm512_shuffle_f32x4(w, w, 0x08));
+}
+
+// Two rows' dots of 8 tokens (acc[t]: token t, row 0 in the low 256 bits, row 1 in the high):
+// out[0..7] = row 0's sums for tokens 0-7, out[8..15] = row 1's (the two-row prefill dots).
+inline void reduce8_two_rows(const __m512* acc, float* out) {
+  const __m512 u = reduce8_partial(acc);
+  _mm512_storeu_ps(out, _mm512_shuffle_f32x4(u, u, 0xd8));
 }
 
 // 16 x 16 32-bit lanes transposed in registers (r[i] lane j <-> r[j] lane i):

@@ -30,6 +30,7 @@ namespace cyb {
 namespace cpu {
 namespace {
 using avx512::reduce8;
+using avx512::reduce8_two_rows;
 
 constexpr __mmask64 kEvenBytes = 0x5555555555555555ull, kOddBytes = 0xAAAAAAAAAAAAAAAAull;
 
@@ -247,15 +248,7 @@ struct Avx512K {
         if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_broadcast_f32x8(_mm256_load_ps(xb.s)), acc[t]);
       }
     }
-    // reduce8's steps up to u: 128-bit lane 0 of u = row 0, tokens 0-3; 1 = row 1, tokens 0-3;
-    // 2 = row 0, tokens 4-7; 3 = row 1, tokens 4-7
-    __m512 p[4];
-    KQ_UNROLL for (int i = 0; i < 4; ++i)
-      p[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]), _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
-    const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
-    const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
-    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
-    _mm512_storeu_ps(out, _mm512_shuffle_f32x4(u, u, 0xd8));  // [row 0 tokens 0-7, row 1 tokens 0-7]
+    reduce8_two_rows(acc, out);  // (avx512_common.h)
   }
 
  private:

@@ -155,6 +155,20 @@ inline void kq_prefetch_out(const float* y, int64_t N, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; ++t) _mm_prefetch(reinterpret_cast<const char*>(y + t * N), _MM_HINT_T0);
 }
 
+// A token tile's sums for nr rows from row n (r: kTileT values per row, token-major) into
+// y[T, N] at tokens t0 .. t0 + nt: stored by the first K chunk, added by the later ones.
+template <int kTileT>
+inline void kq_store_tile(float* y, int64_t N, int64_t t0, int64_t n, int nr, int nt, const float* r, bool first) {
+  for (int i = 0; i < nr; ++i) {
+    float* yt = y + t0 * N + n + i;
+    const float* ri = r + i * kTileT;
+    if (first)
+      for (int t = 0; t < nt; ++t) yt[t * N] = ri[t];
+    else
+      for (int t = 0; t < nt; ++t) yt[t * N] += ri[t];
+  }
+}
+
 // Rows [n0, n1) of y[T, N] (T > 1): per K chunk, per block of kExpRows rows: expand,
 // then every token tile against the expanded rows, Kern::kRows rows per dot (a last
 // odd row goes in as both rows, ws = 0); sums over chunks accumulate in y.
@@ -179,14 +193,7 @@ void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, 
           for (int64_t n = r0; n < r1; n += kRows) {
             const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - n));
             f[nt](buf + (n - r0) * kExpChunk, nr > 1 ? kExpChunk : 0, xq + t0 * nsb + c0, nc, nsb, r);
-            for (int i = 0; i < nr; ++i) {
-              float* yt = y + t0 * N + n + i;
-              const float* ri = r + i * kTileT;
-              if (c0 == 0)
-                for (int t = 0; t < nt; ++t) yt[t * N] = ri[t];
-              else
-                for (int t = 0; t < nt; ++t) yt[t * N] += ri[t];
-            }
+            kq_store_tile<kTileT>(y, N, t0, n, nr, nt, r, c0 == 0);
           }
         }
       }

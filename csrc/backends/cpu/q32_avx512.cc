@@ -24,6 +24,7 @@ namespace {
 using avx512::f16v;
 using avx512::kTileT;
 using avx512::reduce8;
+using avx512::reduce8_two_rows;
 
 struct XQ {  // one matmul's activations: T tokens x nb blocks
   const int16_t* qs;  // [T][nb][32]
@@ -189,14 +190,7 @@ void dot_pair(const ExpChunk* e0, const ExpChunk* e1, const XQ& x, int64_t c0, i
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dd, _mm512_set1_ps(x.d[i])), acc[t]);
     }
   }
-  // reduce8's steps up to u (kquant_avx512.cc): 128-bit lanes = row 0 tokens 0-3, row 1 0-3, row 0 4-7, row 1 4-7
-  __m512 p[4];
-  KQ_UNROLL for (int i = 0; i < 4; ++i)
-    p[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]), _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
-  const __m512 q0 = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x44), _mm512_shuffle_ps(p[0], p[1], 0xee));
-  const __m512 q1 = _mm512_add_ps(_mm512_shuffle_ps(p[2], p[3], 0x44), _mm512_shuffle_ps(p[2], p[3], 0xee));
-  const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, 0x88), _mm512_shuffle_f32x4(q0, q1, 0xdd));
-  _mm512_storeu_ps(out, _mm512_shuffle_f32x4(u, u, 0xd8));
+  reduce8_two_rows(acc, out);  // (avx512_common.h)
   if constexpr (E == DType::Q4_1) {  // + sum_b m_b * s_b per row and token
     const ExpChunk* e[2] = {e0, e1};
     for (int r = 0; r < 2; ++r)
@@ -246,14 +240,7 @@ void prefill_rows(const uint8_t* base, size_t rb, const XQ& xq, int64_t T, float
           for (int64_t n = r0; n < r1; n += 2) {  // two rows per dot (a last odd row as both)
             const int nr = n + 1 < r1 ? 2 : 1;
             f[nt](buf + (n - r0), buf + (n - r0) + (nr - 1), xq, c0, t0, nc, r);
-            for (int i = 0; i < nr; ++i) {
-              float* yt = y + t0 * N + n + i;
-              const float* ri = r + i * kTileT;
-              if (c0 == 0)
-                for (int t = 0; t < nt; ++t) yt[t * N] = ri[t];
-              else
-                for (int t = 0; t < nt; ++t) yt[t * N] += ri[t];
-            }
+            kq_store_tile<kTileT>(y, N, t0, n, nr, nt, r, c0 == 0);  // (kquant_x86.h)
           }
         }
       }

@@ -475,6 +475,14 @@ std::string preprocess(const std::string& src, const std::vector<std::string>& d
 // parsing, no std::regex: the module links libstdc++ statically, whose locale machinery
 // (iostreams) crashes on the H200 image (docs/gpu-bench.md), and a build using std::regex
 // here segfaulted there on its first model load.
+// The line of src starting at pos (without its newline); *end: where it ends.
+std::string line_at(const std::string& src, size_t pos, size_t* end) {
+  size_t e = src.find('\n', pos);
+  if (e == std::string::npos) e = src.size();
+  *end = e;
+  return src.substr(pos, e - pos);
+}
+
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // `body` with every whole-word `name` replaced by `value`.
@@ -496,9 +504,8 @@ std::string unroll(const std::string& src) {
   std::string out;
   size_t pos = 0;
   while (pos < src.size()) {
-    size_t e = src.find('\n', pos);
-    if (e == std::string::npos) e = src.size();
-    const std::string line = src.substr(pos, e - pos);
+    size_t e;
+    const std::string line = line_at(src, pos, &e);
     const size_t f = line.find_first_not_of(" \t");
     if (f == std::string::npos || line.compare(f, std::string::npos, "//#unroll") != 0) {
       out += line + "\n";
@@ -541,9 +548,8 @@ std::string include(const std::string& src, std::vector<std::string>* seen) {
   std::string out;
   size_t pos = 0;
   while (pos < src.size()) {
-    size_t e = src.find('\n', pos);
-    if (e == std::string::npos) e = src.size();
-    const std::string line = src.substr(pos, e - pos);
+    size_t e;
+    const std::string line = line_at(src, pos, &e);
     pos = e + 1;
     const size_t f = line.find_first_not_of(" \t");
     const std::string tag = "//#include ";
