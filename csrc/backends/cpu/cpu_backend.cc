@@ -162,7 +162,8 @@ void composed_rope_kv(const Op& op, const Tensor* in, int, Tensor* out, int, Exe
   t[OpKind::KvWrite](step, &in[2], 1, &out[3], 1, ctx);
 }
 
-// fused_qkv as its definition: the level's matmul kernel three times.
+// fused_qkv as its definition: the level's matmul kernel three times (the x86 levels have their
+// own, kernels_x86.inc k_fused_qkv: one token on K-quant weights shares one parallel region).
 template <int L>
 void composed_qkv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
   const cpu::KernelTable& t = tables().t[L];

@@ -42,6 +42,12 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
 // registers (kquant_avx2.cc); threaded over rows.
 bool avx2_kquant_encoding(DType t);
 void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);
+// One token through n <= 3 matrices of those encodings that share x (gate and up; q, k
+// and v): y[i] = W[i] . x with one quantization of x and one parallel region over all
+// their rows (kquant_x86.h kq_decode).
+void avx512_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n,
+                          ExecContext& ctx);
+void avx2_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n, ExecContext& ctx);
 // avx512 level, fast mode, two or more tokens: Q4_0 / Q4_1 / Q5_0 / Q8_0
 // (q32_avx512.cc; activations quantized as BlockQ16).
 bool avx512_q32_encoding(DType t);

@@ -88,6 +88,16 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
 
 // ------------------------------------------------------------ weights
 
+// Hides where p points from the optimizer.
+template <class T>
+inline void launder(T*& p) {
+#if defined(__GNUC__)
+  __asm__("" : "+r"(p));
+#else
+  (void)p;
+#endif
+}
+
 // Calls f(g, we, wo) for the 8 groups of 32 values of one super-block, in order:
 // we / wo = the 16 even / odd elements of group g times their sub-block scale, int16.
 // sm: the scales / mins bytes of a Q4_K / Q5_K header (k_scales_mins).
@@ -125,7 +135,16 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
     }
   } else {
     // Q4_K / Q5_K: bytes 32c..32c+31 hold elements 64c + l (low nibbles, scale 2c) and 64c + 32 + l (high, 2c + 1)
-    const __m256i smz = _mm256_broadcastsi128_si256(sm);
+    // Group g's scale operands as dwords in memory, [sc, 0, sc, 0] at sc[g] and [0, sc, 0, sc] at
+    // sc[8 + g]: a vpbroadcastd from memory is a load alone, where a vpshufb per operand took a
+    // vector ALU slot (16 of ~86 per super-block: the avx2 decode matvec is ALU-bound).
+    alignas(32) int32_t scb[16];
+    const __m256i s32 = _mm256_cvtepu8_epi32(sm);
+    const __m256i se = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(scb), se);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(scb + 8), _mm256_slli_epi32(se, 8));
+    const int32_t* sp = scb;
+    launder(sp);  // the broadcasts read memory (not a register extract of the stored vectors)
     const uint8_t* qs = blk + (E == DType::Q5_K ? 48 : 16);
     __m256i qh = E == DType::Q5_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16))
                                   : _mm256_setzero_si256();
@@ -139,8 +158,7 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
           X[j] = _mm256_or_si256(X[j], _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
           qh = _mm256_srli_epi16(qh, 1);  // (16-bit shifts keep bit g of each byte in its bit 0)
         }
-        const __m256i pe = _mm256_shuffle_epi8(smz, _mm256_set1_epi16(static_cast<int16_t>(0x8000 | g)));
-        const __m256i po = _mm256_shuffle_epi8(smz, _mm256_set1_epi16(static_cast<int16_t>((g << 8) | 0x80)));
+        const __m256i pe = _mm256_set1_epi32(sp[g]), po = _mm256_set1_epi32(sp[8 + g]);
         f(g, _mm256_maddubs_epi16(X[j], pe), _mm256_maddubs_epi16(X[j], po));
       }
     }
@@ -271,7 +289,14 @@ void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, f
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
   for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
   if (T > 1) return kq_expanded_prefill<Avx2K>(W, xq, T, K, y, ctx);
-  kq_decode<Avx2K>(W, xq, K, y, ctx);
+  const Tensor* w = &W;
+  kq_decode<Avx2K>(&w, &y, 1, xq, K, ctx);
+}
+
+void avx2_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n, ExecContext& ctx) {
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(K / 256));
+  quantize_row_q16k(x, K, xq);
+  kq_decode<Avx2K>(W, y, n, xq, K, ctx);
 }
 
 }  // namespace cpu

@@ -279,7 +279,10 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
   const int64_t N = W.shape.d[0], nsb = K / 256;
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
   for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
-  if (T == 1) return kq_decode<Avx512K>(W, xq, K, y, ctx);
+  if (T == 1) {
+    const Tensor* w = &W;
+    return kq_decode<Avx512K>(&w, &y, 1, xq, K, ctx);
+  }
   if (!kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
@@ -288,6 +291,13 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
                            [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
                              f[nt](w, xq + t0 * nsb + c0, nc, nsb, r);
                            });
+}
+
+void avx512_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n,
+                          ExecContext& ctx) {
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(K / 256));
+  quantize_row_q16k(x, K, xq);
+  kq_decode<Avx512K>(W, y, n, xq, K, ctx);
 }
 
 }  // namespace cpu
