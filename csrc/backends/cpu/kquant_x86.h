@@ -168,6 +168,14 @@ void kq_decode(const Tensor* const* W, float* const* y, int n, const BlockQ16K* 
   });
 }
 
+// The next row block's bytes of this K chunk (rows [n0, n1), bytes [0, len) from base + n * rb),
+// fetched into L2 while the current block's token tiles run: the rows are rb apart (a stride
+// the hardware prefetcher does not follow across pages), and the expansion waited on them.
+inline void kq_prefetch_block(const uint8_t* base, size_t rb, int64_t n0, int64_t n1, int64_t len) {
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t o = 0; o < len; o += 64) _mm_prefetch(reinterpret_cast<const char*>(base + n * rb + o), _MM_HINT_T1);
+}
+
 // The output lines of tokens [t0, t1) (columns at y, one row block) fetched ahead of the next
 // tile: y[T, N] spans megabytes, and its read-modify-write per tile and K chunk otherwise waits
 // on each line (qwen15 at avx2, 512 tokens: ~6% of prefill time on the `+=` below).
@@ -206,6 +214,7 @@ void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, 
         const int64_t r1 = std::min(n1, r0 + kExpRows);
         for (int64_t n = r0; n < r1; ++n)
           Kern::template expand_row<E>(base + n * rb + c0 * kq_bytes<E>(), nc, buf + (n - r0) * kExpChunk);
+        kq_prefetch_block(base + c0 * kq_bytes<E>(), rb, r1, std::min(n1, r1 + kExpRows), nc * kq_bytes<E>());
         const int64_t g1 = std::min(T, g0 + kExpGroupT);
         for (int64_t t0 = g0; t0 < g1; t0 += kTileT) {
           const int nt = static_cast<int>(std::min<int64_t>(kTileT, T - t0));
