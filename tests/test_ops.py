@@ -310,7 +310,7 @@ def test_fused_qkv_takes_all_biases_or_none():
 @pytest.mark.parametrize("enc", ["q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q8_0"])
 def test_matmul_quant_rows_over_several_k_chunks(enc, backend, precise):
     """Rows of 2304 values (9 K-quant super-blocks, 72 32-value blocks: more than one K chunk of
-    the prefill kernels (4 super-blocks, 32 blocks): partial sums accumulate over chunks, the last
+    the prefill kernels (6 super-blocks, 32 blocks): partial sums accumulate over chunks, the last
     one short), 37 rows and 19 tokens (ragged row blocks and token tiles)."""
     rng = np.random.default_rng(29)
     k, n = 9 * 256, 37

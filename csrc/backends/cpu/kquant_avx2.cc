@@ -18,7 +18,7 @@
 // 16 products (half a super-block) * 4096 * 32767 = 2147418112 < 2^31 - 1.
 //
 // Prefill (T > 1) runs on expanded weights (kquant_x86.h: each block of 8 rows x
-// 4 super-blocks expanded once, every 4-token tile against it); decode (kq_decode) reads each
+// 6 super-blocks expanded once, every 4-token tile against it); decode (kq_decode) reads each
 // row once, super-block by super-block, with a software prefetch ahead.
 #include <immintrin.h>
 
