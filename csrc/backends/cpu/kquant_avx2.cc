@@ -107,19 +107,19 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
   if constexpr (E == DType::Q6_K) {
     // codes 0..63, value (q - 32) * sc[e / 16]: group g takes sc[2g] (bytes 0-15), sc[2g + 1] (16-31)
     const __m256i sc = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
-    const __m256i three = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
+    // (the high bit pair j of H lands on bits 4-5 with one shift and a mask of 0x30: the 16-bit
+    // shifts carry bits across bytes only where the mask clears them)
+    const __m256i hi2 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
     KQ_UNROLL for (int h = 0; h < 2; ++h) {
       const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
       const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
       const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
       __m256i X[4];
-      X[0] = _mm256_or_si256(_mm256_and_si256(L0, lo4), _mm256_slli_epi16(_mm256_and_si256(H, three), 4));
-      X[1] = _mm256_or_si256(_mm256_and_si256(L1, lo4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), three), 4));
-      X[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), lo4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), three), 4));
+      X[0] = _mm256_or_si256(_mm256_and_si256(L0, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 4), hi2));
+      X[1] = _mm256_or_si256(_mm256_and_si256(L1, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 2), hi2));
+      X[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), lo4), _mm256_and_si256(H, hi2));
       X[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), lo4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), three), 4));
+                             _mm256_and_si256(_mm256_srli_epi16(H, 2), hi2));
       KQ_UNROLL for (int j = 0; j < 4; ++j) {
         const int g = 4 * h + j;
         const __m256i ie = _mm256_setr_epi64x(0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
