@@ -137,7 +137,8 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
     // Q4_K / Q5_K: bytes 32c..32c+31 hold elements 64c + l (low nibbles, scale 2c) and 64c + 32 + l (high, 2c + 1)
     // Group g's scale operands as dwords in memory, [sc, 0, sc, 0] at sc[g] and [0, sc, 0, sc] at
     // sc[8 + g]: a vpbroadcastd from memory is a load alone, where a vpshufb per operand took a
-    // vector ALU slot (16 of ~86 per super-block: the avx2 decode matvec is ALU-bound).
+    // vector ALU slot (16 of ~86 per super-block; the decode matvec's rate did not change, it is
+    // bound by the misses a thread keeps in flight: docs/cpu-backend.md).
     alignas(32) int32_t scb[16];
     const __m256i s32 = _mm256_cvtepu8_epi32(sm);
     const __m256i se = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
@@ -284,19 +285,21 @@ struct Avx2K {
 
 bool avx2_kquant_encoding(DType t) { return kq_row_dots<Avx2K>(t) != nullptr; }
 
-void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  const int64_t nsb = K / 256;
-  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
-  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
-  if (T > 1) return kq_expanded_prefill<Avx2K>(W, xq, T, K, y, ctx);
-  const Tensor* w = &W;
-  kq_decode<Avx2K>(&w, &y, 1, xq, K, ctx);
-}
-
 void avx2_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n, ExecContext& ctx) {
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(K / 256));
   quantize_row_q16k(x, K, xq);
   kq_decode<Avx2K>(W, y, n, xq, K, ctx);
+}
+
+void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
+  if (T == 1) {
+    const Tensor* w = &W;
+    return avx2_kquant_decode(x, K, &w, &y, 1, ctx);
+  }
+  const int64_t nsb = K / 256;
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
+  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
+  kq_expanded_prefill<Avx2K>(W, xq, T, K, y, ctx);
 }
 
 }  // namespace cpu

@@ -277,12 +277,12 @@ bool avx512_kquant_encoding(DType t) { return kq_row_dots<Avx512K>(t) != nullptr
 void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
   const RowDotFn* f = kq_row_dots<Avx512K>(W.dtype);
   const int64_t N = W.shape.d[0], nsb = K / 256;
-  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
-  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
   if (T == 1) {
     const Tensor* w = &W;
-    return kq_decode<Avx512K>(&w, &y, 1, xq, K, ctx);
+    return avx512_kquant_decode(x, K, &w, &y, 1, ctx);
   }
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
+  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
   if (!kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
