@@ -321,12 +321,13 @@ def test_matmul_quant_rows_over_several_k_chunks(enc, backend, precise):
         assert rel_err(y, mm_ref(x, deq, enc, backend, precise)) <= TOL_F32, T
 
 
-@pytest.mark.parametrize("enc", ["f32", "bf16", "q8_0", "q4_k", "q6_k"])
+@pytest.mark.parametrize("enc", ["f32", "f16", "bf16"] + QUANT)
 def test_matmul_many_tokens_many_rows(enc, backend, precise):
     """Enough tokens and output rows for the wgpu tiled GEMM (>= 64 output tiles of 64 x 64,
-    ragged at both edges) and the cpu packed GEMM; bias and the fused SwiGLU variant too."""
+    ragged at both edges; its per-encoding four-value decoders) and the cpu packed GEMM; bias
+    and the fused SwiGLU variant too. Float rows of 100 values end inside a 32-value chunk."""
     rng = np.random.default_rng(23)
-    k, n, T = 256, 1030, 257
+    k, n, T = (100 if enc in ("f32", "f16", "bf16") else 256), 1030, 257
     w, deq = random_weight(enc, n, k, rng)
     wu, du = random_weight(enc, n, k, rng)
     x = rng.standard_normal((T, k)).astype(np.float32)

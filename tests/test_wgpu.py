@@ -213,3 +213,51 @@ def test_matvec_tuning_override_rejects_unknown_settings():
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_WGPU_MATVEC="tpr=7"),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "CYB_WGPU_MATVEC" in r.stderr and "tpr=7" in r.stderr
+
+
+# ------------------------------------------------------------ split-K GEMM
+
+@pytest.mark.parametrize("splitk", ["0", "100000"])
+def test_tiled_gemm_split_k_setting(splitk):
+    """CYB_WGPU_SPLITK (read once per process: a subprocess): 0 turns the split-K tiled GEMM off,
+    a large workgroup count splits K into as many parts as the rows allow (4 chunks of 32 each);
+    both, with the bias and the residual epilogue, against the f64 product. The default split is
+    covered by tests/test_ops.py."""
+    import os
+    import subprocess
+    import sys
+
+    code = r"""
+import numpy as np, sys
+sys.path.insert(0, TESTS)
+import test_ops as T
+from cyb_llm import _core
+rng = np.random.default_rng(19)
+worst = 0.0
+for enc in ("q4_k", "q8_0", "f32"):
+    w, deq = T.random_weight(enc, 96, 1024, rng)
+    x = rng.standard_normal((70, 1024)).astype(np.float32)
+    bias = rng.standard_normal(96).astype(np.float32)
+    res = rng.standard_normal((70, 96)).astype(np.float32)
+    (y,) = _core.run_op("fused_matmul_add", [x, w, res, bias], {"precise": True}, None, "scalar", "wgpu+rs")
+    assert _core.last_run_op_backend() == "wgpu+rs"
+    worst = max(worst, T.rel_err(y, x.astype(np.float64) @ deq.T + bias + res))
+print(worst)
+"""
+    code = f"TESTS = {os.path.dirname(os.path.abspath(__file__))!r}\n" + code
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_WGPU_SPLITK=splitk),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
+
+
+def test_split_k_setting_rejects_non_counts():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom cyb_llm import _core\nx = np.ones((64, 64), np.float32)\n"
+            "_core.run_op('matmul', [x, x], {}, None, 'scalar', 'wgpu+rs')\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_WGPU_SPLITK="-3"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "CYB_WGPU_SPLITK" in r.stderr and "-3" in r.stderr

@@ -1,12 +1,16 @@
 // Matrix products y[t, row0 + r] = sum_k x[t, k] * W[r, k] (+ bias) for the rows of one weight
-// chunk, any weight encoding (DEQ). Two kernels share the parameters and bindings: the row
+// chunk, any weight encoding (DEQ, DQV). Two kernels share the parameters and bindings: the row
 // kernel (few tokens) and, with the define TILED, the tiled GEMM (many tokens).
 // Variant SWIGLU: two weights (gate, up), y = silu(x Wg) * (x Wu). Epilogues (fused_matmul_gelu,
 // fused_matmul_add): GELU / GELU_TANH y = gelu(x W + b), ADD y = x W + b + R (R laid out as y).
+// Split K (TILED SPLITK, for grids of few tiles): grid z = p.ksplit parts of K, each tile's raw
+// sums into part z of Y (laid out [z][t][row]); then the SPLITK_SUM kernel adds the parts (X
+// bound to them) in order, the bias and the epilogue, into y.
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
   nx: u32, has_bias: u32, rb2: u32, r_off: u32,
+  ksplit: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> W: array<u32>;
@@ -22,29 +26,50 @@ struct P {
 @group(0) @binding(6) var<storage, read> R: array<f32>;
 //#endif
 //#include epilogue
+//#if SPLITK_SUM
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let r = wid.x * 256u + li;
+  let t = wid.y;
+  if (r >= p.nrows) { return; }
+  var o = 0.0;
+  for (var z = 0u; z < p.ksplit; z++) {
+    o += X[(z * p.T + t) * p.nrows + r];
+  }
+//#if BIAS
+  o += B[p.row0 + r];
+//#endif
+  Y[p.y_off + t * p.ldy + p.row0 + r] = epi(o, t, p.row0 + r);
+}
+//#else
 //#if TILED
-// Tiled GEMM (prompt processing, encoders): a workgroup computes a 64-token x 64-row
-// tile. Per 32-element chunk of K, 64 threads decode one weight row chunk each (DEQ)
-// into workgroup memory while all threads stage the 64 x 32 activations; then each
-// thread accumulates 4 tokens x 4 rows in registers (f32: an FMA chain per output over
-// the chunk, added to the output's running sum, as the row kernel does).
-
+// Tiled GEMM (prompt processing, encoders): a workgroup computes a 64-token x 64-row tile over
+// chunks of 32 values of K. Per chunk every thread decodes weights of one row, four at a time
+// in registers (DQV), and stages activations, into workgroup memory laid out k-major; then each
+// thread reads its 4 tokens and its 4 rows as one vec4 each per k and accumulates 4 x 4 outputs
+// (f32: an FMA chain per output over the chunk, added to the output's running sum, as the
+// row kernel does). 4 tokens a thread, 256 threads. Measured on the H200 and not kept: 8 tokens
+// a thread with 128 threads, and reading the next chunk into registers before this chunk's
+// products (docs/gpu-bench.md).
 const TM = 64u;  // tokens per tile
 const TN = 64u;  // weight rows per tile
-const LD = 33u;  // padded stride of the staged chunks
-var<workgroup> xs: array<f32, 2112>;  // TM * LD
-var<workgroup> ws: array<f32, 2112>;  // TN * LD
+var<workgroup> xs: array<vec4<f32>, 512>;  // [k][token / 4], 32 x 16
+var<workgroup> ws: array<vec4<f32>, 512>;  // [k][row / 4]
 //#if SWIGLU
-var<workgroup> ws2: array<f32, 2112>;
+var<workgroup> ws2: array<vec4<f32>, 512>;
 //#endif
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let r0 = wid.x * TN;
   let t0 = wid.y * TM;
-  let tx = li % 16u;  // rows tx, tx + 16, tx + 32, tx + 48 of the tile
-  let ty = li / 16u;  // tokens ty, ty + 16, ...
-  // acc[i] (and s[i]): token ty + 16 i, rows tx + 16 j in lane j. Named vec4s, no
+  let tx = li % 16u;  // rows 4 tx .. 4 tx + 3 of the tile
+  let ty = li / 16u;  // tokens 4 ty .. 4 ty + 3
+  // decoding: row dr of the tile, four-value groups 2 dq and 2 dq + 1 of each chunk
+  let dr = li % TN;
+  let dq = li / TN;
+  let wrow = r0 + dr;
+  // acc<i> (and s<i>): token 4 ty + i, rows 4 tx .. 4 tx + 3 in its lanes. Named vec4s, no
   // indexed arrays: a GPU compiler keeps these in registers.
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
@@ -57,37 +82,48 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var accu3 = vec4<f32>(0.0);
 //#endif
   let nch = (p.K + 31u) / 32u;
-  for (var c = 0u; c < nch; c++) {
-    if (li < TN) {
-      var w = array<f32, 32>();
-      let r = r0 + li;
-      if (r < p.nrows) {
-        DEQ(r * p.rb, c, p.K, &w);
-      }
-      for (var i = 0u; i < 32u; i++) {
-        ws[li * LD + i] = w[i];
-      }
-    }
-//#if SWIGLU
-    if (li >= TN && li < 2u * TN) {
-      var w2 = array<f32, 32>();
-      let r = r0 + li - TN;
-      if (r < p.nrows) {
-        DEQ2(r * p.rb2, c, p.K, &w2);
-      }
-      for (var i = 0u; i < 32u; i++) {
-        ws2[(li - TN) * LD + i] = w2[i];
-      }
-    }
+//#if SPLITK
+  let cps = (nch + p.ksplit - 1u) / p.ksplit;
+  let c_begin = wid.z * cps;
+  let c_end = min(nch, c_begin + cps);
+  zsplit = wid.z;
+//#else
+  let c_begin = 0u;
+  let c_end = nch;
 //#endif
+  for (var c = c_begin; c < c_end; c++) {
+    var wa = vec4<f32>(0.0);
+    var wb = vec4<f32>(0.0);
+//#if SWIGLU
+    var ua = vec4<f32>(0.0);
+    var ub = vec4<f32>(0.0);
+//#endif
+    if (wrow < p.nrows) {
+      wa = DQV(wrow * p.rb, c, p.K, 2u * dq);
+      wb = DQV(wrow * p.rb, c, p.K, 2u * dq + 1u);
+//#if SWIGLU
+      ua = DQV2(wrow * p.rb2, c, p.K, 2u * dq);
+      ub = DQV2(wrow * p.rb2, c, p.K, 2u * dq + 1u);
+//#endif
+    }
+    let k8 = 8u * dq;
+    for (var i = 0u; i < 4u; i++) {
+      ws[(k8 + i) * 16u + dr / 4u][dr % 4u] = wa[i];
+      ws[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = wb[i];
+//#if SWIGLU
+      ws2[(k8 + i) * 16u + dr / 4u][dr % 4u] = ua[i];
+      ws2[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = ub[i];
+//#endif
+    }
+    // activations: token e % 64, value e / 64 of the chunk
     for (var e = li; e < TM * 32u; e += 256u) {
-      let tt = e / 32u;
-      let k = c * 32u + e % 32u;
+      let tt = e % TM;
+      let k = c * 32u + e / TM;
       var v = 0.0;
       if (t0 + tt < p.T && k < p.K) {
         v = X[p.x_off + (t0 + tt) * p.K + k];
       }
-      xs[tt * LD + e % 32u] = v;
+      xs[(e / TM) * 16u + tt / 4u][tt % 4u] = v;
     }
     workgroupBarrier();
     // this chunk's sums, added to acc after it (two-level summation)
@@ -102,22 +138,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var su3 = vec4<f32>(0.0);
 //#endif
     for (var k = 0u; k < 32u; k++) {
-      let b = vec4<f32>(ws[tx * LD + k], ws[(tx + 16u) * LD + k], ws[(tx + 32u) * LD + k], ws[(tx + 48u) * LD + k]);
-      let a0 = xs[ty * LD + k];
-      let a1 = xs[(ty + 16u) * LD + k];
-      let a2 = xs[(ty + 32u) * LD + k];
-      let a3 = xs[(ty + 48u) * LD + k];
-      s0 = fma(vec4<f32>(a0), b, s0);
-      s1 = fma(vec4<f32>(a1), b, s1);
-      s2 = fma(vec4<f32>(a2), b, s2);
-      s3 = fma(vec4<f32>(a3), b, s3);
+      let b = ws[k * 16u + tx];
 //#if SWIGLU
-      let bu = vec4<f32>(ws2[tx * LD + k], ws2[(tx + 16u) * LD + k], ws2[(tx + 32u) * LD + k],
-                         ws2[(tx + 48u) * LD + k]);
-      su0 = fma(vec4<f32>(a0), bu, su0);
-      su1 = fma(vec4<f32>(a1), bu, su1);
-      su2 = fma(vec4<f32>(a2), bu, su2);
-      su3 = fma(vec4<f32>(a3), bu, su3);
+      let bu = ws2[k * 16u + tx];
+//#endif
+      let a = xs[k * 16u + ty];
+      s0 = fma(vec4<f32>(a.x), b, s0);
+      s1 = fma(vec4<f32>(a.y), b, s1);
+      s2 = fma(vec4<f32>(a.z), b, s2);
+      s3 = fma(vec4<f32>(a.w), b, s3);
+//#if SWIGLU
+      su0 = fma(vec4<f32>(a.x), bu, su0);
+      su1 = fma(vec4<f32>(a.y), bu, su1);
+      su2 = fma(vec4<f32>(a.z), bu, su2);
+      su3 = fma(vec4<f32>(a.w), bu, su3);
 //#endif
     }
     acc0 += s0;
@@ -132,38 +166,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
     workgroupBarrier();
   }
-  store_row(t0 + ty, r0 + tx, acc0
+  let tb = t0 + 4u * ty;
+  store_row(tb + 0u, r0 + 4u * tx, acc0
 //#if SWIGLU
             , accu0
 //#endif
   );
-  store_row(t0 + ty + 16u, r0 + tx, acc1
+  store_row(tb + 1u, r0 + 4u * tx, acc1
 //#if SWIGLU
             , accu1
 //#endif
   );
-  store_row(t0 + ty + 32u, r0 + tx, acc2
+  store_row(tb + 2u, r0 + 4u * tx, acc2
 //#if SWIGLU
             , accu2
 //#endif
   );
-  store_row(t0 + ty + 48u, r0 + tx, acc3
+  store_row(tb + 3u, r0 + 4u * tx, acc3
 //#if SWIGLU
             , accu3
 //#endif
   );
 }
 
-// Token t's outputs for rows r, r + 16, r + 32, r + 48.
+//#if SPLITK
+var<private> zsplit: u32;
+//#endif
+// Token t's outputs for rows r .. r + 3.
 fn store_row(t: u32, r: u32, v: vec4<f32>
 //#if SWIGLU
              , u: vec4<f32>
 //#endif
 ) {
   for (var j = 0u; j < 4u; j++) {
-    let rj = r + 16u * j;
+    let rj = r + j;
     if (t < p.T && rj < p.nrows) {
       var o = v[j];
+//#if SPLITK
+      Y[(zsplit * p.T + t) * p.nrows + rj] = o;
+//#else
 //#if BIAS
       o += B[p.row0 + rj];
 //#endif
@@ -172,6 +213,7 @@ fn store_row(t: u32, r: u32, v: vec4<f32>
       o = o / (1.0 + exp(-o)) * u[j];
 //#endif
       Y[p.y_off + t * p.ldy + p.row0 + rj] = o;
+//#endif
     }
   }
 }
@@ -260,4 +302,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     Y[p.y_off + (t0 + lane) * p.ldy + p.row0 + r] = v;
   }
 }
+//#endif
 //#endif

@@ -75,18 +75,6 @@ const NT = 4u;
 //#endif
 const WG = 128u;
 
-const SH4 = vec4<u32>(0u, 8u, 16u, 24u);
-fn hsum(v: vec4<f32>) -> f32 { return (v.x + v.y) + (v.z + v.w); }
-// The four low (s = 0) or high (s = 4) nibbles of the bytes of v.
-fn nib4(v: u32, s: u32) -> vec4<f32> { return vec4<f32>(((vec4<u32>(v) >> (SH4 + s)) & vec4<u32>(15u))); }
-// The four signed bytes of v.
-fn sb4(v: u32) -> vec4<f32> { return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << (vec4<u32>(24u) - SH4)) >> vec4<u32>(24u)); }
-
-// The fifth bits of values l .. l + 3 (bit l of qh is value l's), as 0 or 16.
-fn hb4(qh: u32, l: u32) -> vec4<f32> {
-  return vec4<f32>(((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + l)) & vec4<u32>(1u)) << vec4<u32>(4u));
-}
-
 var<workgroup> red: array<vec4<f32>, WG>;
 //#if SWIGLU
 var<workgroup> red2: array<vec4<f32>, WG>;

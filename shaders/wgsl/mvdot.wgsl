@@ -8,8 +8,8 @@
 // Every loop over a chunk is marked `//#unroll`: the shader preprocessor writes it out as
 // straight-line code (wgpu_backend.cc, preprocess), so that the GPU compiler can issue a
 // chunk's loads together (measured faster on the H200: SwiGLU q4_k 38.8 -> 28.3 us).
-// The helpers (hsum, nib4, sb4, hb4, SH4) live in matvec.wgsl: this file is copied for
-// a second weight (W2) and they must exist once.
+// The helpers (hsum, nib4, sb4, hb4, SH4) live in common.wgsl, copied and renamed with these
+// decoders for a second and third weight.
 fn deq_mv_f32(rb: u32, c: u32, xb: u32) -> f32 {
   let w0 = (rb >> 2u) + c * 32u;
   let x0 = xb + c * 8u;
@@ -167,3 +167,4 @@ fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
   }
   return hsum(s);
 }
+

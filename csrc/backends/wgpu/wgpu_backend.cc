@@ -610,13 +610,15 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
       if (more[w] == DType::COUNT) continue;
       const std::string n = std::to_string(w + 2);
       std::string s2 = base;
-      for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "u32at(", "nib(", "scale_min_k4(", "scale_q3_k("}) {
+      for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "u32at(", "nib(", "scale_min_k4(", "scale_q3_k(",
+                             "hsum(", "nib4(", "sb4(", "hb4("}) {
         std::string f = fn;
         std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_" + n + "(" : "deq" + n + "_";
         replace_all(s2, f, r);
       }
       replace_all(s2, "W[", "W" + n + "[");
       replace_all(s2, "IQ4NL", "IQ4NL_" + n);
+      replace_all(s2, "SH4", "SH4_" + n);
       src += s2;
     }
   }
@@ -627,6 +629,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
     if (all[w] == DType::COUNT) continue;
     const std::string n = w == 2 ? "" : std::to_string(3 - w);
     replace_all(body, "DEQ" + n + "(", "deq" + n + "_" + enc_fn(all[w]) + "(");
+    replace_all(body, "DQV" + n + "(", "deq" + n + "_v4_" + enc_fn(all[w]) + "(");
     replace_all(body, "MV" + n + "(", "deq" + n + "_mv_" + enc_fn(all[w]) + "(");
   }
   src += body;
@@ -836,6 +839,14 @@ struct State : BackendState {
   // context's life (the result holds the token the next forward embeds); a larger
   // request gets new ones, the old stay in all_ until the context goes.
   DevBuf* persist_[5] = {};
+  // The split-K GEMM's partial sums (matmul.wgsl SPLITK): one buffer for the context, used
+  // by every split matmul in turn (each sum dispatch reads it before the next GEMM writes
+  // it); a larger request gets a new one, the old stays in all_ until the context goes.
+  DevBuf* splitk_ = nullptr;
+  DevBuf* splitk_parts(uint64_t bytes) {
+    if (splitk_ && splitk_->bytes >= bytes) return splitk_;
+    return splitk_ = new_buf(bytes);
+  }
   DevBuf* persistent(int i, uint64_t bytes) {
     DevBuf*& d = persist_[i];
     if (d && d->bytes >= bytes) return d;
@@ -1444,6 +1455,25 @@ bool mv_encoding(DType t) {
 // (shaders/wgsl/attention.wgsl SPLIT/COMBINE) once they span more than one tile.
 constexpr int64_t kSplitAttentionMaxRows = 256;
 
+// A tiled GEMM whose grid has fewer tiles than this splits K into parts run side by side
+// (matmul.wgsl SPLITK; 2 workgroups per SM of the H200's 132), each part at least
+// kSplitKMinChunks chunks of 32 values. CYB_WGPU_SPLITK=N (read once) sets the workgroup
+// count for tuning runs, 0 turns splitting off (docs/gpu-bench.md).
+constexpr int64_t kSplitKWorkgroups = 264;
+constexpr int64_t kSplitKMinChunks = 4;
+int64_t splitk_workgroups() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("CYB_WGPU_SPLITK");
+    if (!e) return kSplitKWorkgroups;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (end == e || *end || v < 0 || v > 1000000)
+      throw_invalid_config("CYB_WGPU_SPLITK", std::string("'") + e + "' is not a workgroup count (0 .. 1000000)");
+    return int64_t{v};
+  }();
+  return n;
+}
+
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
@@ -1529,7 +1559,16 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   const bool mv = !tiled && K % 32 == 0 && x.offset % 16 == 0 && mv_encoding(W.dtype) &&
                   (!W2 || mv_encoding(W2->dtype));
   int64_t rows_per_wg = 2, tokens_per_wg = 8;
+  // Split K: a tiled GEMM of few tiles (one weight, one buffer) over parts of K, then a
+  // dispatch adding the parts, the bias and the epilogue (matmul.wgsl SPLITK, SPLITK_SUM).
+  int64_t splits = 1;
+  if (tiled && !w2 && w->bufs.size() == 1) {
+    const int64_t tiles = ((N + 63) / 64) * ((T + 63) / 64);
+    splits = std::max<int64_t>(
+        1, std::min<int64_t>((splitk_workgroups() + tiles - 1) / tiles, (K + 31) / 32 / kSplitKMinChunks));
+  }
   if (tiled) {
+    if (splits > 1) defs = {"SPLITK"};  // bias and epilogue: in the sum dispatch
     defs.push_back("TILED");
     rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
@@ -1542,11 +1581,28 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
     const uint32_t wgs = u((nr + rows_per_wg - 1) / rows_per_wg);
     const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
-    // matmul.wgsl's P (12 words, r_off last) or matvec.wgsl's (20 words, r_off at 16)
+    // matmul.wgsl's P (16 words: r_off at 11, ksplit at 12) or matvec.wgsl's (20 words, r_off at 16)
     uint32_t p[20] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
                       w2 ? u(row_bytes(W2->dtype, K)) : 0u, mv ? 0u : r_off};
-    p[16] = r_off;
+    if (mv) p[16] = r_off;
+    else p[12] = u(splits);
+    if (splits > 1) {
+      WGPUBuffer parts = st.splitk_parts(uint64_t(splits * T * N) * 4)->bufs[0];
+      Bind b1[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, parts, 0, WGPU_WHOLE_SIZE}};
+      st.dispatch(pl, p, 16 * sizeof(uint32_t), b1, 3, nx, ny, u(splits));
+      std::vector<std::string> sdefs = {"SPLITK_SUM"};
+      if (bias) sdefs.push_back("BIAS");
+      if (epilogue) sdefs.push_back(epilogue);
+      Bind b2[4];
+      size_t n2 = 0;
+      b2[n2++] = {2, parts, 0, WGPU_WHOLE_SIZE};
+      b2[n2++] = {3, yb, 0, WGPU_WHOLE_SIZE};
+      if (bias) b2[n2++] = {4, bb, 0, WGPU_WHOLE_SIZE};
+      if (residual) b2[n2++] = {6, rb, 0, WGPU_WHOLE_SIZE};
+      st.dispatch(pipeline(g_, "matmul", sdefs), p, 16 * sizeof(uint32_t), b2, n2, u((N + 255) / 256), u(T), 1);
+      continue;
+    }
     const uint32_t nz = tiled ? 1u : u((T + tokens_per_wg - 1) / tokens_per_wg);
     Bind b[6];
     size_t n = 0;
@@ -1556,7 +1612,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     if (bias) b[n++] = {4, bb, 0, WGPU_WHOLE_SIZE};
     if (w2) b[n++] = {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE};
     if (residual) b[n++] = {mv ? 11u : 6u, rb, 0, WGPU_WHOLE_SIZE};
-    st.dispatch(pl, p, mv ? sizeof(p) : 12 * sizeof(uint32_t), b, n, nx, ny, nz);
+    st.dispatch(pl, p, mv ? sizeof(p) : 16 * sizeof(uint32_t), b, n, nx, ny, nz);
   }
 }
 
