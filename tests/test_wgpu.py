@@ -161,6 +161,20 @@ def test_prompt_frames_do_not_grow_with_layers(tmp_path_factory):
     assert added[8] <= 1.2 * added[2], added
 
 
+# ------------------------------------------------------------ settings read once per process
+
+def run_with_setting(name, value, code, timeout=300):
+    """Runs `code` in a fresh interpreter (the settings are read once per process) with the
+    environment variable `name` set to `value`; TESTS in the code is this folder."""
+    import os
+    import subprocess
+    import sys
+
+    code = f"TESTS = {os.path.dirname(os.path.abspath(__file__))!r}\n" + code
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{name: value}),
+                          capture_output=True, text=True, timeout=timeout)
+
+
 # ------------------------------------------------------------ matvec variants
 
 @pytest.mark.parametrize("tuning", ["tpr=8", "tpr=16,unroll=1", "tpr=8,unroll=1", "tpr=64", "tpr=128", "tpr=fill"])
@@ -168,10 +182,6 @@ def test_matvec_variants_through_the_tuning_override(tuning):
     """The matrix-vector kernel's other variants (fewer lanes a row: subgroup shuffles where the
     adapter's subgroups hold a row, as lavapipe's 8 do; two chunks a step) through
     CYB_WGPU_MATVEC (read once per process: a subprocess), against the f64 product."""
-    import os
-    import subprocess
-    import sys
-
     code = r"""
 import numpy as np, sys
 sys.path.insert(0, TESTS)
@@ -193,26 +203,21 @@ for enc in ("q4_k", "q6_k", "q8_0", "q5_0", "f16"):
             worst = max(worst, T.rel_err(g, a / (1 + np.exp(-a)) * b))
 print(worst)
 """
-    env = dict(os.environ, CYB_WGPU_MATVEC=tuning)
     # a few long rows: where tpr=fill takes 64 lanes (the two-chunk variant measures 1.2-1.6e-6 there
     # against the f64 product, over the op tolerance: it is not the default, docs/gpu-bench.md)
     shapes = [(61, 256), (33, 1536)] + ([] if "unroll=1" in tuning else [(5, 2048)])
-    code = f"TESTS = {os.path.dirname(os.path.abspath(__file__))!r}\nSHAPES = {shapes!r}\n" + code
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    r = run_with_setting("CYB_WGPU_MATVEC", tuning, f"SHAPES = {shapes!r}\n" + code)
     assert r.returncode == 0, r.stderr[-2000:]
     assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
 
 
-def test_matvec_tuning_override_rejects_unknown_settings():
-    import os
-    import subprocess
-    import sys
-
-    code = ("import numpy as np\nfrom cyb_llm import _core\nx = np.ones((1, 32), np.float32)\n"
+@pytest.mark.parametrize("name,value,tokens", [("CYB_WGPU_MATVEC", "tpr=7", 1), ("CYB_WGPU_SPLITK", "-3", 64)])
+def test_settings_reject_unknown_values(name, value, tokens):
+    """A bad tuning setting is an error naming the variable and the value, at the first product."""
+    code = (f"import numpy as np\nfrom cyb_llm import _core\nx = np.ones(({tokens}, 64), np.float32)\n"
             "_core.run_op('matmul', [x, x], {}, None, 'scalar', 'wgpu+rs')\n")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_WGPU_MATVEC="tpr=7"),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0 and "CYB_WGPU_MATVEC" in r.stderr and "tpr=7" in r.stderr
+    r = run_with_setting(name, value, code, timeout=120)
+    assert r.returncode != 0 and name in r.stderr and value in r.stderr
 
 
 # ------------------------------------------------------------ split-K GEMM
@@ -223,10 +228,6 @@ def test_tiled_gemm_split_k_setting(splitk):
     a large workgroup count splits K into as many parts as the rows allow (4 chunks of 32 each);
     both, with the bias and the residual epilogue, against the f64 product. The default split is
     covered by tests/test_ops.py."""
-    import os
-    import subprocess
-    import sys
-
     code = r"""
 import numpy as np, sys
 sys.path.insert(0, TESTS)
@@ -244,20 +245,6 @@ for enc in ("q4_k", "q8_0", "f32"):
     worst = max(worst, T.rel_err(y, x.astype(np.float64) @ deq.T + bias + res))
 print(worst)
 """
-    code = f"TESTS = {os.path.dirname(os.path.abspath(__file__))!r}\n" + code
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_WGPU_SPLITK=splitk),
-                       capture_output=True, text=True, timeout=300)
+    r = run_with_setting("CYB_WGPU_SPLITK", splitk, code)
     assert r.returncode == 0, r.stderr[-2000:]
     assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
-
-
-def test_split_k_setting_rejects_non_counts():
-    import os
-    import subprocess
-    import sys
-
-    code = ("import numpy as np\nfrom cyb_llm import _core\nx = np.ones((64, 64), np.float32)\n"
-            "_core.run_op('matmul', [x, x], {}, None, 'scalar', 'wgpu+rs')\n")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_WGPU_SPLITK="-3"),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0 and "CYB_WGPU_SPLITK" in r.stderr and "-3" in r.stderr
