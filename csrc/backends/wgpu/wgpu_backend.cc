@@ -1561,11 +1561,13 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   int64_t rows_per_wg = 2, tokens_per_wg = 8;
   // Split K: a tiled GEMM of few tiles (one weight, one buffer) over parts of K, then a
   // dispatch adding the parts, the bias and the epilogue (matmul.wgsl SPLITK, SPLITK_SUM).
+  // The sum dispatch's grid has a row of workgroups per token; the parts fit one binding.
   int64_t splits = 1;
-  if (tiled && !w2 && w->bufs.size() == 1) {
+  if (tiled && !w2 && w->bufs.size() == 1 && T <= 65535) {
     const int64_t tiles = ((N + 63) / 64) * ((T + 63) / 64);
-    splits = std::max<int64_t>(
-        1, std::min<int64_t>((splitk_workgroups() + tiles - 1) / tiles, (K + 31) / 32 / kSplitKMinChunks));
+    const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (T * N);
+    splits = std::max<int64_t>(1, std::min<int64_t>({(splitk_workgroups() + tiles - 1) / tiles,
+                                                     (K + 31) / 32 / kSplitKMinChunks, fit}));
   }
   if (tiled) {
     if (splits > 1) defs = {"SPLITK"};  // bias and epilogue: in the sum dispatch
