@@ -994,6 +994,9 @@ def test_copy_conversions(backend):
     rng = np.random.default_rng(15)
     x = (rng.standard_normal((3, 77)) * 100).astype(np.float32)
     x[0, :6] = [65504.0, 65520.0, 1e-8, -3e-5, 6.1e-5, np.inf]
+    # exact ties, which round to the even neighbour: f16 normals and subnormals, bf16
+    x[1, :8] = [1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-25, -3 * 2.0**-25, 1 + 2.0**-8, 1 + 3 * 2.0**-8,
+                -(2.0**-24 + 2.0**-25), 65504 + 16]
     (h,) = run("copy", [x], outputs=[(np.zeros(x.size * 2, np.uint8), "f16", x.shape)], backend=backend)
     with np.errstate(over="ignore"):  # 65520 -> inf on purpose
         np.testing.assert_array_equal(h.view(np.uint16), x.astype(np.float16).view(np.uint16))

@@ -1,6 +1,7 @@
 // RMSNorm over rows of D: y = x / sqrt(mean(x^2) + eps) * (plus_one ? 1 + w : w).
 // Variant SKIP (FusedSkipNorm): s = x + res; S = s; y = norm(s).
 // Variant L2 (L2Normalize): y = x / max(||x||_2, eps), no weight.
+// Variant SOFTMAX (Softmax): y = exp(x - max x) / sum exp(x - max x), no weight (with L2's bindings).
 // Variant INPLACE: y aliases x.
 struct P { D: u32, R: u32, eps: f32, plus_one: u32 }
 @group(0) @binding(0) var<uniform> p: P;
@@ -35,6 +36,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let row = wid.x + wid.y * 65535u;
   if (row >= p.R) { return; }
   let base = row * p.D;
+//#if SOFTMAX
+  var mx = -3.4e38;
+  for (var i = li; i < p.D; i += 256u) { mx = max(mx, xin(base + i)); }
+  red[li] = mx;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    if (li < s) { red[li] = max(red[li], red[li + s]); }
+    workgroupBarrier();
+  }
+  mx = red[0];
+  workgroupBarrier();
+  var es = 0.0;
+  for (var i = li; i < p.D; i += 256u) { es += exp(xin(base + i) - mx); }
+  red[li] = es;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    if (li < s) { red[li] += red[li + s]; }
+    workgroupBarrier();
+  }
+  let inv = 1.0 / red[0];
+  for (var i = li; i < p.D; i += 256u) { Y[base + i] = exp(xin(base + i) - mx) * inv; }
+//#else
   var ss = 0.0;
   for (var i = li; i < p.D; i += 256u) {
     let v = xin(base + i);
@@ -62,5 +85,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (p.plus_one != 0u) { w = 1.0 + w; }
     Y[base + i] = v * r * w;
   }
+//#endif
 //#endif
 }

@@ -1363,6 +1363,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::FusedSkipNorm:
     case OpKind::LayerNorm:
     case OpKind::L2Normalize:
+    case OpKind::Softmax:
     case OpKind::MaskedPool:
     case OpKind::Add:
     case OpKind::Mul:
@@ -1394,6 +1395,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::FusedRopeKv:  // rope.wgsl KV: as rope and kv_write
       return in[0].dtype == DType::F32 && in[1].dtype == DType::F32 && in[2].dtype == DType::F32 &&
              in[0].offset % 4 == 0 && in[1].offset % 4 == 0 && in[2].offset % 4 == 0 && op.a.head_dim % 2 == 0;
+    case OpKind::Copy:  // f32 / f16 / bf16 (the schema's float types) each way, whole words (copy.wgsl)
+      return in[0].offset % 4 == 0 && in[0].shape.numel() <= int64_t{0xffffffff};
     case OpKind::Conv1d: {  // f32 weights; one workgroup row per output row (b, t)
       const Shape& xs = in[0].shape;
       const int64_t B = xs.ndim == 3 ? xs.d[0] : 1, L = op.a.channels_first ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
@@ -1401,7 +1404,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return all_plain() && B * L_out <= 65535;
     }
     default:
-      return false;  // Softmax, FusedNormMatmul, Copy: the cpu backend runs them
+      return false;  // FusedNormMatmul: the cpu backend runs it
   }
 }
 
@@ -1733,8 +1736,11 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
     }
     case OpKind::RmsNorm:
     case OpKind::L2Normalize:
+    case OpKind::Softmax:
     case OpKind::FusedSkipNorm: {
-      const bool skip = op.kind == OpKind::FusedSkipNorm, l2 = op.kind == OpKind::L2Normalize;
+      // Softmax: the L2 variant's bindings (no weight), the SOFTMAX body
+      const bool skip = op.kind == OpKind::FusedSkipNorm,
+                 l2 = op.kind == OpKind::L2Normalize || op.kind == OpKind::Softmax;
       const int64_t D = in[0].shape.cols(), R = in[0].shape.numel() / D;
       WGPUBuffer xb = act(st, in[0]), yb = dev(out[0])->bufs[0];
       const bool inplace = !skip && xb == yb;
@@ -1742,6 +1748,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       if (inplace) defs.push_back("INPLACE");
       if (skip) defs.push_back("SKIP");
       if (l2) defs.push_back("L2");
+      if (op.kind == OpKind::Softmax) defs.push_back("SOFTMAX");
       Pipeline& pl = pipeline(g_, "norm", defs);
       uint32_t p[4] = {u(D), u(R), f2u(op.a.eps), op.a.norm_plus_one ? 1u : 0u};
       const uint32_t nx = u(std::min<int64_t>(R, 65535)), ny = u((R + 65534) / 65535);
@@ -1918,6 +1925,23 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       st.dispatch(pipeline(g_, "attention", sdefs), p, sizeof(p), b1, u(nh), u(T), u(nsplit));
       Bind b2[] = {{4, ob, 0, W}, {5, part, 0, W}};
       st.dispatch(pipeline(g_, "attention", {"COMBINE"}), p, sizeof(p), b2, u(nh), u(T), 1);
+      return;
+    }
+    case OpKind::Copy: {
+      const int64_t n = in[0].shape.numel();
+      if (out[0].offset % 4 != 0)
+        throw_unsupported_op("copy (an output at a byte offset not a multiple of 4)", "wgpu+rs", "-");
+      std::vector<std::string> defs;
+      if (in[0].dtype == DType::F16) defs.push_back("IN_F16");
+      if (in[0].dtype == DType::BF16) defs.push_back("IN_BF16");
+      if (out[0].dtype != DType::F32) defs.push_back("OUT16");
+      if (out[0].dtype == DType::BF16) defs.push_back("OUT_BF16");
+      const int64_t wgs = (n + 1) / 2 / 256 + 1;
+      const uint32_t nx = u(std::min<int64_t>(wgs, 65535)), ny = u((wgs + 65534) / 65535);
+      const uint64_t in_off = in[0].device == Device::Wgpu ? in[0].offset : 0;  // host data: a fresh buffer
+      uint32_t p[4] = {u(n), u(in_off / block_bytes(in[0].dtype)), u(out[0].offset / block_bytes(out[0].dtype)), nx};
+      Bind b[] = {{1, dev(out[0])->bufs[0], 0, W}, {2, act(st, in[0]), 0, W}};
+      st.dispatch(pipeline(g_, "copy", defs), p, sizeof(p), b, nx, ny, 1);
       return;
     }
     case OpKind::EncoderAttention: {
