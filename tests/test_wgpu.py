@@ -41,19 +41,24 @@ def test_adapter_reported():
 
 
 def test_unsupported_op_falls_back_to_cpu_and_says_so():
-    x = np.random.default_rng(9).standard_normal((2, 33)).astype(np.float32)
-    (y,) = _core.run_op("softmax", [x], {}, None, "auto", "wgpu+rs")
+    """conv1d with f16 weights (wgpu+rs takes f32 ones) runs on the cpu, and says so."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((6, 20)).astype(np.float32)
+    w = rng.standard_normal((5, 6, 3)).astype(np.float16)
+    attrs = {"stride": 1, "padding": 1, "channels_first": True, "precise": True}
+    (y,) = _core.run_op("conv1d", [x, w], attrs, [[20, 5]], "auto", "wgpu+rs")
     assert _core.last_run_op_backend() == "cpu (fallback)"
-    (ref,) = _core.run_op("softmax", [x], {}, None, "scalar")
+    (ref,) = _core.run_op("conv1d", [x, w], attrs, [[20, 5]], "scalar")
     assert T.rel_err(y, ref) <= TOL_F32
 
 
 @pytest.mark.parametrize("n", [1, 3, 33, 64])
-def test_fallback_moves_odd_sized_f16_tensors(n):
-    """A cpu fallback writes its output back to the device: an f16 tensor of an odd number of
-    values ends inside a 4-byte word (the device copies whole words), and must arrive intact."""
+def test_odd_sized_f16_outputs_arrive_intact(n):
+    """An f16 tensor of an odd number of values ends inside a 4-byte word (the device copies
+    whole words; copy.wgsl keeps the other half of the last word) and must arrive intact."""
     x = np.random.default_rng(n).standard_normal((1, n)).astype(np.float32)
     (y,) = _core.run_op("copy", [x], {}, [np.zeros((1, n), np.float16)], "auto", "wgpu+rs")
+    assert _core.last_run_op_backend() == "wgpu+rs"
     np.testing.assert_array_equal(y, x.astype(np.float16))
 
 
@@ -248,3 +253,26 @@ print(worst)
     r = run_with_setting("CYB_WGPU_SPLITK", splitk, code)
     assert r.returncode == 0, r.stderr[-2000:]
     assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
+
+
+# ------------------------------------------------------------ graph path
+
+def test_graph_path_fuses_and_runs_on_wgpu(tmp_path):
+    """The graph path on wgpu+rs: the fusion pass takes fused_norm_matmul (the op wgpu+rs now runs)
+    as on the cpu, every op runs on wgpu+rs, and the logits match the cpu graph path's."""
+    import cyb_llm
+    import graph_util
+
+    path = graph_util.write_tiny(tmp_path / "t.model", model_type="llama")
+    cpu = cyb_llm.load(path, backend="cpu", precise=True, exec_path="graph")
+    gpu = cyb_llm.load(path, backend="wgpu+rs", precise=True, exec_path="graph")
+    assert sorted(gpu.fusions) == sorted(cpu.fusions)
+    assert any(p == "fused_norm_matmul" for p, _ in gpu.fusions)
+    ids = [1, 2, 3, 4, 5, 6, 7]
+    a = cpu.new_conversation(16).forward(ids, all_logits=True)
+    conv = gpu.new_conversation(16)
+    b = conv.forward(ids[:5], all_logits=True)
+    steps = np.stack([conv.forward([t]) for t in ids[5:]])
+    assert T.rel_err(b, a[:5]) <= CROSS_TOL and T.rel_err(steps, a[5:]) <= CROSS_TOL
+    assert_ran_on(gpu, "wgpu+rs", "llama graph")
+    assert "fused_norm_matmul" in {r["op"] for r in gpu.dispatch_records}

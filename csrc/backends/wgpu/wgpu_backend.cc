@@ -839,13 +839,16 @@ struct State : BackendState {
   // context's life (the result holds the token the next forward embeds); a larger
   // request gets new ones, the old stay in all_ until the context goes.
   DevBuf* persist_[5] = {};
-  // The split-K GEMM's partial sums (matmul.wgsl SPLITK): one buffer for the context, used
-  // by every split matmul in turn (each sum dispatch reads it before the next GEMM writes
-  // it); a larger request gets a new one, the old stays in all_ until the context goes.
-  DevBuf* splitk_ = nullptr;
-  DevBuf* splitk_parts(uint64_t bytes) {
-    if (splitk_ && splitk_->bytes >= bytes) return splitk_;
-    return splitk_ = new_buf(bytes);
+  // Scratch of one op's dispatches, one buffer a use for the context, taken by every op of
+  // that use in turn (an op's later dispatch reads it before the next op's writes it): the
+  // split-K GEMM's partial sums (matmul.wgsl SPLITK), fused_norm_matmul's normalized rows.
+  // A larger request gets a new one; the old stays in all_ until the context goes.
+  enum Scratch { kSplitKParts, kNormedRows, kScratchUses };
+  DevBuf* scratch_[kScratchUses] = {};
+  DevBuf* scratch(Scratch use, uint64_t bytes) {
+    DevBuf*& d = scratch_[use];
+    if (d && d->bytes >= bytes) return d;
+    return d = new_buf(bytes);
   }
   DevBuf* persistent(int i, uint64_t bytes) {
     DevBuf*& d = persist_[i];
@@ -1395,6 +1398,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::FusedRopeKv:  // rope.wgsl KV: as rope and kv_write
       return in[0].dtype == DType::F32 && in[1].dtype == DType::F32 && in[2].dtype == DType::F32 &&
              in[0].offset % 4 == 0 && in[1].offset % 4 == 0 && in[2].offset % 4 == 0 && op.a.head_dim % 2 == 0;
+    case OpKind::FusedNormMatmul:  // as rms_norm into a frame, then matmul on it
+      return plain(in[0]) && plain(in[1]) && weight_ok(in[2]) && in[2].offset == 0 && (n_in == 3 || plain(in[3]));
     case OpKind::Copy:  // f32 / f16 / bf16 (the schema's float types) each way, whole words (copy.wgsl)
       return in[0].offset % 4 == 0 && in[0].shape.numel() <= int64_t{0xffffffff};
     case OpKind::Conv1d: {  // f32 weights; one workgroup row per output row (b, t)
@@ -1404,7 +1409,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return all_plain() && B * L_out <= 65535;
     }
     default:
-      return false;  // FusedNormMatmul: the cpu backend runs it
+      return false;
   }
 }
 
@@ -1593,7 +1598,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     if (mv) p[16] = r_off;
     else p[12] = u(splits);
     if (splits > 1) {
-      WGPUBuffer parts = st.splitk_parts(uint64_t(splits * T * N) * 4)->bufs[0];
+      WGPUBuffer parts = st.scratch(State::kSplitKParts, uint64_t(splits * T * N) * 4)->bufs[0];
       Bind b1[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, parts, 0, WGPU_WHOLE_SIZE}};
       st.dispatch(pl, p, 16 * sizeof(uint32_t), b1, 3, nx, ny, u(splits));
       std::vector<std::string> sdefs = {"SPLITK_SUM"};
@@ -1710,6 +1715,18 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
     case OpKind::FusedSwiGlu:
       matmul(st, in[0], in[1], nullptr, &in[2], out[0]);
       return;
+    case OpKind::FusedNormMatmul: {  // defined as rms_norm then matmul: the two dispatches
+      Op norm = op;
+      norm.kind = OpKind::RmsNorm;
+      Tensor xn;
+      xn.dtype = DType::F32;
+      xn.shape = in[0].shape;
+      xn.device = Device::Wgpu;
+      xn.data = st.scratch(State::kNormedRows, xn.nbytes());
+      execute(norm, in, 2, &xn, 1, ctx);
+      matmul(st, xn, in[2], n_in > 3 ? &in[3] : nullptr, nullptr, out[0]);
+      return;
+    }
     case OpKind::FusedMatmulGelu:
       matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0], op.a.gelu_erf ? "GELU" : "GELU_TANH");
       return;
