@@ -1,4 +1,5 @@
-// 1-D convolution (the conv1d op): x [B, C, L] (cf = 1) or [B, L, C], weight [O, C, k] (f32),
+// 1-D convolution (the conv1d op): x [B, C, L] (cf = 1) or [B, L, C], weight [O, C, k] (f32, or
+// f16 with F16: two values a word, converted exactly),
 // bias [O] (has_bias = 1). One invocation per output (row r = b * L_out + t, channel o):
 // y[r, o] = bias[o] + sum_{c, j} W[o, c, j] * x[c, t * stride + j - pad] (0 outside [0, L)).
 // Output rows are time-major: Y [B * L_out, O].
@@ -9,7 +10,14 @@ struct P {
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> X: array<f32>;
+//#if F16
+@group(0) @binding(2) var<storage, read> Wt: array<u32>;
+//#include half
+fn wv(i: u32) -> f32 { return f16_to_f32((Wt[i >> 1u] >> (16u * (i & 1u))) & 0xffffu); }
+//#else
 @group(0) @binding(2) var<storage, read> Wt: array<f32>;
+fn wv(i: u32) -> f32 { return Wt[i]; }
+//#endif
 //#if BIAS
 @group(0) @binding(3) var<storage, read> Bs: array<f32>;
 //#endif
@@ -34,7 +42,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     for (var c = 0u; c < p.C; c += 1u) {
       var xv: f32;
       if (p.cf != 0u) { xv = X[xb + c * p.L + su]; } else { xv = X[xb + su * p.C + c]; }
-      acc += xv * Wt[(o * p.C + c) * p.k + j];
+      acc += xv * wv((o * p.C + c) * p.k + j);
     }
   }
   Y[r * p.O + o] = acc;

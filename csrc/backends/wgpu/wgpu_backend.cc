@@ -1402,11 +1402,12 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return plain(in[0]) && plain(in[1]) && weight_ok(in[2]) && in[2].offset == 0 && (n_in == 3 || plain(in[3]));
     case OpKind::Copy:  // f32 / f16 / bf16 (the schema's float types) each way, whole words (copy.wgsl)
       return in[0].offset % 4 == 0 && in[0].shape.numel() <= int64_t{0xffffffff};
-    case OpKind::Conv1d: {  // f32 weights; one workgroup row per output row (b, t)
+    case OpKind::Conv1d: {  // f32 or f16 weights; one workgroup row per output row (b, t)
       const Shape& xs = in[0].shape;
       const int64_t B = xs.ndim == 3 ? xs.d[0] : 1, L = op.a.channels_first ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
       const int64_t L_out = (L + 2 * op.a.padding - in[1].shape.d[2]) / op.a.stride + 1;
-      return all_plain() && B * L_out <= 65535;
+      return plain(in[0]) && in[1].offset == 0 && (in[1].dtype == DType::F32 || in[1].dtype == DType::F16) &&
+             (n_in < 3 || plain(in[2])) && B * L_out <= 65535;
     }
     default:
       return false;
@@ -1983,7 +1984,10 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       Tensor w2 = in[1];
       w2.shape = Shape{O, C * k};
       const bool bias = n_in > 2;
-      Pipeline& pl = pipeline(g_, "conv1d", bias ? std::vector<std::string>{"BIAS"} : std::vector<std::string>{});
+      std::vector<std::string> defs;
+      if (bias) defs.push_back("BIAS");
+      if (in[1].dtype == DType::F16) defs.push_back("F16");
+      Pipeline& pl = pipeline(g_, "conv1d", defs);
       uint32_t p[12] = {u(C), u(L), u(O), u(k), u(op.a.stride), u(op.a.padding), u(L_out), cf ? 1u : 0u,
                         u(R), bias ? 1u : 0u, 0, 0};
       WGPUBuffer xb = act(st, in[0]), wb = weight(w2)->bufs[0], yb = dev(out[0])->bufs[0];
