@@ -31,6 +31,22 @@ fn xin(i: u32) -> f32 {
 //#endif
 }
 
+// The workgroup's 256 values v combined (their maximum with is_max, else their sum): every
+// lane gets it, and red is free again on return.
+fn wg_reduce(v: f32, li: u32, is_max: bool) -> f32 {
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      if (is_max) { red[li] = max(red[li], red[li + s]); } else { red[li] += red[li + s]; }
+    }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let row = wid.x + wid.y * 65535u;
@@ -39,23 +55,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if SOFTMAX
   var mx = -3.4e38;
   for (var i = li; i < p.D; i += 256u) { mx = max(mx, xin(base + i)); }
-  red[li] = mx;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (li < s) { red[li] = max(red[li], red[li + s]); }
-    workgroupBarrier();
-  }
-  mx = red[0];
-  workgroupBarrier();
+  mx = wg_reduce(mx, li, true);
   var es = 0.0;
   for (var i = li; i < p.D; i += 256u) { es += exp(xin(base + i) - mx); }
-  red[li] = es;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (li < s) { red[li] += red[li + s]; }
-    workgroupBarrier();
-  }
-  let inv = 1.0 / red[0];
+  let inv = 1.0 / wg_reduce(es, li, false);
   for (var i = li; i < p.D; i += 256u) { Y[base + i] = exp(xin(base + i) - mx) * inv; }
 //#else
   var ss = 0.0;
@@ -63,19 +66,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let v = xin(base + i);
     ss = fma(v, v, ss);
   }
-  red[li] = ss;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (li < s) { red[li] += red[li + s]; }
-    workgroupBarrier();
-  }
+  ss = wg_reduce(ss, li, false);
 //#if L2
-  let n = max(sqrt(red[0]), p.eps);
+  let n = max(sqrt(ss), p.eps);
   for (var i = li; i < p.D; i += 256u) {
     Y[base + i] = xin(base + i) / n;
   }
 //#else
-  let r = 1.0 / sqrt(red[0] / f32(p.D) + p.eps);
+  let r = 1.0 / sqrt(ss / f32(p.D) + p.eps);
   for (var i = li; i < p.D; i += 256u) {
     let v = xin(base + i);
 //#if SKIP
