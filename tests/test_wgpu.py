@@ -216,13 +216,72 @@ print(worst)
     assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
 
 
-@pytest.mark.parametrize("name,value,tokens", [("CYB_WGPU_MATVEC", "tpr=7", 1), ("CYB_WGPU_SPLITK", "-3", 64)])
+@pytest.mark.parametrize("name,value,tokens", [("CYB_WGPU_MATVEC", "tpr=7", 1), ("CYB_WGPU_SPLITK", "-3", 64),
+                                                ("CYB_WGPU_SHADER_CHECKS", "maybe", 1),
+                                                ("CYB_WGPU_REPEAT", "matvec:0", 1), ("CYB_WGPU_REPEAT", "matvec", 1)])
 def test_settings_reject_unknown_values(name, value, tokens):
     """A bad tuning setting is an error naming the variable and the value, at the first product."""
     code = (f"import numpy as np\nfrom cyb_llm import _core\nx = np.ones(({tokens}, 64), np.float32)\n"
             "_core.run_op('matmul', [x, x], {}, None, 'scalar', 'wgpu+rs')\n")
     r = run_with_setting(name, value, code, timeout=120)
     assert r.returncode != 0 and name in r.stderr and value in r.stderr
+
+
+def test_repeat_setting_repeats_idempotent_kernels_only():
+    """CYB_WGPU_REPEAT (bench/gpu_kernel_cost.py) records a matching dispatch n times: a product,
+    which does not read what it writes, gives the same values; a rope, which rotates in place,
+    is refused with an error naming the setting."""
+    code = r"""
+import numpy as np
+from cyb_llm import _core
+rng = np.random.default_rng(3)
+x = rng.standard_normal((1, 64)).astype(np.float32)
+w = rng.standard_normal((48, 64)).astype(np.float32)
+(y,) = _core.run_op('matmul', [x, w], {'precise': True}, None, 'scalar', 'wgpu+rs')
+assert np.abs(y - x.astype(np.float64) @ w.T.astype(np.float64)).max() < 1e-4, y
+q = rng.standard_normal((1, 128)).astype(np.float32)
+attrs = {'n_heads': 2, 'head_dim': 64, 'pos0': 3, 'rope': {'rot_dims': 64, 'max_pos': 40, 'theta': 10000.0}}
+try:
+    _core.run_op('rope', [q], attrs, None, 'scalar', 'wgpu+rs')
+except Exception as e:
+    print('REFUSED', e)
+"""
+    r = run_with_setting("CYB_WGPU_REPEAT", "matvec:3", code, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = run_with_setting("CYB_WGPU_REPEAT", "rope:2", code, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "REFUSED" in r.stdout and "CYB_WGPU_REPEAT" in r.stdout
+
+
+# ------------------------------------------------------------ decode attention kernels
+
+def test_attention_split_setting(monkeypatch):
+    """CYB_WGPU_ATTN=split (read at each call) sends few-token attention over f16 caches to the
+    kernels before the one-dispatch decode kernel (attention.wgsl SPLIT/COMBINE past 64 keys,
+    else one workgroup per head and token); the decode cases of the op matrix against the f64
+    reference; a bad value is an error naming the setting."""
+    import math
+
+    monkeypatch.setenv("CYB_WGPU_ATTN", "split")
+    for case in T.ATT_CASES:
+        nh, nkv, hd, t, pos0, window, softcap = case
+        if t > 3 or softcap:
+            continue
+        rng = np.random.default_rng(8)
+        max_ctx = max(32, pos0 + t + 3)
+        q = (rng.standard_normal((t, nh * hd)) * 2).astype(np.float32)
+        kc = rng.standard_normal((nkv, max_ctx, hd)).astype(np.float16)
+        vc = rng.standard_normal((nkv, max_ctx, hd)).astype(np.float16)
+        scale = 1.0 / math.sqrt(hd)
+        attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0, "window": window,
+                 "scale": scale, "softcap": 0.0, "precise": True}
+        (y,) = _core.run_op("attention", [q, kc, vc], attrs, None, "scalar", "wgpu+rs")
+        assert _core.last_run_op_backend() == "wgpu+rs"
+        ref = T.attention_ref(q, kc, vc, nh, nkv, hd, pos0, window, scale, 0.0)
+        assert T.rel_err(y, ref) <= TOL_F32, case
+    monkeypatch.setenv("CYB_WGPU_ATTN", "fast")
+    with pytest.raises(Exception, match="CYB_WGPU_ATTN"):
+        _core.run_op("attention", [q, kc, vc], attrs, None, "scalar", "wgpu+rs")
 
 
 # ------------------------------------------------------------ split-K GEMM

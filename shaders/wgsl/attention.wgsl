@@ -4,12 +4,113 @@
 // Few tokens over many keys (decode): SPLIT, one workgroup per (head, token, 64 keys)
 // writes its tile's max, sum of exponentials and weighted values to PART, and COMBINE
 // (one workgroup per (head, token)) rescales and adds the nsplit tiles.
+// DEC (few tokens, f16 cache, head_dim 8 x a power of two <= 256): one workgroup of 256 per
+// (head, token) over the keys in tiles of 256, in one dispatch: each invocation scores one key
+// of the tile (the key read 8 values a load), a workgroup max per tile (online softmax), then
+// each sums the weighted values of 8 dims (one vec4 of f16 words) over every KL-th key of the
+// tile; the KL partial sums of a dim and the exponentials' sum are added at the end.
 struct P {
   T: u32, nh: u32, nkv: u32, hd: u32,
   max_ctx: u32, pos0: u32, window: u32, q_off: u32,
   scale: f32, softcap: f32, o_off: u32, nsplit: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
+//#include act
+
+// The first key a query at pos sees (a sliding window of p.window keys, 0: all).
+fn first_key(pos: u32) -> u32 {
+  if (p.window > 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
+  return 0u;
+}
+
+//#if DEC
+@group(0) @binding(1) var<storage, read> Q: array<f32>;
+@group(0) @binding(2) var<storage, read> KC4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> VC4: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> O: array<f32>;
+//#include wgreduce
+var<workgroup> qd: array<vec4<f32>, 64>;   // q, head_dim <= 256
+var<workgroup> pd: array<f32, 256>;        // the tile's exponentials
+var<workgroup> od: array<vec4<f32>, 512>;  // per invocation: its 8 dims' sums
+
+// Eight f16 values (one vec4 of words) as two vec4s.
+fn h8lo(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }
+fn h8hi(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)); }
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let h = wid.x;
+  let t = wid.y;
+  let kh = h / (p.nh / p.nkv);
+  let pos = p.pos0 + t;
+  let lo = first_key(pos);
+  let qb = p.q_off + (t * p.nh + h) * p.hd;
+  if (li < p.hd / 4u) {
+    qd[li] = vec4<f32>(Q[qb + 4u * li], Q[qb + 4u * li + 1u], Q[qb + 4u * li + 2u], Q[qb + 4u * li + 3u]);
+  }
+  workgroupBarrier();
+  let g8 = p.hd / 8u;   // vec4 words per cached row
+  let nkl = 256u / g8;  // key lanes of the value sums
+  let kl = li / g8;
+  let dg = li % g8;     // this invocation's dims 8 dg .. 8 dg + 7
+  let cb = kh * p.max_ctx * g8;
+  var m = -3.0e38;
+  var lt = 0.0;  // this invocation's exponentials, rescaled with m
+  var a0 = vec4<f32>(0.0);
+  var a1 = vec4<f32>(0.0);
+  for (var k0 = lo; k0 <= pos; k0 += 256u) {
+    let j = k0 + li;
+    var s = -3.0e38;
+    if (j <= pos) {
+      let kb = cb + j * g8;
+      var d0 = vec4<f32>(0.0);
+      var d1 = vec4<f32>(0.0);
+      for (var i = 0u; i < g8; i++) {
+        let w = KC4[kb + i];
+        d0 = fma(qd[2u * i], h8lo(w), d0);
+        d1 = fma(qd[2u * i + 1u], h8hi(w), d1);
+      }
+      s = hsum4(d0 + d1) * p.scale;
+      if (p.softcap > 0.0) { s = p.softcap * tanh_s(s / p.softcap); }
+    }
+    let mn = max(m, wg_reduce(s, li, true));
+    let corr = exp(m - mn);
+    var e = 0.0;
+    if (j <= pos) { e = exp(s - mn); }
+    pd[li] = e;
+    lt = lt * corr + e;
+    m = mn;
+    workgroupBarrier();
+    a0 *= corr;
+    a1 *= corr;
+    let nj = min(256u, pos + 1u - k0);
+    let vb = cb + k0 * g8 + dg;
+    for (var jj = kl; jj < nj; jj += nkl) {
+      let w = VC4[vb + jj * g8];
+      let pj = vec4<f32>(pd[jj]);
+      a0 = fma(pj, h8lo(w), a0);
+      a1 = fma(pj, h8hi(w), a1);
+    }
+    workgroupBarrier();  // pd is the next tile's
+  }
+  let inv = 1.0 / wg_reduce(lt, li, false);
+  od[2u * li] = a0;
+  od[2u * li + 1u] = a1;
+  workgroupBarrier();
+  // invocation li < hd / 4: output dims 4 li .. 4 li + 3, summed over the key lanes
+  if (li < p.hd / 4u) {
+    var o = vec4<f32>(0.0);  // od[2 (k g8 + dg) + half] with dg = li / 2, half = li % 2
+    for (var k = 0u; k < nkl; k++) { o += od[2u * k * g8 + li]; }
+    o *= inv;
+    let ob = p.o_off + (t * p.nh + h) * p.hd + 4u * li;
+    O[ob] = o.x;
+    O[ob + 1u] = o.y;
+    O[ob + 2u] = o.z;
+    O[ob + 3u] = o.w;
+  }
+}
+fn hsum4(v: vec4<f32>) -> f32 { return (v.x + v.y) + (v.z + v.w); }
+//#else
 //#if !COMBINE
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
 //#if F16
@@ -40,18 +141,10 @@ fn vw(i: u32) -> vec2<f32> { return vec2<f32>(VC[i], VC[i + 1u]); }
 @group(0) @binding(5) var<storage, read_write> PART: array<f32>;
 //#endif
 
-//#include act
-
 //#if !COMBINE
 var<workgroup> qs: array<f32, 256>;
 var<workgroup> sp: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
-
-// The first key a query at pos sees (a sliding window of p.window keys, 0: all).
-fn first_key(pos: u32) -> u32 {
-  if (p.window > 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
-  return 0u;
-}
 
 // The scaled (and softcapped) score of key j of the cache at cb, or -3e38 past pos.
 fn score(cb: u32, j: u32, pos: u32) -> f32 {
@@ -237,5 +330,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (li + 128u < p.hd) { O[ob + 128u] = acc.z * inv; }
   if (li + 192u < p.hd) { O[ob + 192u] = acc.w * inv; }
 }
+//#endif
 //#endif
 //#endif

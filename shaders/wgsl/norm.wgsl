@@ -17,7 +17,7 @@ struct P { D: u32, R: u32, eps: f32, plus_one: u32 }
 @group(0) @binding(5) var<storage, read_write> S: array<f32>;
 //#endif
 
-var<workgroup> red: array<f32, 256>;
+//#include wgreduce
 
 fn xin(i: u32) -> f32 {
 //#if INPLACE
@@ -29,22 +29,6 @@ fn xin(i: u32) -> f32 {
   return X[i];
 //#endif
 //#endif
-}
-
-// The workgroup's 256 values v combined (their maximum with is_max, else their sum): every
-// lane gets it, and red is free again on return.
-fn wg_reduce(v: f32, li: u32, is_max: bool) -> f32 {
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      if (is_max) { red[li] = max(red[li], red[li + s]); } else { red[li] += red[li + s]; }
-    }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
 }
 
 @compute @workgroup_size(256)

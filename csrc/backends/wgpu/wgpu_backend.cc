@@ -68,7 +68,7 @@ namespace {
   X(wgpuAdapterGetLimits) X(wgpuAdapterHasFeature) X(wgpuAdapterRequestDevice) X(wgpuAdapterRelease) \
   X(wgpuDeviceGetQueue) X(wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy)        \
   X(wgpuBufferGetSize)                                                                             \
-  X(wgpuDeviceCreateShaderModule) X(wgpuShaderModuleRelease) X(wgpuDeviceCreateComputePipeline)    \
+  X(wgpuDeviceCreateShaderModule) X(wgpuDeviceCreateShaderModuleTrusted) X(wgpuShaderModuleRelease) X(wgpuDeviceCreateComputePipeline)    \
   X(wgpuComputePipelineGetBindGroupLayout) X(wgpuComputePipelineRelease)                           \
   X(wgpuBindGroupLayoutRelease) X(wgpuDeviceCreateBindGroup) X(wgpuBindGroupRelease)               \
   X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderBeginComputePass)                          \
@@ -589,6 +589,20 @@ const char* enc_fn(DType t) {
   }
 }
 
+// Whether shaders are compiled with wgpu's runtime checks (every array index clamped to the
+// array, every loop given an iteration bound): CYB_WGPU_SHADER_CHECKS=on|off, read once; on
+// by default. Off compiles them as written (wgpuDeviceCreateShaderModuleTrusted): every index
+// the kernels form is bounded by the shapes the backend validated before dispatching.
+bool shader_checks() {
+  static const bool on = [] {
+    const char* e = std::getenv("CYB_WGPU_SHADER_CHECKS");
+    if (!e || std::strcmp(e, "on") == 0) return true;
+    if (std::strcmp(e, "off") == 0) return false;
+    throw_invalid_config("CYB_WGPU_SHADER_CHECKS", std::string("'") + e + "' is not on or off");
+  }();
+  return on;
+}
+
 // The pipeline for shader `name` with these defines; `deq`/`deq2` pick the weight decoders.
 Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
                    DType deq2 = DType::COUNT, DType deq3 = DType::COUNT) {
@@ -639,7 +653,8 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   WGPUShaderModuleDescriptor md = {};
   md.nextInChain = &wgsl.chain;
   md.label = sv(name);
-  WGPUShaderModule mod = A.wgpuDeviceCreateShaderModule(g.device, &md);
+  WGPUShaderModule mod = shader_checks() ? A.wgpuDeviceCreateShaderModule(g.device, &md)
+                                          : A.wgpuDeviceCreateShaderModuleTrusted(g.device, &md, WGPUShaderRuntimeChecks_None);
   WGPUComputePipelineDescriptor pd = {};
   pd.label = sv(name);
   pd.compute.module = mod;
@@ -761,6 +776,33 @@ struct Bind {
   WGPUBuffer buf;
   uint64_t offset, size;
 };
+
+// CYB_WGPU_REPEAT=<text>:<n> (read once; tuning runs, docs/gpu-bench.md): every dispatch whose
+// pipeline name contains <text> is recorded n times (1 .. 64), so that a step's time grows by
+// n - 1 times that kernel's cost inside the stream. Only for kernels that do not read what they
+// write: a pipeline that rotates in place (rope), draws tokens (sample) or normalizes in place
+// (INPLACE) is refused when it matches.
+struct RepeatTuning {
+  std::string text;
+  uint32_t n = 1;
+};
+const RepeatTuning& repeat_tuning() {
+  static const RepeatTuning t = [] {
+    RepeatTuning r;
+    const char* e = std::getenv("CYB_WGPU_REPEAT");
+    if (!e) return r;
+    const std::string s = e;
+    const size_t c = s.rfind(':');
+    char* end = nullptr;
+    const long n = c == std::string::npos ? 0 : std::strtol(s.c_str() + c + 1, &end, 10);
+    if (c == std::string::npos || c == 0 || end == s.c_str() + c + 1 || *end || n < 1 || n > 64)
+      throw_invalid_config("CYB_WGPU_REPEAT", "'" + s + "' is not <pipeline name text>:<1 .. 64>");
+    r.text = s.substr(0, c);
+    r.n = static_cast<uint32_t>(n);
+    return r;
+  }();
+  return t;
+}
 
 struct State : BackendState {
   Gpu* g = nullptr;
@@ -974,6 +1016,13 @@ struct State : BackendState {
     A.wgpuComputePassEncoderSetPipeline(p, pl.pipe);
     A.wgpuComputePassEncoderSetBindGroup(p, 0, bg, 0, nullptr);
     A.wgpuComputePassEncoderDispatchWorkgroups(p, x, y, z);
+    const RepeatTuning& rep = repeat_tuning();
+    if (rep.n > 1 && pl.name.find(rep.text) != std::string::npos) {
+      if (pl.name.rfind("rope", 0) == 0 || pl.name.rfind("sample", 0) == 0 ||
+          pl.name.find("INPLACE") != std::string::npos)
+        throw_invalid_config("CYB_WGPU_REPEAT", "'" + pl.name + "' reads what it writes: repeating it changes results");
+      for (uint32_t i = 1; i < rep.n; ++i) A.wgpuComputePassEncoderDispatchWorkgroups(p, x, y, z);
+    }
     if (p != pass_) {  // a timed pass holds this one dispatch
       A.wgpuComputePassEncoderEnd(p);
       A.wgpuComputePassEncoderRelease(p);
@@ -1463,6 +1512,16 @@ bool mv_encoding(DType t) {
 // Attention with fewer (head, token) rows than this splits the keys over workgroups
 // (shaders/wgsl/attention.wgsl SPLIT/COMBINE) once they span more than one tile.
 constexpr int64_t kSplitAttentionMaxRows = 256;
+// Below that, up to this many keys a token run in one dispatch (attention.wgsl DEC, an f16
+// cache) unless CYB_WGPU_ATTN=split (read at each call, for tuning runs: docs/gpu-bench.md).
+constexpr int64_t kDecAttentionMaxKeys = 1024;
+enum class AttentionKernel { Dec, Split };
+AttentionKernel attention_kernel() {
+  const char* e = std::getenv("CYB_WGPU_ATTN");
+  if (!e || std::strcmp(e, "dec") == 0) return AttentionKernel::Dec;
+  if (std::strcmp(e, "split") == 0) return AttentionKernel::Split;
+  throw_invalid_config("CYB_WGPU_ATTN", std::string("'") + e + "' is not dec or split");
+}
 
 // A tiled GEMM whose grid has fewer tiles than this splits K into parts run side by side
 // (matmul.wgsl SPLITK; 2 workgroups per SM of the H200's 132), each part at least
@@ -1924,6 +1983,15 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       // keys: the tiles run in parallel (SPLIT) and a second dispatch combines them.
       const int64_t keys = op.a.window > 0 ? std::min<int64_t>(op.a.pos0 + T, op.a.window) : op.a.pos0 + T;
       const int64_t nsplit = (keys + 63) / 64;
+      if (attention_kernel() == AttentionKernel::Dec && f16 && nh * T < kSplitAttentionMaxRows &&
+          keys <= kDecAttentionMaxKeys && hd % 8 == 0 && hd <= 256 && 256 % (hd / 8) == 0) {
+        uint32_t p[12] = {u(T), u(nh), u(nkv), u(hd), u(max_ctx), u(op.a.pos0), u(op.a.window),
+                          u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4), 0u};
+        Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(in[1])->bufs[0], 0, W}, {3, dev(in[2])->bufs[0], 0, W},
+                    {4, dev(out[0])->bufs[0], 0, W}};
+        st.dispatch(pipeline(g_, "attention", {"DEC"}), p, sizeof(p), b, u(nh), u(T), 1);
+        return;
+      }
       const bool split = nh * T < kSplitAttentionMaxRows && nsplit > 1;
       uint32_t p[12] = {u(T), u(nh), u(nkv), u(hd), u(max_ctx), u(op.a.pos0), u(op.a.window),
                         u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4),
