@@ -590,14 +590,17 @@ const char* enc_fn(DType t) {
 }
 
 // Whether shaders are compiled with wgpu's runtime checks (every array index clamped to the
-// array, every loop given an iteration bound): CYB_WGPU_SHADER_CHECKS=on|off, read once; on
-// by default. Off compiles them as written (wgpuDeviceCreateShaderModuleTrusted): every index
-// the kernels form is bounded by the shapes the backend validated before dispatching.
+// array, every loop given an iteration bound): CYB_WGPU_SHADER_CHECKS=on|off, read once; off
+// by default: the shaders are compiled as written (wgpuDeviceCreateShaderModuleTrusted), since
+// every index the kernels form is bounded by the shapes the backend validated before
+// dispatching (the op matrix and CYB_WGPU_SHADER_CHECKS=on runs of it check that on lavapipe).
+// On the H200 the checks cost 11% of a qwen15-shaped
+// decode step and 17-20% of its prompt time (docs/gpu-bench.md).
 bool shader_checks() {
   static const bool on = [] {
     const char* e = std::getenv("CYB_WGPU_SHADER_CHECKS");
-    if (!e || std::strcmp(e, "on") == 0) return true;
-    if (std::strcmp(e, "off") == 0) return false;
+    if (!e || std::strcmp(e, "off") == 0) return false;
+    if (std::strcmp(e, "on") == 0) return true;
     throw_invalid_config("CYB_WGPU_SHADER_CHECKS", std::string("'") + e + "' is not on or off");
   }();
   return on;
