@@ -49,38 +49,6 @@ fn mvx(rb: u32, c: u32, xb: u32) -> f32 {
 fn mvx(rb: u32, c: u32, xb: u32) -> f32 { return MV(rb, c, xb); }
 //#endif
 
-// IL (one token): lane l of a row owns values 8 (l % 4) .. 8 (l % 4) + 7 of chunk
-// s TPR / 4 + l / 4 of each step s of TPR x 8 values, as two four-value decodes (DQV), so that
-// a subgroup's weight and activation loads are contiguous (without IL each lane reads whole
-// chunks: its subgroup's loads touch TPR cache lines each).
-//#if IL
-fn il(rb: u32, c: u32, xb: u32, qa: u32) -> f32 {
-  let x0 = xb + c * 8u + qa;
-  return dot(DQV(rb, c, p.K, qa), XV[x0]) + dot(DQV(rb, c, p.K, qa + 1u), XV[x0 + 1u]);
-}
-//#if HAS_W2
-fn il2(rb: u32, c: u32, xb: u32, qa: u32) -> f32 {
-  let x0 = xb + c * 8u + qa;
-  return dot(DQV2(rb, c, p.K, qa), XV[x0]) + dot(DQV2(rb, c, p.K, qa + 1u), XV[x0 + 1u]);
-}
-//#endif
-//#if HAS_W3
-fn il3(rb: u32, c: u32, xb: u32, qa: u32) -> f32 {
-  let x0 = xb + c * 8u + qa;
-  return dot(DQV3(rb, c, p.K, qa), XV[x0]) + dot(DQV3(rb, c, p.K, qa + 1u), XV[x0 + 1u]);
-}
-//#endif
-//#if QKV
-fn ilx(rb: u32, c: u32, xb: u32, qa: u32) -> f32 {
-  if (which == 0u) { return il(rb, c, xb, qa); }
-  if (which == 1u) { return il2(rb, c, xb, qa); }
-  return il3(rb, c, xb, qa);
-}
-//#else
-fn ilx(rb: u32, c: u32, xb: u32, qa: u32) -> f32 { return il(rb, c, xb, qa); }
-//#endif
-//#endif
-
 //#if TPR8
 const TPR = 8u;
 //#endif
@@ -154,24 +122,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xb = p.x_off / 4u + t0 * xs;
     let nt = min(NT, p.T - t0);
     let nch = p.K / 32u;
-//#if IL
-    // four steps written out per iteration (a step past the row re-reads its last chunk and
-    // counts zero), so that their loads are issued together
-    let cps = TPR / 4u;
-    let qa = 2u * (lane % 4u);
-    for (var c0 = lane / 4u; c0 < nch; c0 += 4u * cps) {
-      //#unroll
-      for (var s = 0u; s < 4u; s++) {
-        let c = c0 + s * cps;
-        let cc = min(c, nch - 1u);
-        let on = select(0.0, 1.0, c < nch);
-        a.x = fma(on, ilx(rb, cc, xb, qa), a.x);
-//#if SWIGLU
-        u.x = fma(on, il2(rb2, cc, xb, qa), u.x);
-//#endif
-      }
-    }
-//#else
 //#if U2
     // one token, two chunks a step (c and c + TPR; a missing second chunk re-reads the last
     // one and counts zero): twice the loads in flight per lane
@@ -208,7 +158,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
       }
     }
-//#endif
 //#endif
   }
 //#if SG

@@ -640,11 +640,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
     }
   }
   std::vector<std::string> seen;
-  std::vector<std::string> pdefs = defs;  // HAS_W2 / HAS_W3: a second / third weight is bound
-  if (deq2 != DType::COUNT) pdefs.push_back("HAS_W2");
-  if (deq3 != DType::COUNT) pdefs.push_back("HAS_W3");
-  std::string body = preprocess(include(wgsl_source(name), &seen), pdefs);
-  if (std::strcmp(name, "matvec") == 0) body = unroll(body);
+  std::string body = preprocess(include(wgsl_source(name), &seen), defs);
   const DType all[3] = {deq3, deq2, deq};  // DEQ3 / MV3 -> the third weight's decoders, ...
   for (int w = 0; w < 3; ++w) {
     if (all[w] == DType::COUNT) continue;
@@ -1471,8 +1467,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
 }
 
 // Overrides of the matrix-vector kernel's choices for tuning runs (docs/gpu-bench.md):
-// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1,il=0|1", read once. il=0: one token
-// without the contiguous lane layout (matvec.wgsl IL, the default). fill: 32 lanes a row,
+// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1", read once. fill: 32 lanes a row,
 // doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch are fewer
 // than kMatvecFillLanes (few-row, long-K products such as the down projection; unmeasured as a
 // default, a setting for the next measurement, docs/gpu-bench.md).
@@ -1480,7 +1475,6 @@ struct MatvecTuning {
   uint32_t tpr = 0;  // 0: the default (32)
   bool fill = false;
   bool unroll2 = false;
-  bool il = true;
 };
 constexpr int64_t kMatvecFillLanes = 131072;
 const MatvecTuning& matvec_tuning() {
@@ -1497,9 +1491,8 @@ const MatvecTuning& matvec_tuning() {
         r.tpr = static_cast<uint32_t>(std::stoul(kv.substr(4)));
       else if (kv == "tpr=fill") r.fill = true;
       else if (kv == "unroll=1") r.unroll2 = true;
-      else if (kv == "il=0") r.il = false;
-      else if (kv != "unroll=0" && kv != "il=1" && !kv.empty())
-        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill, unroll=0|1 or il=0|1");
+      else if (kv != "unroll=0" && !kv.empty())
+        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill or unroll=0|1");
       pos = end + 1;
     }
     return r;
@@ -1567,8 +1560,7 @@ void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool u2_ok,
   if (tune.fill)
     while (tpr < 128 && rows * tpr < kMatvecFillLanes && 2 * tpr <= K / 32) tpr *= 2;
   *tokens_per_wg = T >= 3 ? 4 : T;
-  if (T == 1 && tune.il) defs.push_back("IL");  // contiguous lanes (matvec.wgsl)
-  else if (T == 1 && u2_ok && tune.unroll2) defs.push_back("U2");
+  if (T == 1 && u2_ok && tune.unroll2) defs.push_back("U2");
   *rows_per_wg = 128 / tpr;
   defs.push_back("TPR" + std::to_string(tpr));
   defs.push_back("NT" + std::to_string(*tokens_per_wg));
