@@ -1,5 +1,7 @@
 // Decoders of one 32-value chunk `c` of the row starting at byte `rb` (docs/quant.md
-// layouts). deq_v4_*(rb, c, K, q): values 4q .. 4q + 3 of the chunk, as a vec4 in registers
+// layouts, as the device holds them: blocks padded to whole words, the leading f16 scale of
+// Q4_0 / Q5_0 / Q8_0 / IQ4_NL moved behind the codes: wgpu_backend.cc dev_block_bytes).
+// deq_v4_*(rb, c, K, q): values 4q .. 4q + 3 of the chunk, as a vec4 in registers
 // (the tiled GEMM's decoder, matmul.wgsl); deq_*(rb, c, K, w): the whole chunk into w, the
 // same values. K is the row length (only float rows may end inside a chunk; the tail is 0).
 // Each encoding is defined once, by its deq_v4_; deq_ is the loop over it.
@@ -24,31 +26,31 @@ fn deq_v4_bf16(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
 }
 // 4-bit 32-value blocks: byte i holds values i (low nibble) and i + 16 (high).
 fn deq_v4_q4_0(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
-  let o = rb + c * 18u;
-  return h16(o) * (nib4(u32at(o + 2u + 4u * (q % 4u)), 4u * (q / 4u)) - 8.0);
+  let o = rb + c * 20u;
+  return h16(o + 16u) * (nib4(W[(o >> 2u) + q % 4u], 4u * (q / 4u)) - 8.0);
 }
 fn deq_v4_q4_1(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let o = rb + c * 20u;
   return h16(o) * nib4(W[(o >> 2u) + 1u + q % 4u], 4u * (q / 4u)) + h16(o + 2u);
 }
 fn deq_v4_q5_0(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
-  let o = rb + c * 22u;
-  return h16(o) * (nib4(u32at(o + 6u + 4u * (q % 4u)), 4u * (q / 4u)) + hb4(u32at(o + 2u), 4u * q) - 16.0);
+  let o = rb + c * 24u;
+  return h16(o + 20u) * (nib4(W[(o >> 2u) + 1u + q % 4u], 4u * (q / 4u)) + hb4(W[o >> 2u], 4u * q) - 16.0);
 }
 fn deq_v4_q5_1(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let o = rb + c * 24u;
   return h16(o) * (nib4(W[(o >> 2u) + 2u + q % 4u], 4u * (q / 4u)) + hb4(W[(o >> 2u) + 1u], 4u * q)) + h16(o + 2u);
 }
 fn deq_v4_q8_0(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
-  let o = rb + c * 34u;
-  return h16(o) * sb4(u32at(o + 2u + 4u * q));
+  let o = rb + c * 36u;
+  return h16(o + 32u) * sb4(W[(o >> 2u) + q]);
 }
 const IQ4NL = array<f32, 16>(-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
                              1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
 fn deq_v4_iq4_nl(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
-  let o = rb + c * 18u;
-  let n = (vec4<u32>(u32at(o + 2u + 4u * (q % 4u))) >> (SH4 + 4u * (q / 4u))) & vec4<u32>(15u);
-  return h16(o) * vec4<f32>(IQ4NL[n.x], IQ4NL[n.y], IQ4NL[n.z], IQ4NL[n.w]);
+  let o = rb + c * 20u;
+  let n = (vec4<u32>(W[(o >> 2u) + q % 4u]) >> (SH4 + 4u * (q / 4u))) & vec4<u32>(15u);
+  return h16(o + 16u) * vec4<f32>(IQ4NL[n.x], IQ4NL[n.y], IQ4NL[n.z], IQ4NL[n.w]);
 }
 // K-quants: chunk c is sub-block c % 8 of super-block c / 8.
 fn scale_min_k4(sc: u32, j: u32) -> vec2<f32> {
@@ -74,13 +76,13 @@ fn deq_v4_q5_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   return h16(o) * sm.x * (nib4(v, 4u * (j & 1u)) + hi) - h16(o + 2u) * sm.y;
 }
 fn deq_v4_q6_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
-  let o = rb + (c / 8u) * 210u;
+  let o = rb + (c / 8u) * 212u;
   let j = c % 8u;
   let h = j / 4u;
   let r = j % 4u;
   let s = h16(o + 208u) * f32(i8v(o + 192u + 8u * h + 2u * r + select(0u, 1u, q >= 4u)));
-  let lv = vec4<u32>(u32at(o + 64u * h + 32u * (r & 1u) + 4u * q));
-  let hv = vec4<u32>(u32at(o + 128u + 32u * h + 4u * q));
+  let lv = vec4<u32>(W[(o + 64u * h + 32u * (r & 1u) + 4u * q) >> 2u]);
+  let hv = vec4<u32>(W[(o + 128u + 32u * h + 4u * q) >> 2u]);
   let ql = (lv >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u);
   let qh = (hv >> (SH4 + 2u * r)) & vec4<u32>(3u);
   return s * (u2f4(ql | (qh << vec4<u32>(4u))) - 32.0);
@@ -92,13 +94,13 @@ fn scale_q3_k(sc: u32, i: u32) -> f32 {
   return f32(i32(lo4 | (hi2 << 4u)) - 32);
 }
 fn deq_v4_q3_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
-  let o = rb + (c / 8u) * 110u;
+  let o = rb + (c / 8u) * 112u;
   let j = c % 8u;
   let h = j / 4u;
   let jj = j % 4u;
   let s = h16(o + 108u) * scale_q3_k(o + 96u, 8u * h + 2u * jj + select(0u, 1u, q >= 4u));
-  let qv = (vec4<u32>(u32at(o + 32u + 32u * h + 4u * q)) >> (SH4 + 2u * jj)) & vec4<u32>(3u);
-  let hb = (vec4<u32>(u32at(o + 4u * q)) >> (SH4 + 4u * h + jj)) & vec4<u32>(1u);
+  let qv = (vec4<u32>(W[(o + 32u + 32u * h + 4u * q) >> 2u]) >> (SH4 + 2u * jj)) & vec4<u32>(3u);
+  let hb = (vec4<u32>(W[(o + 4u * q) >> 2u]) >> (SH4 + 4u * h + jj)) & vec4<u32>(1u);
   return s * (u2f4(qv) - select(vec4<f32>(4.0), vec4<f32>(0.0), hb == vec4<u32>(1u)));
 }
 fn deq_v4_q2_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
@@ -107,7 +109,7 @@ fn deq_v4_q2_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let h = j / 4u;
   let jj = j % 4u;
   let sc = b8(o + 8u * h + 2u * jj + select(0u, 1u, q >= 4u));
-  let qv = (vec4<u32>(u32at(o + 16u + 32u * h + 4u * q)) >> (SH4 + 2u * jj)) & vec4<u32>(3u);
+  let qv = (vec4<u32>(W[(o + 16u + 32u * h + 4u * q) >> 2u]) >> (SH4 + 2u * jj)) & vec4<u32>(3u);
   return h16(o + 80u) * f32(sc & 15u) * u2f4(qv) - h16(o + 82u) * f32(sc >> 4u);
 }
 fn deq_f32(rb: u32, c: u32, K: u32, w: ptr<function, array<f32, 32>>) {

@@ -1,4 +1,5 @@
-// Dot products of one 32-value chunk `c` of the weight row starting at byte `rb` with
+// Dot products of one 32-value chunk `c` of the weight row starting at byte `rb` (blocks in
+// the device layout of dequant.wgsl) with
 // 32 activations, for the matrix-vector kernel (matvec.wgsl). `xb` is the token's first
 // vec4 in XV. The weights are decoded in registers, four values at a time, and never
 // stored; each value is formed as the dequantizer forms it (d * (q - z) or d * q + m, as
@@ -47,24 +48,24 @@ fn deq_mv_bf16(rb: u32, c: u32, xb: u32) -> f32 {
   return hsum(s);
 }
 fn deq_mv_q8_0(rb: u32, c: u32, xb: u32) -> f32 {
-  let o = rb + c * 34u;
+  let o = rb + c * 36u;
   let x0 = xb + c * 8u;
   var s = vec4<f32>(0.0);
   //#unroll
   for (var j = 0u; j < 8u; j++) {
-    s = fma(sb4(u32at(o + 2u + 4u * j)), XV[x0 + j], s);
+    s = fma(sb4(W[(o >> 2u) + j]), XV[x0 + j], s);
   }
-  return h16(o) * hsum(s);
+  return h16(o + 32u) * hsum(s);
 }
 // 32-value blocks of 4-bit codes: byte i holds values i (low nibble) and i + 16 (high).
 fn deq_mv_q4_0(rb: u32, c: u32, xb: u32) -> f32 {
-  let o = rb + c * 18u;
+  let o = rb + c * 20u;
   let x0 = xb + c * 8u;
-  let d = h16(o);
+  let d = h16(o + 16u);
   var s = vec4<f32>(0.0);
   //#unroll
   for (var j = 0u; j < 4u; j++) {
-    let v = u32at(o + 2u + 4u * j);
+    let v = W[(o >> 2u) + j];
     s = fma(d * (nib4(v, 0u) - 8.0), XV[x0 + j], fma(d * (nib4(v, 4u) - 8.0), XV[x0 + 4u + j], s));
   }
   return hsum(s);
@@ -83,14 +84,14 @@ fn deq_mv_q4_1(rb: u32, c: u32, xb: u32) -> f32 {
   return hsum(s);
 }
 fn deq_mv_q5_0(rb: u32, c: u32, xb: u32) -> f32 {
-  let o = rb + c * 22u;
+  let o = rb + c * 24u;
   let x0 = xb + c * 8u;
-  let qh = u32at(o + 2u);
-  let d = h16(o);
+  let qh = W[o >> 2u];
+  let d = h16(o + 20u);
   var s = vec4<f32>(0.0);
   //#unroll
   for (var j = 0u; j < 4u; j++) {
-    let v = u32at(o + 6u + 4u * j);
+    let v = W[(o >> 2u) + 1u + j];
     s = fma(d * (nib4(v, 0u) + hb4(qh, 4u * j) - 16.0), XV[x0 + j],
             fma(d * (nib4(v, 4u) + hb4(qh, 16u + 4u * j) - 16.0), XV[x0 + 4u + j], s));
   }
@@ -147,7 +148,7 @@ fn deq_mv_q5_k(rb: u32, c: u32, xb: u32) -> f32 {
   return hsum(s);
 }
 fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
-  let o = rb + (c / 8u) * 210u;
+  let o = rb + (c / 8u) * 212u;
   let j = c % 8u;
   let h = j / 4u;
   let r = j % 4u;
@@ -161,8 +162,8 @@ fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
   var s = vec4<f32>(0.0);
   //#unroll
   for (var l4 = 0u; l4 < 8u; l4++) {
-    let q = u2f4(((vec4<u32>(u32at(lo + 4u * l4)) >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u)) |
-                 (((vec4<u32>(u32at(hi + 4u * l4)) >> (SH4 + 2u * r)) & vec4<u32>(3u)) << vec4<u32>(4u)));
+    let q = u2f4(((vec4<u32>(W[(lo + 4u * l4) >> 2u]) >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u)) |
+                 (((vec4<u32>(W[(hi + 4u * l4) >> 2u]) >> (SH4 + 2u * r)) & vec4<u32>(3u)) << vec4<u32>(4u)));
     s = fma(select(b, a, l4 < 4u) * (q - 32.0), XV[x0 + l4], s);
   }
   return hsum(s);

@@ -627,7 +627,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
       if (more[w] == DType::COUNT) continue;
       const std::string n = std::to_string(w + 2);
       std::string s2 = base;
-      for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "u32at(", "nib(", "scale_min_k4(", "scale_q3_k(",
+      for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "nib(", "scale_min_k4(", "scale_q3_k(",
                              "hsum(", "nib4(", "sb4(", "hb4(", "u2f4("}) {
         std::string f = fn;
         std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_" + n + "(" : "deq" + n + "_";
@@ -718,15 +718,57 @@ void destroy_buffer(WGPUBuffer b) {
 
 const WGPUBufferUsage kStorage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst | WGPUBufferUsage_CopySrc;
 
-// A device copy of host bytes; 2-D tensors above the binding limit are split by rows.
+// The device layout of a block encoding (docs/quant.md gives the file layout): each block
+// padded to whole 4-byte words (Q4_0 18 -> 20, Q5_0 22 -> 24, Q8_0 34 -> 36, IQ4_NL 18 -> 20,
+// Q3_K 110 -> 112, Q6_K 210 -> 212 bytes: the sizes shaders/wgsl/dequant.wgsl and mvdot.wgsl
+// step by), and in the 32-value encodings whose f16 scale d leads the block (Q4_0, Q5_0, Q8_0,
+// IQ4_NL) d moved behind the rest, so that every word of codes loads aligned (one load; a
+// word straddling two costs two loads and shifts).
+uint32_t dev_block_bytes(DType t) {
+  const uint32_t b = block_bytes(t);
+  return is_quantized(t) ? (b + 3) & ~3u : b;
+}
+uint64_t dev_row_bytes(DType t, int64_t n) { return static_cast<uint64_t>(n / block_size(t)) * dev_block_bytes(t); }
+bool dev_padded(DType t) { return dev_block_bytes(t) != block_bytes(t); }
+bool dev_d_last(DType t) { return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::IQ4_NL; }
+
+// n_blocks blocks from the file layout into the device layout (pad) or back (unpad).
+void pad_blocks(DType t, const uint8_t* src, uint8_t* dst, uint64_t n_blocks) {
+  const uint32_t b = block_bytes(t), db = dev_block_bytes(t);
+  const uint32_t r = dev_d_last(t) ? 2 : 0;  // leading bytes moved behind the rest
+  for (uint64_t i = 0; i < n_blocks; ++i) {
+    const uint8_t* s = src + i * b;
+    uint8_t* d = dst + i * db;
+    std::memcpy(d, s + r, b - r);
+    std::memcpy(d + b - r, s, r);
+    std::memset(d + b, 0, db - b);
+  }
+}
+void unpad_blocks(DType t, const uint8_t* src, uint8_t* dst, uint64_t n_blocks) {
+  const uint32_t b = block_bytes(t), db = dev_block_bytes(t);
+  const uint32_t r = dev_d_last(t) ? 2 : 0;
+  for (uint64_t i = 0; i < n_blocks; ++i) {
+    std::memcpy(dst + i * b + r, src + i * db, b - r);
+    std::memcpy(dst + i * b, src + i * db + b - r, r);
+  }
+}
+
+// A device copy of host bytes (block encodings in the padded device layout, dev_block_bytes);
+// 2-D tensors above the binding limit are split by rows.
 DevBuf* upload_new(Gpu& g, const void* data, const Shape& shape, DType dtype) {
   auto* d = new DevBuf;
   Tensor t;
   t.dtype = dtype;
   t.shape = shape;
-  d->bytes = t.nbytes();
+  d->bytes = t.nbytes() / block_bytes(dtype) * dev_block_bytes(dtype);
   d->rows = shape.ndim >= 2 ? shape.rows() : 1;
-  const uint64_t rb = shape.ndim >= 2 ? row_bytes(dtype, shape.cols()) : d->bytes;
+  const uint64_t rb = shape.ndim >= 2 ? dev_row_bytes(dtype, shape.cols()) : d->bytes;
+  std::vector<uint8_t> padded_copy;
+  if (data && dev_padded(dtype)) {
+    padded_copy.resize(d->bytes);
+    pad_blocks(dtype, static_cast<const uint8_t*>(data), padded_copy.data(), t.nbytes() / block_bytes(dtype));
+    data = padded_copy.data();
+  }
   const uint64_t limit = std::min<uint64_t>(g.limits.maxStorageBufferBindingSize, g.limits.maxBufferSize) - 8;
   int64_t per = d->rows;
   if (d->bytes > limit) {
@@ -1259,6 +1301,14 @@ class WgpuBackend : public Backend {
   void read_bytes(const Tensor& t, void* dst) override {
     DevBuf* d = dev(t);
     if (d->bufs.size() != 1) throw_unsupported_op("read (split tensor)", "wgpu+rs", dtype_name(t.dtype));
+    if (dev_padded(t.dtype)) {  // whole tensors only: the device layout pads each block
+      if (t.offset != 0 || t.nbytes() / block_bytes(t.dtype) * dev_block_bytes(t.dtype) != d->bytes)
+        throw_unsupported_op("read (part of a block-encoded tensor)", "wgpu+rs", dtype_name(t.dtype));
+      std::vector<uint8_t> raw((d->bytes + 3) & ~uint64_t(3));
+      reader(d)->read(d->bufs[0], 0, raw.data(), raw.size());
+      unpad_blocks(t.dtype, raw.data(), static_cast<uint8_t*>(dst), t.nbytes() / block_bytes(t.dtype));
+      return;
+    }
     const uint64_t n = t.nbytes(), a0 = t.offset & ~uint64_t(3);
     if (a0 == t.offset) {
       reader(d)->read(d->bufs[0], t.offset, dst, n);
@@ -1271,6 +1321,8 @@ class WgpuBackend : public Backend {
   void write_bytes(const Tensor& t, const void* src) override {
     DevBuf* d = dev(t);
     if (d->bufs.size() != 1) throw_unsupported_op("write (split tensor)", "wgpu+rs", dtype_name(t.dtype));
+    if (dev_padded(t.dtype))
+      throw_unsupported_op("write (a block-encoded tensor; upload it whole)", "wgpu+rs", dtype_name(t.dtype));
     // A queue write lands before any later submit: the work recorded so far (which may
     // still read this frame's old contents, frames being reused within a forward) goes first.
     if (d->owner && d->owner->enc_) d->owner->submit();
@@ -1590,9 +1642,9 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   Pipeline& pl = pipeline(g_, "matvec", defs, in[1].dtype, in[2].dtype, in[3].dtype);
   const uint32_t wgs = u((nq + nk + nv + rows_per_wg - 1) / rows_per_wg);
   const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
-  uint32_t p[16] = {u(K), u(T), u(row_bytes(in[1].dtype, K)), u(x.offset / 4), u(out[0].offset / 4), 0, 0,
-                    u(nq + nk + nv), nx, bias ? 1u : 0u, u(row_bytes(in[2].dtype, K)), u(nq),
-                    u(nk), u(row_bytes(in[3].dtype, K)), u(out[1].offset / 4), u(out[2].offset / 4)};
+  uint32_t p[16] = {u(K), u(T), u(dev_row_bytes(in[1].dtype, K)), u(x.offset / 4), u(out[0].offset / 4), 0, 0,
+                    u(nq + nk + nv), nx, bias ? 1u : 0u, u(dev_row_bytes(in[2].dtype, K)), u(nq),
+                    u(nk), u(dev_row_bytes(in[3].dtype, K)), u(out[1].offset / 4), u(out[2].offset / 4)};
   const uint32_t nz = u((T + tokens_per_wg - 1) / tokens_per_wg);
   WGPUBuffer xb = act(st, x);
   WGPUBuffer y[3] = {dev(out[0])->bufs[0], dev(out[1])->bufs[0], dev(out[2])->bufs[0]};
@@ -1655,9 +1707,9 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const uint32_t wgs = u((nr + rows_per_wg - 1) / rows_per_wg);
     const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
     // matmul.wgsl's P (16 words: r_off at 11, ksplit at 12) or matvec.wgsl's (20 words, r_off at 16)
-    uint32_t p[20] = {u(K), u(T), u(row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
+    uint32_t p[20] = {u(K), u(T), u(dev_row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
-                      w2 ? u(row_bytes(W2->dtype, K)) : 0u, mv ? 0u : r_off};
+                      w2 ? u(dev_row_bytes(W2->dtype, K)) : 0u, mv ? 0u : r_off};
     if (mv) p[16] = r_off;
     else p[12] = u(splits);
     if (splits > 1) {
@@ -1808,7 +1860,7 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       for (size_t c = 0; c < w->bufs.size(); ++c) {
         const int64_t r0 = w->row0[c];
         const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : tab.shape.d[0]) - r0;
-        uint32_t p[8] = {u(D), u(T), u(row_bytes(tab.dtype, D)), u(r0), u(nr), f2u(op.a.scale), 0, 0};
+        uint32_t p[8] = {u(D), u(T), u(dev_row_bytes(tab.dtype, D)), u(r0), u(nr), f2u(op.a.scale), 0, 0};
         Bind b[] = {{1, w->bufs[c], 0, W}, {2, ids, 0, W}, {3, yb, 0, W}};
         st.dispatch(pl, p, sizeof(p), b, u(((D + 31) / 32 + 63) / 64), u(T), 1);
       }
