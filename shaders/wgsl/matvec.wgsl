@@ -49,20 +49,6 @@ fn mvx(rb: u32, c: u32, xb: u32) -> f32 {
 fn mvx(rb: u32, c: u32, xb: u32) -> f32 { return MV(rb, c, xb); }
 //#endif
 
-// XS (one token, K <= 4 * XSN * 8 / 9): the token's activations staged once per workgroup in
-// workgroup memory, chunk c's 8 vec4 at 9 c (xpad), so that the lanes of a subgroup, each on
-// its own chunk, read them without bank conflicts (from XV, each such load touches TPR cache
-// lines); the decoders read XS[xpad(..)] instead of XV[..] (wgpu_backend.cc, pipeline).
-//#if XS
-//#if XS_S
-const XSN = 576u;
-//#else
-const XSN = 2592u;
-//#endif
-var<workgroup> XS: array<vec4<f32>, XSN>;
-fn xpad(i: u32) -> u32 { return i + (i >> 3u); }
-//#endif
-
 //#if TPR8
 const TPR = 8u;
 //#endif
@@ -106,10 +92,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let lane = li % TPR;
   let t0 = wid.z * NT;
   let xs = p.K / 4u;
-//#if XS
-  for (var i = li; i < xs; i += WG) { XS[xpad(i)] = XV[p.x_off / 4u + t0 * xs + i]; }
-  workgroupBarrier();
-//#endif
   var a = vec4<f32>(0.0);
 //#if SWIGLU
   var u = vec4<f32>(0.0);
@@ -137,11 +119,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if SWIGLU
     let rb2 = r * p.rb2;
 //#endif
-//#if XS
-    let xb = 0u;
-//#else
     let xb = p.x_off / 4u + t0 * xs;
-//#endif
     let nt = min(NT, p.T - t0);
     let nch = p.K / 32u;
 //#if U2

@@ -619,17 +619,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   std::string src;
   if (deq != DType::COUNT) {
     src = std::string(wgsl_source("common")) + wgsl_source("dequant");
-    if (std::strcmp(name, "matvec") == 0) {
-      std::string mv = unroll(wgsl_source("mvdot"));
-      // XS: activations from the workgroup's padded copy (matvec.wgsl): XV[e] -> XS[xpad(e)]
-      if (std::find(defs.begin(), defs.end(), "XS") != defs.end())
-        for (size_t at = mv.find("XV["); at != std::string::npos; at = mv.find("XV[", at)) {
-          const size_t close = mv.find(']', at);
-          mv.replace(close, 1, ")]");
-          mv.replace(at, 3, "XS[xpad(");
-        }
-      src += mv;
-    }
+    if (std::strcmp(name, "matvec") == 0) src += unroll(wgsl_source("mvdot"));
     // The second and third weights' decoders: the same functions renamed (deq2_*, h16_2, W2, ...).
     const std::string base = src;
     const DType more[2] = {deq2, deq3};
@@ -1529,9 +1519,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
 }
 
 // Overrides of the matrix-vector kernel's choices for tuning runs (docs/gpu-bench.md):
-// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1,xs=0|1", read once. xs=0: one token's
-// activations read from the buffer, not staged in workgroup memory (matvec.wgsl XS, the
-// default up to kMatvecStageMaxK values). fill: 32 lanes a row,
+// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1", read once. fill: 32 lanes a row,
 // doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch are fewer
 // than kMatvecFillLanes (few-row, long-K products such as the down projection; unmeasured as a
 // default, a setting for the next measurement, docs/gpu-bench.md).
@@ -1539,11 +1527,8 @@ struct MatvecTuning {
   uint32_t tpr = 0;  // 0: the default (32)
   bool fill = false;
   bool unroll2 = false;
-  bool xs = true;
 };
 constexpr int64_t kMatvecFillLanes = 131072;
-// matvec.wgsl XS: K values padded by 1/8 in XSN vec4s (XS_S 576: 9 KiB, else 2592: 41 KiB).
-constexpr int64_t kMatvecStageSmallK = 576 * 4 * 8 / 9, kMatvecStageMaxK = 2592 * 4 * 8 / 9;
 const MatvecTuning& matvec_tuning() {
   static const MatvecTuning t = [] {
     MatvecTuning r;
@@ -1558,9 +1543,8 @@ const MatvecTuning& matvec_tuning() {
         r.tpr = static_cast<uint32_t>(std::stoul(kv.substr(4)));
       else if (kv == "tpr=fill") r.fill = true;
       else if (kv == "unroll=1") r.unroll2 = true;
-      else if (kv == "xs=0") r.xs = false;
-      else if (kv != "unroll=0" && kv != "xs=1" && !kv.empty())
-        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill, unroll=0|1 or xs=0|1");
+      else if (kv != "unroll=0" && !kv.empty())
+        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill or unroll=0|1");
       pos = end + 1;
     }
     return r;
@@ -1629,10 +1613,6 @@ void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool u2_ok,
     while (tpr < 128 && rows * tpr < kMatvecFillLanes && 2 * tpr <= K / 32) tpr *= 2;
   *tokens_per_wg = T >= 3 ? 4 : T;
   if (T == 1 && u2_ok && tune.unroll2) defs.push_back("U2");
-  if (T == 1 && tune.xs && K <= kMatvecStageMaxK) {
-    defs.push_back("XS");
-    if (K <= kMatvecStageSmallK) defs.push_back("XS_S");
-  }
   *rows_per_wg = 128 / tpr;
   defs.push_back("TPR" + std::to_string(tpr));
   defs.push_back("NT" + std::to_string(*tokens_per_wg));
