@@ -1418,7 +1418,7 @@ class WgpuBackend : public Backend {
     stt.data = const_cast<float*>(rt.sin);
     return {weight(ct)->bufs[0], weight(stt)->bufs[0]};
   }
-  void matvec_variant(int64_t K, int64_t T, int64_t rows, bool u2_ok, std::vector<std::string>& defs, int64_t* rows_per_wg,
+  void matvec_variant(int64_t K, int64_t T, int64_t rows, std::vector<std::string>& defs, int64_t* rows_per_wg,
                       int64_t* tokens_per_wg) const;
 
   Gpu& g_;
@@ -1602,8 +1602,8 @@ int64_t splitk_workgroups() {
 constexpr int64_t kTiledMinTokens = 32;
 
 // The matrix-vector kernel's variant for rows of K values and T (< 32) tokens: lanes per
-// row, tokens per workgroup, subgroup shuffles, two chunks a step (u2_ok: one weight).
-void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool u2_ok, std::vector<std::string>& defs,
+// row, tokens per workgroup, subgroup shuffles, two chunks a step (U2, one token).
+void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, std::vector<std::string>& defs,
                                  int64_t* rows_per_wg, int64_t* tokens_per_wg) const {
   // 32 lanes a row: on the H200 (docs/gpu-bench.md, tuning sweep of 2026-12-02) faster than
   // 16 or 8 lanes chosen by row length, also for rows of 18 and 48 chunks.
@@ -1612,7 +1612,7 @@ void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool u2_ok,
   if (tune.fill)
     while (tpr < 128 && rows * tpr < kMatvecFillLanes && 2 * tpr <= K / 32) tpr *= 2;
   *tokens_per_wg = T >= 3 ? 4 : T;
-  if (T == 1 && u2_ok && tune.unroll2) defs.push_back("U2");
+  if (T == 1 && tune.unroll2) defs.push_back("U2");
   *rows_per_wg = 128 / tpr;
   defs.push_back("TPR" + std::to_string(tpr));
   defs.push_back("NT" + std::to_string(*tokens_per_wg));
@@ -1638,7 +1638,7 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   if (bias) defs.push_back("BIAS");
   int64_t rows_per_wg = 0, tokens_per_wg = 0;
   const int64_t nq = in[1].shape.d[0], nk = in[2].shape.d[0], nv = in[3].shape.d[0];
-  matvec_variant(K, T, nq + nk + nv, false, defs, &rows_per_wg, &tokens_per_wg);
+  matvec_variant(K, T, nq + nk + nv, defs, &rows_per_wg, &tokens_per_wg);
   Pipeline& pl = pipeline(g_, "matvec", defs, in[1].dtype, in[2].dtype, in[3].dtype);
   const uint32_t wgs = u((nq + nk + nv + rows_per_wg - 1) / rows_per_wg);
   const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
@@ -1697,7 +1697,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     defs.push_back("TILED");
     rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
-    matvec_variant(K, T, N, true, defs, &rows_per_wg, &tokens_per_wg);
+    matvec_variant(K, T, N, defs, &rows_per_wg, &tokens_per_wg);
   }
   Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   const uint32_t r_off = residual ? u(residual->offset / 4) : 0u;
