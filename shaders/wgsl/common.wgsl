@@ -8,17 +8,11 @@ fn nib(v: u32, i: u32) -> f32 { return f32((v >> (8u * i)) & 15u); }
 // Four-value helpers of the decoders (dequant.wgsl, mvdot.wgsl).
 const SH4 = vec4<u32>(0u, 8u, 16u, 24u);
 fn hsum(v: vec4<f32>) -> f32 { return (v.x + v.y) + (v.z + v.w); }
-// v (each < 2^23) as floats, exactly, without an integer-to-float conversion instruction (a
-// few per clock on GPUs, where an OR and a subtraction run at full rate): 2^23 + v has v as its
-// mantissa.
-fn u2f4(v: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(v | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0); }
 // The four low (s = 0) or high (s = 4) nibbles of the bytes of v.
-fn nib4(v: u32, s: u32) -> vec4<f32> { return u2f4((vec4<u32>(v) >> (SH4 + s)) & vec4<u32>(15u)); }
-// The four signed bytes of v (byte b as b ^ 0x80 = b + 128 in [0, 255], less 128).
-fn sb4(v: u32) -> vec4<f32> {
-  return u2f4(((vec4<u32>(v) >> SH4) & vec4<u32>(255u)) ^ vec4<u32>(128u)) - vec4<f32>(128.0);
-}
+fn nib4(v: u32, s: u32) -> vec4<f32> { return vec4<f32>(((vec4<u32>(v) >> (SH4 + s)) & vec4<u32>(15u))); }
+// The four signed bytes of v.
+fn sb4(v: u32) -> vec4<f32> { return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << (vec4<u32>(24u) - SH4)) >> vec4<u32>(24u)); }
 // The fifth bits of values l .. l + 3 (bit l of qh is value l's), as 0 or 16.
 fn hb4(qh: u32, l: u32) -> vec4<f32> {
-  return u2f4(((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + l)) & vec4<u32>(1u)) << vec4<u32>(4u));
+  return vec4<f32>(((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + l)) & vec4<u32>(1u)) << vec4<u32>(4u));
 }

@@ -72,7 +72,7 @@ fn deq_v4_q5_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let sm = scale_min_k4(o + 4u, j);
   let v = W[((o + 48u + 32u * (j / 2u)) >> 2u) + q];
   let hv = W[((o + 16u) >> 2u) + q];
-  let hi = u2f4(((vec4<u32>(hv) >> (SH4 + j)) & vec4<u32>(1u)) << vec4<u32>(4u));
+  let hi = vec4<f32>(((vec4<u32>(hv) >> (SH4 + j)) & vec4<u32>(1u)) << vec4<u32>(4u));
   return h16(o) * sm.x * (nib4(v, 4u * (j & 1u)) + hi) - h16(o + 2u) * sm.y;
 }
 fn deq_v4_q6_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
@@ -85,7 +85,7 @@ fn deq_v4_q6_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let hv = vec4<u32>(W[(o + 128u + 32u * h + 4u * q) >> 2u]);
   let ql = (lv >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u);
   let qh = (hv >> (SH4 + 2u * r)) & vec4<u32>(3u);
-  return s * (u2f4(ql | (qh << vec4<u32>(4u))) - 32.0);
+  return s * (vec4<f32>(ql | (qh << vec4<u32>(4u))) - 32.0);
 }
 fn scale_q3_k(sc: u32, i: u32) -> f32 {
   var lo4 = 0u;
@@ -101,7 +101,7 @@ fn deq_v4_q3_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let s = h16(o + 108u) * scale_q3_k(o + 96u, 8u * h + 2u * jj + select(0u, 1u, q >= 4u));
   let qv = (vec4<u32>(W[(o + 32u + 32u * h + 4u * q) >> 2u]) >> (SH4 + 2u * jj)) & vec4<u32>(3u);
   let hb = (vec4<u32>(W[(o + 4u * q) >> 2u]) >> (SH4 + 4u * h + jj)) & vec4<u32>(1u);
-  return s * (u2f4(qv) - select(vec4<f32>(4.0), vec4<f32>(0.0), hb == vec4<u32>(1u)));
+  return s * (vec4<f32>(qv) - select(vec4<f32>(4.0), vec4<f32>(0.0), hb == vec4<u32>(1u)));
 }
 fn deq_v4_q2_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let o = rb + (c / 8u) * 84u;
@@ -110,7 +110,7 @@ fn deq_v4_q2_k(rb: u32, c: u32, K: u32, q: u32) -> vec4<f32> {
   let jj = j % 4u;
   let sc = b8(o + 8u * h + 2u * jj + select(0u, 1u, q >= 4u));
   let qv = (vec4<u32>(W[(o + 16u + 32u * h + 4u * q) >> 2u]) >> (SH4 + 2u * jj)) & vec4<u32>(3u);
-  return h16(o + 80u) * f32(sc & 15u) * u2f4(qv) - h16(o + 82u) * f32(sc >> 4u);
+  return h16(o + 80u) * f32(sc & 15u) * vec4<f32>(qv) - h16(o + 82u) * f32(sc >> 4u);
 }
 fn deq_f32(rb: u32, c: u32, K: u32, w: ptr<function, array<f32, 32>>) {
   for (var q = 0u; q < 8u; q++) {

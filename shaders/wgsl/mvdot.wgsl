@@ -142,7 +142,7 @@ fn deq_mv_q5_k(rb: u32, c: u32, xb: u32) -> f32 {
   var s = vec4<f32>(0.0);
   //#unroll
   for (var l = 0u; l < 8u; l++) {
-    let hi = u2f4(((vec4<u32>(W[hw + l]) >> (SH4 + j)) & vec4<u32>(1u)) << vec4<u32>(4u));
+    let hi = vec4<f32>(((vec4<u32>(W[hw + l]) >> (SH4 + j)) & vec4<u32>(1u)) << vec4<u32>(4u));
     s = fma(d * (nib4(W[qw + l], sh) + hi) - m, XV[x0 + l], s);
   }
   return hsum(s);
@@ -162,7 +162,7 @@ fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
   var s = vec4<f32>(0.0);
   //#unroll
   for (var l4 = 0u; l4 < 8u; l4++) {
-    let q = u2f4(((vec4<u32>(W[(lo + 4u * l4) >> 2u]) >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u)) |
+    let q = vec4<f32>(((vec4<u32>(W[(lo + 4u * l4) >> 2u]) >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u)) |
                  (((vec4<u32>(W[(hi + 4u * l4) >> 2u]) >> (SH4 + 2u * r)) & vec4<u32>(3u)) << vec4<u32>(4u)));
     s = fma(select(b, a, l4 < 4u) * (q - 32.0), XV[x0 + l4], s);
   }

@@ -628,7 +628,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
       const std::string n = std::to_string(w + 2);
       std::string s2 = base;
       for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "nib(", "scale_min_k4(", "scale_q3_k(",
-                             "hsum(", "nib4(", "sb4(", "hb4(", "u2f4("}) {
+                             "hsum(", "nib4(", "sb4(", "hb4("}) {
         std::string f = fn;
         std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_" + n + "(" : "deq" + n + "_";
         replace_all(s2, f, r);
