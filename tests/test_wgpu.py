@@ -255,6 +255,20 @@ except Exception as e:
 
 # ------------------------------------------------------------ decode attention kernels
 
+def _long_decode_case():
+    """One token at position 1100 over an f16 cache (1101 keys), with its f64 reference."""
+    import math
+
+    nh, nkv, hd, pos0 = 4, 1, 64, 1100
+    rng = np.random.default_rng(8)
+    q = (rng.standard_normal((1, nh * hd)) * 2).astype(np.float32)
+    kc = rng.standard_normal((nkv, pos0 + 4, hd)).astype(np.float16)
+    vc = rng.standard_normal((nkv, pos0 + 4, hd)).astype(np.float16)
+    attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0, "window": 0,
+             "scale": 1.0 / math.sqrt(hd), "softcap": 0.0, "precise": True}
+    return q, kc, vc, attrs, T.attention_ref(q, kc, vc, nh, nkv, hd, pos0, 0, attrs["scale"], 0.0)
+
+
 def test_attention_split_setting(monkeypatch):
     """CYB_WGPU_ATTN=split (read at each call) sends few-token attention over f16 caches to the
     kernels before the one-dispatch decode kernel (attention.wgsl SPLIT/COMBINE past 64 keys,
@@ -279,6 +293,11 @@ def test_attention_split_setting(monkeypatch):
         assert _core.last_run_op_backend() == "wgpu+rs"
         ref = T.attention_ref(q, kc, vc, nh, nkv, hd, pos0, window, scale, 0.0)
         assert T.rel_err(y, ref) <= TOL_F32, case
+    monkeypatch.delenv("CYB_WGPU_ATTN")
+    # past kDecAttentionMaxKeys (1024) keys a decode token takes the split kernels by default
+    q, kc, vc, attrs, ref = _long_decode_case()
+    (y,) = _core.run_op("attention", [q, kc, vc], attrs, None, "scalar", "wgpu+rs")
+    assert T.rel_err(y, ref) <= TOL_F32
     monkeypatch.setenv("CYB_WGPU_ATTN", "fast")
     with pytest.raises(Exception, match="CYB_WGPU_ATTN"):
         _core.run_op("attention", [q, kc, vc], attrs, None, "scalar", "wgpu+rs")
