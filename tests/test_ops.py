@@ -121,18 +121,21 @@ def cpu_level(backend):
 
 # docs/cpu-backend.md, "Precise and fast mode": the fast path quantizes a matmul's activations to
 # int16 for these weight encodings, one scale per 32 values, except at the avx2, avx512 and amx
-# levels for Q4_K/Q5_K/Q6_K (one per 256-value super-block); the scalar level (the reference) never does.
+# levels for the K-quants Q2_K/Q3_K/Q4_K/Q5_K/Q6_K (one per 256-value super-block; Q2_K and Q3_K
+# only there); the scalar level (the reference) never does.
 Q16_ACTIVATION_ENCODINGS = {"q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k"}
-Q16K_ACTIVATION_ENCODINGS = {"q4_k", "q5_k", "q6_k"}
+Q16K_ACTIVATION_ENCODINGS = {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}
 
 
 def activation_block(level, enc):
     """The spec's activation block of a fast-mode matmul at a cpu level: 32, 256 or 0 (f32)."""
     if level == "auto":
         level = _core.cpu_levels()[-1]  # docs/cpu-backend.md: `auto` is the last of them
-    if level == "scalar" or enc not in Q16_ACTIVATION_ENCODINGS:
+    if level == "scalar":
         return 0
-    return 256 if level in ("avx2", "avx512", "amx") and enc in Q16K_ACTIVATION_ENCODINGS else 32
+    if level in ("avx2", "avx512", "amx") and enc in Q16K_ACTIVATION_ENCODINGS:
+        return 256
+    return 32 if enc in Q16_ACTIVATION_ENCODINGS else 0
 
 
 @pytest.mark.parametrize("level", LEVELS)

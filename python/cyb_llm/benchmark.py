@@ -84,15 +84,43 @@ def requantize_gguf(src: str, dst: Path, encoding: str) -> Path:
     return dst
 
 
+# llama.cpp's own quantization mixes (llama.h LLAMA_FTYPE_MOSTLY_Q2_K / _Q3_K_M): the Q2_K and Q3_K
+# benchmark files are what its quantizer makes of a model (the gguf package cannot write them).
+LLAMA_FTYPES = {"q2_k": 10, "q3_k_m": 12}
+
+
+def llama_requantize(src: str, dst: Path, encoding: str) -> Path:
+    """Rewrites a GGUF in one of llama.cpp's K-quant mixes (LLAMA_FTYPES) with llama.cpp's
+    quantizer (llama-cpp-python, a benchmark dependency), re-quantizing already quantized tensors."""
+    import ctypes
+
+    import llama_cpp
+
+    if dst.exists():
+        return dst
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = LLAMA_FTYPES[encoding]
+    params.allow_requantize = True
+    params.nthread = 2
+    tmp = dst.with_suffix(".tmp")
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
+    if rc != 0:
+        raise RuntimeError(f"llama.cpp could not quantize {src} to {encoding} (return code {rc})")
+    tmp.rename(dst)
+    return dst
+
+
 def model_files(name: str) -> tuple[str, str]:
-    """(gguf path, .model path) of a bench model: a hub name, or `<hub name>-f16` / `-q8_0`."""
+    """(gguf path, .model path) of a bench model: a hub name, or `<hub name>-f16` / `-q8_0` (the
+    gguf package) / `-q2_k` / `-q3_k_m` (llama.cpp's quantizer)."""
     from . import hub
 
     base, _, enc = name.partition("-")
     gguf_path = hub.fetch_source(base, progress=False)
     if not enc:
         return gguf_path, hub.fetch(base)
-    g = requantize_gguf(gguf_path, _cache_dir() / f"{base}-{enc}.gguf", enc)
+    dst = _cache_dir() / f"{base}-{enc}.gguf"
+    g = llama_requantize(gguf_path, dst, enc) if enc in LLAMA_FTYPES else requantize_gguf(gguf_path, dst, enc)
     m = _cache_dir() / f"{base}-{enc}.model"
     if not m.exists():
         from .convert import import_model

@@ -34,7 +34,7 @@ bool x86_q16_encoding(DType t);
 // matmuls) instead of the 512-bit ones (kquant_avx512.cc, q32_avx512.cc,
 // fgemm_avx512.cc, attention_avx512.cc, the 16-lane GELU); AMX tiles are unaffected.
 int avx512_width();
-// avx512 level, fast mode: Q4_K / Q5_K / Q6_K matmuls on BlockQ16K activations
+// avx512 level, fast mode: Q2_K / Q3_K / Q4_K / Q5_K / Q6_K matmuls on BlockQ16K activations
 // (kquant_avx512.cc). y[T, N] = x[T, K] @ W^T, threaded over rows.
 bool avx512_kquant_encoding(DType t);
 void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx);

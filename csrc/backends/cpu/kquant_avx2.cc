@@ -1,5 +1,5 @@
 // AVX2 (+ FMA, F16C) fast-mode matmul for the K-quant super-block encodings
-// Q4_K, Q5_K and Q6_K: the avx2 counterpart of kquant_avx512.cc, on 256-bit
+// Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: the avx2 counterpart of kquant_avx512.cc, on 256-bit
 // registers and without VNNI. Chosen at run time at the avx2 level.
 //
 // Activations: one int16 scale per 256 values (BlockQ16K, the same quantization
@@ -15,7 +15,8 @@
 // int32 bounds per lane (8 lanes; 4 products per lane per 32-value group):
 // Q4_K |w*sc| <= 15*63 = 945: 32 products * 945 * 32767 < 2^30; Q5_K 31*63 = 1953:
 // 32 * 1953 * 32767 = 2047806432 < 2^31 - 1; Q6_K |(q-32)*sc| <= 32*128 = 4096:
-// 16 products (half a super-block) * 4096 * 32767 = 2147418112 < 2^31 - 1.
+// 16 products (half a super-block) * 4096 * 32767 = 2147418112 < 2^31 - 1; Q3_K
+// |(q-4)*sc| <= 4*32 and Q2_K |q*sc| <= 3*15: far inside.
 //
 // Prefill (T > 1) runs on expanded weights (kquant_x86.h: each block of 8 rows x
 // 6 super-blocks expanded once, every 4-token tile against it); decode (kq_decode) reads each
@@ -72,8 +73,9 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
       __m256i q[4];
       KQ_UNROLL for (int j = 0; j < 4; ++j)  // cvtps rounds half to even (default MXCSR)
         q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xs + 32 * g + 8 * j), vid));
-      o.s[g] = d * static_cast<float>(
-                       hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]))));
+      const __m256i h0 = _mm256_add_epi32(q[0], q[1]);  // elements 0-15
+      o.s2[g] = d * static_cast<float>(hsum8i(h0));
+      o.s[g] = d * static_cast<float>(hsum8i(_mm256_add_epi32(h0, _mm256_add_epi32(q[2], q[3]))));
       // |q| <= 32767: packs is exact; packs interleaves the 128-bit lanes, the permute restores the order
       const __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8);  // elements 0-15
       const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8);  // 16-31
@@ -133,6 +135,37 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
           _mm256_sub_epi16(_mm256_maddubs_epi16(X[j], po), off));
       }
     }
+  } else if constexpr (E == DType::Q3_K || E == DType::Q2_K) {
+    // 2-bit codes: group g = 4h + j is bits 2j..2j+1 of qs bytes 32h..32h+31 (element 32g + l in
+    // byte l), with scale 2g for its elements 0-15 and 2g + 1 for 16-31. Q3_K: bit g of hmask[l]
+    // is the code's third bit, value (q - 4) * sc; Q2_K: value q * sc, the mins apart (q2k_header).
+    const __m256i sc = _mm256_broadcastsi128_si256(E == DType::Q3_K ? q3k_scales(blk + 96) : q2k_scales(blk));
+    const uint8_t* qs = blk + (E == DType::Q3_K ? 32 : 16);
+    __m256i hm = E == DType::Q3_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)) : _mm256_setzero_si256();
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), c4 = _mm256_set1_epi8(4);
+    KQ_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+      KQ_UNROLL for (int j = 0; j < 4; ++j) {
+        const int g = 4 * h + j;
+        __m256i X = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), three);
+        if constexpr (E == DType::Q3_K) {  // (16-bit shifts keep bit g of each byte in its bit 0)
+          X = _mm256_or_si256(X, _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
+          hm = _mm256_srli_epi16(hm, 1);
+        }
+        const __m256i ie = _mm256_setr_epi64x(0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
+                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
+                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1),
+                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1));
+        const __m256i io = _mm256_or_si256(_mm256_slli_epi16(ie, 8), _mm256_set1_epi16(0x80));
+        const __m256i pe = _mm256_shuffle_epi8(sc, ie), po = _mm256_shuffle_epi8(sc, io);
+        if constexpr (E == DType::Q3_K) {
+          const __m256i off = _mm256_maddubs_epi16(c4, pe);  // 4 * sc per 16-bit lane
+          f(g, _mm256_sub_epi16(_mm256_maddubs_epi16(X, pe), off), _mm256_sub_epi16(_mm256_maddubs_epi16(X, po), off));
+        } else {
+          f(g, _mm256_maddubs_epi16(X, pe), _mm256_maddubs_epi16(X, po));
+        }
+      }
+    }
   } else {
     // Q4_K / Q5_K: bytes 32c..32c+31 hold elements 64c + l (low nibbles, scale 2c) and 64c + 32 + l (high, 2c + 1)
     // Group g's scale operands as dwords in memory, [sc, 0, sc, 0] at sc[g] and [0, sc, 0, sc] at
@@ -166,11 +199,15 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
   }
 }
 
-// d (and the header's scales / mins bytes, dmin * m[j] for Q4_K / Q5_K) of a super-block.
+// d (and the header's scales / mins bytes, dmin * m[j] for Q4_K / Q5_K; Q2_K: its min term,
+// q2k_header) of a super-block.
 template <DType E>
-inline __m128i header(const uint8_t* blk, float* d, float* mins) {
-  if constexpr (E == DType::Q6_K) {
-    *d = f16v(blk + 208);
+inline __m128i header(const uint8_t* blk, float* d, float* mins, float* dmin, int8_t* dm) {
+  if constexpr (E == DType::Q6_K || E == DType::Q3_K) {
+    *d = f16v(blk + (E == DType::Q6_K ? 208 : 108));
+    return _mm_setzero_si128();
+  } else if constexpr (E == DType::Q2_K) {
+    q2k_header(blk, d, dmin, mins, dm);
     return _mm_setzero_si128();
   } else {
     return kq_header(blk, d, mins);
@@ -209,11 +246,12 @@ struct Avx2K {
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     alignas(32) float mins[8] = {};
+    alignas(8) int8_t dm[8] = {};
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kBytes;
       if (NT == 1) kq_decode_prefetch<kBytes>(blk);  // decode streams the weights once (kquant_x86.h)
-      float d;
-      const __m128i sm = header<E>(blk, &d, mins);
+      float d, dmin = 0.0f;
+      const __m128i sm = header<E>(blk, &d, mins, &dmin, dm);
       __m256i ia[NT];
       for (int t = 0; t < NT; ++t) ia[t] = _mm256_setzero_si256();
       expand_groups<E>(blk, sm, [&](int g, __m256i we, __m256i wo) {
@@ -227,9 +265,13 @@ struct Avx2K {
           }
         }
       });
-      if constexpr (E != DType::Q6_K) {
+      if constexpr (kq_mins<E>()) {
         const __m256 mv = _mm256_load_ps(mins);
         KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s), acc[t]);
+      }
+      if constexpr (kq_half_mins<E>()) {
+        const __m256 mv = q2k_half_mins(dmin, dm);
+        KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s2), acc[t]);
       }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
@@ -241,7 +283,7 @@ struct Avx2K {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kq_bytes<E>();
       ExpSB& o = out[sb];
-      const __m128i sm = header<E>(blk, &o.d, o.mins);
+      const __m128i sm = header<E>(blk, &o.d, o.mins, &o.dmin, o.dm);
       expand_groups<E>(blk, sm, [&](int g, __m256i we, __m256i wo) {
         _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * g), we);
         _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * g + 16), wo);
@@ -250,10 +292,10 @@ struct Avx2K {
   }
 
   // out[t] = row . x_t for NT tokens, the row given as nsb expanded super-blocks (one row: ws unused).
-  template <bool kMins, int NT>
+  template <DType E, int NT>
   static void dot_expanded(const ExpSB* w, int64_t /*ws*/, const BlockQ16K* x, int64_t nsb, int64_t xs,
                            float* out) {
-    constexpr int kFlush = kMins ? 8 : 4;  // Q6_K: per half super-block (bounds above)
+    constexpr int kFlush = kFlushGroups<E>;
     __m256 acc[NT];
     KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -272,9 +314,13 @@ struct Avx2K {
         KQ_UNROLL for (int t = 0; t < NT; ++t)
           acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_set1_ps(e.d * x[t * xs + sb].d), acc[t]);
       }
-      if constexpr (kMins) {
+      if constexpr (kq_mins<E>()) {
         const __m256 mv = _mm256_load_ps(e.mins);
         KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s), acc[t]);
+      }
+      if constexpr (kq_half_mins<E>()) {
+        const __m256 mv = q2k_half_mins(e.dmin, e.dm);
+        KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s2), acc[t]);
       }
     }
     KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);

@@ -1,5 +1,5 @@
 // AVX-512 (BW, VBMI-free, VNNI) fast-mode matmul for the K-quant super-block
-// encodings Q4_K, Q5_K and Q6_K. Chosen at run time at the avx512 level only.
+// encodings Q2_K, Q3_K, Q4_K, Q5_K and Q6_K. Chosen at run time at the avx512 level only.
 //
 // Activations: one int16 scale per 256 values (BlockQ16K: d = amax / 32767,
 // q = round-half-even(x * (1 / d))), stored so that each 64-value group holds
@@ -12,8 +12,9 @@
 // super-block (bounds below), converted to f32 once per super-block.
 //
 // int32 bounds per lane and super-block (16 products): Q4_K |w*sc| <= 15*63,
-// Q5_K <= 31*63, Q6_K |(q-32)*sc| <= 32*128 = 4096; |x| <= 32767, so the worst
-// case is 16 * 4096 * 32767 = 2147418112 < 2^31 - 1.
+// Q5_K <= 31*63, Q6_K |(q-32)*sc| <= 32*128 = 4096, Q3_K |(q-4)*sc| <= 4*32, Q2_K
+// |q*sc| <= 3*15; |x| <= 32767, so the worst case is 16 * 4096 * 32767 = 2147418112
+// < 2^31 - 1.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -57,6 +58,8 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
         q[j] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 64 * g + 16 * j), vid));
       o.s[2 * g] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1])));
       o.s[2 * g + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q[2], q[3])));
+      o.s2[2 * g] = d * static_cast<float>(_mm512_reduce_add_epi32(q[0]));
+      o.s2[2 * g + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(q[2]));
       // |q| <= 32767: the narrowing is exact
       const __m512i n0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(q[0])),
                                             _mm512_cvtepi32_epi16(q[1]), 1);
@@ -141,6 +144,45 @@ inline void load_q6(const uint8_t* blk, SuperW& W) {
   }
 }
 
+// Q3_K / Q2_K: 2-bit codes, 32-value group G = 4h + j in bits 2j..2j+1 of qs bytes 32h..32h+31;
+// 64-value group g holds groups 2g and 2g + 1, the scale of its element b is sc[4g + b / 16].
+// Q3_K: bit G of hmask[l] is the code's third bit, value (q - 4) * sc; Q2_K: q * sc, the mins
+// apart (q2k_header).
+template <bool Q3>
+inline void load_q23(const uint8_t* blk, SuperW& W) {
+  const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1), c4 = _mm512_set1_epi8(4);
+  const __m512i smz = _mm512_broadcast_i32x4(Q3 ? q3k_scales(blk + 96) : q2k_scales(blk));
+  const uint8_t* qs = blk + (Q3 ? 32 : 16);
+  const __m256i hm = Q3 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)) : _mm256_setzero_si256();
+  KQ_UNROLL for (int g = 0; g < 4; ++g) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (g / 2)));
+    const int j = 2 * (g % 2);
+    __m512i X = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(raw, 2 * j)),
+                                                    _mm256_srli_epi16(raw, 2 * j + 2), 1),
+                                 three);
+    if (Q3) {  // (the 16-bit shifts keep bit G of each byte in its bit 0)
+      const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(hm, 2 * g)),
+                                           _mm256_srli_epi16(hm, 2 * g + 1), 1);
+      X = _mm512_or_si512(X, _mm512_slli_epi16(_mm512_and_si512(h, one), 2));
+    }
+    const __m512i idx = _mm512_add_epi8(_mm512_set1_epi8(static_cast<char>(4 * g)),
+                                        _mm512_set_epi32(3 * 0x01010101, 3 * 0x01010101, 3 * 0x01010101,
+                                                         3 * 0x01010101, 2 * 0x01010101, 2 * 0x01010101,
+                                                         2 * 0x01010101, 2 * 0x01010101, 0x01010101, 0x01010101,
+                                                         0x01010101, 0x01010101, 0, 0, 0, 0));
+    const __m512i pe = _mm512_maskz_shuffle_epi8(kEvenBytes, smz, idx);
+    const __m512i po = _mm512_maskz_shuffle_epi8(kOddBytes, smz, idx);
+    if (Q3) {
+      const __m512i off = _mm512_maddubs_epi16(c4, pe);  // 4 * sc per 16-bit lane
+      W.w[2 * g] = _mm512_sub_epi16(_mm512_maddubs_epi16(X, pe), off);
+      W.w[2 * g + 1] = _mm512_sub_epi16(_mm512_maddubs_epi16(X, po), off);
+    } else {
+      W.w[2 * g] = _mm512_maddubs_epi16(X, pe);
+      W.w[2 * g + 1] = _mm512_maddubs_epi16(X, po);
+    }
+  }
+}
+
 inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
   __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[0], _mm512_load_si512(xb.qs));
   __m512i b = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[1], _mm512_load_si512(xb.qs + 32));
@@ -159,36 +201,46 @@ struct Avx512K {
   static constexpr int kRows = 2;
   static_assert(kTileT == 8, "dot_expanded writes 8 tokens per row");
 
-  // One super-block's registers (and d, dmin * m[j] for Q4_K / Q5_K).
+  // One super-block's registers (and d, dmin * m[j] for Q4_K / Q5_K, Q2_K's min term: q2k_header).
   template <DType E>
-  static inline void load(const uint8_t* blk, SuperW& W, float* d, float* mins) {
-    if constexpr (E != DType::Q6_K) {
+  static inline void load(const uint8_t* blk, SuperW& W, float* d, float* mins, float* dmin, int8_t* dm) {
+    if constexpr (E == DType::Q4_K || E == DType::Q5_K) {
       load_q45<E == DType::Q5_K>(blk, kq_header(blk, d, mins), W);
-    } else {
+    } else if constexpr (E == DType::Q6_K) {
       *d = f16v(blk + 208);
       load_q6(blk, W);
+    } else if constexpr (E == DType::Q3_K) {
+      *d = f16v(blk + 108);
+      load_q23<true>(blk, W);
+    } else {
+      q2k_header(blk, d, dmin, mins, dm);
+      load_q23<false>(blk, W);
     }
   }
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks).
   template <DType E, int NT>
   static void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
-    constexpr bool kMins = E != DType::Q6_K;
+    constexpr bool kMins = kq_mins<E>();
     constexpr int64_t kBytes = kq_bytes<E>();
     __m512 acc[8];
     KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
     alignas(32) float mv[8] = {};
+    alignas(8) int8_t dm[8] = {};
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kBytes;
       if (NT == 1) kq_decode_prefetch<kBytes>(blk);  // decode streams the weights once (kquant_x86.h)
       SuperW W;
-      float d;
-      load<E>(blk, W, &d, mv);
+      float d, dmin = 0.0f;
+      load<E>(blk, W, &d, mv, &dmin, dm);
       const __m512 mins = kMins ? _mm512_zextps256_ps512(_mm256_load_ps(mv)) : _mm512_setzero_ps();
+      const __m512 mins2 = kq_half_mins<E>() ? _mm512_zextps256_ps512(q2k_half_mins(dmin, dm)) : _mm512_setzero_ps();
       KQ_UNROLL for (int t = 0; t < NT; ++t) {
         const BlockQ16K& xb = x[t * xs + sb];
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super_dot(W, xb)), _mm512_set1_ps(d * xb.d), acc[t]);
         if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_zextps256_ps512(_mm256_load_ps(xb.s)), acc[t]);
+        if constexpr (kq_half_mins<E>())
+          acc[t] = _mm512_fnmadd_ps(mins2, _mm512_zextps256_ps512(_mm256_load_ps(xb.s2)), acc[t]);
       }
     }
     if (NT == 1) {
@@ -206,7 +258,7 @@ struct Avx512K {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       SuperW W;
       ExpSB& o = out[sb];
-      load<E>(w + sb * kq_bytes<E>(), W, &o.d, o.mins);
+      load<E>(w + sb * kq_bytes<E>(), W, &o.d, o.mins, &o.dmin, o.dm);
       KQ_UNROLL for (int i = 0; i < 8; ++i) _mm512_store_si512(o.w + 32 * i, W.w[i]);
     }
   }
@@ -217,9 +269,11 @@ struct Avx512K {
   // broadcast to both halves: one activation load feeds both rows, and each token's sums stay in
   // one register (halves = rows). Per lane and super-block: 16 dpwssd, 32 products, split over
   // two accumulators (even / odd k) of 16 products each (the bounds of the file comment). Q4_K /
-  // Q5_K: |sum| <= 32 * 1953 * 32767 < 2^31, summed in int32; Q6_K: each converted on its own.
-  template <bool kMins, int NT>
+  // Q5_K (and Q3_K / Q2_K): |sum| <= 32 * 1953 * 32767 < 2^31, summed in int32; Q6_K: each
+  // converted on its own.
+  template <DType E, int NT>
   static void dot_expanded(const ExpSB* w, int64_t ws, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
+    constexpr bool kMins = kq_mins<E>(), kSumInt = E != DType::Q6_K;
     const ExpSB* w1 = w + ws;
     __m512 acc[8];
     KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
@@ -240,12 +294,17 @@ struct Avx512K {
       const __m512 mins =
           kMins ? _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(e0.mins)), _mm256_load_ps(e1.mins), 1)
                 : _mm512_setzero_ps();
+      const __m512 mins2 = kq_half_mins<E>() ? _mm512_insertf32x8(_mm512_castps256_ps512(q2k_half_mins(e0.dmin, e0.dm)),
+                                                                  q2k_half_mins(e1.dmin, e1.dm), 1)
+                                             : _mm512_setzero_ps();
       KQ_UNROLL for (int t = 0; t < NT; ++t) {
         const BlockQ16K& xb = x[t * xs + sb];
-        const __m512 v = kMins ? _mm512_cvtepi32_ps(_mm512_add_epi32(ia[t], ib[t]))
-                               : _mm512_add_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_cvtepi32_ps(ib[t]));
+        const __m512 v = kSumInt ? _mm512_cvtepi32_ps(_mm512_add_epi32(ia[t], ib[t]))
+                                 : _mm512_add_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_cvtepi32_ps(ib[t]));
         acc[t] = _mm512_fmadd_ps(v, _mm512_mul_ps(dd, _mm512_set1_ps(xb.d)), acc[t]);
         if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_broadcast_f32x8(_mm256_load_ps(xb.s)), acc[t]);
+        if constexpr (kq_half_mins<E>())
+          acc[t] = _mm512_fnmadd_ps(mins2, _mm512_broadcast_f32x8(_mm256_load_ps(xb.s2)), acc[t]);
       }
     }
     reduce8_two_rows(acc, out);  // (avx512_common.h)

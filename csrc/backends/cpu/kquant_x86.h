@@ -1,4 +1,4 @@
-// The K-quant (Q4_K / Q5_K / Q6_K) fast-mode matmul pieces shared by the avx2
+// The K-quant (Q2_K / Q3_K / Q4_K / Q5_K / Q6_K) fast-mode matmul pieces shared by the avx2
 // (kquant_avx2.cc) and avx512 (kquant_avx512.cc, also used at the amx level)
 // kernels: the super-block header decoding, the expanded weight block and the
 // prefill driver that expands each block of rows once and runs every token tile
@@ -6,7 +6,7 @@
 //   Kern::kTileT                              tokens per tile (<= 8)
 //   Kern::kRows                               rows per expanded dot (1 or 2)
 //   Kern::expand_row<E>(w, nsb, ExpSB* out)   nsb super-blocks of a row, expanded
-//   Kern::dot_expanded<kMins, NT>(w, ws, x, nsb, xs, out)
+//   Kern::dot_expanded<E, NT>(w, ws, x, nsb, xs, out)
 //                                             out[r * kTileT + t] = row_r . x_t, r < kRows, t < NT,
 //                                             on expanded weights (row r at w + r * ws; ws may be 0)
 //   Kern::dot_row<E, NT>(w, x, nsb, xs, out)  the same on the row's bytes (decode: NT = 1,
@@ -63,18 +63,75 @@ inline __m128i k_scales_mins(const uint8_t* p) {
 
 template <DType E>
 constexpr int64_t kq_bytes() {
-  return E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
+  return E == DType::Q2_K ? 84 : E == DType::Q3_K ? 110 : E == DType::Q4_K ? 144 : E == DType::Q5_K ? 176 : 210;
+}
+// Encodings whose values carry a min term (d * sc * q - dmin * m): per 32 values for Q4_K /
+// Q5_K, per 16 for Q2_K (kq_half_mins). Q3_K and Q6_K are symmetric (an offset folded into the
+// expanded weights).
+template <DType E>
+constexpr bool kq_mins() {
+  return E == DType::Q2_K || E == DType::Q4_K || E == DType::Q5_K;
+}
+template <DType E>
+constexpr bool kq_half_mins() {
+  return E == DType::Q2_K;
 }
 
 // One expanded super-block: 256 int16 weight x sub-block scale in the level's
-// activation order, d, and dmin * m[j] (Q4_K / Q5_K).
+// activation order, d, and dmin * m[j] (Q4_K / Q5_K; Q2_K: dmin * m[2j + 1], with dmin and
+// dm[j] = m[2j] - m[2j + 1] for the first halves, q2k_header).
 struct alignas(64) ExpSB {
   int16_t w[256];
   float d;
-  float pad[7];
+  float dmin;
+  int8_t dm[8];
+  float pad[4];
   float mins[8];
 };
 static_assert(sizeof(ExpSB) == 576, "ExpSB layout");
+
+// A Q2_K super-block's d, dmin and min term: 16 sub-block mins m[i] (the high nibbles of
+// its 16 scale bytes) split as mins[j] = dmin * m[2j + 1] over each 32-value group and
+// dm[j] = m[2j] - m[2j + 1] over the group's first 16 values, so that the term is
+// mins . s + dmin * (dm . s2) on the activations' sums (BlockQ16K s, s2).
+inline void q2k_header(const uint8_t* blk, float* d, float* dmin, float* mins, int8_t* dm) {
+  *d = f16v(blk + 80);
+  *dmin = f16v(blk + 82);
+  const __m128i m = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)), 4),
+                                  _mm_set1_epi8(0x0f));
+  const __m128i eo = _mm_shuffle_epi8(m, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+  const __m128i odd = _mm_srli_si128(eo, 8);
+  _mm256_storeu_ps(mins, _mm256_mul_ps(_mm256_set1_ps(*dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(odd))));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(dm), _mm_sub_epi8(eo, odd));
+}
+
+// dmin * dm[j] as 8 floats (q2k_header).
+inline __m256 q2k_half_mins(float dmin, const int8_t* dm) {
+  return _mm256_mul_ps(_mm256_set1_ps(dmin),
+                       _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(dm)))));
+}
+
+// The 16 sub-block scales of a Q3_K super-block (12 bytes at offset 96: low 4 bits of scale i
+// in byte i % 8 (low nibble for i < 8, high nibble after), high 2 bits in byte 8 + i % 4 at bit
+// 2 (i / 4)) as signed bytes, minus 32.
+inline __m128i q3k_scales(const uint8_t* p) {
+  uint32_t a, b, c;
+  std::memcpy(&a, p, 4);
+  std::memcpy(&b, p + 4, 4);
+  std::memcpy(&c, p + 8, 4);
+  const uint32_t s0 = (a & 0x0f0f0f0fu) | ((c & 0x03030303u) << 4);
+  const uint32_t s1 = (b & 0x0f0f0f0fu) | (((c >> 2) & 0x03030303u) << 4);
+  const uint32_t s2 = ((a >> 4) & 0x0f0f0f0fu) | (((c >> 4) & 0x03030303u) << 4);
+  const uint32_t s3 = ((b >> 4) & 0x0f0f0f0fu) | (((c >> 6) & 0x03030303u) << 4);
+  return _mm_sub_epi8(_mm_set_epi32(static_cast<int>(s3), static_cast<int>(s2), static_cast<int>(s1),
+                                    static_cast<int>(s0)),
+                      _mm_set1_epi8(32));
+}
+
+// The 16 sub-block scales of a Q2_K super-block (the low nibbles of its first 16 bytes).
+inline __m128i q2k_scales(const uint8_t* p) {
+  return _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(0x0f));
+}
 
 // d and dmin * m[j] of a Q4_K / Q5_K super-block header (mins: 8 floats), and its scales/mins bytes.
 inline __m128i kq_header(const uint8_t* blk, float* d, float* mins) {
@@ -94,9 +151,9 @@ constexpr int64_t kExpGroupT = 256;             // tokens whose activations (256
 using ExpDotFn = void (*)(const ExpSB*, int64_t, const BlockQ16K*, int64_t, int64_t, float*);
 using RowDotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
 
-template <class Kern, bool kMins, size_t... I>
+template <class Kern, DType E, size_t... I>
 const ExpDotFn* exp_dots(std::index_sequence<I...>) {
-  static const ExpDotFn f[] = {nullptr, &Kern::template dot_expanded<kMins, static_cast<int>(I) + 1>...};
+  static const ExpDotFn f[] = {nullptr, &Kern::template dot_expanded<E, static_cast<int>(I) + 1>...};
   return f;
 }
 template <class Kern, DType E, size_t... I>
@@ -109,6 +166,8 @@ template <class Kern>
 const RowDotFn* kq_row_dots(DType t) {
   using S = std::make_index_sequence<Kern::kTileT>;
   switch (t) {
+    case DType::Q2_K: return row_dots<Kern, DType::Q2_K>(S{});
+    case DType::Q3_K: return row_dots<Kern, DType::Q3_K>(S{});
     case DType::Q4_K: return row_dots<Kern, DType::Q4_K>(S{});
     case DType::Q5_K: return row_dots<Kern, DType::Q5_K>(S{});
     case DType::Q6_K: return row_dots<Kern, DType::Q6_K>(S{});
@@ -129,7 +188,7 @@ template <int64_t kBytes>
 inline void kq_decode_prefetch(const uint8_t* blk) {
   _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetch), _MM_HINT_T0);
   _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetch + 64), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetch + 128), _MM_HINT_T0);
+  if (kBytes > 128) _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetch + 128), _MM_HINT_T0);
   if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetch + 192), _MM_HINT_T0);
 }
 
@@ -207,7 +266,7 @@ template <class Kern, DType E>
 void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, int64_t T, int64_t nsb, float* y,
                            int64_t N, int64_t n0, int64_t n1) {
   constexpr int kTileT = Kern::kTileT, kRows = Kern::kRows;
-  const ExpDotFn* f = exp_dots<Kern, E != DType::Q6_K>(std::make_index_sequence<kTileT>{});
+  const ExpDotFn* f = exp_dots<Kern, E>(std::make_index_sequence<kTileT>{});
   alignas(64) ExpSB buf[kExpRows * kExpChunk];
   float r[kRows * kTileT];
   for (int64_t c0 = 0; c0 < nsb; c0 += kExpChunk) {
@@ -239,7 +298,9 @@ void kq_expanded_prefill(const Tensor& W, const BlockQ16K* xq, int64_t T, int64_
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   using Fn = void (*)(const uint8_t*, size_t, const BlockQ16K*, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
-  const Fn pf = W.dtype == DType::Q4_K   ? expanded_prefill_rows<Kern, DType::Q4_K>
+  const Fn pf = W.dtype == DType::Q2_K   ? expanded_prefill_rows<Kern, DType::Q2_K>
+                : W.dtype == DType::Q3_K ? expanded_prefill_rows<Kern, DType::Q3_K>
+                : W.dtype == DType::Q4_K ? expanded_prefill_rows<Kern, DType::Q4_K>
                 : W.dtype == DType::Q5_K ? expanded_prefill_rows<Kern, DType::Q5_K>
                                          : expanded_prefill_rows<Kern, DType::Q6_K>;
   const int64_t grain = std::max<int64_t>(16, 32768 / std::max<int64_t>(T * K, 1));

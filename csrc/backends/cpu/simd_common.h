@@ -30,14 +30,17 @@ static_assert(sizeof(BlockQ16) == 72, "BlockQ16 layout");
 // 256 activations with one scale (the avx2 / avx512 K-quant paths): d = amax / 32767,
 // q = round-half-even(x * (1 / d)); each 64-element group (avx512; 32-element at
 // avx2) stores its even elements, then its odd ones; s[j] = d * sum(q) over
-// natural 32-block j.
+// natural 32-block j, s2[j] = d * sum(q) over its first 16 elements (Q2_K's mins
+// are per 16 values).
 struct alignas(64) BlockQ16K {
   float d;
   float pad[7];
   float s[8];
+  float s2[8];
+  float pad2[8];
   int16_t qs[256];
 };
-static_assert(sizeof(BlockQ16K) == 576, "BlockQ16K layout");
+static_assert(sizeof(BlockQ16K) == 640, "BlockQ16K layout");
 
 // Scratch of the calling thread. Work items that need their own scratch (attention
 // scores, unpacked rows) take slices of one kScratchItems buffer owned by the
