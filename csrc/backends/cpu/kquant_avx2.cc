@@ -102,8 +102,10 @@ inline void launder(T*& p) {
 
 // Calls f(g, we, wo) for the 8 groups of 32 values of one super-block, in order:
 // we / wo = the 16 even / odd elements of group g times their sub-block scale, int16.
-// sm: the scales / mins bytes of a Q4_K / Q5_K header (k_scales_mins).
-template <DType E, class F>
+// sm: the scales / mins bytes of a Q4_K / Q5_K header (k_scales_mins). kOffset = false
+// leaves Q3_K's offset of -4 out (its codes 0..7 times the scale; the decode dot subtracts
+// 4 * scale x the activation sums per super-block instead: 3 fewer vector operations a group).
+template <DType E, bool kOffset = true, class F>
 inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f);
   if constexpr (E == DType::Q6_K) {
@@ -141,16 +143,18 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
     // is the code's third bit, value (q - 4) * sc; Q2_K: value q * sc, the mins apart (q2k_header).
     const __m256i sc = _mm256_broadcastsi128_si256(E == DType::Q3_K ? q3k_scales(blk + 96) : q2k_scales(blk));
     const uint8_t* qs = blk + (E == DType::Q3_K ? 32 : 16);
-    __m256i hm = E == DType::Q3_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)) : _mm256_setzero_si256();
-    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), c4 = _mm256_set1_epi8(4);
+    const __m256i hm =
+        E == DType::Q3_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)) : _mm256_setzero_si256();
+    const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     KQ_UNROLL for (int h = 0; h < 2; ++h) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
       KQ_UNROLL for (int j = 0; j < 4; ++j) {
         const int g = 4 * h + j;
         __m256i X = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), three);
-        if constexpr (E == DType::Q3_K) {  // (16-bit shifts keep bit g of each byte in its bit 0)
-          X = _mm256_or_si256(X, _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
-          hm = _mm256_srli_epi16(hm, 1);
+        if constexpr (E == DType::Q3_K) {  // bit g of each hmask byte moved to bit 2 (the 16-bit
+          // shifts by at most 5 carry bits across bytes only where the mask clears them)
+          const __m256i hg = g < 2 ? _mm256_slli_epi16(hm, 2 - g) : g > 2 ? _mm256_srli_epi16(hm, g - 2) : hm;
+          X = _mm256_or_si256(X, _mm256_and_si256(hg, four));
         }
         const __m256i ie = _mm256_setr_epi64x(0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
                                               0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
@@ -158,8 +162,8 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
                                               0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1));
         const __m256i io = _mm256_or_si256(_mm256_slli_epi16(ie, 8), _mm256_set1_epi16(0x80));
         const __m256i pe = _mm256_shuffle_epi8(sc, ie), po = _mm256_shuffle_epi8(sc, io);
-        if constexpr (E == DType::Q3_K) {
-          const __m256i off = _mm256_maddubs_epi16(c4, pe);  // 4 * sc per 16-bit lane
+        if constexpr (E == DType::Q3_K && kOffset) {
+          const __m256i off = _mm256_maddubs_epi16(four, pe);  // 4 * sc per 16-bit lane
           f(g, _mm256_sub_epi16(_mm256_maddubs_epi16(X, pe), off), _mm256_sub_epi16(_mm256_maddubs_epi16(X, po), off));
         } else {
           f(g, _mm256_maddubs_epi16(X, pe), _mm256_maddubs_epi16(X, po));
@@ -254,7 +258,7 @@ struct Avx2K {
       const __m128i sm = header<E>(blk, &d, mins, &dmin, dm);
       __m256i ia[NT];
       for (int t = 0; t < NT; ++t) ia[t] = _mm256_setzero_si256();
-      expand_groups<E>(blk, sm, [&](int g, __m256i we, __m256i wo) {
+      expand_groups<E, E != DType::Q3_K>(blk, sm, [&](int g, __m256i we, __m256i wo) {
         KQ_UNROLL for (int t = 0; t < NT; ++t) {
           const BlockQ16K& xb = x[t * xs + sb];
           ia[t] = _mm256_add_epi32(ia[t], madd_group(we, wo, xb.qs + 32 * g));
@@ -272,6 +276,14 @@ struct Avx2K {
       if constexpr (kq_half_mins<E>()) {
         const __m256 mv = q2k_half_mins(dmin, dm);
         KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s2), acc[t]);
+      }
+      if constexpr (E == DType::Q3_K) {  // the offset: - 4 d sum_i sc[i] S_i (kq_odd_diff)
+        const auto od = kq_odd_diff(q3k_scales(blk + 96));
+        const __m256 a = kq_scaled_bytes(od.odd, 4.0f * d), b = kq_scaled_bytes(od.diff, 4.0f * d);
+        KQ_UNROLL for (int t = 0; t < NT; ++t) {
+          const BlockQ16K& xb = x[t * xs + sb];
+          acc[t] = _mm256_fnmadd_ps(a, _mm256_load_ps(xb.s), _mm256_fnmadd_ps(b, _mm256_load_ps(xb.s2), acc[t]));
+        }
       }
     }
     for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);

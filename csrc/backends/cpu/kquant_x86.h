@@ -94,21 +94,34 @@ static_assert(sizeof(ExpSB) == 576, "ExpSB layout");
 // its 16 scale bytes) split as mins[j] = dmin * m[2j + 1] over each 32-value group and
 // dm[j] = m[2j] - m[2j + 1] over the group's first 16 values, so that the term is
 // mins . s + dmin * (dm . s2) on the activations' sums (BlockQ16K s, s2).
+// 16 per-sub-block values v[i] (signed bytes, |v[2j] - v[2j + 1]| < 128) split as odd[j] = v[2j + 1]
+// (low 8 bytes of the first) and diff[j] = v[2j] - v[2j + 1] (low 8 of the second): sum_i v[i] S_i
+// over per-16 sums S is odd . s + diff . s2 on BlockQ16K's s (per 32) and s2 (first 16 of each 32).
+struct OddDiff {
+  __m128i odd, diff;
+};
+inline OddDiff kq_odd_diff(__m128i v) {
+  const __m128i eo = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+  const __m128i odd = _mm_srli_si128(eo, 8);
+  return {odd, _mm_sub_epi8(eo, odd)};
+}
+// f * the low 8 signed bytes of b, as floats.
+inline __m256 kq_scaled_bytes(__m128i b, float f) {
+  return _mm256_mul_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
+}
+
 inline void q2k_header(const uint8_t* blk, float* d, float* dmin, float* mins, int8_t* dm) {
   *d = f16v(blk + 80);
   *dmin = f16v(blk + 82);
-  const __m128i m = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)), 4),
-                                  _mm_set1_epi8(0x0f));
-  const __m128i eo = _mm_shuffle_epi8(m, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-  const __m128i odd = _mm_srli_si128(eo, 8);
-  _mm256_storeu_ps(mins, _mm256_mul_ps(_mm256_set1_ps(*dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(odd))));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(dm), _mm_sub_epi8(eo, odd));
+  const auto od = kq_odd_diff(_mm_and_si128(
+      _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)), 4), _mm_set1_epi8(0x0f)));
+  _mm256_storeu_ps(mins, kq_scaled_bytes(od.odd, *dmin));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(dm), od.diff);
 }
 
 // dmin * dm[j] as 8 floats (q2k_header).
 inline __m256 q2k_half_mins(float dmin, const int8_t* dm) {
-  return _mm256_mul_ps(_mm256_set1_ps(dmin),
-                       _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(dm)))));
+  return kq_scaled_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(dm)), dmin);
 }
 
 // The 16 sub-block scales of a Q3_K super-block (12 bytes at offset 96: low 4 bits of scale i
