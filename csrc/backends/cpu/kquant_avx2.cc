@@ -100,6 +100,20 @@ inline void launder(T*& p) {
 #endif
 }
 
+// The vpmaddubsw scale operands of 32-value group g for encodings with 16-value sub-blocks
+// (Q2_K, Q3_K, Q6_K; sc: their 16 scales in both 128-bit lanes): sub-block 2g's scale for
+// elements 0-15 (lane 0), 2g + 1's for 16-31, in the even byte of each 16-bit lane (pe) or the
+// odd one (po), the other byte 0.
+inline void sub16_operands(__m256i sc, int g, __m256i* pe, __m256i* po) {
+  const __m256i ie = _mm256_setr_epi64x(0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
+                                        0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
+                                        0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1),
+                                        0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1));
+  const __m256i io = _mm256_or_si256(_mm256_slli_epi16(ie, 8), _mm256_set1_epi16(0x80));
+  *pe = _mm256_shuffle_epi8(sc, ie);
+  *po = _mm256_shuffle_epi8(sc, io);
+}
+
 // Calls f(g, we, wo) for the 8 groups of 32 values of one super-block, in order:
 // we / wo = the 16 even / odd elements of group g times their sub-block scale, int16.
 // sm: the scales / mins bytes of a Q4_K / Q5_K header (k_scales_mins). kOffset = false
@@ -126,12 +140,8 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
                              _mm256_and_si256(_mm256_srli_epi16(H, 2), hi2));
       KQ_UNROLL for (int j = 0; j < 4; ++j) {
         const int g = 4 * h + j;
-        const __m256i ie = _mm256_setr_epi64x(0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
-                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
-                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1),
-                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1));
-        const __m256i io = _mm256_or_si256(_mm256_slli_epi16(ie, 8), _mm256_set1_epi16(0x80));
-        const __m256i pe = _mm256_shuffle_epi8(sc, ie), po = _mm256_shuffle_epi8(sc, io);
+        __m256i pe, po;
+        sub16_operands(sc, g, &pe, &po);
         const __m256i off = _mm256_maddubs_epi16(c32, pe);  // 32 * sc per 16-bit lane
         f(g, _mm256_sub_epi16(_mm256_maddubs_epi16(X[j], pe), off),
           _mm256_sub_epi16(_mm256_maddubs_epi16(X[j], po), off));
@@ -156,12 +166,8 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
           const __m256i hg = g < 2 ? _mm256_slli_epi16(hm, 2 - g) : g > 2 ? _mm256_srli_epi16(hm, g - 2) : hm;
           X = _mm256_or_si256(X, _mm256_and_si256(hg, four));
         }
-        const __m256i ie = _mm256_setr_epi64x(0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
-                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g),
-                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1),
-                                              0x8000800080008000ll | 0x0001000100010001ll * (2 * g + 1));
-        const __m256i io = _mm256_or_si256(_mm256_slli_epi16(ie, 8), _mm256_set1_epi16(0x80));
-        const __m256i pe = _mm256_shuffle_epi8(sc, ie), po = _mm256_shuffle_epi8(sc, io);
+        __m256i pe, po;
+        sub16_operands(sc, g, &pe, &po);
         if constexpr (E == DType::Q3_K && kOffset) {
           const __m256i off = _mm256_maddubs_epi16(four, pe);  // 4 * sc per 16-bit lane
           f(g, _mm256_sub_epi16(_mm256_maddubs_epi16(X, pe), off), _mm256_sub_epi16(_mm256_maddubs_epi16(X, po), off));

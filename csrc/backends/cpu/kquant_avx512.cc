@@ -114,6 +114,20 @@ inline void load_q45(const uint8_t* blk, __m128i sm, SuperW& W) {
   }
 }
 
+// The vpmaddubsw scale operands of 64-value group g for encodings with 16-value sub-blocks
+// (Q2_K, Q3_K, Q6_K; smz: their 16 scales in every 128-bit lane): element 64g + b (byte b) has
+// scale index 4g + b / 16, i.e. 4g + L within 128-bit lane L; in the even byte of each 16-bit
+// lane (pe) or the odd one (po), the other byte 0.
+inline void sub16_operands(__m512i smz, int g, __m512i* pe, __m512i* po) {
+  const __m512i idx = _mm512_add_epi8(_mm512_set1_epi8(static_cast<char>(4 * g)),
+                                      _mm512_set_epi32(3 * 0x01010101, 3 * 0x01010101, 3 * 0x01010101,
+                                                       3 * 0x01010101, 2 * 0x01010101, 2 * 0x01010101,
+                                                       2 * 0x01010101, 2 * 0x01010101, 0x01010101, 0x01010101,
+                                                       0x01010101, 0x01010101, 0, 0, 0, 0));
+  *pe = _mm512_maskz_shuffle_epi8(kEvenBytes, smz, idx);
+  *po = _mm512_maskz_shuffle_epi8(kOddBytes, smz, idx);
+}
+
 // Q6_K: codes 0..63, value (q - 32) * sc[e / 16].
 inline void load_q6(const uint8_t* blk, SuperW& W) {
   const __m512i lo4 = _mm512_set1_epi8(0x0f), three = _mm512_set1_epi8(3);
@@ -130,14 +144,8 @@ inline void load_q6(const uint8_t* blk, SuperW& W) {
                                    _mm512_slli_epi16(_mm512_and_si512(hz2, three), 4));
   }
   KQ_UNROLL for (int g = 0; g < 4; ++g) {
-    // element 64g + b (byte b) has scale index 4g + b / 16: within each 128-bit lane L, 4g + L
-    const __m512i idx = _mm512_add_epi8(_mm512_set1_epi8(static_cast<char>(4 * g)),
-                                        _mm512_set_epi32(3 * 0x01010101, 3 * 0x01010101, 3 * 0x01010101,
-                                                         3 * 0x01010101, 2 * 0x01010101, 2 * 0x01010101,
-                                                         2 * 0x01010101, 2 * 0x01010101, 0x01010101, 0x01010101,
-                                                         0x01010101, 0x01010101, 0, 0, 0, 0));
-    const __m512i pe = _mm512_maskz_shuffle_epi8(kEvenBytes, smz, idx);
-    const __m512i po = _mm512_maskz_shuffle_epi8(kOddBytes, smz, idx);
+    __m512i pe, po;
+    sub16_operands(smz, g, &pe, &po);
     const __m512i off = _mm512_maddubs_epi16(c32, pe);  // 32 * sc per 16-bit lane
     W.w[2 * g] = _mm512_sub_epi16(_mm512_maddubs_epi16(X[g], pe), off);
     W.w[2 * g + 1] = _mm512_sub_epi16(_mm512_maddubs_epi16(X[g], po), off);
@@ -165,13 +173,8 @@ inline void load_q23(const uint8_t* blk, SuperW& W) {
                                            _mm256_srli_epi16(hm, 2 * g + 1), 1);
       X = _mm512_or_si512(X, _mm512_slli_epi16(_mm512_and_si512(h, one), 2));
     }
-    const __m512i idx = _mm512_add_epi8(_mm512_set1_epi8(static_cast<char>(4 * g)),
-                                        _mm512_set_epi32(3 * 0x01010101, 3 * 0x01010101, 3 * 0x01010101,
-                                                         3 * 0x01010101, 2 * 0x01010101, 2 * 0x01010101,
-                                                         2 * 0x01010101, 2 * 0x01010101, 0x01010101, 0x01010101,
-                                                         0x01010101, 0x01010101, 0, 0, 0, 0));
-    const __m512i pe = _mm512_maskz_shuffle_epi8(kEvenBytes, smz, idx);
-    const __m512i po = _mm512_maskz_shuffle_epi8(kOddBytes, smz, idx);
+    __m512i pe, po;
+    sub16_operands(smz, g, &pe, &po);
     if (Q3) {
       const __m512i off = _mm512_maddubs_epi16(c4, pe);  // 4 * sc per 16-bit lane
       W.w[2 * g] = _mm512_sub_epi16(_mm512_maddubs_epi16(X, pe), off);
