@@ -66,6 +66,8 @@ def main() -> None:
                     help="pipeline name texts, each repeated in its own run")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--variant", action="append", default=[], help="NAME=VAR=VALUE (repeatable)")
+    ap.add_argument("--env", action="append", default=[],
+                    help="VAR=VALUE set for every setting, the default included (repeatable): kernel costs of a variant")
     ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--work", default="/tmp/gpu_bench")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -88,8 +90,9 @@ def main() -> None:
             settings.append((label, {var: value}))
         res = {}
         for label, env in settings:
+            common = dict(e.split("=", 1) for e in args.env)
             out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path, "--gen", str(args.gen)],
-                                 env={**os.environ, **env}, capture_output=True, text=True)
+                                 env={**os.environ, **common, **env}, capture_output=True, text=True)
             line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
             if out.returncode or not line:
                 print(f"{name} {label}: failed\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}", flush=True)
@@ -99,7 +102,7 @@ def main() -> None:
         if "default" not in res:
             continue
         base = res["default"]
-        print(f"\n{name}: decode step (overlapped greedy, {args.gen} steps, median of 3); "
+        print(f"\n{name}{' (' + ', '.join(args.env) + ')' if args.env else ''}: decode step (overlapped greedy, {args.gen} steps, median of 3); "
               f"{sum(base['counts'].values()):.0f} dispatches a step\n")
         print("| setting | ms / step | tok/s | vs default ms | matched dispatches / step | us per dispatch in the stream |")
         print("|---|---|---|---|---|---|")

@@ -16,3 +16,8 @@ fn sb4(v: u32) -> vec4<f32> { return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) <
 fn hb4(qh: u32, l: u32) -> vec4<f32> {
   return vec4<f32>(((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + l)) & vec4<u32>(1u)) << vec4<u32>(4u));
 }
+// The four bytes of v.
+fn bytes4(v: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(v) >> SH4) & vec4<u32>(255u)); }
+// nib4 and bytes4 by unpack4xU8 (the matvec slot decoders' tuning setting u8=1, wgpu_backend.cc).
+fn nibu(v: u32, s: u32) -> vec4<f32> { return vec4<f32>(unpack4xU8((v >> s) & 0x0f0f0f0fu)); }
+fn bytesu(v: u32) -> vec4<f32> { return vec4<f32>(unpack4xU8(v)); }

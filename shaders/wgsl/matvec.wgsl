@@ -4,10 +4,14 @@
 // then the lanes' sums are added by subgroup shuffles (SG, when the dispatch's subgroups hold
 // TPR lanes) or through workgroup memory.
 // Up to NT tokens (NT1/NT2/NT4) per workgroup, grid z covers the rest; the weights are
-// read once for them. U2 (one token): two chunks a step per lane. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
+// read once for them. U2 (one token, not KS): two chunks a step per lane. Variant SWIGLU: two weights, y = silu(x Wg) * (x Wu).
 // Same parameters as matmul.wgsl (r_off at the end here), and its epilogues (GELU, GELU_TANH, ADD).
 // QKV (fused_qkv): three weights (W, W2, W3, rows nq, nk, nrows - nq - nk) into three
 // outputs (Y, Y2, Y3), each row's weight picked by its index (uniform over a row's lanes).
+// KS (one token, Q4_K / Q6_K weights): each lane sums 32-value slots of whole super-blocks
+// (mvdot.wgsl deq_ks_*), read as 16-byte words where the encoding allows (WV, WV2, WV3: the
+// weights bound as vec4<u32> in place of W, W2, W3); R2 (KS without QKV): two rows a lane
+// group, the activation loads shared.
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
@@ -19,6 +23,9 @@ struct P {
 @group(0) @binding(1) var<storage, read> W: array<u32>;
 @group(0) @binding(2) var<storage, read> XV: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(12) var<storage, read> WV: array<vec4<u32>>;
+@group(0) @binding(13) var<storage, read> WV2: array<vec4<u32>>;
+@group(0) @binding(14) var<storage, read> WV3: array<vec4<u32>>;
 //#if BIAS
 @group(0) @binding(4) var<storage, read> B: array<f32>;
 //#endif
@@ -45,8 +52,18 @@ fn mvx(rb: u32, c: u32, xb: u32) -> f32 {
   if (which == 1u) { return MV2(rb, c, xb); }
   return MV3(rb, c, xb);
 }
+//#if KS
+fn ksx(rb: u32, s: u32, xb: u32) -> f32 {
+  if (which == 0u) { return KS(rb, s, xb); }
+  if (which == 1u) { return KS2(rb, s, xb); }
+  return KS3(rb, s, xb);
+}
+//#endif
 //#else
 fn mvx(rb: u32, c: u32, xb: u32) -> f32 { return MV(rb, c, xb); }
+//#if KS
+fn ksx(rb: u32, s: u32, xb: u32) -> f32 { return KS(rb, s, xb); }
+//#endif
 //#endif
 
 //#if TPR8
@@ -73,7 +90,11 @@ const NT = 2u;
 //#if NT4
 const NT = 4u;
 //#endif
+//#if WG256
+const WG = 256u;
+//#else
 const WG = 128u;
+//#endif
 
 var<workgroup> red: array<vec4<f32>, WG>;
 //#if SWIGLU
@@ -82,13 +103,19 @@ var<workgroup> red2: array<vec4<f32>, WG>;
 
 // Token lane i of a holds the sum for token t0 + i (named lanes, not an indexed array: a
 // GPU compiler keeps them in registers).
-@compute @workgroup_size(128)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32
 //#if SG
         , @builtin(subgroup_size) sgs: u32
 //#endif
 ) {
+//#if R2
+  // KS, not QKV: two rows a lane group, rg and rg + 1 (the second's sums in a.y, u.y), the
+  // activation loads shared
+  let rg = 2u * ((wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR);
+//#else
   let rg = (wid.x + wid.y * p.nx) * (WG / TPR) + li / TPR;
+//#endif
   let lane = li % TPR;
   let t0 = wid.z * NT;
   let xs = p.K / 4u;
@@ -122,6 +149,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xb = p.x_off / 4u + t0 * xs;
     let nt = min(NT, p.T - t0);
     let nch = p.K / 32u;
+//#if KS
+    // one token, 32-value slots of whole super-blocks
+//#if R2
+    // the second row, clamped to the last (its sum is then not written)
+    let r1 = min(r + 1u, p.nrows - 1u);
+//#endif
+    for (var s = lane; s < nch; s += TPR) {
+      a.x += ksx(rb, s, xb);
+//#if SWIGLU
+      u.x += KS2(rb2, s, xb);
+//#endif
+//#if R2
+      a.y += ksx(r1 * rbytes, s, xb);
+//#if SWIGLU
+      u.y += KS2(r1 * p.rb2, s, xb);
+//#endif
+//#endif
+    }
+//#else
 //#if U2
     // one token, two chunks a step (c and c + TPR; a missing second chunk re-reads the last
     // one and counts zero): twice the loads in flight per lane
@@ -159,6 +205,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
 //#endif
+//#endif
   }
 //#if SG
   // subgroups of at least TPR lanes (the size is the same for the whole dispatch): shuffles
@@ -192,6 +239,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if SG
   }
 //#endif
+//#if R2
+  if (lane == 0u) {
+    for (var i = 0u; i < 2u; i++) {
+      let rr = rg + i;
+      if (rr < p.nrows) {
+        var v = a[i];
+//#if BIAS
+        v += B[p.row0 + rr];
+//#endif
+        v = epi(v, 0u, p.row0 + rr);
+//#if SWIGLU
+        v = v / (1.0 + exp(-v)) * u[i];
+//#endif
+        Y[p.y_off + p.row0 + rr] = v;
+      }
+    }
+  }
+//#else
   if (lane == 0u && rg < p.nrows) {
     for (var i = 0u; i < NT; i++) {
       let t = t0 + i;
@@ -227,4 +292,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
   }
+//#endif
 }

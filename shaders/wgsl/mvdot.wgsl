@@ -169,3 +169,78 @@ fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
   return hsum(s);
 }
 
+
+// Slots (matvec.wgsl KS, one token): slot s of a row is 32 values whose codes lie side by side
+// in their super-block, so that the lanes of a subgroup, on consecutive slots, read
+// consecutive bytes and each code byte once. The values are formed as in deq_mv_* above.
+// Q4_K: slot t = s % 8 of super-block s / 8 is code bytes 16t .. 16t + 15 (one 16-byte load
+// from WV, the weights as vec4<u32>; the row starts on 16 bytes: 144-byte blocks): low nibbles
+// values 64(t/2) + 16(t%2) + i (sub-block 2(t/2)), high nibbles those + 32 (the next
+// sub-block); d, dmin and the 12 scale bytes: the super-block's first 16 bytes, one load.
+fn deq_ks_q4_k(rb: u32, s: u32, xb: u32) -> f32 {
+  let sb = s / 8u;
+  let t = s % 8u;
+  let v0 = (rb >> 4u) + sb * 9u;
+  let hd = WV[v0];
+  let q = WV[v0 + 1u + t];
+  let pr = t / 2u;
+  let x0 = xb + sb * 64u + 16u * pr + 4u * (t & 1u);
+  // scale_min_k4 of sub-blocks 2pr and 2pr + 1 from the scale words hd.y, hd.z, hd.w
+  let sh = 16u * (pr & 1u);
+  let y = hd.y >> sh;
+  let z = hd.z >> sh;
+  let w = hd.w >> sh;
+  var sc = vec2<u32>(y & 63u, (y >> 8u) & 63u);
+  var mn = vec2<u32>(z & 63u, (z >> 8u) & 63u);
+  if (pr >= 2u) {
+    sc = vec2<u32>((w & 15u) | ((y >> 2u) & 48u), ((w >> 8u) & 15u) | ((y >> 10u) & 48u));
+    mn = vec2<u32>(((w >> 4u) & 15u) | ((z >> 2u) & 48u), ((w >> 12u) & 15u) | ((z >> 10u) & 48u));
+  }
+  let dm = unpack2x16float(hd.x);
+  let d = dm.x * vec2<f32>(sc);
+  let m = dm.y * vec2<f32>(mn);
+  var a = vec4<f32>(0.0);
+  a = fma(d.x * nib4(q.x, 0u) - m.x, XV[x0], a);
+  a = fma(d.x * nib4(q.y, 0u) - m.x, XV[x0 + 1u], a);
+  a = fma(d.x * nib4(q.z, 0u) - m.x, XV[x0 + 2u], a);
+  a = fma(d.x * nib4(q.w, 0u) - m.x, XV[x0 + 3u], a);
+  a = fma(d.y * nib4(q.x, 4u) - m.y, XV[x0 + 8u], a);
+  a = fma(d.y * nib4(q.y, 4u) - m.y, XV[x0 + 9u], a);
+  a = fma(d.y * nib4(q.z, 4u) - m.y, XV[x0 + 10u], a);
+  a = fma(d.y * nib4(q.w, 4u) - m.y, XV[x0 + 11u], a);
+  return hsum(a);
+}
+// Q6_K (212-byte blocks: words only): slot t = s % 8 of super-block s / 8 is half h = t / 4,
+// positions l0 = 8(t%4) .. l0 + 7: ql bytes 64h + l0 + i (values 128h + l0 + i, high
+// nibbles + 64) and 64h + 32 + l0 + i (values + 32, high nibbles + 96), qh bytes 32h + l0 + i
+// (two bits of each of the four), scales 8h + l0/16 + 2g for the four groups g of 32.
+fn deq_ks_q6_k(rb: u32, s: u32, xb: u32) -> f32 {
+  let sb = s / 8u;
+  let t = s % 8u;
+  let h = t / 4u;
+  let l0 = 8u * (t % 4u);
+  let ob = (rb >> 2u) + sb * 53u;
+  let d = unpack2x16float(W[ob + 52u]).x;
+  let sw = vec2<u32>(W[ob + 48u + 2u * h], W[ob + 49u + 2u * h]);
+  let ib = 8u * ((t % 4u) / 2u);
+  // the four scales: bytes is and is + 2 of each scale word, signed
+  let sg = d * vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(sw.x, sw.x, sw.y, sw.y) << (vec4<u32>(24u) - (vec4<u32>(ib) + vec4<u32>(0u, 16u, 0u, 16u)))) >> vec4<u32>(24u));
+  let x0 = xb + sb * 64u + 32u * h + l0 / 4u;
+  var a = vec4<f32>(0.0);
+  //#unroll
+  for (var k = 0u; k < 2u; k++) {
+    let lq = W[ob + 16u * h + l0 / 4u + k];
+    let lq2 = W[ob + 16u * h + 8u + l0 / 4u + k];
+    let hq = W[ob + 32u + 8u * h + l0 / 4u + k];
+    let q0 = (lq & 0x0f0f0f0fu) | ((hq << 4u) & 0x30303030u);
+    let q1 = (lq2 & 0x0f0f0f0fu) | ((hq << 2u) & 0x30303030u);
+    let q2 = ((lq >> 4u) & 0x0f0f0f0fu) | (hq & 0x30303030u);
+    let q3 = ((lq2 >> 4u) & 0x0f0f0f0fu) | ((hq >> 2u) & 0x30303030u);
+    a = fma(sg.x * (bytes4(q0) - 32.0), XV[x0 + k], a);
+    a = fma(sg.y * (bytes4(q1) - 32.0), XV[x0 + 8u + k], a);
+    a = fma(sg.z * (bytes4(q2) - 32.0), XV[x0 + 16u + k], a);
+    a = fma(sg.w * (bytes4(q3) - 32.0), XV[x0 + 24u + k], a);
+  }
+  return hsum(a);
+}
+

@@ -620,6 +620,10 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   if (deq != DType::COUNT) {
     src = std::string(wgsl_source("common")) + wgsl_source("dequant");
     if (std::strcmp(name, "matvec") == 0) src += unroll(wgsl_source("mvdot"));
+    if (std::find(defs.begin(), defs.end(), "U8") != defs.end()) {  // slot decoders' codes by unpack4xU8
+      replace_all(src, "nib4(q.", "nibu(q.");
+      replace_all(src, "bytes4(q", "bytesu(q");
+    }
     // The second and third weights' decoders: the same functions renamed (deq2_*, h16_2, W2, ...).
     const std::string base = src;
     const DType more[2] = {deq2, deq3};
@@ -628,12 +632,13 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
       const std::string n = std::to_string(w + 2);
       std::string s2 = base;
       for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "nib(", "scale_min_k4(", "scale_q3_k(",
-                             "hsum(", "nib4(", "sb4(", "hb4("}) {
+                             "hsum(", "nib4(", "nibu(", "bytes4(", "bytesu(", "sb4(", "hb4("}) {
         std::string f = fn;
         std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_" + n + "(" : "deq" + n + "_";
         replace_all(s2, f, r);
       }
       replace_all(s2, "W[", "W" + n + "[");
+      replace_all(s2, "WV[", "WV" + n + "[");
       replace_all(s2, "IQ4NL", "IQ4NL_" + n);
       replace_all(s2, "SH4", "SH4_" + n);
       src += s2;
@@ -648,6 +653,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
     replace_all(body, "DEQ" + n + "(", "deq" + n + "_" + enc_fn(all[w]) + "(");
     replace_all(body, "DQV" + n + "(", "deq" + n + "_v4_" + enc_fn(all[w]) + "(");
     replace_all(body, "MV" + n + "(", "deq" + n + "_mv_" + enc_fn(all[w]) + "(");
+    replace_all(body, "KS" + n + "(", "deq" + n + "_ks_" + enc_fn(all[w]) + "(");
   }
   src += body;
   WGPUShaderSourceWGSL wgsl = {};
@@ -693,7 +699,9 @@ struct DevBuf {
   struct State* owner = nullptr;  // frame buffers: the context that records into it
 };
 
-uint64_t padded(uint64_t n) { return ((n + 3) & ~uint64_t(3)) + 4; }
+// Sizes in whole 16-byte words and one more, so that a weight also binds as vec4<u32>
+// (matvec.wgsl WV) with its last bytes inside the array.
+uint64_t padded(uint64_t n) { return ((n + 15) & ~uint64_t(15)) + 16; }
 
 WGPUBuffer create_buffer(Gpu& g, uint64_t bytes, WGPUBufferUsage usage) {
   WGPUBufferDescriptor bd = {};
@@ -1418,8 +1426,8 @@ class WgpuBackend : public Backend {
     stt.data = const_cast<float*>(rt.sin);
     return {weight(ct)->bufs[0], weight(stt)->bufs[0]};
   }
-  void matvec_variant(int64_t K, int64_t T, int64_t rows, std::vector<std::string>& defs, int64_t* rows_per_wg,
-                      int64_t* tokens_per_wg) const;
+  void matvec_variant(int64_t K, int64_t T, int64_t rows, bool ks_ok, std::vector<std::string>& defs,
+                      int64_t* rows_per_wg, int64_t* tokens_per_wg) const;
 
   Gpu& g_;
   std::mutex mu_;
@@ -1519,14 +1527,22 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
 }
 
 // Overrides of the matrix-vector kernel's choices for tuning runs (docs/gpu-bench.md):
-// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1", read once. fill: 32 lanes a row,
-// doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch are fewer
-// than kMatvecFillLanes (few-row, long-K products such as the down projection; unmeasured as a
-// default, a setting for the next measurement, docs/gpu-bench.md).
+// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1,ks=0|1,rows=1|2,wg=128|256,u8=0|1", read once.
+// ks=0: no slot kernel (below). tpr=N: N lanes a row (no fill unless tpr=fill is given too);
+// fill: lanes doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch
+// are fewer than kMatvecFillLanes (few-row, long-K products such as the down projection).
+// unroll=1: two chunks a step per lane (not in the slot kernel). rows=1: one row a lane group in
+// the slot kernel (two by default). wg=256: workgroups of 256 invocations (128 by default).
+// u8=1: the slot decoders convert codes with unpack4xU8 (define U8: pipeline() calls nibu and
+// bytesu of common.wgsl in place of nib4 and bytes4).
 struct MatvecTuning {
-  uint32_t tpr = 0;  // 0: the default (32)
+  uint32_t tpr = 0;  // 0: the default
   bool fill = false;
   bool unroll2 = false;
+  bool ks = true;
+  bool r2 = true;  // two rows a lane group in the slot kernel
+  bool wg256 = false;
+  bool u8 = false;
 };
 constexpr int64_t kMatvecFillLanes = 131072;
 const MatvecTuning& matvec_tuning() {
@@ -1543,13 +1559,26 @@ const MatvecTuning& matvec_tuning() {
         r.tpr = static_cast<uint32_t>(std::stoul(kv.substr(4)));
       else if (kv == "tpr=fill") r.fill = true;
       else if (kv == "unroll=1") r.unroll2 = true;
+      else if (kv == "ks=0" || kv == "ks=1") r.ks = kv == "ks=1";
+      else if (kv == "rows=1" || kv == "rows=2") r.r2 = kv == "rows=2";
+      else if (kv == "wg=256" || kv == "wg=128") r.wg256 = kv == "wg=256";
+      else if (kv == "u8=1" || kv == "u8=0") r.u8 = kv == "u8=1";
       else if (kv != "unroll=0" && !kv.empty())
-        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill or unroll=0|1");
+        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill, unroll=0|1, ks=0|1, rows=1|2, wg=128|256 or u8=0|1");
       pos = end + 1;
     }
     return r;
   }();
   return t;
+}
+
+// Encodings with a slot decoder for the one-token matrix-vector kernel (mvdot.wgsl deq_ks_*).
+bool ks_encoding(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+// The binding of weight i (0, 1, 2) of a matvec dispatch: the vec4<u32> view (WV, WV2, WV3)
+// where the KS decoder reads 16-byte words (Q4_K), else W, W2, W3.
+uint32_t mv_weight_binding(int i, DType t, bool ks) {
+  if (ks && t == DType::Q4_K) return 12u + static_cast<uint32_t>(i);
+  return i == 0 ? 1u : i == 1 ? 5u : 6u;
 }
 
 // Encodings with a register decoder for the matrix-vector kernel (shaders/wgsl/mvdot.wgsl).
@@ -1602,18 +1631,36 @@ int64_t splitk_workgroups() {
 constexpr int64_t kTiledMinTokens = 32;
 
 // The matrix-vector kernel's variant for rows of K values and T (< 32) tokens: lanes per
-// row, tokens per workgroup, subgroup shuffles, two chunks a step (U2, one token).
-void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, std::vector<std::string>& defs,
+// row, tokens per workgroup, subgroup shuffles, the slot kernel (KS, one token, Q4_K / Q6_K
+// weights: ks_ok), two rows a lane group (R2, slot kernel), two chunks a step (U2, chunk kernel).
+void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool ks_ok, std::vector<std::string>& defs,
                                  int64_t* rows_per_wg, int64_t* tokens_per_wg) const {
-  // 32 lanes a row: on the H200 (docs/gpu-bench.md, tuning sweep of 2026-12-02) faster than
-  // 16 or 8 lanes chosen by row length, also for rows of 18 and 48 chunks.
   const MatvecTuning& tune = matvec_tuning();
+  const bool ks = T == 1 && ks_ok && tune.ks;
+  const bool qkv = std::find(defs.begin(), defs.end(), "QKV") != defs.end();
+  // Chunk kernel: 32 lanes a row: on the H200 (docs/gpu-bench.md, tuning sweep of 2026-12-02)
+  // faster than 16 or 8 lanes chosen by row length, also for rows of 18 and 48 chunks.
+  // Slot kernel: 32 lanes halved while a lane would sum fewer than 3 slots (16 for the
+  // qwen15-shaped 1536-value rows, 32 for llama7b's 4096), then filled (H200, 2026-12-03:
+  // docs/gpu-bench.md).
   uint32_t tpr = tune.tpr ? tune.tpr : 32;
-  if (tune.fill)
+  if (ks && !tune.tpr)
+    while (tpr > 8 && K / 32 / tpr < 3) tpr /= 2;
+  if (tune.fill || (ks && !tune.tpr))
     while (tpr < 128 && rows * tpr < kMatvecFillLanes && 2 * tpr <= K / 32) tpr *= 2;
   *tokens_per_wg = T >= 3 ? 4 : T;
-  if (T == 1 && tune.unroll2) defs.push_back("U2");
-  *rows_per_wg = 128 / tpr;
+  *rows_per_wg = (tune.wg256 ? 256 : 128) / tpr;
+  if (tune.wg256) defs.push_back("WG256");
+  if (ks) {
+    defs.push_back("KS");
+    if (tune.u8) defs.push_back("U8");
+    if (tune.r2 && !qkv) {
+      defs.push_back("R2");
+      *rows_per_wg *= 2;
+    }
+  } else if (T == 1 && tune.unroll2) {
+    defs.push_back("U2");
+  }
   defs.push_back("TPR" + std::to_string(tpr));
   defs.push_back("NT" + std::to_string(*tokens_per_wg));
   if (g_.info.subgroups) defs.push_back("SG");  // shuffles where the subgroup size allows (matvec.wgsl)
@@ -1638,7 +1685,12 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   if (bias) defs.push_back("BIAS");
   int64_t rows_per_wg = 0, tokens_per_wg = 0;
   const int64_t nq = in[1].shape.d[0], nk = in[2].shape.d[0], nv = in[3].shape.d[0];
-  matvec_variant(K, T, nq + nk + nv, defs, &rows_per_wg, &tokens_per_wg);
+  bool ks_ok = true;
+  for (int i = 0; i < 3; ++i) ks_ok = ks_ok && ks_encoding(in[1 + i].dtype);
+  matvec_variant(K, T, nq + nk + nv, ks_ok, defs, &rows_per_wg, &tokens_per_wg);
+  const bool ks = std::find(defs.begin(), defs.end(), "KS") != defs.end();
+  uint32_t wb[3];
+  for (int i = 0; i < 3; ++i) wb[i] = mv_weight_binding(i, in[1 + i].dtype, ks);
   Pipeline& pl = pipeline(g_, "matvec", defs, in[1].dtype, in[2].dtype, in[3].dtype);
   const uint32_t wgs = u((nq + nk + nv + rows_per_wg - 1) / rows_per_wg);
   const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
@@ -1649,13 +1701,13 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   WGPUBuffer xb = act(st, x);
   WGPUBuffer y[3] = {dev(out[0])->bufs[0], dev(out[1])->bufs[0], dev(out[2])->bufs[0]};
   if (bias) {
-    Bind b[] = {{1, w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {4, weight(in[4])->bufs[0], 0, W},
-                {5, w[1]->bufs[0], 0, W}, {6, w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W},
+    Bind b[] = {{wb[0], w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {4, weight(in[4])->bufs[0], 0, W},
+                {wb[1], w[1]->bufs[0], 0, W}, {wb[2], w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W},
                 {9, weight(in[5])->bufs[0], 0, W}, {10, weight(in[6])->bufs[0], 0, W}};
     st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
   } else {
-    Bind b[] = {{1, w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {5, w[1]->bufs[0], 0, W},
-                {6, w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W}};
+    Bind b[] = {{wb[0], w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {wb[1], w[1]->bufs[0], 0, W},
+                {wb[2], w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W}};
     st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
   }
 }
@@ -1697,8 +1749,10 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     defs.push_back("TILED");
     rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
-    matvec_variant(K, T, N, defs, &rows_per_wg, &tokens_per_wg);
+    matvec_variant(K, T, N, ks_encoding(W.dtype) && (!W2 || ks_encoding(W2->dtype)), defs, &rows_per_wg,
+                   &tokens_per_wg);
   }
+  const bool ks = std::find(defs.begin(), defs.end(), "KS") != defs.end();
   Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
   const uint32_t r_off = residual ? u(residual->offset / 4) : 0u;
   for (size_t c = 0; c < w->bufs.size(); ++c) {
@@ -1731,11 +1785,11 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const uint32_t nz = tiled ? 1u : u((T + tokens_per_wg - 1) / tokens_per_wg);
     Bind b[6];
     size_t n = 0;
-    b[n++] = {1, w->bufs[c], 0, WGPU_WHOLE_SIZE};
+    b[n++] = {mv_weight_binding(0, W.dtype, ks), w->bufs[c], 0, WGPU_WHOLE_SIZE};
     b[n++] = {2, xb, 0, WGPU_WHOLE_SIZE};
     b[n++] = {3, yb, 0, WGPU_WHOLE_SIZE};
     if (bias) b[n++] = {4, bb, 0, WGPU_WHOLE_SIZE};
-    if (w2) b[n++] = {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE};
+    if (w2) b[n++] = {mv_weight_binding(1, W2->dtype, ks), w2->bufs[c], 0, WGPU_WHOLE_SIZE};
     if (residual) b[n++] = {mv ? 11u : 6u, rb, 0, WGPU_WHOLE_SIZE};
     st.dispatch(pl, p, mv ? sizeof(p) : 16 * sizeof(uint32_t), b, n, nx, ny, nz);
   }
