@@ -18,6 +18,3 @@ fn hb4(qh: u32, l: u32) -> vec4<f32> {
 }
 // The four bytes of v.
 fn bytes4(v: u32) -> vec4<f32> { return vec4<f32>((vec4<u32>(v) >> SH4) & vec4<u32>(255u)); }
-// nib4 and bytes4 by unpack4xU8 (the matvec slot decoders' tuning setting u8=1, wgpu_backend.cc).
-fn nibu(v: u32, s: u32) -> vec4<f32> { return vec4<f32>(unpack4xU8((v >> s) & 0x0f0f0f0fu)); }
-fn bytesu(v: u32) -> vec4<f32> { return vec4<f32>(unpack4xU8(v)); }

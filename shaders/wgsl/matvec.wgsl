@@ -90,11 +90,7 @@ const NT = 2u;
 //#if NT4
 const NT = 4u;
 //#endif
-//#if WG256
-const WG = 256u;
-//#else
 const WG = 128u;
-//#endif
 
 var<workgroup> red: array<vec4<f32>, WG>;
 //#if SWIGLU
@@ -103,7 +99,7 @@ var<workgroup> red2: array<vec4<f32>, WG>;
 
 // Token lane i of a holds the sum for token t0 + i (named lanes, not an indexed array: a
 // GPU compiler keeps them in registers).
-@compute @workgroup_size(WG)
+@compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32
 //#if SG
         , @builtin(subgroup_size) sgs: u32

@@ -620,10 +620,6 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   if (deq != DType::COUNT) {
     src = std::string(wgsl_source("common")) + wgsl_source("dequant");
     if (std::strcmp(name, "matvec") == 0) src += unroll(wgsl_source("mvdot"));
-    if (std::find(defs.begin(), defs.end(), "U8") != defs.end()) {  // slot decoders' codes by unpack4xU8
-      replace_all(src, "nib4(q.", "nibu(q.");
-      replace_all(src, "bytes4(q", "bytesu(q");
-    }
     // The second and third weights' decoders: the same functions renamed (deq2_*, h16_2, W2, ...).
     const std::string base = src;
     const DType more[2] = {deq2, deq3};
@@ -632,7 +628,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
       const std::string n = std::to_string(w + 2);
       std::string s2 = base;
       for (const char* fn : {"deq_", "b8(", "i8v(", "h16(", "nib(", "scale_min_k4(", "scale_q3_k(",
-                             "hsum(", "nib4(", "nibu(", "bytes4(", "bytesu(", "sb4(", "hb4("}) {
+                             "hsum(", "nib4(", "bytes4(", "sb4(", "hb4("}) {
         std::string f = fn;
         std::string r = f.back() == '(' ? f.substr(0, f.size() - 1) + "_" + n + "(" : "deq" + n + "_";
         replace_all(s2, f, r);
@@ -1527,22 +1523,18 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
 }
 
 // Overrides of the matrix-vector kernel's choices for tuning runs (docs/gpu-bench.md):
-// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1,ks=0|1,rows=1|2,wg=128|256,u8=0|1", read once.
+// CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1,ks=0|1,rows=1|2", read once.
 // ks=0: no slot kernel (below). tpr=N: N lanes a row (no fill unless tpr=fill is given too);
 // fill: lanes doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch
 // are fewer than kMatvecFillLanes (few-row, long-K products such as the down projection).
 // unroll=1: two chunks a step per lane (not in the slot kernel). rows=1: one row a lane group in
-// the slot kernel (two by default). wg=256: workgroups of 256 invocations (128 by default).
-// u8=1: the slot decoders convert codes with unpack4xU8 (define U8: pipeline() calls nibu and
-// bytesu of common.wgsl in place of nib4 and bytes4).
+// the slot kernel (two by default).
 struct MatvecTuning {
   uint32_t tpr = 0;  // 0: the default
   bool fill = false;
   bool unroll2 = false;
   bool ks = true;
   bool r2 = true;  // two rows a lane group in the slot kernel
-  bool wg256 = false;
-  bool u8 = false;
 };
 constexpr int64_t kMatvecFillLanes = 131072;
 const MatvecTuning& matvec_tuning() {
@@ -1561,10 +1553,8 @@ const MatvecTuning& matvec_tuning() {
       else if (kv == "unroll=1") r.unroll2 = true;
       else if (kv == "ks=0" || kv == "ks=1") r.ks = kv == "ks=1";
       else if (kv == "rows=1" || kv == "rows=2") r.r2 = kv == "rows=2";
-      else if (kv == "wg=256" || kv == "wg=128") r.wg256 = kv == "wg=256";
-      else if (kv == "u8=1" || kv == "u8=0") r.u8 = kv == "u8=1";
       else if (kv != "unroll=0" && !kv.empty())
-        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill, unroll=0|1, ks=0|1, rows=1|2, wg=128|256 or u8=0|1");
+        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill, unroll=0|1, ks=0|1 or rows=1|2");
       pos = end + 1;
     }
     return r;
@@ -1649,11 +1639,9 @@ void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool ks_ok,
   if (tune.fill || (ks && !tune.tpr))
     while (tpr < 128 && rows * tpr < kMatvecFillLanes && 2 * tpr <= K / 32) tpr *= 2;
   *tokens_per_wg = T >= 3 ? 4 : T;
-  *rows_per_wg = (tune.wg256 ? 256 : 128) / tpr;
-  if (tune.wg256) defs.push_back("WG256");
+  *rows_per_wg = 128 / tpr;
   if (ks) {
     defs.push_back("KS");
-    if (tune.u8) defs.push_back("U8");
     if (tune.r2 && !qkv) {
       defs.push_back("R2");
       *rows_per_wg *= 2;
