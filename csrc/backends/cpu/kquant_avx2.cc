@@ -116,7 +116,8 @@ inline void sub16_operands(__m256i sc, int g, __m256i* pe, __m256i* po) {
 
 // Calls f(g, we, wo) for the 8 groups of 32 values of one super-block, in order:
 // we / wo = the 16 even / odd elements of group g times their sub-block scale, int16.
-// sm: the scales / mins bytes of a Q4_K / Q5_K header (k_scales_mins). kOffset = false
+// sm: the header's scales (header below: Q4_K / Q5_K scales / mins bytes, k_scales_mins;
+// Q2_K / Q3_K the 16 sub-block scales; Q6_K unused). kOffset = false
 // leaves Q3_K's offset of -4 out (its codes 0..7 times the scale; the decode dot subtracts
 // 4 * scale x the activation sums per super-block instead: 3 fewer vector operations a group).
 template <DType E, bool kOffset = true, class F>
@@ -151,7 +152,7 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
     // 2-bit codes: group g = 4h + j is bits 2j..2j+1 of qs bytes 32h..32h+31 (element 32g + l in
     // byte l), with scale 2g for its elements 0-15 and 2g + 1 for 16-31. Q3_K: bit g of hmask[l]
     // is the code's third bit, value (q - 4) * sc; Q2_K: value q * sc, the mins apart (q2k_header).
-    const __m256i sc = _mm256_broadcastsi128_si256(E == DType::Q3_K ? q3k_scales(blk + 96) : q2k_scales(blk));
+    const __m256i sc = _mm256_broadcastsi128_si256(sm);
     const uint8_t* qs = blk + (E == DType::Q3_K ? 32 : 16);
     const __m256i hm =
         E == DType::Q3_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)) : _mm256_setzero_si256();
@@ -209,16 +210,19 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
   }
 }
 
-// d (and the header's scales / mins bytes, dmin * m[j] for Q4_K / Q5_K; Q2_K: its min term,
-// q2k_header) of a super-block.
+// d of a super-block and its scales for expand_groups (Q4_K / Q5_K: the scales / mins bytes,
+// with dmin * m[j] in mins; Q2_K / Q3_K: the 16 sub-block scales, Q2_K's min term by q2k_header).
 template <DType E>
 inline __m128i header(const uint8_t* blk, float* d, float* mins, float* dmin, int8_t* dm) {
-  if constexpr (E == DType::Q6_K || E == DType::Q3_K) {
-    *d = f16v(blk + (E == DType::Q6_K ? 208 : 108));
+  if constexpr (E == DType::Q6_K) {
+    *d = f16v(blk + 208);
     return _mm_setzero_si128();
+  } else if constexpr (E == DType::Q3_K) {
+    *d = f16v(blk + 108);
+    return q3k_scales(blk + 96);
   } else if constexpr (E == DType::Q2_K) {
     q2k_header(blk, d, dmin, mins, dm);
-    return _mm_setzero_si128();
+    return q2k_scales(blk);
   } else {
     return kq_header(blk, d, mins);
   }
@@ -284,7 +288,7 @@ struct Avx2K {
         KQ_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(x[t * xs + sb].s2), acc[t]);
       }
       if constexpr (E == DType::Q3_K) {  // the offset: - 4 d sum_i sc[i] S_i (kq_odd_diff)
-        const auto od = kq_odd_diff(q3k_scales(blk + 96));
+        const auto od = kq_odd_diff(sm);
         const __m256 a = kq_scaled_bytes(od.odd, 4.0f * d), b = kq_scaled_bytes(od.diff, 4.0f * d);
         KQ_UNROLL for (int t = 0; t < NT; ++t) {
           const BlockQ16K& xb = x[t * xs + sb];

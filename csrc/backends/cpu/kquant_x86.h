@@ -90,10 +90,6 @@ struct alignas(64) ExpSB {
 };
 static_assert(sizeof(ExpSB) == 576, "ExpSB layout");
 
-// A Q2_K super-block's d, dmin and min term: 16 sub-block mins m[i] (the high nibbles of
-// its 16 scale bytes) split as mins[j] = dmin * m[2j + 1] over each 32-value group and
-// dm[j] = m[2j] - m[2j + 1] over the group's first 16 values, so that the term is
-// mins . s + dmin * (dm . s2) on the activations' sums (BlockQ16K s, s2).
 // 16 per-sub-block values v[i] (signed bytes, |v[2j] - v[2j + 1]| < 128) split as odd[j] = v[2j + 1]
 // (low 8 bytes of the first) and diff[j] = v[2j] - v[2j + 1] (low 8 of the second): sum_i v[i] S_i
 // over per-16 sums S is odd . s + diff . s2 on BlockQ16K's s (per 32) and s2 (first 16 of each 32).
@@ -110,6 +106,10 @@ inline __m256 kq_scaled_bytes(__m128i b, float f) {
   return _mm256_mul_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
 }
 
+// A Q2_K super-block's d, dmin and min term: 16 sub-block mins m[i] (the high nibbles of
+// its 16 scale bytes) split as mins[j] = dmin * m[2j + 1] over each 32-value group and
+// dm[j] = m[2j] - m[2j + 1] over the group's first 16 values, so that the term is
+// mins . s + dmin * (dm . s2) on the activations' sums (BlockQ16K s, s2).
 inline void q2k_header(const uint8_t* blk, float* d, float* dmin, float* mins, int8_t* dm) {
   *d = f16v(blk + 80);
   *dmin = f16v(blk + 82);
