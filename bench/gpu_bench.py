@@ -241,6 +241,22 @@ def bench_torch(spec, prompt, n_gen):
     return len(prompt) / (t1 - t0), n_gen / (t3 - t2)
 
 
+def fidelity(path, vocab, n):
+    """Whole-forward error of an n-token prompt (every position's logits, max |a-b| / max |ref|):
+    wgpu+rs fast against wgpu+rs precise and against the cpu precise, the cpu's own fast mode
+    against its precise (16-bit activations: the comparison point), wgpu+rs precise against the
+    cpu precise. With n >= 32 the prompt takes the tiled GEMM and the prompt attention."""
+    ids = np.random.default_rng(2).integers(0, vocab, size=n).tolist()
+
+    def logits(backend, precise):
+        return cyb_llm.load(path, backend=backend, precise=precise).new_conversation(n + 8).forward(
+            ids, all_logits=True)
+
+    gf, gp, cp, cf = logits("wgpu+rs", False), logits("wgpu+rs", True), logits("cpu", True), logits("cpu", False)
+    return {"wgpu fast vs wgpu precise": rel_err(gf, gp), "wgpu fast vs cpu precise": rel_err(gf, cp),
+            "cpu fast vs cpu precise": rel_err(cf, cp), "wgpu precise vs cpu precise": rel_err(gp, cp)}
+
+
 def check_against_cpu(path, vocab):
     """wgpu+rs vs cpu on this file, precise mode: 8-token prefill and one decode step (max rel. error),
     and the ops that fell back to the cpu."""
@@ -307,6 +323,8 @@ def main():
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch fp16 eager")
     ap.add_argument("--skip-ours", action="store_true", help="only the peers (no wgpu+rs, no cyb_llm model)")
     ap.add_argument("--no-check", action="store_true", help="skip the wgpu+rs vs cpu check")
+    ap.add_argument("--fidelity", type=int, default=0, metavar="N",
+                    help="also the whole-forward error of an N-token prompt: fast vs precise, wgpu+rs and cpu")
     ap.add_argument("--no-sampling", action="store_true", help="skip the host vs GPU token-draw comparison")
     ap.add_argument("--leak-steps", type=int, default=1000)
     ap.add_argument("--profile", action="store_true",
@@ -355,6 +373,10 @@ def main():
                 row["wgpu+rs vs cpu (precise)"] = err
                 print(f"{name}: wgpu+rs vs cpu precise logits rel err {err:.2e}; fallbacks: {fallbacks or 'none'}",
                       flush=True)
+            if args.fidelity:
+                fid = fidelity(path, vocab, args.fidelity)
+                print(f"{name}: {args.fidelity}-token prompt, all logits: " +
+                      ", ".join(f"{k} {v:.2e}" for k, v in fid.items()), flush=True)
             gc.collect()
             # 2. speed (default fast mode: f32 activations, f16 KV cache) and device memory
             _core.wgpu_memory(reset_peak=True)

@@ -218,13 +218,51 @@ print(worst)
 
 @pytest.mark.parametrize("name,value,tokens", [("CYB_WGPU_MATVEC", "tpr=7", 1), ("CYB_WGPU_SPLITK", "-3", 64),
                                                 ("CYB_WGPU_SHADER_CHECKS", "maybe", 1),
-                                                ("CYB_WGPU_REPEAT", "matvec:0", 1), ("CYB_WGPU_REPEAT", "matvec", 1)])
+                                                ("CYB_WGPU_REPEAT", "matvec:0", 1), ("CYB_WGPU_REPEAT", "matvec", 1),
+                                                ("CYB_WGPU_GEMM", "h16=2", 64)])
 def test_settings_reject_unknown_values(name, value, tokens):
     """A bad tuning setting is an error naming the variable and the value, at the first product."""
     code = (f"import numpy as np\nfrom cyb_llm import _core\nx = np.ones(({tokens}, 64), np.float32)\n"
             "_core.run_op('matmul', [x, x], {}, None, 'scalar', 'wgpu+rs')\n")
     r = run_with_setting(name, value, code, timeout=120)
     assert r.returncode != 0 and name in r.stderr and value in r.stderr
+
+
+@pytest.mark.parametrize("flash", ["0", "1", "on"])
+def test_prompt_attention_setting(flash):
+    """CYB_WGPU_FLASH (read once per process: a subprocess): 0 keeps one workgroup per (head, token)
+    for prompts, 1 (the default) the blocks of 16 tokens (attention.wgsl FLASH): both against the
+    f64 reference on a 70-token prompt over an f16 cache; another value is an error naming it."""
+    code = r"""
+import math, sys
+import numpy as np
+sys.path.insert(0, TESTS)
+import test_ops as T
+from cyb_llm import _core
+rng = np.random.default_rng(31)
+nh, nkv, hd, t, pos0 = 4, 2, 128, 70, 30
+q = rng.standard_normal((t, nh * hd)).astype(np.float32)
+kc = rng.standard_normal((nkv, 128, hd)).astype(np.float16)
+vc = rng.standard_normal((nkv, 128, hd)).astype(np.float16)
+attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0, "window": 0,
+         "scale": 1.0 / math.sqrt(hd), "softcap": 0.0, "precise": True}
+(y,) = _core.run_op("attention", [q, kc, vc], attrs, None, "scalar", "wgpu+rs")
+assert _core.last_run_op_backend() == "wgpu+rs"
+ref = np.zeros((t, nh * hd))
+for i in range(t):
+    for h in range(nh):
+        k = kc[h // 2, :pos0 + i + 1].astype(np.float64)
+        s = k @ q[i, h * hd:(h + 1) * hd].astype(np.float64) / math.sqrt(hd)
+        e = np.exp(s - s.max())
+        ref[i, h * hd:(h + 1) * hd] = e @ vc[h // 2, :pos0 + i + 1].astype(np.float64) / e.sum()
+print(T.rel_err(y, ref))
+"""
+    r = run_with_setting("CYB_WGPU_FLASH", flash, code)
+    if flash == "on":
+        assert r.returncode != 0 and "CYB_WGPU_FLASH" in r.stderr and "'on'" in r.stderr
+        return
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
 
 
 def test_repeat_setting_repeats_idempotent_kernels_only():

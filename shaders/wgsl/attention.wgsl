@@ -273,6 +273,142 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
 //#if !SPLIT
 //#if !COMBINE
+//#if FLASH
+// Many tokens (prompts): one workgroup of 128 per (head, 16 consecutive tokens), over the keys
+// those tokens see in tiles of 16, each tile staged once in workgroup memory (f32) for all 16
+// queries (the kernel below reads every key once per token). 8 invocations per query: each
+// scores 2 keys of the tile (the whole dot product), writes them to fs; then each reads the
+// tile's 16 scores of its query, updates the running max (online softmax; all 8 hold the same
+// max and sum) and adds the weighted values of its hd / 8 output dims (named vec4s o0..o3).
+// head_dim a multiple of 32, at most 128 (wgpu_backend.cc).
+const FQ = 16u;  // queries (tokens) per workgroup
+const FK = 16u;  // keys per tile
+const FS = 33u;  // vec4s per staged row (32 for head_dim 128, one more against bank conflicts)
+var<workgroup> fq: array<vec4<f32>, 528>;  // FQ x FS: the queries
+var<workgroup> fk: array<vec4<f32>, 528>;  // FK x FS: the tile's keys
+var<workgroup> fv: array<vec4<f32>, 528>;  // FK x FS: the tile's values
+var<workgroup> fs: array<f32, 256>;        // FQ x FK: scores
+
+fn fl_score(qi: u32, j: u32, nq: u32) -> f32 {
+  var d = vec4<f32>(0.0);
+  for (var i = 0u; i < nq; i++) { d = fma(fq[qi * FS + i], fk[j * FS + i], d); }
+  return (d.x + d.y) + (d.z + d.w);
+}
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let h = wid.x;
+  let t0 = wid.y * FQ;
+  let kh = h / (p.nh / p.nkv);
+  let qi = li / 8u;
+  let sub = li % 8u;
+  let nq = p.hd / 4u;  // vec4s of a row
+  let t = t0 + qi;
+  let pos = p.pos0 + t;
+  let lo = first_key(pos);
+  let tlast = min(t0 + FQ, p.T) - 1u;
+  let kbeg = first_key(p.pos0 + t0);  // the block's first key: first_key grows with the position
+  let kend = p.pos0 + tlast;          // its last
+  for (var e = li; e < FQ * nq; e += 128u) {
+    let r = e / nq;
+    let c = e % nq;
+    var v = vec4<f32>(0.0);
+    if (t0 + r < p.T) {
+      let qb = p.q_off + ((t0 + r) * p.nh + h) * p.hd + 4u * c;
+      v = vec4<f32>(Q[qb], Q[qb + 1u], Q[qb + 2u], Q[qb + 3u]);
+    }
+    fq[r * FS + c] = v;
+  }
+  let cb = kh * p.max_ctx * p.hd;
+  let nv = p.hd / 32u;      // vec4s of output dims per invocation (1 .. 4)
+  let d0 = sub * nv;        // the first of them (in vec4s)
+  var m = -3.0e38;
+  var l = 0.0;
+  var o0 = vec4<f32>(0.0);
+  var o1 = vec4<f32>(0.0);
+  var o2 = vec4<f32>(0.0);
+  var o3 = vec4<f32>(0.0);
+  for (var k0 = kbeg; k0 <= kend; k0 += FK) {
+    // stage the tile: key / value pairs of dims (2i, 2i + 1)
+    let hp = p.hd / 2u;
+    for (var e = li; e < FK * hp; e += 128u) {
+      let r = e / hp;
+      let i = 2u * (e % hp);
+      var kv = vec2<f32>(0.0);
+      var vv = vec2<f32>(0.0);
+      if (k0 + r <= kend) {
+        kv = kw(cb + (k0 + r) * p.hd + i);
+        vv = vw(cb + (k0 + r) * p.hd + i);
+      }
+      let at = r * FS + i / 4u;
+      fk[at][i % 4u] = kv.x;
+      fk[at][i % 4u + 1u] = kv.y;
+      fv[at][i % 4u] = vv.x;
+      fv[at][i % 4u + 1u] = vv.y;
+    }
+    workgroupBarrier();
+    for (var jj = 0u; jj < 2u; jj++) {
+      let j = sub + 8u * jj;
+      let kj = k0 + j;
+      var s = -3.0e38;
+      if (t <= tlast && kj >= lo && kj <= pos) {
+        s = fl_score(qi, j, nq) * p.scale;
+        if (p.softcap > 0.0) { s = p.softcap * tanh_s(s / p.softcap); }
+      }
+      fs[qi * FK + j] = s;
+    }
+    workgroupBarrier();
+    var mt = m;
+    for (var j = 0u; j < FK; j++) { mt = max(mt, fs[qi * FK + j]); }
+    let corr = exp(m - mt);
+    m = mt;
+    l *= corr;
+    o0 *= corr;
+    o1 *= corr;
+    o2 *= corr;
+    o3 *= corr;
+    for (var j = 0u; j < FK; j++) {
+      let s = fs[qi * FK + j];
+      var e = 0.0;
+      if (s > -1.0e38) { e = exp(s - m); }
+      l += e;
+      let vb = j * FS + d0;
+      let pe = vec4<f32>(e);
+      o0 = fma(pe, fv[vb], o0);
+      if (nv > 1u) { o1 = fma(pe, fv[vb + 1u], o1); }
+      if (nv > 2u) { o2 = fma(pe, fv[vb + 2u], o2); }
+      if (nv > 3u) { o3 = fma(pe, fv[vb + 3u], o3); }
+    }
+    workgroupBarrier();  // fk, fv, fs are the next tile's
+  }
+  if (t <= tlast) {
+    let inv = 1.0 / l;
+    let ob = p.o_off + (t * p.nh + h) * p.hd + 4u * d0;
+    O[ob] = o0.x * inv;
+    O[ob + 1u] = o0.y * inv;
+    O[ob + 2u] = o0.z * inv;
+    O[ob + 3u] = o0.w * inv;
+    if (nv > 1u) {
+      O[ob + 4u] = o1.x * inv;
+      O[ob + 5u] = o1.y * inv;
+      O[ob + 6u] = o1.z * inv;
+      O[ob + 7u] = o1.w * inv;
+    }
+    if (nv > 2u) {
+      O[ob + 8u] = o2.x * inv;
+      O[ob + 9u] = o2.y * inv;
+      O[ob + 10u] = o2.z * inv;
+      O[ob + 11u] = o2.w * inv;
+    }
+    if (nv > 3u) {
+      O[ob + 12u] = o3.x * inv;
+      O[ob + 13u] = o3.y * inv;
+      O[ob + 14u] = o3.z * inv;
+      O[ob + 15u] = o3.w * inv;
+    }
+  }
+}
+//#else
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
@@ -330,6 +466,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (li + 128u < p.hd) { O[ob + 128u] = acc.z * inv; }
   if (li + 192u < p.hd) { O[ob + 192u] = acc.w * inv; }
 }
+//#endif
 //#endif
 //#endif
 //#endif

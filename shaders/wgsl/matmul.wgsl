@@ -43,6 +43,196 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 //#else
 //#if TILED
+//#if H16
+// The tiled GEMM in f16 (H16: fast mode, block-quantized weights, an adapter with shader-f16;
+// wgpu_backend.cc gemm_f16): the tiles, the thread layout and the decoding of the f32 kernel
+// below, with the weights (decoded in f32, then rounded) and the activations staged as f16,
+// two chunks a stage (64 values of K between barriers). Each thread's 4 tokens x 4 rows are f16
+// FMAs on vec4<f16> (two packed pairs: twice the f32 rate); a chunk's 32 products are summed
+// in f16 (s<i>), then added to f32 sums (acc<i>), so that no f16 sum runs over more than 32
+// products. T8: tiles of 128 tokens, each thread also tokens 64 + 4 ty .. 64 + 4 ty + 3 (acc4..7):
+// the weights decoded once for twice the tokens.
+//#if T8
+const TM = 128u;  // tokens per tile
+//#else
+const TM = 64u;
+//#endif
+const TN = 64u;  // weight rows per tile
+const SC = 2u;   // chunks a stage
+//#if T8
+var<workgroup> xh: array<vec4<f16>, 2048>;  // [k][token / 4], 64 x TM / 4
+//#else
+var<workgroup> xh: array<vec4<f16>, 1024>;
+//#endif
+var<workgroup> wh: array<vec4<f16>, 1024>;  // [k][row / 4]
+//#if SWIGLU
+var<workgroup> wh2: array<vec4<f16>, 1024>;
+//#endif
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let r0 = wid.x * TN;
+  let t0 = wid.y * TM;
+  let tx = li % 16u;  // rows 4 tx .. 4 tx + 3 of the tile
+  let ty = li / 16u;  // tokens 4 ty .. 4 ty + 3
+  let dr = li % TN;   // decoding: row dr, four-value groups 2 dq and 2 dq + 1 of each chunk
+  let dq = li / TN;
+  let wrow = r0 + dr;
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+//#if T8
+  var acc4 = vec4<f32>(0.0);
+  var acc5 = vec4<f32>(0.0);
+  var acc6 = vec4<f32>(0.0);
+  var acc7 = vec4<f32>(0.0);
+//#if SWIGLU
+  var accu4 = vec4<f32>(0.0);
+  var accu5 = vec4<f32>(0.0);
+  var accu6 = vec4<f32>(0.0);
+  var accu7 = vec4<f32>(0.0);
+//#endif
+//#endif
+//#if SWIGLU
+  var accu0 = vec4<f32>(0.0);
+  var accu1 = vec4<f32>(0.0);
+  var accu2 = vec4<f32>(0.0);
+  var accu3 = vec4<f32>(0.0);
+//#endif
+  let nch = (p.K + 31u) / 32u;
+//#if SPLITK
+  let cps = (nch + p.ksplit - 1u) / p.ksplit;
+  let c_begin = wid.z * cps;
+  let c_end = min(nch, c_begin + cps);
+  zsplit = wid.z;
+//#else
+  let c_begin = 0u;
+  let c_end = nch;
+//#endif
+  for (var c = c_begin; c < c_end; c += SC) {
+    for (var cc = 0u; cc < SC; cc++) {
+      var wa = vec4<f32>(0.0);
+      var wb = vec4<f32>(0.0);
+//#if SWIGLU
+      var ua = vec4<f32>(0.0);
+      var ub = vec4<f32>(0.0);
+//#endif
+      if (wrow < p.nrows && c + cc < c_end) {
+        wa = DQV(wrow * p.rb, c + cc, p.K, 2u * dq);
+        wb = DQV(wrow * p.rb, c + cc, p.K, 2u * dq + 1u);
+//#if SWIGLU
+        ua = DQV2(wrow * p.rb2, c + cc, p.K, 2u * dq);
+        ub = DQV2(wrow * p.rb2, c + cc, p.K, 2u * dq + 1u);
+//#endif
+      }
+      let ha = vec4<f16>(wa);
+      let hb = vec4<f16>(wb);
+//#if SWIGLU
+      let hua = vec4<f16>(ua);
+      let hub = vec4<f16>(ub);
+//#endif
+      let k8 = cc * 32u + 8u * dq;
+      for (var i = 0u; i < 4u; i++) {
+        wh[(k8 + i) * 16u + dr / 4u][dr % 4u] = ha[i];
+        wh[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = hb[i];
+//#if SWIGLU
+        wh2[(k8 + i) * 16u + dr / 4u][dr % 4u] = hua[i];
+        wh2[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = hub[i];
+//#endif
+      }
+    }
+    // activations: token e % TM, value e / TM of the stage (0 past this part's chunks)
+    let kend = min(p.K, c_end * 32u);
+    for (var e = li; e < TM * 32u * SC; e += 256u) {
+      let tt = e % TM;
+      let k = c * 32u + e / TM;
+      var v = 0.0;
+      if (t0 + tt < p.T && k < kend) {
+        v = X[p.x_off + (t0 + tt) * p.K + k];
+      }
+      xh[(e / TM) * (TM / 4u) + tt / 4u][tt % 4u] = f16(v);
+    }
+    workgroupBarrier();
+    for (var cc = 0u; cc < SC; cc++) {
+      var s0 = vec4<f16>();
+      var s1 = vec4<f16>();
+      var s2 = vec4<f16>();
+      var s3 = vec4<f16>();
+//#if T8
+      var s4 = vec4<f16>();
+      var s5 = vec4<f16>();
+      var s6 = vec4<f16>();
+      var s7 = vec4<f16>();
+//#if SWIGLU
+      var su4 = vec4<f16>();
+      var su5 = vec4<f16>();
+      var su6 = vec4<f16>();
+      var su7 = vec4<f16>();
+//#endif
+//#endif
+//#if SWIGLU
+      var su0 = vec4<f16>();
+      var su1 = vec4<f16>();
+      var su2 = vec4<f16>();
+      var su3 = vec4<f16>();
+//#endif
+      for (var k = cc * 32u; k < cc * 32u + 32u; k++) {
+        let b = wh[k * 16u + tx];
+//#if SWIGLU
+        let bu = wh2[k * 16u + tx];
+//#endif
+        let a = xh[k * (TM / 4u) + ty];
+        s0 = fma(vec4<f16>(a.x), b, s0);
+        s1 = fma(vec4<f16>(a.y), b, s1);
+        s2 = fma(vec4<f16>(a.z), b, s2);
+        s3 = fma(vec4<f16>(a.w), b, s3);
+//#if SWIGLU
+        su0 = fma(vec4<f16>(a.x), bu, su0);
+        su1 = fma(vec4<f16>(a.y), bu, su1);
+        su2 = fma(vec4<f16>(a.z), bu, su2);
+        su3 = fma(vec4<f16>(a.w), bu, su3);
+//#endif
+//#if T8
+        let a2 = xh[k * (TM / 4u) + 16u + ty];
+        s4 = fma(vec4<f16>(a2.x), b, s4);
+        s5 = fma(vec4<f16>(a2.y), b, s5);
+        s6 = fma(vec4<f16>(a2.z), b, s6);
+        s7 = fma(vec4<f16>(a2.w), b, s7);
+//#if SWIGLU
+        su4 = fma(vec4<f16>(a2.x), bu, su4);
+        su5 = fma(vec4<f16>(a2.y), bu, su5);
+        su6 = fma(vec4<f16>(a2.z), bu, su6);
+        su7 = fma(vec4<f16>(a2.w), bu, su7);
+//#endif
+//#endif
+      }
+      acc0 += vec4<f32>(s0);
+      acc1 += vec4<f32>(s1);
+      acc2 += vec4<f32>(s2);
+      acc3 += vec4<f32>(s3);
+//#if SWIGLU
+      accu0 += vec4<f32>(su0);
+      accu1 += vec4<f32>(su1);
+      accu2 += vec4<f32>(su2);
+      accu3 += vec4<f32>(su3);
+//#endif
+//#if T8
+      acc4 += vec4<f32>(s4);
+      acc5 += vec4<f32>(s5);
+      acc6 += vec4<f32>(s6);
+      acc7 += vec4<f32>(s7);
+//#if SWIGLU
+      accu4 += vec4<f32>(su4);
+      accu5 += vec4<f32>(su5);
+      accu6 += vec4<f32>(su6);
+      accu7 += vec4<f32>(su7);
+//#endif
+//#endif
+    }
+    workgroupBarrier();
+  }
+//#else
 // Tiled GEMM (prompt processing, encoders): a workgroup computes a 64-token x 64-row tile over
 // chunks of 32 values of K. Per chunk every thread decodes weights of one row, four at a time
 // in registers (DQV), and stages activations, into workgroup memory laid out k-major; then each
@@ -166,6 +356,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
     workgroupBarrier();
   }
+//#endif
   let tb = t0 + 4u * ty;
   store_row(tb + 0u, r0 + 4u * tx, acc0
 //#if SWIGLU
@@ -187,6 +378,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             , accu3
 //#endif
   );
+//#if H16
+//#if T8
+  store_row(tb + 64u, r0 + 4u * tx, acc4
+//#if SWIGLU
+            , accu4
+//#endif
+  );
+  store_row(tb + 65u, r0 + 4u * tx, acc5
+//#if SWIGLU
+            , accu5
+//#endif
+  );
+  store_row(tb + 66u, r0 + 4u * tx, acc6
+//#if SWIGLU
+            , accu6
+//#endif
+  );
+  store_row(tb + 67u, r0 + 4u * tx, acc7
+//#if SWIGLU
+            , accu7
+//#endif
+  );
+//#endif
+//#endif
 }
 
 //#if SPLITK

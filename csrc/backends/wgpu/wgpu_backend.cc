@@ -640,6 +640,8 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
       src += s2;
     }
   }
+  // f16 arithmetic (matmul.wgsl H16): the directive leads the module.
+  if (std::find(defs.begin(), defs.end(), "H16") != defs.end()) src = "enable f16;\n" + src;
   std::vector<std::string> seen;
   std::string body = preprocess(include(wgsl_source(name), &seen), defs);
   const DType all[3] = {deq3, deq2, deq};  // DEQ3 / MV3 -> the third weight's decoders, ...
@@ -883,6 +885,7 @@ struct State : BackendState {
   std::deque<PendingDraws> pending_draws_;
   std::unordered_map<uint64_t, std::vector<WGPUBuffer>> draw_staging_;  // free ones, by size
   uint64_t dispatches_ = 0, submits_ = 0;
+  bool precise = true;  // the recording context's mode (ExecContext::precise), set by state()
   std::chrono::steady_clock::time_point begun_{};  // begin_forward of the open forward
   bool open_ = false;
   // GPU profiling: a timestamp pair per dispatch of the pending submit.
@@ -1262,6 +1265,7 @@ class WgpuBackend : public Backend {
       s.reset(st);
     }
     last_ = static_cast<State*>(s.get());
+    last_->precise = ctx.precise();
     return *last_;
   }
 
@@ -1616,6 +1620,53 @@ int64_t splitk_workgroups() {
   return n;
 }
 
+// The f16 tiled GEMM (matmul.wgsl H16): in fast mode, for block-quantized weights (their
+// decoded values rounded to f16; float weights keep f32 products in both modes), where the
+// adapter offers shader-f16; tiles of 128 tokens (T8) from kGemmT8MinTokens tokens.
+// CYB_WGPU_GEMM (comma-separated, read once): h16=0 keeps the f32 kernel, t8=0 / t8=1 never /
+// always takes 128-token tiles.
+constexpr int64_t kGemmT8MinTokens = 256;
+struct GemmTuning {
+  bool h16 = true;
+  int t8 = -1;  // -1: by kGemmT8MinTokens
+};
+const GemmTuning& gemm_tuning() {
+  static const GemmTuning t = [] {
+    GemmTuning r;
+    const char* e = std::getenv("CYB_WGPU_GEMM");
+    if (!e) return r;
+    const std::string s = e;
+    for (size_t pos = 0; pos < s.size();) {
+      size_t end = s.find(',', pos);
+      if (end == std::string::npos) end = s.size();
+      const std::string kv = s.substr(pos, end - pos);
+      if (kv == "h16=0" || kv == "h16=1") r.h16 = kv == "h16=1";
+      else if (kv == "t8=0" || kv == "t8=1") r.t8 = kv == "t8=1";
+      else throw_invalid_config("CYB_WGPU_GEMM", "'" + kv + "' is not h16=0|1 or t8=0|1");
+      pos = end + 1;
+    }
+    return r;
+  }();
+  return t;
+}
+bool block_encoding(DType t) {
+  return enc_fn(t) != nullptr && t != DType::F32 && t != DType::F16 && t != DType::BF16;
+}
+
+// Attention of this many tokens or more (not split over the keys) runs as blocks of 16 tokens
+// over staged key tiles (attention.wgsl FLASH) where head_dim allows; CYB_WGPU_FLASH=0 (read
+// once) keeps one workgroup per (head, token).
+constexpr int64_t kFlashMinTokens = 16;
+bool flash_setting() {
+  static const bool on = [] {
+    const char* e = std::getenv("CYB_WGPU_FLASH");
+    if (!e || std::strcmp(e, "1") == 0) return true;
+    if (std::strcmp(e, "0") == 0) return false;
+    throw_invalid_config("CYB_WGPU_FLASH", std::string("'") + e + "' is not 0 or 1");
+  }();
+  return on;
+}
+
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
@@ -1725,9 +1776,14 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // Split K: a tiled GEMM of few tiles (one weight, one buffer) over parts of K, then a
   // dispatch adding the parts, the bias and the epilogue (matmul.wgsl SPLITK, SPLITK_SUM).
   // The sum dispatch's grid has a row of workgroups per token; the parts fit one binding.
+  const GemmTuning& gt = gemm_tuning();
+  const bool h16 = tiled && gt.h16 && !st.precise && g_.info.shader_f16 && block_encoding(W.dtype) &&
+                   (!W2 || block_encoding(W2->dtype));
+  const bool t8 = h16 && (gt.t8 < 0 ? T >= kGemmT8MinTokens : gt.t8 == 1);
+  const int64_t tm = t8 ? 128 : 64;  // tokens per tile
   int64_t splits = 1;
   if (tiled && !w2 && w->bufs.size() == 1 && T <= 65535) {
-    const int64_t tiles = ((N + 63) / 64) * ((T + 63) / 64);
+    const int64_t tiles = ((N + 63) / 64) * ((T + tm - 1) / tm);
     const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (T * N);
     splits = std::max<int64_t>(1, std::min<int64_t>({(splitk_workgroups() + tiles - 1) / tiles,
                                                      (K + 31) / 32 / kSplitKMinChunks, fit}));
@@ -1735,7 +1791,10 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   if (tiled) {
     if (splits > 1) defs = {"SPLITK"};  // bias and epilogue: in the sum dispatch
     defs.push_back("TILED");
-    rows_per_wg = tokens_per_wg = 64;
+    if (h16) defs.push_back("H16");
+    if (t8) defs.push_back("T8");
+    rows_per_wg = 64;
+    tokens_per_wg = tm;
   } else if (mv) {
     matvec_variant(K, T, N, ks_encoding(W.dtype) && (!W2 || ks_encoding(W2->dtype)), defs, &rows_per_wg,
                    &tokens_per_wg);
@@ -1747,7 +1806,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
     const uint32_t wgs = u((nr + rows_per_wg - 1) / rows_per_wg);
-    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
+    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + tm - 1) / tm) : (wgs + nx - 1) / nx;
     // matmul.wgsl's P (16 words: r_off at 11, ksplit at 12) or matvec.wgsl's (20 words, r_off at 16)
     uint32_t p[20] = {u(K), u(T), u(dev_row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
@@ -2096,6 +2155,12 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
       WGPUBuffer qb = act(st, in[0]), kb = dev(in[1])->bufs[0], vb = dev(in[2])->bufs[0], ob = dev(out[0])->bufs[0];
       if (!split) {
         Bind b[] = {{1, qb, 0, W}, {2, kb, 0, W}, {3, vb, 0, W}, {4, ob, 0, W}};
+        // Many tokens: blocks of 16 tokens over key tiles staged once for the block (FLASH).
+        if (flash_setting() && T >= kFlashMinTokens && hd % 32 == 0 && hd <= 128) {
+          defs.push_back("FLASH");
+          st.dispatch(pipeline(g_, "attention", defs), p, sizeof(p), b, u(nh), u((T + 15) / 16), 1);
+          return;
+        }
         st.dispatch(pipeline(g_, "attention", defs), p, sizeof(p), b, u(nh), u(T), 1);
         return;
       }
