@@ -200,9 +200,10 @@ def mm_ref(x, deq, enc, backend, precise):
 
 # docs/runtime.md, "Precision modes" and "Tolerances" (`op-f16-sum`): in fast mode, wgpu+rs runs
 # a matmul of 32 or more tokens on block-quantized weights as the f16 tiled GEMM (matmul.wgsl H16)
-# where the adapter offers shader-f16: activations and decoded weights rounded to f16, f16
-# products summed in f16 over each run of F16_SUM consecutive values of K (from 0), those sums
-# added in f32.
+# where the adapter offers shader-f16: decoded weights rounded to f16, each token's activations
+# scaled by a power of two per 64 values of K and rounded to f16, the products of each run of
+# F16_SUM consecutive values of K (from 0) summed in f16 as two sums (its even and its odd
+# values, in order), those sums added in f32.
 F16_SUM = int(tolerance("op-f16-sum"))
 U16 = 2.0 ** -11  # f16's unit roundoff
 
@@ -217,14 +218,24 @@ def f16r(a):
     return np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
 
 
+def r11(a):
+    """Rounded to 11 significant bits (f16's precision) without f16's exponent limits: an
+    activation as the f16 GEMM stages it, scaled by a power of two into f16's range."""
+    m, e = np.frexp(np.asarray(a, np.float32).astype(np.float64))
+    return np.ldexp(np.round(m * 2048.0) / 2048.0, e)
+
+
 def f16_gemm_ref(x, deq):
-    """(reference, per-output error bound) of the f16 GEMM: the f64 product of the f16-rounded
-    inputs, and the running error bound of its f16 sums: each of a sum's roundings is at most u of
-    the partial sum it rounds (second order: u / (1 - n u); 2^-25 absolute below f16's normal
-    range), so an output is within u / (1 - n u) * sum over its sums of sum_j |S_j| (S_j: the
-    exact partial sums, j = 1..n) plus 2^-25 per product."""
+    """(reference, per-output error bound) of the f16 GEMM: the f64 product of the rounded inputs
+    (weights to f16, activations to f16's 11 significant bits: r11), and the running error bound of its f16 sums: each rounding of a sum is at most u of
+    the partial sum it rounds (second order: u / (1 - m u), m = F16_SUM / 2 products a sum), so
+    an output is within u / (1 - m u) * the sum of |S_j| over the partial sums S_j of all its f16
+    sums. Absolute terms for f16's subnormal range (2^-25 a rounding, in the kernel's scaled
+    units: at most 2 max|x| of the token): one per product, and one per input value rounded
+    (scaled then rounded vs rounded: the same above the subnormals) times |w|."""
     n = F16_SUM
-    x16, w16 = f16r(x), f16r(deq)
+    m = n // 2
+    x16, w16 = r11(x), f16r(deq)
     T, K = x16.shape
     kc = -(-K // n) * n
     wp = np.zeros((w16.shape[0], kc))
@@ -233,9 +244,12 @@ def f16_gemm_ref(x, deq):
     for t in range(T):
         xp = np.zeros(kc)
         xp[:K] = x16[t]
-        partial = np.cumsum((wp * xp).reshape(len(wp), kc // n, n), axis=2)
-        bound[t] = np.abs(partial).sum(axis=(1, 2))
-    return x16 @ w16.T, bound * (U16 / (1 - n * U16)) + kc * 2.0 ** -25
+        # [row][run][position in the sum][even / odd]
+        partial = np.cumsum((wp * xp).reshape(len(wp), kc // n, m, 2), axis=2)
+        bound[t] = np.abs(partial).sum(axis=(1, 2, 3))
+    unscale = np.maximum(1.0, 2.0 * np.abs(x16).max(axis=1, keepdims=True))
+    absolute = (kc * 2.0 ** -25 + np.abs(w16).sum(axis=1)[None, :] * 2.0 ** -24) * unscale
+    return x16 @ w16.T, bound * (U16 / (1 - m * U16)) + absolute
 
 
 def assert_within(y, ref, bound, what=None):
@@ -411,6 +425,19 @@ def test_matmul_many_tokens_many_rows(enc, backend, precise):
     assert_mm(y, x, deq, enc, backend, precise, add=bias)
     (g,) = run("fused_swiglu", [x, w, wu], {"precise": precise}, backend=backend)
     assert_swiglu(g, x, deq, du, enc, backend, precise)
+
+
+@pytest.mark.parametrize("enc", ["q4_k", "q6_k", "q8_0"])
+@pytest.mark.parametrize("scale", [1e-6, 1e5])
+def test_matmul_activation_range(enc, scale, backend, precise):
+    """Activations far from 1 (1e5 is past f16's largest value, 65504; 1e-6 inside its subnormal
+    range), one value 50 times the rest: 40 tokens, the wgpu+rs f16 GEMM's per-token scaling."""
+    rng = np.random.default_rng(53)
+    w, deq = random_weight(enc, 70, 512, rng)
+    x = (rng.standard_normal((40, 512)) * scale).astype(np.float32)
+    x[3, 7] *= 50
+    (y,) = run("matmul", [x, w], {"precise": precise}, backend=backend)
+    assert_mm(y, x, deq, enc, backend, precise)
 
 
 def test_dequantize_random_blocks(backend):

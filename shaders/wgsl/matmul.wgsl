@@ -45,55 +45,68 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if TILED
 //#if H16
 // The tiled GEMM in f16 (H16: fast mode, block-quantized weights, an adapter with shader-f16;
-// wgpu_backend.cc gemm_f16): the tiles, the thread layout and the decoding of the f32 kernel
-// below, with the weights (decoded in f32, then rounded) and the activations staged as f16,
-// two chunks a stage (64 values of K between barriers). Each thread's 4 tokens x 4 rows are f16
-// FMAs on vec4<f16> (two packed pairs: twice the f32 rate); a chunk's 32 products are summed
-// in f16 (s<i>), then added to f32 sums (acc<i>), so that no f16 sum runs over more than 32
-// products. T8: tiles of 128 tokens, each thread also tokens 64 + 4 ty .. 64 + 4 ty + 3 (acc4..7):
-// the weights decoded once for twice the tokens.
-//#if T8
-const TM = 128u;  // tokens per tile
-//#else
+// wgpu_backend.cc). 64-token x 64-row tiles over stages of 64 values of K (two chunks), 256
+// threads. Staged k-contiguous: activations [token][k], weights [row][k] (rows of 64 values
+// padded by 4 against bank conflicts), so that a warp's global reads are 4 tokens' or 8 rows'
+// consecutive values. Weights: decoded in f32 (DQV), rounded to f16. Activations: each token's
+// 64 values of a stage scaled by a power of two that puts their largest magnitude in [1, 2)
+// (exact; f16's range would not hold a model's activations), then rounded to f16. A thread's
+// outputs: tokens ty + 16 i, rows tx + 16 j; products along k in pairs, as vec4<f16> FMAs (two
+// packed pairs: twice the f32 rate): s<i>a holds rows tx, tx + 16 and s<i>b rows tx + 32,
+// tx + 48 of token i, each as two f16 sums (the even and the odd values of k); after each chunk
+// of 32 the sums are added in f32 and unscaled into acc<i>, so no f16 sum runs over more than
+// 16 products.
 const TM = 64u;
-//#endif
-const TN = 64u;  // weight rows per tile
-const SC = 2u;   // chunks a stage
-//#if T8
-var<workgroup> xh: array<vec4<f16>, 2048>;  // [k][token / 4], 64 x TM / 4
-//#else
-var<workgroup> xh: array<vec4<f16>, 1024>;
-//#endif
-var<workgroup> wh: array<vec4<f16>, 1024>;  // [k][row / 4]
+const TN = 64u;
+const SC = 2u;
+const RS = 17u;  // vec4<f16> per staged row: 64 values and one more
+var<workgroup> xh: array<vec4<f16>, 1088>;  // [token][k / 4]
+var<workgroup> xmx: array<atomic<u32>, 64>;  // per token: the bits of the stage's largest |x|
+var<workgroup> xun: array<f32, 64>;          // per token: the stage's unscaling factor
+var<workgroup> wh: array<vec4<f16>, 1088>;  // [row][k / 4]
 //#if SWIGLU
-var<workgroup> wh2: array<vec4<f16>, 1024>;
+var<workgroup> wh2: array<vec4<f16>, 1088>;
 //#endif
+
+// Activations x[t, k .. k + 3] (0 past kend or past the tokens).
+fn ld4(t: u32, k: u32, kend: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (t < p.T) {
+    let b = p.x_off + t * p.K + k;
+    if (k < kend) { v.x = X[b]; }
+    if (k + 1u < kend) { v.y = X[b + 1u]; }
+    if (k + 2u < kend) { v.z = X[b + 2u]; }
+    if (k + 3u < kend) { v.w = X[b + 3u]; }
+  }
+  return v;
+}
+fn vmax(a: vec4<f32>, b: vec4<f32>) -> u32 {
+  let m = max(abs(a), abs(b));
+  return bitcast<u32>(max(max(m.x, m.y), max(m.z, m.w)));
+}
+// The biased f32 exponent of the largest |x| (its bits m), kept where 2^(127 - e) is a normal f32.
+fn xexp(m: u32) -> u32 { return clamp((m >> 23u) & 0xffu, 1u, 253u); }
+
+fn dsum(a: vec4<f16>, b: vec4<f16>) -> vec4<f32> {
+  let fa = vec4<f32>(a);
+  let fb = vec4<f32>(b);
+  return vec4<f32>(fa.x + fa.y, fa.z + fa.w, fb.x + fb.y, fb.z + fb.w);
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let r0 = wid.x * TN;
   let t0 = wid.y * TM;
-  let tx = li % 16u;  // rows 4 tx .. 4 tx + 3 of the tile
-  let ty = li / 16u;  // tokens 4 ty .. 4 ty + 3
-  let dr = li % TN;   // decoding: row dr, four-value groups 2 dq and 2 dq + 1 of each chunk
-  let dq = li / TN;
+  let tx = li % 16u;
+  let ty = li / 16u;
+  let dq = li % 4u;   // decoding: four-value groups 2 dq, 2 dq + 1 of each chunk of row dr
+  let dr = li / 4u;
   let wrow = r0 + dr;
+  // acc<i>: token ty + 16 i, rows tx, tx + 16, tx + 32, tx + 48
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
-//#if T8
-  var acc4 = vec4<f32>(0.0);
-  var acc5 = vec4<f32>(0.0);
-  var acc6 = vec4<f32>(0.0);
-  var acc7 = vec4<f32>(0.0);
-//#if SWIGLU
-  var accu4 = vec4<f32>(0.0);
-  var accu5 = vec4<f32>(0.0);
-  var accu6 = vec4<f32>(0.0);
-  var accu7 = vec4<f32>(0.0);
-//#endif
-//#endif
 //#if SWIGLU
   var accu0 = vec4<f32>(0.0);
   var accu1 = vec4<f32>(0.0);
@@ -110,7 +123,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let c_begin = 0u;
   let c_end = nch;
 //#endif
+  // staging activations: values 8 xp .. 8 xp + 7 of the stage of tokens xt and xt + 32
+  let xt = li / 8u;
+  let xp = li % 8u;
+  if (li < 64u) { atomicStore(&xmx[li], 0u); }
+  workgroupBarrier();
   for (var c = c_begin; c < c_end; c += SC) {
+    let kend = min(p.K, c_end * 32u);
+    let kx = c * 32u + 8u * xp;
+    let xa0 = ld4(t0 + xt, kx, kend);
+    let xa1 = ld4(t0 + xt, kx + 4u, kend);
+    let xb0 = ld4(t0 + xt + 32u, kx, kend);
+    let xb1 = ld4(t0 + xt + 32u, kx + 4u, kend);
+    atomicMax(&xmx[xt], vmax(xa0, xa1));
+    atomicMax(&xmx[xt + 32u], vmax(xb0, xb1));
     for (var cc = 0u; cc < SC; cc++) {
       var wa = vec4<f32>(0.0);
       var wb = vec4<f32>(0.0);
@@ -126,112 +152,145 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         ub = DQV2(wrow * p.rb2, c + cc, p.K, 2u * dq + 1u);
 //#endif
       }
-      let ha = vec4<f16>(wa);
-      let hb = vec4<f16>(wb);
+      let at = dr * RS + cc * 8u + 2u * dq;
+      wh[at] = vec4<f16>(wa);
+      wh[at + 1u] = vec4<f16>(wb);
 //#if SWIGLU
-      let hua = vec4<f16>(ua);
-      let hub = vec4<f16>(ub);
+      wh2[at] = vec4<f16>(ua);
+      wh2[at + 1u] = vec4<f16>(ub);
 //#endif
-      let k8 = cc * 32u + 8u * dq;
-      for (var i = 0u; i < 4u; i++) {
-        wh[(k8 + i) * 16u + dr / 4u][dr % 4u] = ha[i];
-        wh[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = hb[i];
-//#if SWIGLU
-        wh2[(k8 + i) * 16u + dr / 4u][dr % 4u] = hua[i];
-        wh2[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = hub[i];
-//#endif
-      }
-    }
-    // activations: token e % TM, value e / TM of the stage (0 past this part's chunks)
-    let kend = min(p.K, c_end * 32u);
-    for (var e = li; e < TM * 32u * SC; e += 256u) {
-      let tt = e % TM;
-      let k = c * 32u + e / TM;
-      var v = 0.0;
-      if (t0 + tt < p.T && k < kend) {
-        v = X[p.x_off + (t0 + tt) * p.K + k];
-      }
-      xh[(e / TM) * (TM / 4u) + tt / 4u][tt % 4u] = f16(v);
     }
     workgroupBarrier();
+    let ea = xexp(atomicLoad(&xmx[xt]));
+    let eb = xexp(atomicLoad(&xmx[xt + 32u]));
+    let sa = bitcast<f32>((254u - ea) << 23u);  // 2^(127 - e): the largest |x| to [1, 2)
+    let sb = bitcast<f32>((254u - eb) << 23u);
+    xh[xt * RS + 2u * xp] = vec4<f16>(xa0 * sa);
+    xh[xt * RS + 2u * xp + 1u] = vec4<f16>(xa1 * sa);
+    xh[(xt + 32u) * RS + 2u * xp] = vec4<f16>(xb0 * sb);
+    xh[(xt + 32u) * RS + 2u * xp + 1u] = vec4<f16>(xb1 * sb);
+    if (xp == 0u) {
+      xun[xt] = bitcast<f32>(ea << 23u);  // 2^(e - 127)
+      xun[xt + 32u] = bitcast<f32>(eb << 23u);
+    }
+    workgroupBarrier();
+    if (li < 64u) { atomicStore(&xmx[li], 0u); }  // for the next stage (read above, before the barrier)
     for (var cc = 0u; cc < SC; cc++) {
-      var s0 = vec4<f16>();
-      var s1 = vec4<f16>();
-      var s2 = vec4<f16>();
-      var s3 = vec4<f16>();
-//#if T8
-      var s4 = vec4<f16>();
-      var s5 = vec4<f16>();
-      var s6 = vec4<f16>();
-      var s7 = vec4<f16>();
+      var s0a = vec4<f16>();
+      var s0b = vec4<f16>();
+      var s1a = vec4<f16>();
+      var s1b = vec4<f16>();
+      var s2a = vec4<f16>();
+      var s2b = vec4<f16>();
+      var s3a = vec4<f16>();
+      var s3b = vec4<f16>();
 //#if SWIGLU
-      var su4 = vec4<f16>();
-      var su5 = vec4<f16>();
-      var su6 = vec4<f16>();
-      var su7 = vec4<f16>();
+      var u0a = vec4<f16>();
+      var u0b = vec4<f16>();
+      var u1a = vec4<f16>();
+      var u1b = vec4<f16>();
+      var u2a = vec4<f16>();
+      var u2b = vec4<f16>();
+      var u3a = vec4<f16>();
+      var u3b = vec4<f16>();
 //#endif
-//#endif
+      for (var kq = cc * 8u; kq < cc * 8u + 8u; kq++) {
+        let b0 = wh[tx * RS + kq];
+        let b1 = wh[(tx + 16u) * RS + kq];
+        let b2 = wh[(tx + 32u) * RS + kq];
+        let b3 = wh[(tx + 48u) * RS + kq];
+        let a0 = xh[ty * RS + kq];
+        let a1 = xh[(ty + 16u) * RS + kq];
+        let a2 = xh[(ty + 32u) * RS + kq];
+        let a3 = xh[(ty + 48u) * RS + kq];
+        let bl = vec4<f16>(b0.xy, b1.xy);
+        let bh = vec4<f16>(b0.zw, b1.zw);
+        let cl = vec4<f16>(b2.xy, b3.xy);
+        let ch = vec4<f16>(b2.zw, b3.zw);
+        s0a = fma(a0.xyxy, bl, s0a);
+        s0a = fma(a0.zwzw, bh, s0a);
+        s0b = fma(a0.xyxy, cl, s0b);
+        s0b = fma(a0.zwzw, ch, s0b);
+        s1a = fma(a1.xyxy, bl, s1a);
+        s1a = fma(a1.zwzw, bh, s1a);
+        s1b = fma(a1.xyxy, cl, s1b);
+        s1b = fma(a1.zwzw, ch, s1b);
+        s2a = fma(a2.xyxy, bl, s2a);
+        s2a = fma(a2.zwzw, bh, s2a);
+        s2b = fma(a2.xyxy, cl, s2b);
+        s2b = fma(a2.zwzw, ch, s2b);
+        s3a = fma(a3.xyxy, bl, s3a);
+        s3a = fma(a3.zwzw, bh, s3a);
+        s3b = fma(a3.xyxy, cl, s3b);
+        s3b = fma(a3.zwzw, ch, s3b);
 //#if SWIGLU
-      var su0 = vec4<f16>();
-      var su1 = vec4<f16>();
-      var su2 = vec4<f16>();
-      var su3 = vec4<f16>();
-//#endif
-      for (var k = cc * 32u; k < cc * 32u + 32u; k++) {
-        let b = wh[k * 16u + tx];
-//#if SWIGLU
-        let bu = wh2[k * 16u + tx];
-//#endif
-        let a = xh[k * (TM / 4u) + ty];
-        s0 = fma(vec4<f16>(a.x), b, s0);
-        s1 = fma(vec4<f16>(a.y), b, s1);
-        s2 = fma(vec4<f16>(a.z), b, s2);
-        s3 = fma(vec4<f16>(a.w), b, s3);
-//#if SWIGLU
-        su0 = fma(vec4<f16>(a.x), bu, su0);
-        su1 = fma(vec4<f16>(a.y), bu, su1);
-        su2 = fma(vec4<f16>(a.z), bu, su2);
-        su3 = fma(vec4<f16>(a.w), bu, su3);
-//#endif
-//#if T8
-        let a2 = xh[k * (TM / 4u) + 16u + ty];
-        s4 = fma(vec4<f16>(a2.x), b, s4);
-        s5 = fma(vec4<f16>(a2.y), b, s5);
-        s6 = fma(vec4<f16>(a2.z), b, s6);
-        s7 = fma(vec4<f16>(a2.w), b, s7);
-//#if SWIGLU
-        su4 = fma(vec4<f16>(a2.x), bu, su4);
-        su5 = fma(vec4<f16>(a2.y), bu, su5);
-        su6 = fma(vec4<f16>(a2.z), bu, su6);
-        su7 = fma(vec4<f16>(a2.w), bu, su7);
-//#endif
+        let v0 = wh2[tx * RS + kq];
+        let v1 = wh2[(tx + 16u) * RS + kq];
+        let v2 = wh2[(tx + 32u) * RS + kq];
+        let v3 = wh2[(tx + 48u) * RS + kq];
+        let vl = vec4<f16>(v0.xy, v1.xy);
+        let vh = vec4<f16>(v0.zw, v1.zw);
+        let wl = vec4<f16>(v2.xy, v3.xy);
+        let wq = vec4<f16>(v2.zw, v3.zw);
+        u0a = fma(a0.xyxy, vl, u0a);
+        u0a = fma(a0.zwzw, vh, u0a);
+        u0b = fma(a0.xyxy, wl, u0b);
+        u0b = fma(a0.zwzw, wq, u0b);
+        u1a = fma(a1.xyxy, vl, u1a);
+        u1a = fma(a1.zwzw, vh, u1a);
+        u1b = fma(a1.xyxy, wl, u1b);
+        u1b = fma(a1.zwzw, wq, u1b);
+        u2a = fma(a2.xyxy, vl, u2a);
+        u2a = fma(a2.zwzw, vh, u2a);
+        u2b = fma(a2.xyxy, wl, u2b);
+        u2b = fma(a2.zwzw, wq, u2b);
+        u3a = fma(a3.xyxy, vl, u3a);
+        u3a = fma(a3.zwzw, vh, u3a);
+        u3b = fma(a3.xyxy, wl, u3b);
+        u3b = fma(a3.zwzw, wq, u3b);
 //#endif
       }
-      acc0 += vec4<f32>(s0);
-      acc1 += vec4<f32>(s1);
-      acc2 += vec4<f32>(s2);
-      acc3 += vec4<f32>(s3);
+      let x0 = vec4<f32>(xun[ty]);
+      let x1 = vec4<f32>(xun[ty + 16u]);
+      let x2 = vec4<f32>(xun[ty + 32u]);
+      let x3 = vec4<f32>(xun[ty + 48u]);
+      acc0 = fma(dsum(s0a, s0b), x0, acc0);
+      acc1 = fma(dsum(s1a, s1b), x1, acc1);
+      acc2 = fma(dsum(s2a, s2b), x2, acc2);
+      acc3 = fma(dsum(s3a, s3b), x3, acc3);
 //#if SWIGLU
-      accu0 += vec4<f32>(su0);
-      accu1 += vec4<f32>(su1);
-      accu2 += vec4<f32>(su2);
-      accu3 += vec4<f32>(su3);
-//#endif
-//#if T8
-      acc4 += vec4<f32>(s4);
-      acc5 += vec4<f32>(s5);
-      acc6 += vec4<f32>(s6);
-      acc7 += vec4<f32>(s7);
-//#if SWIGLU
-      accu4 += vec4<f32>(su4);
-      accu5 += vec4<f32>(su5);
-      accu6 += vec4<f32>(su6);
-      accu7 += vec4<f32>(su7);
-//#endif
+      accu0 = fma(dsum(u0a, u0b), x0, accu0);
+      accu1 = fma(dsum(u1a, u1b), x1, accu1);
+      accu2 = fma(dsum(u2a, u2b), x2, accu2);
+      accu3 = fma(dsum(u3a, u3b), x3, accu3);
 //#endif
     }
     workgroupBarrier();
   }
+  for (var j = 0u; j < 4u; j++) {
+    let r = r0 + tx + 16u * j;
+    store_one(t0 + ty, r, acc0[j]
+//#if SWIGLU
+              , accu0[j]
+//#endif
+    );
+    store_one(t0 + ty + 16u, r, acc1[j]
+//#if SWIGLU
+              , accu1[j]
+//#endif
+    );
+    store_one(t0 + ty + 32u, r, acc2[j]
+//#if SWIGLU
+              , accu2[j]
+//#endif
+    );
+    store_one(t0 + ty + 48u, r, acc3[j]
+//#if SWIGLU
+              , accu3[j]
+//#endif
+    );
+  }
+}
 //#else
 // Tiled GEMM (prompt processing, encoders): a workgroup computes a 64-token x 64-row tile over
 // chunks of 32 values of K. Per chunk every thread decodes weights of one row, four at a time
@@ -356,7 +415,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
     workgroupBarrier();
   }
-//#endif
   let tb = t0 + 4u * ty;
   store_row(tb + 0u, r0 + 4u * tx, acc0
 //#if SWIGLU
@@ -378,32 +436,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             , accu3
 //#endif
   );
-//#if H16
-//#if T8
-  store_row(tb + 64u, r0 + 4u * tx, acc4
-//#if SWIGLU
-            , accu4
-//#endif
-  );
-  store_row(tb + 65u, r0 + 4u * tx, acc5
-//#if SWIGLU
-            , accu5
-//#endif
-  );
-  store_row(tb + 66u, r0 + 4u * tx, acc6
-//#if SWIGLU
-            , accu6
-//#endif
-  );
-  store_row(tb + 67u, r0 + 4u * tx, acc7
-//#if SWIGLU
-            , accu7
-//#endif
-  );
-//#endif
-//#endif
 }
 
+//#endif
 //#if SPLITK
 var<private> zsplit: u32;
 //#endif
@@ -414,22 +449,33 @@ fn store_row(t: u32, r: u32, v: vec4<f32>
 //#endif
 ) {
   for (var j = 0u; j < 4u; j++) {
-    let rj = r + j;
-    if (t < p.T && rj < p.nrows) {
-      var o = v[j];
+    store_one(t, r + j, v[j]
+//#if SWIGLU
+              , u[j]
+//#endif
+    );
+  }
+}
+// Token t's output for row rj (gate sum o, up sum u).
+fn store_one(t: u32, rj: u32, v: f32
+//#if SWIGLU
+             , u: f32
+//#endif
+) {
+  if (t < p.T && rj < p.nrows) {
+    var o = v;
 //#if SPLITK
-      Y[(zsplit * p.T + t) * p.nrows + rj] = o;
+    Y[(zsplit * p.T + t) * p.nrows + rj] = o;
 //#else
 //#if BIAS
-      o += B[p.row0 + rj];
+    o += B[p.row0 + rj];
 //#endif
-      o = epi(o, t, p.row0 + rj);
+    o = epi(o, t, p.row0 + rj);
 //#if SWIGLU
-      o = o / (1.0 + exp(-o)) * u[j];
+    o = o / (1.0 + exp(-o)) * u;
 //#endif
-      Y[p.y_off + t * p.ldy + p.row0 + rj] = o;
+    Y[p.y_off + t * p.ldy + p.row0 + rj] = o;
 //#endif
-    }
   }
 }
 //#else

@@ -1622,32 +1622,15 @@ int64_t splitk_workgroups() {
 
 // The f16 tiled GEMM (matmul.wgsl H16): in fast mode, for block-quantized weights (their
 // decoded values rounded to f16; float weights keep f32 products in both modes), where the
-// adapter offers shader-f16; tiles of 128 tokens (T8) from kGemmT8MinTokens tokens.
-// CYB_WGPU_GEMM (comma-separated, read once): h16=0 keeps the f32 kernel, t8=0 / t8=1 never /
-// always takes 128-token tiles.
-constexpr int64_t kGemmT8MinTokens = 256;
-struct GemmTuning {
-  bool h16 = true;
-  int t8 = -1;  // -1: by kGemmT8MinTokens
-};
-const GemmTuning& gemm_tuning() {
-  static const GemmTuning t = [] {
-    GemmTuning r;
+// adapter offers shader-f16. CYB_WGPU_GEMM=h16=0 (read once) keeps the f32 kernel.
+bool gemm_f16_setting() {
+  static const bool on = [] {
     const char* e = std::getenv("CYB_WGPU_GEMM");
-    if (!e) return r;
-    const std::string s = e;
-    for (size_t pos = 0; pos < s.size();) {
-      size_t end = s.find(',', pos);
-      if (end == std::string::npos) end = s.size();
-      const std::string kv = s.substr(pos, end - pos);
-      if (kv == "h16=0" || kv == "h16=1") r.h16 = kv == "h16=1";
-      else if (kv == "t8=0" || kv == "t8=1") r.t8 = kv == "t8=1";
-      else throw_invalid_config("CYB_WGPU_GEMM", "'" + kv + "' is not h16=0|1 or t8=0|1");
-      pos = end + 1;
-    }
-    return r;
+    if (!e || std::strcmp(e, "h16=1") == 0) return true;
+    if (std::strcmp(e, "h16=0") == 0) return false;
+    throw_invalid_config("CYB_WGPU_GEMM", std::string("'") + e + "' is not h16=0 or h16=1");
   }();
-  return t;
+  return on;
 }
 bool block_encoding(DType t) {
   return enc_fn(t) != nullptr && t != DType::F32 && t != DType::F16 && t != DType::BF16;
@@ -1776,14 +1759,11 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // Split K: a tiled GEMM of few tiles (one weight, one buffer) over parts of K, then a
   // dispatch adding the parts, the bias and the epilogue (matmul.wgsl SPLITK, SPLITK_SUM).
   // The sum dispatch's grid has a row of workgroups per token; the parts fit one binding.
-  const GemmTuning& gt = gemm_tuning();
-  const bool h16 = tiled && gt.h16 && !st.precise && g_.info.shader_f16 && block_encoding(W.dtype) &&
-                   (!W2 || block_encoding(W2->dtype));
-  const bool t8 = h16 && (gt.t8 < 0 ? T >= kGemmT8MinTokens : gt.t8 == 1);
-  const int64_t tm = t8 ? 128 : 64;  // tokens per tile
+  const bool h16 = tiled && gemm_f16_setting() && !st.precise && g_.info.shader_f16 &&
+                   block_encoding(W.dtype) && (!W2 || block_encoding(W2->dtype));
   int64_t splits = 1;
   if (tiled && !w2 && w->bufs.size() == 1 && T <= 65535) {
-    const int64_t tiles = ((N + 63) / 64) * ((T + tm - 1) / tm);
+    const int64_t tiles = ((N + 63) / 64) * ((T + 63) / 64);
     const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (T * N);
     splits = std::max<int64_t>(1, std::min<int64_t>({(splitk_workgroups() + tiles - 1) / tiles,
                                                      (K + 31) / 32 / kSplitKMinChunks, fit}));
@@ -1792,9 +1772,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     if (splits > 1) defs = {"SPLITK"};  // bias and epilogue: in the sum dispatch
     defs.push_back("TILED");
     if (h16) defs.push_back("H16");
-    if (t8) defs.push_back("T8");
-    rows_per_wg = 64;
-    tokens_per_wg = tm;
+    rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
     matvec_variant(K, T, N, ks_encoding(W.dtype) && (!W2 || ks_encoding(W2->dtype)), defs, &rows_per_wg,
                    &tokens_per_wg);
@@ -1806,7 +1784,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
     const uint32_t wgs = u((nr + rows_per_wg - 1) / rows_per_wg);
-    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + tm - 1) / tm) : (wgs + nx - 1) / nx;
+    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
     // matmul.wgsl's P (16 words: r_off at 11, ksplit at 12) or matvec.wgsl's (20 words, r_off at 16)
     uint32_t p[20] = {u(K), u(T), u(dev_row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
