@@ -184,6 +184,31 @@ def test_fast_path_close_to_precise(case, fast):
     assert_ran_on(precise, on_backend(precise), name)
 
 
+# The golden prompts are shorter than 32 tokens, from which prefill takes its multi-token kernels
+# (the CPU levels' token tiles, wgpu+rs's tiled GEMMs); this prompt is the first LONG_PREFIX tokens
+# of the model's long input.
+LONG_PREFIX = 32
+
+
+def test_fast_multi_token_prefill_within_bounds(case, fast):
+    """Fast vs precise on all positions of a 32-token prompt within the model's `fast-vs-precise`
+    bound; in the full tier also fast bulk prefill vs fast token-by-token within its
+    `bulk-vs-token-fast` bound, with the same argmax."""
+    name, precise, ref = case
+    ids = ref["long"]["ids"][:LONG_PREFIX]
+    bulk = fast.new_conversation(64).forward(ids, all_logits=True)
+    assert np.isfinite(bulk).all(), f"{name}: non-finite fast logits"
+    err, tol = rel_err(bulk, precise.new_conversation(64).forward(ids, all_logits=True)), fast_tol(name)
+    assert err <= tol, f"{name}: fast vs precise on {len(ids)} tokens {err:.2e} > {tol}"
+    if not SHORT:
+        conv = fast.new_conversation(64)
+        steps = np.stack([conv.forward([t]) for t in ids])
+        err, tol = rel_err(bulk, steps), tolerance(f"bulk-vs-token-fast/{name}")
+        assert err <= tol, f"{name}: fast bulk vs token-by-token on {len(ids)} tokens {err:.2e} > {tol}"
+        assert (bulk.argmax(-1) == steps.argmax(-1)).all(), f"{name}: fast bulk and token-by-token argmax differ"
+    assert_ran_on(fast, on_backend(fast), name)
+
+
 def test_fast_greedy_matches_reference(case, fast):
     """docs/runtime.md states per model on how many of the 12 prompts the fast path's greedy text
     equals transformers' (measured at every CPU level); the short tier checks its share."""

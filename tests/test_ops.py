@@ -19,6 +19,7 @@ without f64, `cross-path` across execution paths.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -198,9 +199,9 @@ def mm_ref(x, deq, enc, backend, precise):
     return matmul_input(x, enc, backend, precise) @ deq.T
 
 
-# docs/runtime.md, "Precision modes" and "Tolerances" (`op-f16-sum`): in fast mode, wgpu+rs runs
-# a matmul of 32 or more tokens on block-quantized weights as the f16 tiled GEMM (matmul.wgsl H16)
-# where the adapter offers shader-f16: decoded weights rounded to f16, each token's activations
+# docs/runtime.md, "Precision modes" and "Tolerances" (`op-f16-sum`): with CYB_WGPU_GEMM=h16=1, in
+# fast mode, wgpu+rs runs a matmul of 32 or more tokens on block-quantized weights as the f16 tiled
+# GEMM (matmul.wgsl H16) where the adapter offers shader-f16: decoded weights rounded to f16, each token's activations
 # scaled by a power of two per 64 values of K and rounded to f16, the products of each run of
 # F16_SUM consecutive values of K (from 0) summed in f16 as two sums (its even and its odd
 # values, in order), those sums added in f32.
@@ -209,9 +210,10 @@ U16 = 2.0 ** -11  # f16's unit roundoff
 
 
 def wgpu_f16_gemm(backend, precise, enc, tokens):
-    """The spec's answer: does this matmul run as the wgpu+rs f16 tiled GEMM?"""
+    """The spec's answer: does this matmul run as the wgpu+rs f16 tiled GEMM? (Only with
+    CYB_WGPU_GEMM=h16=1: tests/test_wgpu.py runs these cases so.)"""
     return (backend == "wgpu+rs" and not precise and enc in QUANT and tokens >= 32 and
-            bool(_core.wgpu_info(True)["shader_f16"]))
+            os.environ.get("CYB_WGPU_GEMM") == "h16=1" and bool(_core.wgpu_info(True)["shader_f16"]))
 
 
 def f16r(a):

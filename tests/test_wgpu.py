@@ -228,6 +228,26 @@ def test_settings_reject_unknown_values(name, value, tokens):
     assert r.returncode != 0 and name in r.stderr and value in r.stderr
 
 
+def test_f16_gemm_op_cases_through_the_setting():
+    """CYB_WGPU_GEMM=h16=1 (read once per process: a subprocess; off by default) runs fast-mode
+    matmuls of 32+ tokens on block-quantized weights as the f16 tiled GEMM (matmul.wgsl H16) where
+    the adapter offers shader-f16: the op matrix's wgpu+rs fast-mode matmul, SwiGLU and q/k/v
+    cases then judge each of those outputs within the bound of its f16 sums (test_ops.py
+    `assert_mm`, docs/runtime.md `op-f16-sum`)."""
+    import os
+    import subprocess
+    import sys
+
+    if not INFO["shader_f16"]:
+        pytest.skip("the adapter offers no shader-f16: the f32 kernel runs, the op matrix covers it")
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(here, "test_ops.py"), "-k", "wgpu and not precise and (matmul or swiglu or qkv)"],
+                       env=dict(os.environ, CYB_WGPU_GEMM="h16=1"), capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
+
+
 @pytest.mark.parametrize("flash", ["0", "1", "on"])
 def test_prompt_attention_setting(flash):
     """CYB_WGPU_FLASH (read once per process: a subprocess): 0 keeps one workgroup per (head, token)
