@@ -295,6 +295,14 @@ fn fl_score(qi: u32, j: u32, nq: u32) -> f32 {
   return (d.x + d.y) + (d.z + d.w);
 }
 
+// Four output values at O[i..i+3].
+fn store_o4(i: u32, v: vec4<f32>) {
+  O[i] = v.x;
+  O[i + 1u] = v.y;
+  O[i + 2u] = v.z;
+  O[i + 3u] = v.w;
+}
+
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
@@ -384,28 +392,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (t <= tlast) {
     let inv = 1.0 / l;
     let ob = p.o_off + (t * p.nh + h) * p.hd + 4u * d0;
-    O[ob] = o0.x * inv;
-    O[ob + 1u] = o0.y * inv;
-    O[ob + 2u] = o0.z * inv;
-    O[ob + 3u] = o0.w * inv;
-    if (nv > 1u) {
-      O[ob + 4u] = o1.x * inv;
-      O[ob + 5u] = o1.y * inv;
-      O[ob + 6u] = o1.z * inv;
-      O[ob + 7u] = o1.w * inv;
-    }
-    if (nv > 2u) {
-      O[ob + 8u] = o2.x * inv;
-      O[ob + 9u] = o2.y * inv;
-      O[ob + 10u] = o2.z * inv;
-      O[ob + 11u] = o2.w * inv;
-    }
-    if (nv > 3u) {
-      O[ob + 12u] = o3.x * inv;
-      O[ob + 13u] = o3.y * inv;
-      O[ob + 14u] = o3.z * inv;
-      O[ob + 15u] = o3.w * inv;
-    }
+    store_o4(ob, o0 * inv);
+    if (nv > 1u) { store_o4(ob + 4u, o1 * inv); }
+    if (nv > 2u) { store_o4(ob + 8u, o2 * inv); }
+    if (nv > 3u) { store_o4(ob + 12u, o3 * inv); }
   }
 }
 //#else
