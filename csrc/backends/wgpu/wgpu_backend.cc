@@ -596,13 +596,18 @@ const char* enc_fn(DType t) {
 // dispatching (the op matrix and CYB_WGPU_SHADER_CHECKS=on runs of it check that on lavapipe).
 // On the H200 the checks cost 11% of a qwen15-shaped
 // decode step and 17-20% of its prompt time (docs/gpu-bench.md).
+// A two-value setting in environment variable `name`: `on_value` -> true, `off_value` -> false,
+// unset -> `unset`, anything else is InvalidConfig naming the variable and the value.
+bool env_switch(const char* name, const char* on_value, const char* off_value, bool unset) {
+  const char* e = std::getenv(name);
+  if (!e) return unset;
+  if (std::strcmp(e, on_value) == 0) return true;
+  if (std::strcmp(e, off_value) == 0) return false;
+  throw_invalid_config(name, std::string("'") + e + "' is not " + off_value + " or " + on_value);
+}
+
 bool shader_checks() {
-  static const bool on = [] {
-    const char* e = std::getenv("CYB_WGPU_SHADER_CHECKS");
-    if (!e || std::strcmp(e, "off") == 0) return false;
-    if (std::strcmp(e, "on") == 0) return true;
-    throw_invalid_config("CYB_WGPU_SHADER_CHECKS", std::string("'") + e + "' is not on or off");
-  }();
+  static const bool on = env_switch("CYB_WGPU_SHADER_CHECKS", "on", "off", false);
   return on;
 }
 
@@ -1626,12 +1631,7 @@ int64_t splitk_workgroups() {
 // whole-forward error on the real smollm2 exceeds that model's fast-vs-precise bound of the
 // default fast mode (docs/runtime.md, "Precision modes"), so h16=0, the f32 kernel, is the default.
 bool gemm_f16_setting() {
-  static const bool on = [] {
-    const char* e = std::getenv("CYB_WGPU_GEMM");
-    if (!e || std::strcmp(e, "h16=0") == 0) return false;
-    if (std::strcmp(e, "h16=1") == 0) return true;
-    throw_invalid_config("CYB_WGPU_GEMM", std::string("'") + e + "' is not h16=0 or h16=1");
-  }();
+  static const bool on = env_switch("CYB_WGPU_GEMM", "h16=1", "h16=0", false);
   return on;
 }
 bool block_encoding(DType t) {
@@ -1643,12 +1643,7 @@ bool block_encoding(DType t) {
 // once) keeps one workgroup per (head, token).
 constexpr int64_t kFlashMinTokens = 16;
 bool flash_setting() {
-  static const bool on = [] {
-    const char* e = std::getenv("CYB_WGPU_FLASH");
-    if (!e || std::strcmp(e, "1") == 0) return true;
-    if (std::strcmp(e, "0") == 0) return false;
-    throw_invalid_config("CYB_WGPU_FLASH", std::string("'") + e + "' is not 0 or 1");
-  }();
+  static const bool on = env_switch("CYB_WGPU_FLASH", "1", "0", true);
   return on;
 }
 
