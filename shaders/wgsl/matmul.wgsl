@@ -292,6 +292,201 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
 }
 //#else
+//#if R8
+// Tiled GEMM with 8 x 8 outputs a thread (R8): 64-token x 64-row tiles over chunks of 32
+// values of K, as below, staged the same way, summed in the same order (an FMA chain per output
+// over the chunk, added to the output's running sum): the same results. 64 threads (SWIGLU: 128,
+// the second 64 decoding the up weight); a thread reads two vec4 of tokens and two of rows per
+// k for 64 FMAs (the kernel below: three vec4 for 16), so workgroup-memory reads stop bounding it.
+// A thread's outputs: tokens 4 ty .. 4 ty + 3 and 32 + 4 ty .. 32 + 4 ty + 3; rows 4 tx .. 4 tx + 3
+// and 32 + 4 tx .. 32 + 4 tx + 3 (SWIGLU: rows 4 tx .. 4 tx + 3 of the gate and of the up weight).
+const TM = 64u;  // tokens per tile
+const TN = 64u;  // weight rows per tile
+var<workgroup> xs: array<vec4<f32>, 512>;  // [k][token / 4], 32 x 16
+var<workgroup> ws: array<vec4<f32>, 512>;  // [k][row / 4]
+//#if SWIGLU
+var<workgroup> ws2: array<vec4<f32>, 512>;
+const NTH = 128u;
+const TXN = 16u;
+//#else
+const NTH = 64u;
+const TXN = 8u;
+//#endif
+
+@compute @workgroup_size(NTH)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let r0 = wid.x * TN;
+  let t0 = wid.y * TM;
+  let tx = li % TXN;
+  let ty = li / TXN;
+  // decoding: row dr of the tile, its whole chunk (SWIGLU: threads 64 .. 127 the up weight)
+  let dr = li % TN;
+  let wrow = r0 + dr;
+  var acc00 = vec4<f32>(0.0);
+  var acc01 = vec4<f32>(0.0);
+  var acc10 = vec4<f32>(0.0);
+  var acc11 = vec4<f32>(0.0);
+  var acc20 = vec4<f32>(0.0);
+  var acc21 = vec4<f32>(0.0);
+  var acc30 = vec4<f32>(0.0);
+  var acc31 = vec4<f32>(0.0);
+  var acc40 = vec4<f32>(0.0);
+  var acc41 = vec4<f32>(0.0);
+  var acc50 = vec4<f32>(0.0);
+  var acc51 = vec4<f32>(0.0);
+  var acc60 = vec4<f32>(0.0);
+  var acc61 = vec4<f32>(0.0);
+  var acc70 = vec4<f32>(0.0);
+  var acc71 = vec4<f32>(0.0);
+  let nch = (p.K + 31u) / 32u;
+//#if SPLITK
+  let cps = (nch + p.ksplit - 1u) / p.ksplit;
+  let c_begin = wid.z * cps;
+  let c_end = min(nch, c_begin + cps);
+  zsplit = wid.z;
+//#else
+  let c_begin = 0u;
+  let c_end = nch;
+//#endif
+  for (var c = c_begin; c < c_end; c++) {
+    if (li < TN) {
+      for (var q = 0u; q < 8u; q++) {
+        var v = vec4<f32>(0.0);
+        if (wrow < p.nrows) { v = DQV(wrow * p.rb, c, p.K, q); }
+        for (var i = 0u; i < 4u; i++) { ws[(4u * q + i) * 16u + dr / 4u][dr % 4u] = v[i]; }
+      }
+    }
+//#if SWIGLU
+    if (li >= TN) {
+      for (var q = 0u; q < 8u; q++) {
+        var v = vec4<f32>(0.0);
+        if (wrow < p.nrows) { v = DQV2(wrow * p.rb2, c, p.K, q); }
+        for (var i = 0u; i < 4u; i++) { ws2[(4u * q + i) * 16u + dr / 4u][dr % 4u] = v[i]; }
+      }
+    }
+//#endif
+    // activations: token e % 64, value e / 64 of the chunk
+    for (var e = li; e < TM * 32u; e += NTH) {
+      let tt = e % TM;
+      let k = c * 32u + e / TM;
+      var v = 0.0;
+      if (t0 + tt < p.T && k < p.K) {
+        v = X[p.x_off + (t0 + tt) * p.K + k];
+      }
+      xs[(e / TM) * 16u + tt / 4u][tt % 4u] = v;
+    }
+    workgroupBarrier();
+    // this chunk's sums, added to acc after it (two-level summation)
+    var s00 = vec4<f32>(0.0);
+    var s01 = vec4<f32>(0.0);
+    var s10 = vec4<f32>(0.0);
+    var s11 = vec4<f32>(0.0);
+    var s20 = vec4<f32>(0.0);
+    var s21 = vec4<f32>(0.0);
+    var s30 = vec4<f32>(0.0);
+    var s31 = vec4<f32>(0.0);
+    var s40 = vec4<f32>(0.0);
+    var s41 = vec4<f32>(0.0);
+    var s50 = vec4<f32>(0.0);
+    var s51 = vec4<f32>(0.0);
+    var s60 = vec4<f32>(0.0);
+    var s61 = vec4<f32>(0.0);
+    var s70 = vec4<f32>(0.0);
+    var s71 = vec4<f32>(0.0);
+    for (var k = 0u; k < 32u; k++) {
+      let a0 = xs[k * 16u + ty];
+      let a1 = xs[k * 16u + ty + 8u];
+      let b0 = ws[k * 16u + tx];
+//#if SWIGLU
+      let b1 = ws2[k * 16u + tx];
+//#else
+      let b1 = ws[k * 16u + tx + 8u];
+//#endif
+      s00 = fma(vec4<f32>(a0.x), b0, s00);
+      s01 = fma(vec4<f32>(a0.x), b1, s01);
+      s10 = fma(vec4<f32>(a0.y), b0, s10);
+      s11 = fma(vec4<f32>(a0.y), b1, s11);
+      s20 = fma(vec4<f32>(a0.z), b0, s20);
+      s21 = fma(vec4<f32>(a0.z), b1, s21);
+      s30 = fma(vec4<f32>(a0.w), b0, s30);
+      s31 = fma(vec4<f32>(a0.w), b1, s31);
+      s40 = fma(vec4<f32>(a1.x), b0, s40);
+      s41 = fma(vec4<f32>(a1.x), b1, s41);
+      s50 = fma(vec4<f32>(a1.y), b0, s50);
+      s51 = fma(vec4<f32>(a1.y), b1, s51);
+      s60 = fma(vec4<f32>(a1.z), b0, s60);
+      s61 = fma(vec4<f32>(a1.z), b1, s61);
+      s70 = fma(vec4<f32>(a1.w), b0, s70);
+      s71 = fma(vec4<f32>(a1.w), b1, s71);
+    }
+    acc00 += s00;
+    acc01 += s01;
+    acc10 += s10;
+    acc11 += s11;
+    acc20 += s20;
+    acc21 += s21;
+    acc30 += s30;
+    acc31 += s31;
+    acc40 += s40;
+    acc41 += s41;
+    acc50 += s50;
+    acc51 += s51;
+    acc60 += s60;
+    acc61 += s61;
+    acc70 += s70;
+    acc71 += s71;
+    workgroupBarrier();
+  }
+//#if SWIGLU
+  store_row(t0 + 4u * ty + 0u, r0 + 4u * tx, acc00, acc01);
+//#else
+  store_row(t0 + 4u * ty + 0u, r0 + 4u * tx, acc00);
+  store_row(t0 + 4u * ty + 0u, r0 + 32u + 4u * tx, acc01);
+//#endif
+//#if SWIGLU
+  store_row(t0 + 4u * ty + 1u, r0 + 4u * tx, acc10, acc11);
+//#else
+  store_row(t0 + 4u * ty + 1u, r0 + 4u * tx, acc10);
+  store_row(t0 + 4u * ty + 1u, r0 + 32u + 4u * tx, acc11);
+//#endif
+//#if SWIGLU
+  store_row(t0 + 4u * ty + 2u, r0 + 4u * tx, acc20, acc21);
+//#else
+  store_row(t0 + 4u * ty + 2u, r0 + 4u * tx, acc20);
+  store_row(t0 + 4u * ty + 2u, r0 + 32u + 4u * tx, acc21);
+//#endif
+//#if SWIGLU
+  store_row(t0 + 4u * ty + 3u, r0 + 4u * tx, acc30, acc31);
+//#else
+  store_row(t0 + 4u * ty + 3u, r0 + 4u * tx, acc30);
+  store_row(t0 + 4u * ty + 3u, r0 + 32u + 4u * tx, acc31);
+//#endif
+//#if SWIGLU
+  store_row(t0 + 32u + 4u * ty + 0u, r0 + 4u * tx, acc40, acc41);
+//#else
+  store_row(t0 + 32u + 4u * ty + 0u, r0 + 4u * tx, acc40);
+  store_row(t0 + 32u + 4u * ty + 0u, r0 + 32u + 4u * tx, acc41);
+//#endif
+//#if SWIGLU
+  store_row(t0 + 32u + 4u * ty + 1u, r0 + 4u * tx, acc50, acc51);
+//#else
+  store_row(t0 + 32u + 4u * ty + 1u, r0 + 4u * tx, acc50);
+  store_row(t0 + 32u + 4u * ty + 1u, r0 + 32u + 4u * tx, acc51);
+//#endif
+//#if SWIGLU
+  store_row(t0 + 32u + 4u * ty + 2u, r0 + 4u * tx, acc60, acc61);
+//#else
+  store_row(t0 + 32u + 4u * ty + 2u, r0 + 4u * tx, acc60);
+  store_row(t0 + 32u + 4u * ty + 2u, r0 + 32u + 4u * tx, acc61);
+//#endif
+//#if SWIGLU
+  store_row(t0 + 32u + 4u * ty + 3u, r0 + 4u * tx, acc70, acc71);
+//#else
+  store_row(t0 + 32u + 4u * ty + 3u, r0 + 4u * tx, acc70);
+  store_row(t0 + 32u + 4u * ty + 3u, r0 + 32u + 4u * tx, acc71);
+//#endif
+}
+//#else
 // Tiled GEMM (prompt processing, encoders): a workgroup computes a 64-token x 64-row tile over
 // chunks of 32 values of K. Per chunk every thread decodes weights of one row, four at a time
 // in registers (DQV), and stages activations, into workgroup memory laid out k-major; then each
@@ -437,6 +632,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
   );
 }
+//#endif
 
 //#endif
 //#if SPLITK
