@@ -366,9 +366,9 @@ def test_attention_split_setting(monkeypatch):
 @pytest.mark.parametrize("splitk", ["0", "100000"])
 def test_tiled_gemm_split_k_setting(splitk):
     """CYB_WGPU_SPLITK (read once per process: a subprocess): 0 turns the split-K tiled GEMM off,
-    a large workgroup count splits K into as many parts as the rows allow (4 chunks of 32 each);
-    both, with the bias and the residual epilogue, against the f64 product. The default split is
-    covered by tests/test_ops.py."""
+    a large workgroup count splits K into as many parts as the rows allow (4 chunks of 32 each;
+    for K = 736, 23 chunks, parts of 5 and a last part of 3); both, with the bias and the residual
+    epilogue, against the f64 product. The default split is covered by tests/test_ops.py."""
     code = r"""
 import numpy as np, sys
 sys.path.insert(0, TESTS)
@@ -376,9 +376,9 @@ import test_ops as T
 from cyb_llm import _core
 rng = np.random.default_rng(19)
 worst = 0.0
-for enc in ("q4_k", "q8_0", "f32"):
-    w, deq = T.random_weight(enc, 96, 1024, rng)
-    x = rng.standard_normal((70, 1024)).astype(np.float32)
+for enc, K in (("q4_k", 1024), ("q8_0", 1024), ("f32", 1024), ("q8_0", 736), ("f32", 736)):
+    w, deq = T.random_weight(enc, 96, K, rng)
+    x = rng.standard_normal((70, K)).astype(np.float32)
     bias = rng.standard_normal(96).astype(np.float32)
     res = rng.standard_normal((70, 96)).astype(np.float32)
     (y,) = _core.run_op("fused_matmul_add", [x, w, res, bias], {"precise": True}, None, "scalar", "wgpu+rs")
