@@ -1634,12 +1634,6 @@ bool gemm_f16_setting() {
   static const bool on = env_switch("CYB_WGPU_GEMM", "h16=1", "h16=0", false);
   return on;
 }
-// The f32 tiled GEMM with 8 x 8 outputs a thread (matmul.wgsl R8; the same sums as the 4 x 4
-// kernel); CYB_WGPU_R8=0 (read once) keeps the 4 x 4 kernel, for A/B runs on the H200.
-bool gemm_r8_setting() {
-  static const bool on = env_switch("CYB_WGPU_R8", "1", "0", true);
-  return on;
-}
 bool block_encoding(DType t) {
   return enc_fn(t) != nullptr && t != DType::F32 && t != DType::F16 && t != DType::BF16;
 }
@@ -1775,7 +1769,6 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     if (splits > 1) defs = {"SPLITK"};  // bias and epilogue: in the sum dispatch
     defs.push_back("TILED");
     if (h16) defs.push_back("H16");
-    else if (gemm_r8_setting()) defs.push_back("R8");
     rows_per_wg = tokens_per_wg = 64;
   } else if (mv) {
     matvec_variant(K, T, N, ks_encoding(W.dtype) && (!W2 || ks_encoding(W2->dtype)), defs, &rows_per_wg,
