@@ -589,13 +589,6 @@ const char* enc_fn(DType t) {
   }
 }
 
-// Whether shaders are compiled with wgpu's runtime checks (every array index clamped to the
-// array, every loop given an iteration bound): CYB_WGPU_SHADER_CHECKS=on|off, read once; off
-// by default: the shaders are compiled as written (wgpuDeviceCreateShaderModuleTrusted), since
-// every index the kernels form is bounded by the shapes the backend validated before
-// dispatching (the op matrix and CYB_WGPU_SHADER_CHECKS=on runs of it check that on lavapipe).
-// On the H200 the checks cost 11% of a qwen15-shaped
-// decode step and 17-20% of its prompt time (docs/gpu-bench.md).
 // A two-value setting in environment variable `name`: `on_value` -> true, `off_value` -> false,
 // unset -> `unset`, anything else is InvalidConfig naming the variable and the value.
 bool env_switch(const char* name, const char* on_value, const char* off_value, bool unset) {
@@ -606,6 +599,13 @@ bool env_switch(const char* name, const char* on_value, const char* off_value, b
   throw_invalid_config(name, std::string("'") + e + "' is not " + off_value + " or " + on_value);
 }
 
+// Whether shaders are compiled with wgpu's runtime checks (every array index clamped to the
+// array, every loop given an iteration bound): CYB_WGPU_SHADER_CHECKS=on|off, read once; off
+// by default: the shaders are compiled as written (wgpuDeviceCreateShaderModuleTrusted), since
+// every index the kernels form is bounded by the shapes the backend validated before
+// dispatching (the op matrix and CYB_WGPU_SHADER_CHECKS=on runs of it check that on lavapipe).
+// On the H200 the checks cost 11% of a qwen15-shaped
+// decode step and 17-20% of its prompt time (docs/gpu-bench.md).
 bool shader_checks() {
   static const bool on = env_switch("CYB_WGPU_SHADER_CHECKS", "on", "off", false);
   return on;
