@@ -293,19 +293,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 //#else
 // Tiled GEMM (prompt processing, encoders): a workgroup computes a 64-token x 64-row tile over
-// chunks of 32 values of K. Per chunk every thread decodes weights of one row, four at a time
-// in registers (DQV), and stages activations, into workgroup memory laid out k-major; then each
-// thread reads its 4 tokens and its 4 rows as one vec4 each per k and accumulates 4 x 4 outputs
-// (f32: an FMA chain per output over the chunk, added to the output's running sum, as the
-// row kernel does). 4 tokens a thread, 256 threads. Measured on the H200 and not kept: 8 tokens
-// a thread with 128 threads, and reading the next chunk into registers before this chunk's
-// products (docs/gpu-bench.md).
+// chunks of 32 values of K. Per chunk four threads share a weight row, each decoding two groups
+// of four values in registers (DQV), and all threads stage activations, into workgroup memory
+// laid out k-major; the global reads are arranged so that a warp's read touches few sectors (a
+// warp decodes 8 rows, and reads 8 consecutive values of 4 tokens): on the H200 that made the
+// prompt 17-43% faster than lanes = rows / tokens (docs/gpu-bench.md). Then each thread reads its
+// 4 tokens and its 4 rows as one vec4 each per k and accumulates 4 x 4 outputs (f32: an FMA chain
+// per output over the chunk, added to the output's running sum, as the row kernel does). 4 tokens
+// a thread, 256 threads. Measured on the H200 and not kept: 8 tokens a thread with 128 threads,
+// 8 x 8 outputs a thread, two chunks a stage, and reading the next chunk into registers before
+// this chunk's products (docs/gpu-bench.md).
 const TM = 64u;  // tokens per tile
 const TN = 64u;  // weight rows per tile
-var<workgroup> xs: array<vec4<f32>, 512>;  // [k][token / 4], 32 x 16
-var<workgroup> ws: array<vec4<f32>, 512>;  // [k][row / 4]
+const XS = 17u;  // vec4 a staged value of K: 16 and one against bank conflicts
+var<workgroup> xs: array<vec4<f32>, 544>;  // [k][token / 4], 32 x 17
+var<workgroup> ws: array<vec4<f32>, 544>;  // [k][row / 4]
 //#if SWIGLU
-var<workgroup> ws2: array<vec4<f32>, 512>;
+var<workgroup> ws2: array<vec4<f32>, 544>;
 //#endif
 
 @compute @workgroup_size(256)
@@ -314,9 +318,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let t0 = wid.y * TM;
   let tx = li % 16u;  // rows 4 tx .. 4 tx + 3 of the tile
   let ty = li / 16u;  // tokens 4 ty .. 4 ty + 3
-  // decoding: row dr of the tile, four-value groups 2 dq and 2 dq + 1 of each chunk
-  let dr = li % TN;
-  let dq = li / TN;
+  // decoding: row dr of the tile, four-value groups dq and dq + 4 of each chunk (four threads a
+  // row: a warp's weight reads touch 8 rows, not 32)
+  let dr = li / 4u;
+  let dq = li % 4u;
   let wrow = r0 + dr;
   // acc<i> (and s<i>): token 4 ty + i, rows 4 tx .. 4 tx + 3 in its lanes. Named vec4s, no
   // indexed arrays: a GPU compiler keeps these in registers.
@@ -348,31 +353,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var ub = vec4<f32>(0.0);
 //#endif
     if (wrow < p.nrows) {
-      wa = DQV(wrow * p.rb, c, p.K, 2u * dq);
-      wb = DQV(wrow * p.rb, c, p.K, 2u * dq + 1u);
+      wa = DQV(wrow * p.rb, c, p.K, dq);
+      wb = DQV(wrow * p.rb, c, p.K, dq + 4u);
 //#if SWIGLU
-      ua = DQV2(wrow * p.rb2, c, p.K, 2u * dq);
-      ub = DQV2(wrow * p.rb2, c, p.K, 2u * dq + 1u);
+      ua = DQV2(wrow * p.rb2, c, p.K, dq);
+      ub = DQV2(wrow * p.rb2, c, p.K, dq + 4u);
 //#endif
     }
-    let k8 = 8u * dq;
+    let k4 = 4u * dq;
     for (var i = 0u; i < 4u; i++) {
-      ws[(k8 + i) * 16u + dr / 4u][dr % 4u] = wa[i];
-      ws[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = wb[i];
+      ws[(k4 + i) * XS + dr / 4u][dr % 4u] = wa[i];
+      ws[(k4 + 16u + i) * XS + dr / 4u][dr % 4u] = wb[i];
 //#if SWIGLU
-      ws2[(k8 + i) * 16u + dr / 4u][dr % 4u] = ua[i];
-      ws2[(k8 + 4u + i) * 16u + dr / 4u][dr % 4u] = ub[i];
+      ws2[(k4 + i) * XS + dr / 4u][dr % 4u] = ua[i];
+      ws2[(k4 + 16u + i) * XS + dr / 4u][dr % 4u] = ub[i];
 //#endif
     }
-    // activations: token e % 64, value e / 64 of the chunk
+    // activations: entry e is value 8 (e / 512) + e % 8 of the chunk for token (e / 8) % 64, so a
+    // warp reads 8 consecutive values of 4 tokens (the stores, with XS, hit 32 different banks)
     for (var e = li; e < TM * 32u; e += 256u) {
-      let tt = e % TM;
-      let k = c * 32u + e / TM;
+      let tt = (e / 8u) % TM;
+      let kk = 8u * (e / 512u) + e % 8u;
+      let k = c * 32u + kk;
       var v = 0.0;
       if (t0 + tt < p.T && k < p.K) {
         v = X[p.x_off + (t0 + tt) * p.K + k];
       }
-      xs[(e / TM) * 16u + tt / 4u][tt % 4u] = v;
+      xs[kk * XS + tt / 4u][tt % 4u] = v;
     }
     workgroupBarrier();
     // this chunk's sums, added to acc after it (two-level summation)
@@ -387,11 +394,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var su3 = vec4<f32>(0.0);
 //#endif
     for (var k = 0u; k < 32u; k++) {
-      let b = ws[k * 16u + tx];
+      let b = ws[k * XS + tx];
 //#if SWIGLU
-      let bu = ws2[k * 16u + tx];
+      let bu = ws2[k * XS + tx];
 //#endif
-      let a = xs[k * 16u + ty];
+      let a = xs[k * XS + ty];
       s0 = fma(vec4<f32>(a.x), b, s0);
       s1 = fma(vec4<f32>(a.y), b, s1);
       s2 = fma(vec4<f32>(a.z), b, s2);
