@@ -63,45 +63,31 @@ def tryit(name, fn):
         print(f"[{name}] FAILED: {type(e).__name__}: {str(e)[:600]}")
 
 
-# 1. 8x8 f32 (what wgpu documents)
-K1_F32 = """
+# 1. one n x n product of input type T with f32 sums, four ways: coopLoad A and B, coopLoadT A, coopLoadT B,
+# and the first result stored with coopStoreT (8 x 8 f32 is what wgpu documents; 16 x 16 f16 is the tensor
+# cores' shape).
+def k1(n, T):
+    m = f"coop_mat{n}x{n}"
+    return f"""
+{"enable f16;" if T == "f16" else ""}
 enable wgpu_cooperative_matrix;
-@group(0) @binding(0) var<storage, read> A: array<f32>;
-@group(0) @binding(1) var<storage, read> B: array<f32>;
+@group(0) @binding(0) var<storage, read> A: array<{T}>;
+@group(0) @binding(1) var<storage, read> B: array<{T}>;
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @compute @workgroup_size(32)
-fn main() {
-  let a = coopLoad<coop_mat8x8<f32,A>>(&A[0], 8u);
-  let b = coopLoad<coop_mat8x8<f32,B>>(&B[0], 8u);
-  let c = coopMultiplyAdd(a, b, coop_mat8x8<f32,C>());
-  coopStore(c, &C[0], 8u);
-  let at = coopLoadT<coop_mat8x8<f32,A>>(&A[0], 8u);
-  let c2 = coopMultiplyAdd(at, b, coop_mat8x8<f32,C>());
-  coopStore(c2, &C[64], 8u);
-}
+fn main() {{
+  let a = coopLoad<{m}<{T},A>>(&A[0], {n}u);
+  let b = coopLoad<{m}<{T},B>>(&B[0], {n}u);
+  let c = coopMultiplyAdd(a, b, {m}<f32,C>());
+  coopStore(c, &C[0], {n}u);
+  let at = coopLoadT<{m}<{T},A>>(&A[0], {n}u);
+  coopStore(coopMultiplyAdd(at, b, {m}<f32,C>()), &C[{n * n}], {n}u);
+  let bt = coopLoadT<{m}<{T},B>>(&B[0], {n}u);
+  coopStore(coopMultiplyAdd(a, bt, {m}<f32,C>()), &C[{2 * n * n}], {n}u);
+  coopStoreT(c, &C[{3 * n * n}], {n}u);
+}}
 """
 
-K1_F16 = """
-enable f16;
-enable wgpu_cooperative_matrix;
-@group(0) @binding(0) var<storage, read> A: array<f16>;
-@group(0) @binding(1) var<storage, read> B: array<f16>;
-@group(0) @binding(2) var<storage, read_write> C: array<f32>;
-@compute @workgroup_size(32)
-fn main() {
-  let a = coopLoad<coop_mat16x16<f16,A>>(&A[0], 16u);
-  let b = coopLoad<coop_mat16x16<f16,B>>(&B[0], 16u);
-  let c = coopMultiplyAdd(a, b, coop_mat16x16<f32,C>());
-  coopStore(c, &C[0], 16u);
-  let at = coopLoadT<coop_mat16x16<f16,A>>(&A[0], 16u);
-  let c2 = coopMultiplyAdd(at, b, coop_mat16x16<f32,C>());
-  coopStore(c2, &C[256], 16u);
-  let bt = coopLoadT<coop_mat16x16<f16,B>>(&B[0], 16u);
-  let c3 = coopMultiplyAdd(a, bt, coop_mat16x16<f32,C>());
-  coopStore(c3, &C[512], 16u);
-  coopStoreT(c, &C[768], 16u);
-}
-"""
 
 layout = {}
 
@@ -117,14 +103,14 @@ def small(n, code, dt, name):
     cands = {"A@B": A32 @ B32, "(A@B).T": (A32 @ B32).T, "A.T@B": A32.T @ B32, "A@B.T": A32 @ B32.T,
              "B@A": B32 @ A32, "(B@A).T": (B32 @ A32).T, "A.T@B.T": A32.T @ B32.T, "B.T@A.T": B32.T @ A32.T}
     for i, what in enumerate(["coopLoad a, coopLoad b", "coopLoadT a, coopLoad b", "coopLoad a, coopLoadT b",
-                              "coopStoreT of the first"][: (4 if n == 16 else 2)]):
+                              "coopStoreT of the first"]):
         hit = [k for k, v in cands.items() if np.array_equal(r[i], v)]
         print(f"[{name}] {what}: {hit or 'no match'}")
         layout[(name, i)] = hit
 
 
-tryit("8x8 f32", lambda: small(8, K1_F32, np.float32, "8x8 f32"))
-tryit("16x16 f16", lambda: small(16, K1_F16, np.float16, "16x16 f16"))
+tryit("8x8 f32", lambda: small(8, k1(8, "f32"), np.float32, "8x8 f32"))
+tryit("16x16 f16", lambda: small(16, k1(16, "f16"), np.float16, "16x16 f16"))
 
 # 2. a 64 x 64 tile GEMM, C[m][n] = sum_k X[m][k] W[n][k] (X tokens x K, W rows x K, both f16, K contiguous),
 # 4 subgroups a workgroup, each 32 x 32 (2 x 2 accumulators), K staged 32 a step in workgroup memory.
