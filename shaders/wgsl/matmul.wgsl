@@ -328,6 +328,14 @@ fn xstore(li: u32, i: u32, v: f32) {
   let tt = (e / 8u) % TM;
   xs[(8u * (e / 512u) + e % 8u) * XS + tt / 4u][tt % 4u] = v;
 }
+// Activations i0 .. i0 + 3 of this thread for chunk c (xload), and their stores.
+fn xload4(c: u32, t0: u32, li: u32, i0: u32) -> vec4<f32> {
+  return vec4<f32>(xload(c, t0, li, i0), xload(c, t0, li, i0 + 1u), xload(c, t0, li, i0 + 2u),
+                   xload(c, t0, li, i0 + 3u));
+}
+fn xstore4(li: u32, i0: u32, v: vec4<f32>) {
+  for (var j = 0u; j < 4u; j++) { xstore(li, i0 + j, v[j]); }
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -362,26 +370,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let c_begin = 0u;
   let c_end = nch;
 //#endif
-  // this thread's activations of the next chunk, read from X while the current chunk's products
-  // run (stored to xs after the barrier that ends them)
-  var x0 = 0.0;
-  var x1 = 0.0;
-  var x2 = 0.0;
-  var x3 = 0.0;
-  var x4 = 0.0;
-  var x5 = 0.0;
-  var x6 = 0.0;
-  var x7 = 0.0;
-  if (c_begin < c_end) {
-    x0 = xload(c_begin, t0, li, 0u);
-    x1 = xload(c_begin, t0, li, 1u);
-    x2 = xload(c_begin, t0, li, 2u);
-    x3 = xload(c_begin, t0, li, 3u);
-    x4 = xload(c_begin, t0, li, 4u);
-    x5 = xload(c_begin, t0, li, 5u);
-    x6 = xload(c_begin, t0, li, 6u);
-    x7 = xload(c_begin, t0, li, 7u);
-  }
+  // this thread's 8 activations of chunk c, read one chunk ahead: those of c + 1 are read from X
+  // while chunk c's products run (xload gives 0 past K, so a part without chunks reads nothing)
+  var xa = xload4(c_begin, t0, li, 0u);
+  var xb = xload4(c_begin, t0, li, 4u);
   for (var c = c_begin; c < c_end; c++) {
     var wa = vec4<f32>(0.0);
     var wb = vec4<f32>(0.0);
@@ -406,26 +398,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       ws2[(k4 + 16u + i) * XS + dr / 4u][dr % 4u] = ub[i];
 //#endif
     }
-    xstore(li, 0u, x0);
-    xstore(li, 1u, x1);
-    xstore(li, 2u, x2);
-    xstore(li, 3u, x3);
-    xstore(li, 4u, x4);
-    xstore(li, 5u, x5);
-    xstore(li, 6u, x6);
-    xstore(li, 7u, x7);
+    xstore4(li, 0u, xa);
+    xstore4(li, 4u, xb);
     workgroupBarrier();
     // the next chunk's activations, read before this chunk's products (on the H200 the prompt
     // 7-10% faster than reading them when staging; the weights' reads the same way gained nothing more)
     if (c + 1u < c_end) {
-      x0 = xload(c + 1u, t0, li, 0u);
-      x1 = xload(c + 1u, t0, li, 1u);
-      x2 = xload(c + 1u, t0, li, 2u);
-      x3 = xload(c + 1u, t0, li, 3u);
-      x4 = xload(c + 1u, t0, li, 4u);
-      x5 = xload(c + 1u, t0, li, 5u);
-      x6 = xload(c + 1u, t0, li, 6u);
-      x7 = xload(c + 1u, t0, li, 7u);
+      xa = xload4(c + 1u, t0, li, 0u);
+      xb = xload4(c + 1u, t0, li, 4u);
     }
     // this chunk's sums, added to acc after it (two-level summation)
     var s0 = vec4<f32>(0.0);
