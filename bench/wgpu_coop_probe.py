@@ -89,9 +89,6 @@ fn main() {{
 """
 
 
-layout = {}
-
-
 def small(n, code, dt, name):
     rng = np.random.default_rng(1)
     A = rng.integers(-4, 5, (n, n)).astype(dt)
@@ -106,7 +103,6 @@ def small(n, code, dt, name):
                               "coopStoreT of the first"]):
         hit = [k for k, v in cands.items() if np.array_equal(r[i], v)]
         print(f"[{name}] {what}: {hit or 'no match'}")
-        layout[(name, i)] = hit
 
 
 tryit("8x8 f32", lambda: small(8, k1(8, "f32"), np.float32, "8x8 f32"))
