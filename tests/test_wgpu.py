@@ -117,6 +117,33 @@ def test_fast_mode_wgpu_close_to_precise(tiny_model):
     assert_ran_on(gpu, "wgpu+rs", family)
 
 
+def test_long_prompt_runs_in_chunks_of_512_on_wgpu(tmp_path_factory):
+    """wgpu+rs runs a long forward in chunks of 512 tokens (cpu: 256): a 600-token prompt is one
+    chunk of 512 and one of 88 there (the progress hook runs once, after 512), and its logits at
+    every position match the cpu's, which ran it as 256 + 256 + 88."""
+    import cyb_llm
+    import test_families_tiny as F
+
+    _, path = F._build("llama", tmp_path_factory, max_position_embeddings=1024)
+    cpu = cyb_llm.load(path, backend="cpu", precise=True)
+    gpu = cyb_llm.load(path, backend="wgpu+rs", precise=True)
+    assert (cpu.forward_chunk_tokens, gpu.forward_chunk_tokens) == (_core.forward_chunk_tokens(), 512)
+    assert _core.forward_chunk_tokens() == 256
+    ids = np.random.default_rng(5).integers(0, F.VOCAB, size=600).tolist()
+    calls = []
+    _core._set_forward_chunk_hook(lambda done, total: calls.append((done, total)))
+    try:
+        b = gpu.new_conversation(640).forward(ids, all_logits=True)
+        gpu_calls, calls[:] = list(calls), []
+        a = cpu.new_conversation(640).forward(ids, all_logits=True)
+    finally:
+        _core._set_forward_chunk_hook(None)
+    assert gpu_calls == [(512, 600)], gpu_calls
+    assert calls == [(256, 600), (512, 600)], calls
+    assert T.rel_err(b, a) <= CROSS_TOL
+    assert_ran_on(gpu, "wgpu+rs", "llama")
+
+
 def test_memory_counter_follows_buffers(tmp_path_factory):
     """`_core.wgpu_memory()` counts the device buffers a model holds: loading and running one
     adds at least its weight bytes, the peak is at least the live bytes, and dropping the model

@@ -216,7 +216,7 @@ class Decoder : public Model {
   int64_t conversation_bytes(int64_t max_context) const override {
     const int64_t elt = opts_.precise ? 4 : 2;
     const int64_t kv = plan_.n_layers * 2 * plan_.n_kv_heads * max_context * plan_.head_dim * elt;
-    const int64_t T = std::min(max_context, kForwardChunk);
+    const int64_t T = std::min(max_context, forward_chunk_tokens());
     const int64_t D = plan_.hidden, I = plan_.intermediate, H = plan_.n_heads, hd = plan_.head_dim;
     const int64_t act = T * (5 * D + 2 * H * hd + 2 * plan_.n_kv_heads * hd + (spec_.gelu_tanh ? 3 : 1) * I) * 4;
     const int64_t scores = static_cast<int64_t>(threads()) * max_context * 4;

@@ -53,7 +53,7 @@ class GraphModel : public Model {
   // of the widest state per token of a forward chunk).
   int64_t conversation_bytes(int64_t max_context) const override {
     const DType cache = (opts_.precise || nox_) ? DType::F32 : DType::F16;
-    const int64_t T = std::min(max_context, kForwardChunk);
+    const int64_t T = std::min(max_context, forward_chunk_tokens());
     return exec_->state_bytes(max_context, cache) + exec_->rope_growth_bytes(max_context) +
            T * exec_->vocab() * 4;
   }

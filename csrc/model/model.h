@@ -95,6 +95,12 @@ class Model {
   void forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_logits, float* logits,
                const ForwardProgress* progress = nullptr);
   static constexpr int64_t kForwardChunk = 256;
+  // Tokens a forward chunk holds on this model's primary backend: kForwardChunk on the host
+  // (cpu, nox), kDeviceForwardChunk on a GPU (wgpu+rs: twice the GEMM tiles a chunk of 256 gives,
+  // half the submits and read-backs of a long prompt; on the H200 a 512-token qwen15-shaped
+  // prompt ran 27% faster as one chunk than as two, docs/gpu-bench.md).
+  static constexpr int64_t kDeviceForwardChunk = 512;
+  int64_t forward_chunk_tokens() const;
   // One decode step of n different conversations at once: ids[i] is the next token
   // of convs[i] (at its own position); writes [n, vocab] logits, row i for convs[i].
   // Families that batch (the curated decoders) run the matrix products once for all

@@ -90,6 +90,10 @@ bool all_finite(const float* p, int64_t n) {
 
 }  // namespace
 
+int64_t Model::forward_chunk_tokens() const {
+  return dispatcher_->chain().front()->host_memory() ? kForwardChunk : kDeviceForwardChunk;
+}
+
 std::unique_lock<std::mutex> device_lock(const Dispatcher& d) {
   if (d.chain().front()->host_memory()) return std::unique_lock<std::mutex>();
   return std::unique_lock<std::mutex>(device_mutex());
@@ -103,8 +107,9 @@ void Model::forward(Conversation& conv, const int32_t* ids, int64_t n, bool all_
   check_forward_args(conv, ids, n, input_vocab());
   conv.set_device_token(-1);
   const int64_t V = vocab_size();
+  const int64_t chunk = forward_chunk_tokens();
   for (int64_t off = 0; off < n;) {
-    const int64_t len = std::min(kForwardChunk, n - off);
+    const int64_t len = std::min(chunk, n - off);
     const int64_t pos = conv.position();
     float* out = all_logits ? logits + off * V : logits;
     {
@@ -196,15 +201,16 @@ void Model::forward_sample_submit(Conversation& conv, const int32_t* ids, int64_
   const int64_t V = vocab_size();
   std::vector<float> scratch;
   int64_t off = 0;
-  while (n - off > kForwardChunk) {  // a long prompt: every chunk but the last as forward runs it
+  const int64_t chunk = forward_chunk_tokens();
+  while (n - off > chunk) {  // a long prompt: every chunk but the last as forward runs it
     scratch.resize(static_cast<size_t>(V));
     const int64_t pos = conv.position();
     {
       auto dev = device_lock(*dispatcher_);
-      forward_chunk(conv, ids + off, kForwardChunk, false, scratch.data());
+      forward_chunk(conv, ids + off, chunk, false, scratch.data());
     }
-    if (!all_finite(scratch.data(), V)) nonfinite_logits(conv, pos, kForwardChunk);
-    off += kForwardChunk;
+    if (!all_finite(scratch.data(), V)) nonfinite_logits(conv, pos, chunk);
+    off += chunk;
   }
   const int64_t pos = conv.position();
   {

@@ -130,6 +130,9 @@ void bind_model(py::module_& m) {
       .def_property_readonly("vocab_size", &Model::vocab_size)
       .def_property_readonly("max_position", &Model::max_position)
       .def_property_readonly("load_ms", &Model::load_ms)
+      .def_property_readonly("forward_chunk_tokens", &Model::forward_chunk_tokens,
+                             "Tokens per chunk of this model's long forwards (its primary backend's: "
+                             "256 on the host, 512 on wgpu+rs).")
       .def_property_readonly("threads", [](Model& mm) { return mm.threads(); },
                              "Threads of the model's pool (0 = auto and the clamp resolved).")
       .def_property_readonly("charged_bytes", &Model::charged_bytes,
@@ -213,7 +216,8 @@ void bind_model(py::module_& m) {
       "ThreadPool::max_threads() clamped, negative InvalidConfig; max_memory: budget in bytes "
       "(None: the available physical memory).");
   m.def("forward_chunk_tokens", []() { return Model::kForwardChunk; },
-        "Tokens per chunk of a long forward (interrupts and the progress hook act between chunks).");
+        "Tokens per chunk of a long forward on the host backends (cpu, nox; Model.forward_chunk_tokens "
+        "gives a loaded model's: 512 on wgpu+rs); interrupts and the progress hook act between chunks.");
   m.def(
       "_set_forward_chunk_hook", [](py::object hook) { chunk_hook() = std::move(hook); }, py::arg("hook"),
       "Test hook: hook(done, total) runs (with the GIL) after each chunk but the last of a long forward; "

@@ -163,6 +163,11 @@ class Model:
     def family(self) -> str:
         ...
     @property
+    def forward_chunk_tokens(self) -> int:
+        """
+        Tokens per chunk of this model's long forwards (its primary backend's: 256 on the host, 512 on wgpu+rs).
+        """
+    @property
     def hidden_size(self) -> int:
         """
         Width of the hidden states (0 when unknown).
@@ -314,7 +319,7 @@ def forward_batch_sample(model: Model, conversations: collections.abc.Sequence[C
     """
 def forward_chunk_tokens() -> int:
     """
-    Tokens per chunk of a long forward (interrupts and the progress hook act between chunks).
+    Tokens per chunk of a long forward on the host backends (cpu, nox; Model.forward_chunk_tokens gives a loaded model's: 512 on wgpu+rs); interrupts and the progress hook act between chunks.
     """
 def forward_sample(model: Model, conversation: Conversation, ids: typing.Any, sampler: Sampler, allowed: typing.Any = None) -> int:
     """

@@ -166,6 +166,12 @@ class Model:
         return self._native.vocab_size
 
     @property
+    def forward_chunk_tokens(self) -> int:
+        """Tokens per chunk of a long forward on this model's backend (256 on cpu / nox, 512 on
+        wgpu+rs); Ctrl-C and the progress callback act between chunks."""
+        return self._native.forward_chunk_tokens
+
+    @property
     def threads(self) -> int:
         """Threads of the native pool (0/None resolved to the physical cores, the clamp applied)."""
         return self._native.threads
