@@ -4,8 +4,9 @@
 // Variant SWIGLU: two weights (gate, up), y = silu(x Wg) * (x Wu). Epilogues (fused_matmul_gelu,
 // fused_matmul_add): GELU / GELU_TANH y = gelu(x W + b), ADD y = x W + b + R (R laid out as y).
 // Split K (TILED SPLITK, for grids of few tiles): grid z = p.ksplit parts of K, each tile's raw
-// sums into part z of Y (laid out [z][t][row]); then the SPLITK_SUM kernel adds the parts (X
-// bound to them) in order, the bias and the epilogue, into y.
+// sums into part z of Y (laid out [z][t][row]; SWIGLU: the up projection's parts after the
+// gate's, [p.ksplit + z][t][row]); then the SPLITK_SUM kernel adds the parts (X bound to them)
+// in order, the bias and the epilogue (SWIGLU: silu(gate) * up), into y.
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
@@ -33,13 +34,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let t = wid.y;
   if (r >= p.nrows) { return; }
   var o = 0.0;
+//#if SWIGLU
+  var uu = 0.0;  // the up projection's parts follow the gate's
+//#endif
   for (var z = 0u; z < p.ksplit; z++) {
     o += X[(z * p.T + t) * p.nrows + r];
+//#if SWIGLU
+    uu += X[((p.ksplit + z) * p.T + t) * p.nrows + r];
+//#endif
   }
 //#if BIAS
   o += B[p.row0 + r];
 //#endif
-  Y[p.y_off + t * p.ldy + p.row0 + r] = epi(o, t, p.row0 + r);
+  o = epi(o, t, p.row0 + r);
+//#if SWIGLU
+  o = o / (1.0 + exp(-o)) * uu;
+//#endif
+  Y[p.y_off + t * p.ldy + p.row0 + r] = o;
 }
 //#else
 //#if TILED
@@ -498,6 +509,9 @@ fn store_one(t: u32, rj: u32, v: f32
     var o = v;
 //#if SPLITK
     Y[(zsplit * p.T + t) * p.nrows + rj] = o;
+//#if SWIGLU
+    Y[((p.ksplit + zsplit) * p.T + t) * p.nrows + rj] = u;
+//#endif
 //#else
 //#if BIAS
     o += B[p.row0 + rj];

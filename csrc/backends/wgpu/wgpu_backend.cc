@@ -1606,8 +1606,8 @@ AttentionKernel attention_kernel() {
   throw_invalid_config("CYB_WGPU_ATTN", std::string("'") + e + "' is not dec or split");
 }
 
-// A tiled GEMM whose grid has fewer tiles than this splits K into parts run side by side
-// (matmul.wgsl SPLITK; 2 workgroups per SM of the H200's 132), each part at least
+// The workgroups a GPU runs at once (2 per SM of the H200's 132): a tiled GEMM of fewer than
+// twice as many tiles splits K into parts run side by side (matmul.wgsl SPLITK, splitk_parts), each part at least
 // kSplitKMinChunks chunks of 32 values. CYB_WGPU_SPLITK=N (read once) sets the workgroup
 // count for tuning runs, 0 turns splitting off (docs/gpu-bench.md).
 constexpr int64_t kSplitKWorkgroups = 264;
@@ -1623,6 +1623,26 @@ int64_t splitk_workgroups() {
     return int64_t{v};
   }();
   return n;
+}
+
+// Parts of K for a tiled GEMM of `tiles` tiles (at most smax). The GPU runs W =
+// splitk_workgroups() workgroups at once, so a grid of g workgroups takes ceil(g / W) waves and
+// s parts take ceil(tiles s / W) / s of the unsplit time: the s in 1 .. min(smax, 8) with the
+// fewest waves per part (the smallest of equals), for grids of fewer than 2 W tiles. On the H200
+// this beat ceil(W / tiles) parts (qwen15-shaped pp128 +5-8%, llama7b pp128 +2-3%); a grid of 2 W
+// tiles or more is not split: qwen15's 512-token SwiGLU GEMM (1120 tiles) in 2 parts made its
+// prompt 5% slower, the parts' writes and sums costing more than the last wave's idle share
+// (docs/gpu-bench.md).
+int64_t splitk_parts(int64_t tiles, int64_t smax) {
+  const int64_t W = splitk_workgroups();
+  if (W == 0 || tiles >= 2 * W) return 1;
+  int64_t best = 1;
+  double best_t = double((tiles + W - 1) / W);
+  for (int64_t s = 2; s <= std::min<int64_t>(smax, 8); ++s) {
+    const double t = double((tiles * s + W - 1) / W) / double(s);
+    if (t < best_t * 0.999) best = s, best_t = t;
+  }
+  return best;
 }
 
 // The f16 tiled GEMM (matmul.wgsl H16): in fast mode, for block-quantized weights (their
@@ -1753,20 +1773,25 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   const bool mv = !tiled && K % 32 == 0 && x.offset % 16 == 0 && mv_encoding(W.dtype) &&
                   (!W2 || mv_encoding(W2->dtype));
   int64_t rows_per_wg = 2, tokens_per_wg = 8;
-  // Split K: a tiled GEMM of few tiles (one weight, one buffer) over parts of K, then a
-  // dispatch adding the parts, the bias and the epilogue (matmul.wgsl SPLITK, SPLITK_SUM).
+  // Split K: a tiled GEMM of few tiles (one buffer a weight) over parts of K, then a dispatch
+  // adding the parts, the bias and the epilogue, or SwiGLU's silu(gate) * up (matmul.wgsl
+  // SPLITK, SPLITK_SUM).
   // The sum dispatch's grid has a row of workgroups per token; the parts fit one binding.
   const bool h16 = tiled && gemm_f16_setting() && !st.precise && g_.info.shader_f16 &&
                    block_encoding(W.dtype) && (!W2 || block_encoding(W2->dtype));
   int64_t splits = 1;
-  if (tiled && !w2 && w->bufs.size() == 1 && T <= 65535) {
+  const int64_t nw = w2 ? 2 : 1;  // weights whose parts the split writes
+  if (tiled && w->bufs.size() == 1 && T <= 65535) {
     const int64_t tiles = ((N + 63) / 64) * ((T + 63) / 64);
-    const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (T * N);
-    splits = std::max<int64_t>(1, std::min<int64_t>({(splitk_workgroups() + tiles - 1) / tiles,
-                                                     (K + 31) / 32 / kSplitKMinChunks, fit}));
+    const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (nw * T * N);
+    const int64_t smax = std::max<int64_t>(1, std::min<int64_t>((K + 31) / 32 / kSplitKMinChunks, fit));
+    splits = splitk_parts(tiles, smax);
   }
   if (tiled) {
-    if (splits > 1) defs = {"SPLITK"};  // bias and epilogue: in the sum dispatch
+    if (splits > 1) {  // bias, epilogue and SwiGLU's product: in the sum dispatch
+      defs = {"SPLITK"};
+      if (w2) defs.push_back("SWIGLU");
+    }
     defs.push_back("TILED");
     if (h16) defs.push_back("H16");
     rows_per_wg = tokens_per_wg = 64;
@@ -1789,11 +1814,13 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     if (mv) p[16] = r_off;
     else p[12] = u(splits);
     if (splits > 1) {
-      WGPUBuffer parts = st.scratch(State::kSplitKParts, uint64_t(splits * T * N) * 4)->bufs[0];
-      Bind b1[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, parts, 0, WGPU_WHOLE_SIZE}};
-      st.dispatch(pl, p, 16 * sizeof(uint32_t), b1, 3, nx, ny, u(splits));
+      WGPUBuffer parts = st.scratch(State::kSplitKParts, uint64_t(nw * splits * T * N) * 4)->bufs[0];
+      Bind b1[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, parts, 0, WGPU_WHOLE_SIZE},
+                   {5, w2 ? w2->bufs[c] : nullptr, 0, WGPU_WHOLE_SIZE}};
+      st.dispatch(pl, p, 16 * sizeof(uint32_t), b1, w2 ? 4 : 3, nx, ny, u(splits));
       std::vector<std::string> sdefs = {"SPLITK_SUM"};
       if (bias) sdefs.push_back("BIAS");
+      if (w2) sdefs.push_back("SWIGLU");
       if (epilogue) sdefs.push_back(epilogue);
       Bind b2[4];
       size_t n2 = 0;
