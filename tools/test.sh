@@ -80,12 +80,15 @@ tier "native core and test programs under AddressSanitizer + UBSan"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCYB_SANITIZE=ON -DCYB_BUILD_PYTHON=OFF \
   -DCYB_BUILD_TESTS=ON >/dev/null
 ninja -C build/asan -j "$JOBS" >/dev/null
-# test_no_alloc also runs the real decoder forward of these files (curated and graph path; under
-# ASan at the best CPU level only, in the release build below at every level)
+# test_no_alloc also runs the real decoder forward of these files (curated and graph path): in the
+# release build (tests/test_native.py) all three at every CPU level; under ASan (an unoptimized
+# build) smollm2 at the best level only: qwen05 and gemma3 there took over 6 of this tier's minutes
+# (gemma3's K-quant forward runs under ASan below, in example_generate)
 export CYB_NO_ALLOC_MODELS=$(python -c "from cyb_llm import hub
 print(':'.join(hub.fetch(n, progress=False) for n in ('smollm2', 'qwen05', 'gemma3')))")
+asan_no_alloc=${CYB_NO_ALLOC_MODELS%%:*}
 for t in build/asan/test_*; do
-  echo "-- $t"; CYB_NO_ALLOC_LEVELS=auto "$t" | tail -n 1
+  echo "-- $t"; CYB_NO_ALLOC_MODELS=$asan_no_alloc CYB_NO_ALLOC_LEVELS=auto "$t" | tail -n 1
 done
 # Real use under ASan + UBSan + LeakSanitizer at every CPU level: load -> prefill -> greedy
 # generation -> drop (csrc/tests/example_generate.cc), fast and precise, smollm2 (Q4_1/Q8_0)
@@ -114,10 +117,10 @@ export CYB_NATIVE_BUILD_DIR=$PWD/build/native
 
 tier "fuzzing (bounded): libFuzzer on the .model reader, the TOML parser, the sampler; atheris on the GGUF importer and the chat path"
 # Seconds per target; the slow tier runs each for 10 minutes (docs/testing.md, "Hostile inputs and fuzzing").
-bash tools/fuzz.sh "${FUZZ_SECONDS:-40}" fuzz_model_file
-bash tools/fuzz.sh "${FUZZ_SECONDS:-20}" fuzz_toml fuzz_sampler
-python tools/fuzz_py.py chat --seconds "${FUZZ_SECONDS:-30}"
-python tools/fuzz_py.py gguf --seconds "${FUZZ_SECONDS:-20}"
+bash tools/fuzz.sh "${FUZZ_SECONDS:-20}" fuzz_model_file
+bash tools/fuzz.sh "${FUZZ_SECONDS:-10}" fuzz_toml fuzz_sampler
+python tools/fuzz_py.py chat --seconds "${FUZZ_SECONDS:-15}"
+python tools/fuzz_py.py gguf --seconds "${FUZZ_SECONDS:-10}"
 
 tier "nox: gcc and clang at -O0 and -O3 reproduce the committed golden digest"
 bash tools/nox_golden.sh
@@ -126,7 +129,8 @@ tier "hostile inputs: seeded corpus (.model, GGUF, HF folders, chat templates, A
 python tools/hostile.py --seed 1
 
 tier "pytest: default path (op matrix on every CPU level, full golden sets, tokenizers vs llama.cpp)"
-python -m pytest tests -q --ignore=tests/slow --junitxml="$RESULTS/default.xml"
+# --durations: the slowest tests, for the tier budget (docs/testing.md)
+python -m pytest tests -q --ignore=tests/slow --durations=25 --junitxml="$RESULTS/default.xml"
 
 default_level=$(python -c "import cyb_llm._core as c; print(c.cpu_level())")
 echo "$default_level" > "$RESULTS/default_level"

@@ -1,6 +1,6 @@
 """Slow tier: the live full-vocabulary comparison of tests/test_golden.py (all positions' logits,
-greedy text and the long prompt against transformers run now) for the models the default tier
-checks against stored fixtures only (qwen05, gemma3; smollm2 runs live in the default tier)."""
+greedy text and the long prompt against transformers run now); the default tier checks the same
+models against the stored fixtures (tests/data/golden) only."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +8,7 @@ import pytest
 import test_golden as golden
 
 
-@pytest.mark.parametrize("name", ["qwen05", "gemma3"])
+@pytest.mark.parametrize("name", ["smollm2", "qwen05", "gemma3"])
 def test_live_transformers_comparison(name):
     pytest.importorskip("transformers")
     golden.test_live_transformers_comparison(name)
