@@ -48,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
   o = epi(o, t, p.row0 + r);
 //#if SWIGLU
-  o = o / (1.0 + exp(-o)) * uu;
+  o = silu(o) * uu;
 //#endif
   Y[p.y_off + t * p.ldy + p.row0 + r] = o;
 }
@@ -518,7 +518,7 @@ fn store_one(t: u32, rj: u32, v: f32
 //#endif
     o = epi(o, t, p.row0 + rj);
 //#if SWIGLU
-    o = o / (1.0 + exp(-o)) * u;
+    o = silu(o) * u;
 //#endif
     Y[p.y_off + t * p.ldy + p.row0 + rj] = o;
 //#endif
