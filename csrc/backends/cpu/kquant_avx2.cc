@@ -114,6 +114,41 @@ inline void sub16_operands(__m256i sc, int g, __m256i* pe, __m256i* po) {
   *po = _mm256_shuffle_epi8(sc, io);
 }
 
+// Q4_K / Q5_K: group g's vpmaddubsw scale operands as dwords in memory, [sc, 0, sc, 0] at sp[g]
+// and [0, sc, 0, sc] at sp[8 + g] (sm: the header's scales in its bytes 0-7): a vpbroadcastd
+// from memory is a load alone, where a vpshufb per operand took a vector ALU slot.
+inline void q45_operands(__m128i sm, int32_t* sp) {
+  const __m256i s32 = _mm256_cvtepu8_epi32(sm);
+  const __m256i se = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sp), se);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sp + 8), _mm256_slli_epi32(se, 8));
+}
+
+// Q4_K / Q5_K: f(g, we, wo) for the 8 groups of one super-block, the scale operands at sp
+// (q45_operands). Bytes 32c..32c+31 hold elements 64c + l (low nibbles, scale 2c) and
+// 64c + 32 + l (high, 2c + 1).
+template <DType E, class F>
+inline void q45_groups(const uint8_t* blk, const int32_t* sp, F&& f) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  const uint8_t* qs = blk + (E == DType::Q5_K ? 48 : 16);
+  __m256i qh = E == DType::Q5_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16))
+                                : _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi8(1);
+  KQ_UNROLL for (int c = 0; c < 4; ++c) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+    __m256i X[2] = {_mm256_and_si256(raw, lo4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4)};
+    KQ_UNROLL for (int j = 0; j < 2; ++j) {
+      const int g = 2 * c + j;
+      if constexpr (E == DType::Q5_K) {  // bit g of qh[l] is the fifth bit of element 32g + l
+        X[j] = _mm256_or_si256(X[j], _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+        qh = _mm256_srli_epi16(qh, 1);  // (16-bit shifts keep bit g of each byte in its bit 0)
+      }
+      const __m256i pe = _mm256_set1_epi32(sp[g]), po = _mm256_set1_epi32(sp[8 + g]);
+      f(g, _mm256_maddubs_epi16(X[j], pe), _mm256_maddubs_epi16(X[j], po));
+    }
+  }
+}
+
 // Calls f(g, we, wo) for the 8 groups of 32 values of one super-block, in order:
 // we / wo = the 16 even / odd elements of group g times their sub-block scale, int16.
 // sm: the header's scales (header below: Q4_K / Q5_K scales / mins bytes, k_scales_mins;
@@ -178,35 +213,11 @@ inline void expand_groups(const uint8_t* blk, __m128i sm, F&& f) {
       }
     }
   } else {
-    // Q4_K / Q5_K: bytes 32c..32c+31 hold elements 64c + l (low nibbles, scale 2c) and 64c + 32 + l (high, 2c + 1)
-    // Group g's scale operands as dwords in memory, [sc, 0, sc, 0] at sc[g] and [0, sc, 0, sc] at
-    // sc[8 + g]: a vpbroadcastd from memory is a load alone, where a vpshufb per operand took a
-    // vector ALU slot (16 of ~86 per super-block; the decode matvec's rate did not change, it is
-    // bound by the misses a thread keeps in flight: docs/cpu-backend.md).
     alignas(32) int32_t scb[16];
-    const __m256i s32 = _mm256_cvtepu8_epi32(sm);
-    const __m256i se = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(scb), se);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(scb + 8), _mm256_slli_epi32(se, 8));
+    q45_operands(sm, scb);
     const int32_t* sp = scb;
     launder(sp);  // the broadcasts read memory (not a register extract of the stored vectors)
-    const uint8_t* qs = blk + (E == DType::Q5_K ? 48 : 16);
-    __m256i qh = E == DType::Q5_K ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16))
-                                  : _mm256_setzero_si256();
-    const __m256i one = _mm256_set1_epi8(1);
-    KQ_UNROLL for (int c = 0; c < 4; ++c) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-      __m256i X[2] = {_mm256_and_si256(raw, lo4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4)};
-      KQ_UNROLL for (int j = 0; j < 2; ++j) {
-        const int g = 2 * c + j;
-        if constexpr (E == DType::Q5_K) {  // bit g of qh[l] is the fifth bit of element 32g + l
-          X[j] = _mm256_or_si256(X[j], _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
-          qh = _mm256_srli_epi16(qh, 1);  // (16-bit shifts keep bit g of each byte in its bit 0)
-        }
-        const __m256i pe = _mm256_set1_epi32(sp[g]), po = _mm256_set1_epi32(sp[8 + g]);
-        f(g, _mm256_maddubs_epi16(X[j], pe), _mm256_maddubs_epi16(X[j], po));
-      }
-    }
+    q45_groups<E>(blk, sp, f);
   }
 }
 
@@ -259,6 +270,44 @@ struct Avx2K {
     constexpr int64_t kBytes = kq_bytes<E>();
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    if constexpr (E == DType::Q4_K || E == DType::Q5_K) {
+      // Each super-block's header (d, the mins, the scale operands) is decoded one super-block
+      // ahead, into the other of two buffers: its chain (scalar scale unpacking, the operands'
+      // stores and the broadcasts that read them) then overlaps the previous super-block's
+      // products instead of heading its own. AMD Zen 4 at avx2: one thread's Q4_K matvec 9.7 ->
+      // 11.3 GB/s, qwen15 decode (2 threads) +9-15% (docs/cpu-bench.md); same sums, same order.
+      alignas(32) int32_t scb[2][16];
+      alignas(32) float mins[2][8];
+      float d[2];
+      auto prepare = [&](int64_t sb, int i) {
+        q45_operands(kq_header(w + sb * kBytes, &d[i], mins[i]), scb[i]);
+      };
+      if (nsb > 0) prepare(0, 0);
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const int i = static_cast<int>(sb & 1);
+        const uint8_t* blk = w + sb * kBytes;
+        if (NT == 1) kq_decode_prefetch<kBytes>(blk);
+        if (sb + 1 < nsb) prepare(sb + 1, i ^ 1);
+        const int32_t* sp = scb[i];
+        launder(sp);
+        __m256i ia[NT];
+        for (int t = 0; t < NT; ++t) ia[t] = _mm256_setzero_si256();
+        q45_groups<E>(blk, sp, [&](int g, __m256i we, __m256i wo) {
+          KQ_UNROLL for (int t = 0; t < NT; ++t) {
+            ia[t] = _mm256_add_epi32(ia[t], madd_group(we, wo, x[t * xs + sb].qs + 32 * g));
+            chain(ia[t]);
+          }
+        });
+        const __m256 mv = _mm256_load_ps(mins[i]);
+        KQ_UNROLL for (int t = 0; t < NT; ++t) {
+          const BlockQ16K& xb = x[t * xs + sb];
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_set1_ps(d[i] * xb.d), acc[t]);
+          acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(xb.s), acc[t]);
+        }
+      }
+      for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+      return;
+    }
     alignas(32) float mins[8] = {};
     alignas(8) int8_t dm[8] = {};
     for (int64_t sb = 0; sb < nsb; ++sb) {
