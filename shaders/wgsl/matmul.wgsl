@@ -604,7 +604,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     v = epi(v, t0 + lane, p.row0 + r);
 //#if SWIGLU
     let u = red2[lane * 64u + lr * 32u];
-    v = v / (1.0 + exp(-v)) * u;
+    v = silu(v) * u;
 //#endif
     Y[p.y_off + (t0 + lane) * p.ldy + p.row0 + r] = v;
   }

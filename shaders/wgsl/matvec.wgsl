@@ -246,7 +246,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
         v = epi(v, 0u, p.row0 + rr);
 //#if SWIGLU
-        v = v / (1.0 + exp(-v)) * u[i];
+        v = silu(v) * u[i];
 //#endif
         Y[p.y_off + p.row0 + rr] = v;
       }
@@ -281,7 +281,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
         v = epi(v, t, p.row0 + r);
 //#if SWIGLU
-        v = v / (1.0 + exp(-v)) * u[i];
+        v = silu(v) * u[i];
 //#endif
         Y[p.y_off + t * p.ldy + p.row0 + r] = v;
 //#endif
