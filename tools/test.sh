@@ -17,7 +17,8 @@
 # skips into failures. Tiers and budgets: docs/testing.md.
 # The slow tier (tests/slow: the full llama.cpp fidelity set, arm64 NEON,
 # larger models, live transformers comparisons; 10-minute fuzzing; more hostile
-# seeds; the mutation check) runs with `bash tools/test.sh --slow`.
+# seeds; the mutation check; the manylinux wheel, installed and run without a compiler)
+# runs with `bash tools/test.sh --slow`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
@@ -157,19 +158,6 @@ fi
 tier "pytest: short golden checks on wgpu+rs (lavapipe software Vulkan)"
 CYB_GOLDEN_BACKEND=wgpu+rs CYB_GOLDEN=short CYB_GOLDEN_MODELS=smollm2 python -m pytest -q tests/test_golden.py
 
-tier "wheel: manylinux build, installed into a fresh venv with no compiler on PATH, runs the README's first command"
-bash tools/build_wheel.sh
-wheel_venv=$(mktemp -d)
-python -m venv "$wheel_venv/venv"
-t0=$(date +%s)
-PATH="$wheel_venv/venv/bin" "$wheel_venv/venv/bin/python" -m pip install -q dist/cyb_llm-*.whl
-answer=$(PATH="$wheel_venv/venv/bin" CYB_LLM_CACHE="$wheel_venv/cache" \
-  "$wheel_venv/venv/bin/cyb-llm" run "What is the capital of France?" -q)
-echo "$answer"
-echo "pip install of the wheel to the first answer (model fetched and imported): $(( $(date +%s) - t0 )) s"
-grep -q Paris <<<"$answer"
-rm -rf "$wheel_venv"
-
 tier "CPU levels of this build: run or not run"
 python tests/test_cpu_levels.py "$RESULTS"
 
@@ -184,6 +172,18 @@ if [ "$SLOW" = 1 ]; then
   python tools/hostile.py --seed 3
   tier "slow tier: mutation check (tools/mutation_check.py)"
   python tools/mutation_check.py
+  tier "slow tier: wheel: manylinux build, installed into a fresh venv with no compiler on PATH, runs the README's first command"
+  bash tools/build_wheel.sh
+  wheel_venv=$(mktemp -d)
+  python -m venv "$wheel_venv/venv"
+  t0=$(date +%s)
+  PATH="$wheel_venv/venv/bin" "$wheel_venv/venv/bin/python" -m pip install -q dist/cyb_llm-*.whl
+  answer=$(PATH="$wheel_venv/venv/bin" CYB_LLM_CACHE="$wheel_venv/cache" \
+    "$wheel_venv/venv/bin/cyb-llm" run "What is the capital of France?" -q)
+  echo "$answer"
+  echo "pip install of the wheel to the first answer (model fetched and imported): $(( $(date +%s) - t0 )) s"
+  grep -q Paris <<<"$answer"
+  rm -rf "$wheel_venv"
 fi
 tier_close
 echo; echo "=== all tiers passed"
