@@ -418,6 +418,48 @@ print(worst)
     assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
 
 
+# ------------------------------------------------------------ workgroup memory
+
+@pytest.mark.parametrize("limit", ["10000", "junk"])
+def test_workgroup_memory_over_the_limit_is_a_clear_error(limit):
+    """wgpu-native does not check a kernel's workgroup memory against the device's limit (past it
+    the behaviour is undefined), so the backend checks each pipeline it builds. With the limit
+    lowered to 10000 bytes (CYB_WGPU_WORKGROUP_LIMIT, read once: a subprocess) the tiled GEMM
+    (17408 bytes) is refused with BackendInit naming the shader and both sizes, while a product of
+    two tokens (the matrix-vector kernel, 2 KiB) still runs; a value that is not a byte count is
+    InvalidConfig naming the setting."""
+    code = r"""
+import numpy as np, sys
+sys.path.insert(0, TESTS)
+import test_ops as T
+from cyb_llm import _core
+from cyb_llm.errors import BackendInit, InvalidConfig
+rng = np.random.default_rng(3)
+w, deq = T.random_weight("q8_0", 64, 256, rng)
+x = rng.standard_normal((2, 256)).astype(np.float32)
+try:
+    (y,) = _core.run_op("matmul", [x, w], {"precise": True}, None, "scalar", "wgpu+rs")
+except InvalidConfig as e:
+    print("invalid:", e); sys.exit(0)
+assert _core.last_run_op_backend() == "wgpu+rs"
+assert T.rel_err(y, x.astype(np.float64) @ deq.T) <= 1e-5
+x = rng.standard_normal((40, 256)).astype(np.float32)
+try:
+    _core.run_op("matmul", [x, w], {"precise": True}, None, "scalar", "wgpu+rs")
+except BackendInit as e:
+    print("refused:", e); sys.exit(0)
+print("ran")
+"""
+    r = run_with_setting("CYB_WGPU_WORKGROUP_LIMIT", limit, code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout.strip().splitlines()[-1]
+    if limit == "junk":
+        assert out.startswith("invalid:") and "CYB_WGPU_WORKGROUP_LIMIT" in out, out
+    else:
+        assert out.startswith("refused:"), out
+        assert "+TILED:q8_0" in out and "17408 bytes of workgroup memory" in out and "allows 10000" in out, out
+
+
 # ------------------------------------------------------------ graph path
 
 def test_graph_path_fuses_and_runs_on_wgpu(tmp_path):

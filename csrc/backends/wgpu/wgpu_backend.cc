@@ -612,6 +612,73 @@ bool shader_checks() {
 }
 
 // The pipeline for shader `name` with these defines; `deq`/`deq2` pick the weight decoders.
+// The bytes of workgroup memory a module declares: its `var<workgroup>` variables, each a scalar,
+// vector or atomic of 4-byte (f16: 2-byte) components, or an array of them whose length is a
+// literal or a module constant (`const NAME = 64u;`), the forms shaders/wgsl uses. wgpu-native
+// does not check a pipeline's workgroup memory against the device's limit (a 64 KiB array ran on
+// lavapipe, whose limit is 32 KiB, and a kernel over the H200's 48 KiB hung it:
+// docs/gpu-bench.md), so pipeline() checks it. Any other form is an error naming it.
+[[noreturn]] void wg_unsized(const std::string& key, const std::string& what) {
+  throw_backend_init("wgpu+rs", "shader '" + key + "': cannot size the workgroup variable type '" + what + "'");
+}
+std::string wg_trim(const std::string& t) {
+  const size_t a = t.find_first_not_of(" \t"), b = t.find_last_not_of(" \t");
+  return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
+}
+uint64_t wg_constant(const std::string& src, const std::string& key, const std::string& n) {
+  for (size_t p = src.find("const " + n); p != std::string::npos; p = src.find("const " + n, p + 1)) {
+    size_t q = p + 6 + n.size();
+    while (q < src.size() && src[q] == ' ') ++q;
+    if (q >= src.size() || src[q] != '=') continue;
+    const uint64_t v = std::strtoull(src.c_str() + q + 1, nullptr, 10);
+    if (v > 0) return v;
+  }
+  wg_unsized(key, n);
+}
+uint64_t wg_type_bytes(const std::string& t, const std::string& src, const std::string& key) {
+  if (t == "f32" || t == "u32" || t == "i32" || t == "atomic<u32>" || t == "atomic<i32>") return 4;
+  if (t == "f16") return 2;
+  if (t.size() > 6 && t.compare(0, 3, "vec") == 0 && t[4] == '<' && t.back() == '>' && t[3] >= '2' && t[3] <= '4')
+    return uint64_t(t[3] == '3' ? 4 : t[3] - '0') * wg_type_bytes(t.substr(5, t.size() - 6), src, key);
+  if (t.compare(0, 6, "array<") == 0 && t.back() == '>') {
+    const size_t c = t.rfind(',');
+    if (c == std::string::npos) wg_unsized(key, t);
+    std::string n = wg_trim(t.substr(c + 1, t.size() - c - 2));
+    if (!n.empty() && n.back() == 'u') n.pop_back();
+    const uint64_t len = !n.empty() && std::isdigit(static_cast<unsigned char>(n[0]))
+                             ? std::strtoull(n.c_str(), nullptr, 10)
+                             : wg_constant(src, key, n);
+    return len * wg_type_bytes(wg_trim(t.substr(6, c - 6)), src, key);
+  }
+  wg_unsized(key, t);
+}
+uint64_t workgroup_bytes(const std::string& src, const std::string& key) {
+  uint64_t total = 0;
+  const std::string tag = "var<workgroup>";
+  for (size_t p = src.find(tag); p != std::string::npos; p = src.find(tag, p + tag.size())) {
+    const size_t colon = src.find(':', p), semi = src.find(';', p);
+    if (colon == std::string::npos || semi == std::string::npos || colon > semi) wg_unsized(key, src.substr(p, 40));
+    total += wg_type_bytes(wg_trim(src.substr(colon + 1, semi - colon - 1)), src, key);
+  }
+  return total;
+}
+
+// The workgroup memory the checks allow: the device's, or less with CYB_WGPU_WORKGROUP_LIMIT=N
+// (bytes, read once; for tests and for an adapter that reports more than it runs).
+uint64_t workgroup_limit(const Gpu& g) {
+  static const int64_t cap = [] {
+    const char* e = std::getenv("CYB_WGPU_WORKGROUP_LIMIT");
+    if (!e) return int64_t{-1};
+    char* end = nullptr;
+    const long long v = std::strtoll(e, &end, 10);
+    if (end == e || *end || v <= 0)
+      throw_invalid_config("CYB_WGPU_WORKGROUP_LIMIT", std::string("'") + e + "' is not a byte count (> 0)");
+    return int64_t{v};
+  }();
+  const uint64_t dev = g.limits.maxComputeWorkgroupStorageSize;
+  return cap < 0 ? dev : std::min<uint64_t>(dev, uint64_t(cap));
+}
+
 Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
                    DType deq2 = DType::COUNT, DType deq3 = DType::COUNT) {
   std::string key = name;
@@ -659,6 +726,11 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
     replace_all(body, "KS" + n + "(", "deq" + n + "_ks_" + enc_fn(all[w]) + "(");
   }
   src += body;
+  const uint64_t wg_bytes = workgroup_bytes(src, key), wg_limit = workgroup_limit(g);
+  if (wg_bytes > wg_limit)
+    throw_backend_init("wgpu+rs", "shader '" + key + "' declares " + std::to_string(wg_bytes) +
+                                      " bytes of workgroup memory; the device allows " + std::to_string(wg_limit) +
+                                      " (maxComputeWorkgroupStorageSize)");
   WGPUShaderSourceWGSL wgsl = {};
   wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
   wgsl.code = WGPUStringView{src.data(), src.size()};
