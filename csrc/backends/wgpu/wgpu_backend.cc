@@ -33,6 +33,7 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
@@ -589,6 +590,17 @@ const char* enc_fn(DType t) {
   }
 }
 
+// An integer setting in environment variable `name`: its value in [lo, hi], `unset` when absent,
+// anything else is InvalidConfig naming the variable, the value and `what` it must be.
+int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t unset, const char* what) {
+  const char* e = std::getenv(name);
+  if (!e) return unset;
+  char* end = nullptr;
+  const long long v = std::strtoll(e, &end, 10);
+  if (end == e || *end || v < lo || v > hi) throw_invalid_config(name, std::string("'") + e + "' is not " + what);
+  return int64_t{v};
+}
+
 // A two-value setting in environment variable `name`: `on_value` -> true, `off_value` -> false,
 // unset -> `unset`, anything else is InvalidConfig naming the variable and the value.
 bool env_switch(const char* name, const char* on_value, const char* off_value, bool unset) {
@@ -611,7 +623,6 @@ bool shader_checks() {
   return on;
 }
 
-// The pipeline for shader `name` with these defines; `deq`/`deq2` pick the weight decoders.
 // The bytes of workgroup memory a module declares: its `var<workgroup>` variables, each a scalar,
 // vector or atomic of 4-byte (f16: 2-byte) components, or an array of them whose length is a
 // literal or a module constant (`const NAME = 64u;`), the forms shaders/wgsl uses. wgpu-native
@@ -666,19 +677,13 @@ uint64_t workgroup_bytes(const std::string& src, const std::string& key) {
 // The workgroup memory the checks allow: the device's, or less with CYB_WGPU_WORKGROUP_LIMIT=N
 // (bytes, read once; for tests and for an adapter that reports more than it runs).
 uint64_t workgroup_limit(const Gpu& g) {
-  static const int64_t cap = [] {
-    const char* e = std::getenv("CYB_WGPU_WORKGROUP_LIMIT");
-    if (!e) return int64_t{-1};
-    char* end = nullptr;
-    const long long v = std::strtoll(e, &end, 10);
-    if (end == e || *end || v <= 0)
-      throw_invalid_config("CYB_WGPU_WORKGROUP_LIMIT", std::string("'") + e + "' is not a byte count (> 0)");
-    return int64_t{v};
-  }();
+  static const int64_t cap =
+      env_int("CYB_WGPU_WORKGROUP_LIMIT", 1, std::numeric_limits<int64_t>::max(), -1, "a byte count (> 0)");
   const uint64_t dev = g.limits.maxComputeWorkgroupStorageSize;
   return cap < 0 ? dev : std::min<uint64_t>(dev, uint64_t(cap));
 }
 
+// The pipeline for shader `name` with these defines; `deq`/`deq2` pick the weight decoders.
 Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
                    DType deq2 = DType::COUNT, DType deq3 = DType::COUNT) {
   std::string key = name;
@@ -1685,15 +1690,8 @@ AttentionKernel attention_kernel() {
 constexpr int64_t kSplitKWorkgroups = 264;
 constexpr int64_t kSplitKMinChunks = 4;
 int64_t splitk_workgroups() {
-  static const int64_t n = [] {
-    const char* e = std::getenv("CYB_WGPU_SPLITK");
-    if (!e) return kSplitKWorkgroups;
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    if (end == e || *end || v < 0 || v > 1000000)
-      throw_invalid_config("CYB_WGPU_SPLITK", std::string("'") + e + "' is not a workgroup count (0 .. 1000000)");
-    return int64_t{v};
-  }();
+  static const int64_t n =
+      env_int("CYB_WGPU_SPLITK", 0, 1000000, kSplitKWorkgroups, "a workgroup count (0 .. 1000000)");
   return n;
 }
 
