@@ -481,3 +481,20 @@ def test_graph_path_fuses_and_runs_on_wgpu(tmp_path):
     assert T.rel_err(b, a[:5]) <= CROSS_TOL and T.rel_err(steps, a[5:]) <= CROSS_TOL
     assert_ran_on(gpu, "wgpu+rs", "llama graph")
     assert "fused_norm_matmul" in {r["op"] for r in gpu.dispatch_records}
+
+
+def test_wgsl_roof_probe_runs():
+    """bench/wgpu_gemm_roof.py (docs/gpu-bench.md, "WGSL roof") builds and runs its kernels, the
+    product loop written out as well as looped, with finite outputs (here on the CI adapter)."""
+    import os
+    import subprocess
+    import sys
+    pytest.importorskip("wgpu")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    names = ["fma-f32", "tile-4x4-sums-u1", "tile-8x4-flat-u32"]
+    r = subprocess.run([sys.executable, os.path.join(root, "bench", "wgpu_gemm_roof.py"), "--quick",
+                        "--only", ",".join(names)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [l for l in r.stdout.splitlines() if "TFLOP/s" in l]
+    assert sorted(l.split()[0] for l in rows) == sorted(names), r.stdout
+    assert all("finite outputs: True" in l for l in rows), r.stdout

@@ -355,6 +355,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       fv[at][i % 4u + 1u] = vv.y;
     }
     workgroupBarrier();
+    //#unroll
     for (var jj = 0u; jj < 2u; jj++) {
       let j = sub + 8u * jj;
       let kj = k0 + j;
@@ -367,7 +368,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     var mt = m;
-    for (var j = 0u; j < FK; j++) { mt = max(mt, fs[qi * FK + j]); }
+    //#unroll
+    for (var j = 0u; j < FK; j++) {
+      mt = max(mt, fs[qi * FK + j]);
+    }
     let corr = exp(m - mt);
     m = mt;
     l *= corr;
@@ -375,6 +379,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     o1 *= corr;
     o2 *= corr;
     o3 *= corr;
+    //#unroll
     for (var j = 0u; j < FK; j++) {
       let s = fs[qi * FK + j];
       var e = 0.0;

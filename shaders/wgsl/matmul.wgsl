@@ -148,6 +148,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xb1 = ld4(t0 + xt + 32u, kx + 4u, kend);
     atomicMax(&xmx[xt], vmax(xa0, xa1));
     atomicMax(&xmx[xt + 32u], vmax(xb0, xb1));
+    //#unroll
     for (var cc = 0u; cc < SC; cc++) {
       var wa = vec4<f32>(0.0);
       var wb = vec4<f32>(0.0);
@@ -186,6 +187,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if (li < 64u) { atomicStore(&xmx[li], 0u); }  // for the next stage (read above, before the barrier)
+    //#unroll
     for (var cc = 0u; cc < SC; cc++) {
       var s0a = vec4<f16>();
       var s0b = vec4<f16>();
@@ -205,7 +207,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var u3a = vec4<f16>();
       var u3b = vec4<f16>();
 //#endif
-      for (var kq = cc * 8u; kq < cc * 8u + 8u; kq++) {
+      //#unroll
+      for (var kk = 0u; kk < 8u; kk++) {
+        let kq = cc * 8u + kk;
         let b0 = wh[tx * RS + kq];
         let b1 = wh[(tx + 16u) * RS + kq];
         let b2 = wh[(tx + 32u) * RS + kq];
@@ -345,7 +349,10 @@ fn xload4(c: u32, t0: u32, li: u32, i0: u32) -> vec4<f32> {
                    xload(c, t0, li, i0 + 3u));
 }
 fn xstore4(li: u32, i0: u32, v: vec4<f32>) {
-  for (var j = 0u; j < 4u; j++) { xstore(li, i0 + j, v[j]); }
+  //#unroll
+  for (var j = 0u; j < 4u; j++) {
+    xstore(li, i0 + j, v[j]);
+  }
 }
 
 @compute @workgroup_size(256)
@@ -401,6 +408,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
     }
     let k4 = 4u * dq;
+    //#unroll
     for (var i = 0u; i < 4u; i++) {
       ws[(k4 + i) * XS + dr / 4u][dr % 4u] = wa[i];
       ws[(k4 + 16u + i) * XS + dr / 4u][dr % 4u] = wb[i];
@@ -429,6 +437,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var su2 = vec4<f32>(0.0);
     var su3 = vec4<f32>(0.0);
 //#endif
+    // written out by the shader preprocessor (//#unroll; the H200 does not unroll it itself)
+    //#unroll
     for (var k = 0u; k < 32u; k++) {
       let b = ws[k * XS + tx];
 //#if SWIGLU

@@ -470,9 +470,13 @@ std::string preprocess(const std::string& src, const std::vector<std::string>& d
   return out;
 }
 
-// `//#unroll` on the line before `for (var V = 0u; V < N; V++) {`: the loop written out N
-// times, each body in its own block with V replaced by the literal `Ku` (straight-line code
-// whose loads a GPU compiler can issue together; shaders/wgsl/mvdot.wgsl). Plain string
+// `//#unroll` on the line before `for (var V = 0u; V < N; V++) {` (N a literal `16u` or the
+// name of a module constant `const NAME = 16u;`): the loop written out N times, each body in
+// its own block with V replaced by the literal `Ku` (straight-line code whose loads a GPU
+// compiler can issue together; shaders/wgsl/mvdot.wgsl). The H200's compiler does not unroll
+// such loops itself: a tiled GEMM's product loop on staged tiles ran 38-45% faster written out
+// (bench/wgpu_gemm_roof.py, docs/gpu-bench.md). Marked loops inside a marked loop are written
+// out first. Plain string
 // parsing, no std::regex: the module links libstdc++ statically, whose locale machinery
 // (iostreams) crashes on the H200 image (docs/gpu-bench.md), and a build using std::regex
 // here segfaulted there on its first model load.
@@ -501,7 +505,21 @@ std::string replace_word(const std::string& body, const std::string& name, const
   return out;
 }
 
-std::string unroll(const std::string& src) {
+// The digits of `const NAME = <digits>u;` in src ("" when there is no such line).
+std::string const_u32(const std::string& src, const std::string& name) {
+  const std::string decl = "const " + name + " = ";
+  for (size_t at = src.find(decl); at != std::string::npos; at = src.find(decl, at + 1)) {
+    if (at > 0 && ident_char(src[at - 1])) continue;
+    size_t q = at + decl.size(), d0 = q;
+    while (q < src.size() && std::isdigit(static_cast<unsigned char>(src[q]))) ++q;
+    if (q > d0 && src.compare(q, 2, "u;") == 0) return src.substr(d0, q - d0);
+  }
+  return "";
+}
+
+// module: where the loops' constants are declared (src itself at the top level).
+std::string unroll(const std::string& src, const std::string* module = nullptr) {
+  const std::string& mod = module ? *module : src;
   std::string out;
   size_t pos = 0;
   while (pos < src.size()) {
@@ -528,15 +546,25 @@ std::string unroll(const std::string& src) {
     if (var.empty() || for_line.compare(q, mid.size(), mid) != 0) bad();
     q += mid.size();
     size_t n0 = q;
-    while (q < for_line.size() && std::isdigit(static_cast<unsigned char>(for_line[q]))) ++q;
-    const std::string tail = "u; " + var + "++) {";
-    if (q == n0 || for_line.compare(q, std::string::npos, tail) != 0) bad();
-    const int n = std::stoi(for_line.substr(n0, q - n0));
+    while (q < for_line.size() && ident_char(for_line[q])) ++q;
+    std::string bound = for_line.substr(n0, q - n0);  // `16u` or a module constant's name
+    if (!bound.empty() && std::isdigit(static_cast<unsigned char>(bound[0]))) {
+      if (bound.back() != 'u') bad();
+      bound.pop_back();
+    } else if (!bound.empty()) {
+      bound = const_u32(mod, bound);
+    }
+    const std::string tail = "; " + var + "++) {";
+    if (bound.empty() || bound.find_first_not_of("0123456789") != std::string::npos ||
+        for_line.compare(q, std::string::npos, tail) != 0)
+      bad();
+    const int n = std::stoi(bound);
     const std::string indent = for_line.substr(0, ind);
     size_t i = fe + 1;
     for (int depth = 1; i < src.size() && depth > 0; ++i) depth += src[i] == '{' ? 1 : src[i] == '}' ? -1 : 0;
     std::string body = src.substr(fe + 1, i - 1 - (fe + 1));
     body.erase(body.find_last_not_of(" \t") + 1);  // the closing brace's indentation
+    body = unroll(body, &mod);                       // loops marked inside it
     for (int k = 0; k < n; ++k) out += indent + "{\n" + replace_word(body, var, std::to_string(k) + "u") + indent + "}\n";
     const size_t nl = src.find('\n', i);
     pos = nl == std::string::npos ? src.size() : nl + 1;
@@ -720,7 +748,7 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   // f16 arithmetic (matmul.wgsl H16): the directive leads the module.
   if (std::find(defs.begin(), defs.end(), "H16") != defs.end()) src = "enable f16;\n" + src;
   std::vector<std::string> seen;
-  std::string body = preprocess(include(wgsl_source(name), &seen), defs);
+  std::string body = unroll(preprocess(include(wgsl_source(name), &seen), defs));
   const DType all[3] = {deq3, deq2, deq};  // DEQ3 / MV3 -> the third weight's decoders, ...
   for (int w = 0; w < 3; ++w) {
     if (all[w] == DType::COUNT) continue;
