@@ -418,6 +418,60 @@ print(worst)
     assert float(r.stdout.strip().splitlines()[-1]) <= TOL_F32
 
 
+def test_gemm_tile_setting_runs_the_op_cases_on_128_token_tiles():
+    """CYB_WGPU_TILE=128 (read once per process: a subprocess) runs every tiled GEMM on 128-token
+    tiles (matmul.wgsl T128, 8 tokens x 4 rows a thread) where the device allows its workgroup
+    memory: the op matrix's wgpu+rs matmul, SwiGLU and q/k/v cases, both modes, judged as for the
+    default tiles (the rule in wgpu_backend.cc `gemm_tile_tokens` picks 64 for their shapes)."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(here, "test_ops.py"), "-k", "wgpu and (matmul or swiglu or qkv)"],
+                       env=dict(os.environ, CYB_WGPU_TILE="128"), capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
+
+
+def test_gemm_tiles_of_128_tokens_sum_as_tiles_of_64():
+    """A 128-token tile computes each output as a 64-token tile does (chunks of 32 summed apart,
+    in order): without split K (CYB_WGPU_SPLITK=0) the products of 150 tokens are bit-identical for
+    CYB_WGPU_TILE=64 and =128, in both modes; a value other than 0, 64 or 128 is InvalidConfig."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    code = r"""
+import hashlib, numpy as np, sys
+sys.path.insert(0, TESTS)
+import test_ops as T
+from cyb_llm import _core
+rng = np.random.default_rng(23)
+h = hashlib.sha256()
+for enc, K in (("q4_k", 1024), ("q8_0", 736), ("f32", 512)):
+    w, deq = T.random_weight(enc, 96, K, rng)
+    x = rng.standard_normal((150, K)).astype(np.float32)
+    bias = rng.standard_normal(96).astype(np.float32)
+    res = rng.standard_normal((150, 96)).astype(np.float32)
+    for precise in (True, False):
+        (y,) = _core.run_op("fused_matmul_add", [x, w, res, bias], {"precise": precise}, None, "scalar", "wgpu+rs")
+        assert _core.last_run_op_backend() == "wgpu+rs"
+        assert T.rel_err(y, x.astype(np.float64) @ deq.T + bias + res) < 1e-2
+        h.update(np.ascontiguousarray(y).tobytes())
+print(h.hexdigest())
+"""
+    code = f"TESTS = {os.path.dirname(os.path.abspath(__file__))!r}\n" + code
+    out = {}
+    for tile in ("64", "128", "96"):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, CYB_WGPU_SPLITK="0", CYB_WGPU_TILE=tile))
+        out[tile] = r
+    assert out["64"].returncode == 0 and out["128"].returncode == 0, out["64"].stderr[-2000:] + out["128"].stderr[-2000:]
+    assert out["64"].stdout.split()[-1] == out["128"].stdout.split()[-1]
+    assert out["96"].returncode != 0 and "InvalidConfig" in out["96"].stderr and "CYB_WGPU_TILE" in out["96"].stderr
+
+
 # ------------------------------------------------------------ workgroup memory
 
 @pytest.mark.parametrize("limit", ["10000", "junk"])

@@ -319,10 +319,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // products. Measured on the H200 and not kept: 8 tokens a thread with 128 threads, 8 x 8 outputs
 // a thread, two chunks a stage, and the next chunk's Q4_K weight words read ahead the same way
 // (docs/gpu-bench.md).
+//#if T128
+const TM = 128u;  // tokens per tile (T128: 8 a thread)
+const XS = 33u;   // vec4 a staged value of K for the tokens: 32 and one against bank conflicts
+var<workgroup> xs: array<vec4<f32>, 1056>;  // [k][token / 4], 32 x 33
+//#else
 const TM = 64u;  // tokens per tile
-const TN = 64u;  // weight rows per tile
-const XS = 17u;  // vec4 a staged value of K: 16 and one against bank conflicts
+const XS = 17u;  // vec4 a staged value of K for the tokens: 16 and one against bank conflicts
 var<workgroup> xs: array<vec4<f32>, 544>;  // [k][token / 4], 32 x 17
+//#endif
+const TN = 64u;  // weight rows per tile
+const WS = 17u;  // vec4 a staged value of K for the rows
 var<workgroup> ws: array<vec4<f32>, 544>;  // [k][row / 4]
 //#if SWIGLU
 var<workgroup> ws2: array<vec4<f32>, 544>;
@@ -334,14 +341,14 @@ var<workgroup> ws2: array<vec4<f32>, 544>;
 fn xload(c: u32, t0: u32, li: u32, i: u32) -> f32 {
   let e = li + 256u * i;
   let tt = (e / 8u) % TM;
-  let k = c * 32u + 8u * (e / 512u) + e % 8u;
+  let k = c * 32u + 8u * (e / (8u * TM)) + e % 8u;
   if (t0 + tt < p.T && k < p.K) { return X[p.x_off + (t0 + tt) * p.K + k]; }
   return 0.0;
 }
 fn xstore(li: u32, i: u32, v: f32) {
   let e = li + 256u * i;
   let tt = (e / 8u) % TM;
-  xs[(8u * (e / 512u) + e % 8u) * XS + tt / 4u][tt % 4u] = v;
+  xs[(8u * (e / (8u * TM)) + e % 8u) * XS + tt / 4u][tt % 4u] = v;
 }
 // Activations i0 .. i0 + 3 of this thread for chunk c (xload), and their stores.
 fn xload4(c: u32, t0: u32, li: u32, i0: u32) -> vec4<f32> {
@@ -360,23 +367,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r0 = wid.x * TN;
   let t0 = wid.y * TM;
   let tx = li % 16u;  // rows 4 tx .. 4 tx + 3 of the tile
-  let ty = li / 16u;  // tokens 4 ty .. 4 ty + 3
+  let ty = li / 16u;  // tokens 4 ty .. 4 ty + 3 (T128: and 64 + 4 ty .. 64 + 4 ty + 3)
   // decoding: row dr of the tile, four-value groups dq and dq + 4 of each chunk (four threads a
   // row: a warp's weight reads touch 8 rows, not 32)
   let dr = li / 4u;
   let dq = li % 4u;
   let wrow = r0 + dr;
-  // acc<i> (and s<i>): token 4 ty + i, rows 4 tx .. 4 tx + 3 in its lanes. Named vec4s, no
-  // indexed arrays: a GPU compiler keeps these in registers.
+  // acc<i> (and s<i>): token 4 ty + i (T128: acc<4 + i> token 64 + 4 ty + i), rows 4 tx ..
+  // 4 tx + 3 in its lanes. Named vec4s, no indexed arrays: a GPU compiler keeps these in registers.
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
+//#if T128
+  var acc4 = vec4<f32>(0.0);
+  var acc5 = vec4<f32>(0.0);
+  var acc6 = vec4<f32>(0.0);
+  var acc7 = vec4<f32>(0.0);
+//#endif
 //#if SWIGLU
   var accu0 = vec4<f32>(0.0);
   var accu1 = vec4<f32>(0.0);
   var accu2 = vec4<f32>(0.0);
   var accu3 = vec4<f32>(0.0);
+//#if T128
+  var accu4 = vec4<f32>(0.0);
+  var accu5 = vec4<f32>(0.0);
+  var accu6 = vec4<f32>(0.0);
+  var accu7 = vec4<f32>(0.0);
+//#endif
 //#endif
   let nch = (p.K + 31u) / 32u;
 //#if SPLITK
@@ -392,6 +411,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // while chunk c's products run (xload gives 0 past K, so a part without chunks reads nothing)
   var xa = xload4(c_begin, t0, li, 0u);
   var xb = xload4(c_begin, t0, li, 4u);
+//#if T128
+  var xc = xload4(c_begin, t0, li, 8u);
+  var xd = xload4(c_begin, t0, li, 12u);
+//#endif
   for (var c = c_begin; c < c_end; c++) {
     var wa = vec4<f32>(0.0);
     var wb = vec4<f32>(0.0);
@@ -410,61 +433,106 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let k4 = 4u * dq;
     //#unroll
     for (var i = 0u; i < 4u; i++) {
-      ws[(k4 + i) * XS + dr / 4u][dr % 4u] = wa[i];
-      ws[(k4 + 16u + i) * XS + dr / 4u][dr % 4u] = wb[i];
+      ws[(k4 + i) * WS + dr / 4u][dr % 4u] = wa[i];
+      ws[(k4 + 16u + i) * WS + dr / 4u][dr % 4u] = wb[i];
 //#if SWIGLU
-      ws2[(k4 + i) * XS + dr / 4u][dr % 4u] = ua[i];
-      ws2[(k4 + 16u + i) * XS + dr / 4u][dr % 4u] = ub[i];
+      ws2[(k4 + i) * WS + dr / 4u][dr % 4u] = ua[i];
+      ws2[(k4 + 16u + i) * WS + dr / 4u][dr % 4u] = ub[i];
 //#endif
     }
     xstore4(li, 0u, xa);
     xstore4(li, 4u, xb);
+//#if T128
+    xstore4(li, 8u, xc);
+    xstore4(li, 12u, xd);
+//#endif
     workgroupBarrier();
     // the next chunk's activations, read before this chunk's products (on the H200 the prompt
     // 7-10% faster than reading them when staging; the weights' reads the same way gained nothing more)
     if (c + 1u < c_end) {
       xa = xload4(c + 1u, t0, li, 0u);
       xb = xload4(c + 1u, t0, li, 4u);
+//#if T128
+      xc = xload4(c + 1u, t0, li, 8u);
+      xd = xload4(c + 1u, t0, li, 12u);
+//#endif
     }
     // this chunk's sums, added to acc after it (two-level summation)
     var s0 = vec4<f32>(0.0);
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
     var s3 = vec4<f32>(0.0);
+//#if T128
+    var s4 = vec4<f32>(0.0);
+    var s5 = vec4<f32>(0.0);
+    var s6 = vec4<f32>(0.0);
+    var s7 = vec4<f32>(0.0);
+//#endif
 //#if SWIGLU
     var su0 = vec4<f32>(0.0);
     var su1 = vec4<f32>(0.0);
     var su2 = vec4<f32>(0.0);
     var su3 = vec4<f32>(0.0);
+//#if T128
+    var su4 = vec4<f32>(0.0);
+    var su5 = vec4<f32>(0.0);
+    var su6 = vec4<f32>(0.0);
+    var su7 = vec4<f32>(0.0);
+//#endif
 //#endif
     // written out by the shader preprocessor (//#unroll; the H200 does not unroll it itself)
     //#unroll
     for (var k = 0u; k < 32u; k++) {
-      let b = ws[k * XS + tx];
+      let b = ws[k * WS + tx];
 //#if SWIGLU
-      let bu = ws2[k * XS + tx];
+      let bu = ws2[k * WS + tx];
 //#endif
       let a = xs[k * XS + ty];
       s0 = fma(vec4<f32>(a.x), b, s0);
       s1 = fma(vec4<f32>(a.y), b, s1);
       s2 = fma(vec4<f32>(a.z), b, s2);
       s3 = fma(vec4<f32>(a.w), b, s3);
+//#if T128
+      let a2 = xs[k * XS + ty + 16u];
+      s4 = fma(vec4<f32>(a2.x), b, s4);
+      s5 = fma(vec4<f32>(a2.y), b, s5);
+      s6 = fma(vec4<f32>(a2.z), b, s6);
+      s7 = fma(vec4<f32>(a2.w), b, s7);
+//#endif
 //#if SWIGLU
       su0 = fma(vec4<f32>(a.x), bu, su0);
       su1 = fma(vec4<f32>(a.y), bu, su1);
       su2 = fma(vec4<f32>(a.z), bu, su2);
       su3 = fma(vec4<f32>(a.w), bu, su3);
+//#if T128
+      su4 = fma(vec4<f32>(a2.x), bu, su4);
+      su5 = fma(vec4<f32>(a2.y), bu, su5);
+      su6 = fma(vec4<f32>(a2.z), bu, su6);
+      su7 = fma(vec4<f32>(a2.w), bu, su7);
+//#endif
 //#endif
     }
     acc0 += s0;
     acc1 += s1;
     acc2 += s2;
     acc3 += s3;
+//#if T128
+    acc4 += s4;
+    acc5 += s5;
+    acc6 += s6;
+    acc7 += s7;
+//#endif
 //#if SWIGLU
     accu0 += su0;
     accu1 += su1;
     accu2 += su2;
     accu3 += su3;
+//#if T128
+    accu4 += su4;
+    accu5 += su5;
+    accu6 += su6;
+    accu7 += su7;
+//#endif
 //#endif
     workgroupBarrier();
   }
@@ -489,6 +557,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             , accu3
 //#endif
   );
+//#if T128
+  store_row(tb + 64u, r0 + 4u * tx, acc4
+//#if SWIGLU
+            , accu4
+//#endif
+  );
+  store_row(tb + 65u, r0 + 4u * tx, acc5
+//#if SWIGLU
+            , accu5
+//#endif
+  );
+  store_row(tb + 66u, r0 + 4u * tx, acc6
+//#if SWIGLU
+            , accu6
+//#endif
+  );
+  store_row(tb + 67u, r0 + 4u * tx, acc7
+//#if SWIGLU
+            , accu7
+//#endif
+  );
+//#endif
 }
 
 //#endif

@@ -42,6 +42,7 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 
@@ -176,6 +177,7 @@ struct Gpu {
   WgpuInfo info;
   WGPULimits limits = WGPU_LIMITS_INIT;
   std::unordered_map<std::string, Pipeline> pipelines;
+  std::unordered_set<std::string> over_limit;  // keys of kernels refused for their workgroup memory
   std::string device_error;  // uncaptured errors since the last check
   std::mutex err_mu;
   bool hw_checked = false, hw = false;
@@ -712,15 +714,18 @@ uint64_t workgroup_limit(const Gpu& g) {
 }
 
 // The pipeline for shader `name` with these defines; `deq`/`deq2` pick the weight decoders.
-Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
-                   DType deq2 = DType::COUNT, DType deq3 = DType::COUNT) {
+// A kernel over the workgroup memory limit is a BackendInit error, or with `soft` a null result
+// (remembered: the source is not built again).
+Pipeline* pipeline_impl(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq, DType deq2,
+                        DType deq3, bool soft) {
   std::string key = name;
   for (const auto& d : defs) key += "+" + d;
   for (DType t : {deq, deq2, deq3})
     if (t != DType::COUNT) key += std::string(":") + enc_fn(t);
   std::lock_guard<std::mutex> lk(g.mu);
   auto it = g.pipelines.find(key);
-  if (it != g.pipelines.end()) return it->second;
+  if (it != g.pipelines.end()) return &it->second;
+  if (soft && g.over_limit.count(key)) return nullptr;
   std::string src;
   if (deq != DType::COUNT) {
     src = std::string(wgsl_source("common")) + wgsl_source("dequant");
@@ -760,6 +765,10 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
   }
   src += body;
   const uint64_t wg_bytes = workgroup_bytes(src, key), wg_limit = workgroup_limit(g);
+  if (wg_bytes > wg_limit && soft) {
+    g.over_limit.insert(key);
+    return nullptr;
+  }
   if (wg_bytes > wg_limit)
     throw_backend_init("wgpu+rs", "shader '" + key + "' declares " + std::to_string(wg_bytes) +
                                       " bytes of workgroup memory; the device allows " + std::to_string(wg_limit) +
@@ -789,7 +798,16 @@ Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& def
     if (!e.empty() || !p.pipe) throw_backend_init("wgpu+rs", "shader '" + key + "' failed: " + e);
   }
   p.layout = A.wgpuComputePipelineGetBindGroupLayout(p.pipe, 0);
-  return g.pipelines.emplace(key, p).first->second;
+  return &g.pipelines.emplace(key, p).first->second;
+}
+Pipeline& pipeline(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
+                   DType deq2 = DType::COUNT, DType deq3 = DType::COUNT) {
+  return *pipeline_impl(g, name, defs, deq, deq2, deq3, false);
+}
+// The pipeline, or null where the kernel declares more workgroup memory than the device allows.
+Pipeline* pipeline_if_fits(Gpu& g, const char* name, const std::vector<std::string>& defs, DType deq = DType::COUNT,
+                           DType deq2 = DType::COUNT) {
+  return pipeline_impl(g, name, defs, deq, deq2, DType::COUNT, true);
 }
 
 // ------------------------------------------------------------ buffers
@@ -1731,16 +1749,50 @@ int64_t splitk_workgroups() {
 // tiles or more is not split: qwen15's 512-token SwiGLU GEMM (1120 tiles) in 2 parts made its
 // prompt 5% slower, the parts' writes and sums costing more than the last wave's idle share
 // (docs/gpu-bench.md).
-int64_t splitk_parts(int64_t tiles, int64_t smax) {
+// *waves: the waves per part of the result (in units of the unsplit grid's tile time).
+int64_t splitk_parts(int64_t tiles, int64_t smax, double* waves = nullptr) {
   const int64_t W = splitk_workgroups();
-  if (W == 0 || tiles >= 2 * W) return 1;
+  const int64_t Wt = W == 0 ? kSplitKWorkgroups : W;  // the time measure when splitting is off
   int64_t best = 1;
-  double best_t = double((tiles + W - 1) / W);
-  for (int64_t s = 2; s <= std::min<int64_t>(smax, 8); ++s) {
-    const double t = double((tiles * s + W - 1) / W) / double(s);
-    if (t < best_t * 0.999) best = s, best_t = t;
+  double best_t = double((tiles + Wt - 1) / Wt);
+  if (W != 0 && tiles < 2 * W) {
+    for (int64_t s = 2; s <= std::min<int64_t>(smax, 8); ++s) {
+      const double t = double((tiles * s + W - 1) / W) / double(s);
+      if (t < best_t * 0.999) best = s, best_t = t;
+    }
   }
+  if (waves) *waves = best_t;
   return best;
+}
+
+// Tokens a tile of the f32 tiled GEMM: 64 (4 tokens x 4 rows a thread), or 128 (matmul.wgsl T128:
+// 8 x 4, each staged weight value used by twice the tokens; the same sums in the same order) where
+// that grid needs no more parts of K (splitk_parts) and its time in waves, a 128-token tile
+// counting as two 64-token ones at kT128Cost of their cost, is the shorter. On the H200 T128
+// made llama7b's prompt 8% faster at 128 tokens (the SwiGLU GEMM) and 2-6% at 512, and lost
+// 5-18% where it needed more parts or left the GPU emptier (one-weight GEMMs of qwen15, smollm2,
+// qwen05; docs/gpu-bench.md), which the rule keeps at 64. CYB_WGPU_TILE=64|128 (read once; 0
+// or unset: the rule) forces one for tests and tuning runs (128 at any tiled token count).
+// Returns the tile; *parts: its parts of K.
+constexpr double kT128Cost = 0.9;
+int64_t tile_setting() {
+  static const int64_t v = [] {
+    const int64_t t = env_int("CYB_WGPU_TILE", 0, 128, 0, "0, 64 or 128");
+    if (t != 0 && t != 64 && t != 128) throw_invalid_config("CYB_WGPU_TILE", "'" + std::to_string(t) + "' is not 0, 64 or 128");
+    return t;
+  }();
+  return v;
+}
+int64_t gemm_tile_tokens(int64_t N, int64_t T, int64_t smax, bool splittable, int64_t* parts) {
+  const int64_t rt = (N + 63) / 64;
+  double w64 = 0, w128 = 0;
+  const int64_t s64 = splittable ? splitk_parts(rt * ((T + 63) / 64), smax, &w64) : 1;
+  const int64_t s128 = splittable ? splitk_parts(rt * ((T + 127) / 128), smax, &w128) : 1;
+  const int64_t forced = tile_setting();
+  const bool t128 = forced == 128 || (forced == 0 && T >= 128 && splittable && s128 <= s64 &&
+                                       2.0 * kT128Cost * w128 < w64);
+  *parts = t128 ? s128 : s64;
+  return t128 ? 128 : 64;
 }
 
 // The f16 tiled GEMM (matmul.wgsl H16): in fast mode, for block-quantized weights (their
@@ -1877,13 +1929,26 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // The sum dispatch's grid has a row of workgroups per token; the parts fit one binding.
   const bool h16 = tiled && gemm_f16_setting() && !st.precise && g_.info.shader_f16 &&
                    block_encoding(W.dtype) && (!W2 || block_encoding(W2->dtype));
-  int64_t splits = 1;
+  int64_t splits = 1, tm = 64;  // parts of K; tokens a tile
   const int64_t nw = w2 ? 2 : 1;  // weights whose parts the split writes
-  if (tiled && w->bufs.size() == 1 && T <= 65535) {
-    const int64_t tiles = ((N + 63) / 64) * ((T + 63) / 64);
+  const Pipeline* pl_t128 = nullptr;
+  if (tiled) {
+    const bool splittable = w->bufs.size() == 1 && T <= 65535;
     const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (nw * T * N);
     const int64_t smax = std::max<int64_t>(1, std::min<int64_t>((K + 31) / 32 / kSplitKMinChunks, fit));
-    splits = splitk_parts(tiles, smax);
+    tm = h16 ? 64 : gemm_tile_tokens(N, T, smax, splittable, &splits);
+    if (h16 && splittable) splits = splitk_parts(((N + 63) / 64) * ((T + 63) / 64), smax);
+    if (tm == 128) {  // where the device allows its workgroup memory (SwiGLU: 34304 bytes)
+      std::vector<std::string> d128 = splits > 1 ? std::vector<std::string>{"SPLITK"} : defs;
+      if (splits > 1 && w2) d128.push_back("SWIGLU");
+      d128.push_back("TILED");
+      d128.push_back("T128");
+      pl_t128 = pipeline_if_fits(g_, "matmul", d128, W.dtype, w2 ? W2->dtype : DType::COUNT);
+      if (!pl_t128) {
+        tm = 64;
+        splits = splittable ? splitk_parts(((N + 63) / 64) * ((T + 63) / 64), smax) : 1;
+      }
+    }
   }
   if (tiled) {
     if (splits > 1) {  // bias, epilogue and SwiGLU's product: in the sum dispatch
@@ -1892,7 +1957,9 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     }
     defs.push_back("TILED");
     if (h16) defs.push_back("H16");
-    rows_per_wg = tokens_per_wg = 64;
+    if (tm == 128) defs.push_back("T128");
+    rows_per_wg = 64;
+    tokens_per_wg = tm;
   } else if (mv) {
     matvec_variant(K, T, N, ks_encoding(W.dtype) && (!W2 || ks_encoding(W2->dtype)), defs, &rows_per_wg,
                    &tokens_per_wg);
@@ -1904,7 +1971,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
     const uint32_t wgs = u((nr + rows_per_wg - 1) / rows_per_wg);
-    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + 63) / 64) : (wgs + nx - 1) / nx;
+    const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = tiled ? u((T + tm - 1) / tm) : (wgs + nx - 1) / nx;
     // matmul.wgsl's P (16 words: r_off at 11, ksplit at 12) or matvec.wgsl's (20 words, r_off at 16)
     uint32_t p[20] = {u(K), u(T), u(dev_row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
