@@ -315,10 +315,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // prompt 17-43% faster than lanes = rows / tokens (docs/gpu-bench.md). Then each thread reads its
 // 4 tokens and its 4 rows as one vec4 each per k and accumulates 4 x 4 outputs (f32: an FMA chain
 // per output over the chunk, added to the output's running sum, as the row kernel does). 4 tokens
-// a thread, 256 threads. The next chunk's activations are read into registers before this chunk's
-// products. Measured on the H200 and not kept: 8 tokens a thread with 128 threads, 8 x 8 outputs
-// a thread, two chunks a stage, and the next chunk's Q4_K weight words read ahead the same way
-// (docs/gpu-bench.md).
+// a thread, 256 threads. Variant T128: 128-token tiles, 8 tokens a thread (tokens 4 ty .. 4 ty + 3
+// and 64 + 4 ty .. 64 + 4 ty + 3), each staged weight value used by twice the tokens; every output
+// summed exactly as in a 64-token tile (wgpu_backend.cc gemm_tile_tokens says where it runs). The
+// next chunk's activations are read into registers before this chunk's products. Measured on the
+// H200 and not kept: 8 tokens a thread with 128 threads, 8 x 8 outputs a thread (before the product
+// loop was written out), two chunks a stage, the next chunk's Q4_K weight words read ahead the same
+// way, and a double-buffered stage (docs/gpu-bench.md).
 //#if T128
 const TM = 128u;  // tokens per tile (T128: 8 a thread)
 const XS = 33u;   // vec4 a staged value of K for the tokens: 32 and one against bank conflicts

@@ -1915,7 +1915,8 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   if (bias) defs.push_back("BIAS");
   if (w2) defs.push_back("SWIGLU");
   if (epilogue) defs.push_back(epilogue);  // GELU, GELU_TANH, ADD (shaders/wgsl/epilogue.wgsl)
-  // Many tokens: 64 x 64 output tiles over staged chunks (matmul.wgsl, TILED); few:
+  // Many tokens: 64-row x 64- or 128-token output tiles over staged chunks (matmul.wgsl, TILED;
+  // gemm_tile_tokens); few:
   // rows split over lanes, up to 8 tokens a workgroup (matmul.wgsl).
   const bool tiled = T >= kTiledMinTokens && N <= int64_t{65535} * 64 && T <= int64_t{65535} * 64;
   // Fewer tokens, whole 32-value chunks and an encoding decoded in registers: the
