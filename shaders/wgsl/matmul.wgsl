@@ -540,48 +540,46 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   let tb = t0 + 4u * ty;
-  store_row(tb + 0u, r0 + 4u * tx, acc0
+  store_tokens4(tb, r0 + 4u * tx, acc0, acc1, acc2, acc3
 //#if SWIGLU
-            , accu0
-//#endif
-  );
-  store_row(tb + 1u, r0 + 4u * tx, acc1
-//#if SWIGLU
-            , accu1
-//#endif
-  );
-  store_row(tb + 2u, r0 + 4u * tx, acc2
-//#if SWIGLU
-            , accu2
-//#endif
-  );
-  store_row(tb + 3u, r0 + 4u * tx, acc3
-//#if SWIGLU
-            , accu3
+                , accu0, accu1, accu2, accu3
 //#endif
   );
 //#if T128
-  store_row(tb + 64u, r0 + 4u * tx, acc4
+  store_tokens4(tb + 64u, r0 + 4u * tx, acc4, acc5, acc6, acc7
 //#if SWIGLU
-            , accu4
-//#endif
-  );
-  store_row(tb + 65u, r0 + 4u * tx, acc5
-//#if SWIGLU
-            , accu5
-//#endif
-  );
-  store_row(tb + 66u, r0 + 4u * tx, acc6
-//#if SWIGLU
-            , accu6
-//#endif
-  );
-  store_row(tb + 67u, r0 + 4u * tx, acc7
-//#if SWIGLU
-            , accu7
+                , accu4, accu5, accu6, accu7
 //#endif
   );
 //#endif
+}
+
+// Tokens t .. t + 3's outputs for rows r .. r + 3 (a<i>: token t + i; SWIGLU: u<i>, its up sums).
+fn store_tokens4(t: u32, r: u32, a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>
+//#if SWIGLU
+                 , u0: vec4<f32>, u1: vec4<f32>, u2: vec4<f32>, u3: vec4<f32>
+//#endif
+) {
+  store_row(t, r, a0
+//#if SWIGLU
+            , u0
+//#endif
+  );
+  store_row(t + 1u, r, a1
+//#if SWIGLU
+            , u1
+//#endif
+  );
+  store_row(t + 2u, r, a2
+//#if SWIGLU
+            , u2
+//#endif
+  );
+  store_row(t + 3u, r, a3
+//#if SWIGLU
+            , u3
+//#endif
+  );
 }
 
 //#endif
