@@ -101,22 +101,30 @@ def bytes_per_token(spec):
     return total
 
 
-def bench_ours(path, prompts, n_gen, backend, precise=False):
+def bench_ours(path, prompts, n_gen, backend, precise=False, warmup=1.0):
     """Prompt tok/s for each prompt (one bulk forward of all its tokens into an empty cache, the
-    median of three, after warm-up forwards of the same length for at least a second: pipelines of
-    each kernel variant a shape picks, weight upload, GPU clocks) and generation tok/s (n_gen greedy steps after a 1-token prompt, the positions
+    median of three, after a first forward of the same length (the pipelines of each kernel
+    variant a shape picks, weight upload) and warm-up forwards for at least `warmup` seconds more
+    (GPU clocks); each timed forward is printed) and generation tok/s (n_gen greedy steps after a 1-token prompt, the positions
     llama-bench's tg covers; each step one submit and one logits read-back)."""
     m = cyb_llm.load(path, backend=backend, precise=precise)
     c = m.new_conversation(max(len(p) for p in prompts) + n_gen + 8)
     pp = []
     for prompt in prompts:
-        # warm-up: forwards of this length for at least a second (pipelines, weight upload,
-        # and the GPU's clocks, which drop while the host writes and loads a model)
+        # warm-up: one forward of this length (its pipelines are built: a second or more on the
+        # host, while the GPU idles and its clocks drop), then forwards for at least `warmup`
+        # seconds (the GPU's clocks back up). Timing the second forward straight after a first
+        # that built pipelines measured qwen05's 128-token prompt at a quarter of its rate, three
+        # timed forwards alike (docs/gpu-bench.md, ninth session).
+        c.reset_kv_cache()
+        c.forward(prompt)
         t_w = time.perf_counter()
+        n_w = 0
         while True:
             c.reset_kv_cache()
             c.forward(prompt)
-            if time.perf_counter() - t_w >= 1.0:
+            n_w += 1
+            if time.perf_counter() - t_w >= warmup:
                 break
         rates = []
         for _ in range(3):  # the median of three (a first timed forward can run at a lower clock)
@@ -124,6 +132,8 @@ def bench_ours(path, prompts, n_gen, backend, precise=False):
             t0 = time.perf_counter()
             c.forward(prompt)
             rates.append(len(prompt) / (time.perf_counter() - t0))
+        print(f"  pp{len(prompt)}: {n_w} warm-up forwards in {time.perf_counter() - t_w:.1f} s, timed "
+              + " / ".join(f"{r:.0f}" for r in rates) + " tok/s", flush=True)
         pp.append(float(np.median(rates)))
     c.reset_kv_cache()
     tok = int(np.argmax(c.forward(prompts[0][:1])))
@@ -318,6 +328,7 @@ def main():
                     help="names from bench/gpu_models.json: smollm2, qwen05, qwen15, llama7b")
     ap.add_argument("--prompts", default="128,512", help="prompt lengths (tokens), each timed as one bulk forward")
     ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up forwards before each prompt length")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--work", default="/tmp/gpu_bench")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch fp16 eager")
@@ -382,7 +393,7 @@ def main():
             _core.wgpu_memory(reset_peak=True)
             base = _core.wgpu_memory()["live_bytes"]
             with peer.GpuMemSampler() as mem:
-                pp, tg, m = bench_ours(path, prompts, args.gen, "wgpu+rs")
+                pp, tg, m = bench_ours(path, prompts, args.gen, "wgpu+rs", warmup=args.warmup)
             row["wgpu+rs peak MiB (nvidia-smi)"] = mem.peak_mib
             row["wgpu+rs peak MiB (buffers)"] = (_core.wgpu_memory()["peak_bytes"] - base) / 2**20
             for n, v in zip(prompt_lens, pp):
