@@ -274,26 +274,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if !SPLIT
 //#if !COMBINE
 //#if FLASH
-// Many tokens (prompts): one workgroup of 128 per (head, 16 consecutive tokens), over the keys
-// those tokens see in tiles of 16, each tile staged once in workgroup memory (f32) for all 16
-// queries (the kernel below reads every key once per token). 8 invocations per query: each
-// scores 2 keys of the tile (the whole dot product), writes them to fs; then each reads the
-// tile's 16 scores of its query, updates the running max (online softmax; all 8 hold the same
-// max and sum) and adds the weighted values of its hd / 8 output dims (named vec4s o0..o3).
-// head_dim a multiple of 32, at most 128 (wgpu_backend.cc).
+// Many tokens (prompts): one workgroup of 256 per (head, 16 consecutive tokens), over the keys
+// those tokens see in tiles of 16, each tile's keys and values staged once in workgroup memory
+// (f32) for all 16 queries. 16 invocations per query (its lanes): lane j scores key j of the
+// tile (the whole dot product) into fs; each lane then takes the tile's largest score of its
+// query (online softmax: the 16 lanes hold the same running max), writes the exponential of its
+// own score to fp, and adds the weighted values of its output vec4s (lane, lane + 16) over the
+// tile's 16 keys, summing the 16 exponentials as it goes. head_dim a multiple of 32, at most 128
+// (wgpu_backend.cc).
 const FQ = 16u;  // queries (tokens) per workgroup
 const FK = 16u;  // keys per tile
-const FS = 33u;  // vec4s per staged row (32 for head_dim 128, one more against bank conflicts)
+const FS = 33u;  // vec4s per staged key row (32 for head_dim 128, one more against bank conflicts)
+const FV = 32u;  // vec4s per staged value row
 var<workgroup> fq: array<vec4<f32>, 528>;  // FQ x FS: the queries
 var<workgroup> fk: array<vec4<f32>, 528>;  // FK x FS: the tile's keys
-var<workgroup> fv: array<vec4<f32>, 528>;  // FK x FS: the tile's values
+var<workgroup> fv: array<vec4<f32>, 512>;  // FK x FV: the tile's values
 var<workgroup> fs: array<f32, 256>;        // FQ x FK: scores
+var<workgroup> fp: array<f32, 256>;        // FQ x FK: their exponentials
 
+// q (row qi of fq) . key j of the tile (row j of fk): nq vec4s (even), two sums.
 fn fl_score(qi: u32, j: u32, nq: u32) -> f32 {
   var d = vec4<f32>(0.0);
-  for (var i = 0u; i < nq; i++) { d = fma(fq[qi * FS + i], fk[j * FS + i], d); }
+  var e = vec4<f32>(0.0);
+  for (var i = 0u; i < nq; i += 2u) {
+    d = fma(fq[qi * FS + i], fk[j * FS + i], d);
+    e = fma(fq[qi * FS + i + 1u], fk[j * FS + i + 1u], e);
+  }
+  d += e;
   return (d.x + d.y) + (d.z + d.w);
 }
+
+// Four cached values (4 c .. 4 c + 3 of the row at rb) of the keys / values.
+fn k4(rb: u32, c: u32) -> vec4<f32> { return vec4<f32>(kw(rb + 4u * c), kw(rb + 4u * c + 2u)); }
+fn v4(rb: u32, c: u32) -> vec4<f32> { return vec4<f32>(vw(rb + 4u * c), vw(rb + 4u * c + 2u)); }
 
 // Four output values at O[i..i+3].
 fn store_o4(i: u32, v: vec4<f32>) {
@@ -303,13 +316,13 @@ fn store_o4(i: u32, v: vec4<f32>) {
   O[i + 3u] = v.w;
 }
 
-@compute @workgroup_size(128)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
   let t0 = wid.y * FQ;
   let kh = h / (p.nh / p.nkv);
-  let qi = li / 8u;
-  let sub = li % 8u;
+  let qi = li / 16u;
+  let lane = li % 16u;
   let nq = p.hd / 4u;  // vec4s of a row
   let t = t0 + qi;
   let pos = p.pos0 + t;
@@ -317,7 +330,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let tlast = min(t0 + FQ, p.T) - 1u;
   let kbeg = first_key(p.pos0 + t0);  // the block's first key: first_key grows with the position
   let kend = p.pos0 + tlast;          // its last
-  for (var e = li; e < FQ * nq; e += 128u) {
+  for (var e = li; e < FQ * nq; e += 256u) {
     let r = e / nq;
     let c = e % nq;
     var v = vec4<f32>(0.0);
@@ -328,79 +341,61 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     fq[r * FS + c] = v;
   }
   let cb = kh * p.max_ctx * p.hd;
-  let nv = p.hd / 32u;      // vec4s of output dims per invocation (1 .. 4)
-  let d0 = sub * nv;        // the first of them (in vec4s)
   var m = -3.0e38;
   var l = 0.0;
-  var o0 = vec4<f32>(0.0);
-  var o1 = vec4<f32>(0.0);
-  var o2 = vec4<f32>(0.0);
-  var o3 = vec4<f32>(0.0);
+  var o0 = vec4<f32>(0.0);  // output dims 4 lane .. 4 lane + 3
+  var o1 = vec4<f32>(0.0);  // and 4 (lane + 16) ..
   for (var k0 = kbeg; k0 <= kend; k0 += FK) {
-    // stage the tile: key / value pairs of dims (2i, 2i + 1)
-    let hp = p.hd / 2u;
-    for (var e = li; e < FK * hp; e += 128u) {
-      let r = e / hp;
-      let i = 2u * (e % hp);
-      var kv = vec2<f32>(0.0);
-      var vv = vec2<f32>(0.0);
+    for (var e = li; e < FK * nq; e += 256u) {
+      let r = e / nq;
+      let c = e % nq;
+      var kv = vec4<f32>(0.0);
+      var vv = vec4<f32>(0.0);
       if (k0 + r <= kend) {
-        kv = kw(cb + (k0 + r) * p.hd + i);
-        vv = vw(cb + (k0 + r) * p.hd + i);
+        kv = k4(cb + (k0 + r) * p.hd, c);
+        vv = v4(cb + (k0 + r) * p.hd, c);
       }
-      let at = r * FS + i / 4u;
-      fk[at][i % 4u] = kv.x;
-      fk[at][i % 4u + 1u] = kv.y;
-      fv[at][i % 4u] = vv.x;
-      fv[at][i % 4u + 1u] = vv.y;
+      fk[r * FS + c] = kv;
+      fv[r * FV + c] = vv;
     }
     workgroupBarrier();
-    //#unroll
-    for (var jj = 0u; jj < 2u; jj++) {
-      let j = sub + 8u * jj;
-      let kj = k0 + j;
-      var s = -3.0e38;
-      if (t <= tlast && kj >= lo && kj <= pos) {
-        s = fl_score(qi, j, nq) * p.scale;
-        if (p.softcap > 0.0) { s = p.softcap * tanh_s(s / p.softcap); }
-      }
-      fs[qi * FK + j] = s;
+    let kj = k0 + lane;
+    var s = -3.0e38;
+    if (t <= tlast && kj >= lo && kj <= pos) {
+      s = fl_score(qi, lane, nq) * p.scale;
+      if (p.softcap > 0.0) { s = p.softcap * tanh_s(s / p.softcap); }
     }
+    fs[qi * FK + lane] = s;
     workgroupBarrier();
     var mt = m;
     //#unroll
     for (var j = 0u; j < FK; j++) {
       mt = max(mt, fs[qi * FK + j]);
     }
+    var e = 0.0;
+    if (s > -1.0e38) { e = exp(s - mt); }
+    fp[qi * FK + lane] = e;
     let corr = exp(m - mt);
     m = mt;
+    workgroupBarrier();
     l *= corr;
     o0 *= corr;
     o1 *= corr;
-    o2 *= corr;
-    o3 *= corr;
     //#unroll
     for (var j = 0u; j < FK; j++) {
-      let s = fs[qi * FK + j];
-      var e = 0.0;
-      if (s > -1.0e38) { e = exp(s - m); }
-      l += e;
-      let vb = j * FS + d0;
-      let pe = vec4<f32>(e);
-      o0 = fma(pe, fv[vb], o0);
-      if (nv > 1u) { o1 = fma(pe, fv[vb + 1u], o1); }
-      if (nv > 2u) { o2 = fma(pe, fv[vb + 2u], o2); }
-      if (nv > 3u) { o3 = fma(pe, fv[vb + 3u], o3); }
+      let pj = fp[qi * FK + j];
+      l += pj;
+      let pe = vec4<f32>(pj);
+      o0 = fma(pe, fv[j * FV + lane], o0);
+      if (nq > 16u) { o1 = fma(pe, fv[j * FV + lane + 16u], o1); }
     }
-    workgroupBarrier();  // fk, fv, fs are the next tile's
+    workgroupBarrier();  // fk, fv, fs, fp are the next tile's
   }
   if (t <= tlast) {
     let inv = 1.0 / l;
-    let ob = p.o_off + (t * p.nh + h) * p.hd + 4u * d0;
-    store_o4(ob, o0 * inv);
-    if (nv > 1u) { store_o4(ob + 4u, o1 * inv); }
-    if (nv > 2u) { store_o4(ob + 8u, o2 * inv); }
-    if (nv > 3u) { store_o4(ob + 12u, o3 * inv); }
+    let ob = p.o_off + (t * p.nh + h) * p.hd;
+    if (lane < nq) { store_o4(ob + 4u * lane, o0 * inv); }
+    if (lane + 16u < nq) { store_o4(ob + 4u * (lane + 16u), o1 * inv); }
   }
 }
 //#else
