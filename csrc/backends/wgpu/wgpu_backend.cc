@@ -1773,7 +1773,8 @@ int64_t splitk_parts(int64_t tiles, int64_t smax, double* waves = nullptr) {
 // 5-18% where it needed more parts or left the GPU emptier (one-weight GEMMs of qwen15, smollm2,
 // qwen05; docs/gpu-bench.md), which the rule keeps at 64. CYB_WGPU_TILE=64|128 (read once; 0
 // or unset: the rule) forces one for tests and tuning runs (128 at any tiled token count).
-// Returns the tile; *parts: its parts of K.
+// allow128 false (the f16 GEMM, or a device without the 128-token kernel's workgroup memory):
+// 64. Returns the tile; *parts: its parts of K.
 constexpr double kT128Cost = 0.9;
 int64_t tile_setting() {
   static const int64_t v = [] {
@@ -1783,14 +1784,14 @@ int64_t tile_setting() {
   }();
   return v;
 }
-int64_t gemm_tile_tokens(int64_t N, int64_t T, int64_t smax, bool splittable, int64_t* parts) {
+int64_t gemm_tile_tokens(int64_t N, int64_t T, int64_t smax, bool splittable, bool allow128, int64_t* parts) {
   const int64_t rt = (N + 63) / 64;
   double w64 = 0, w128 = 0;
   const int64_t s64 = splittable ? splitk_parts(rt * ((T + 63) / 64), smax, &w64) : 1;
   const int64_t s128 = splittable ? splitk_parts(rt * ((T + 127) / 128), smax, &w128) : 1;
   const int64_t forced = tile_setting();
-  const bool t128 = forced == 128 || (forced == 0 && T >= 128 && splittable && s128 <= s64 &&
-                                       2.0 * kT128Cost * w128 < w64);
+  const bool t128 = allow128 && (forced == 128 || (forced == 0 && T >= 128 && splittable && s128 <= s64 &&
+                                                   2.0 * kT128Cost * w128 < w64));
   *parts = t128 ? s128 : s64;
   return t128 ? 128 : 64;
 }
@@ -1937,18 +1938,14 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const bool splittable = w->bufs.size() == 1 && T <= 65535;
     const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (nw * T * N);
     const int64_t smax = std::max<int64_t>(1, std::min<int64_t>((K + 31) / 32 / kSplitKMinChunks, fit));
-    tm = h16 ? 64 : gemm_tile_tokens(N, T, smax, splittable, &splits);
-    if (h16 && splittable) splits = splitk_parts(((N + 63) / 64) * ((T + 63) / 64), smax);
+    tm = gemm_tile_tokens(N, T, smax, splittable, !h16, &splits);
     if (tm == 128) {  // where the device allows its workgroup memory (SwiGLU: 34304 bytes)
       std::vector<std::string> d128 = splits > 1 ? std::vector<std::string>{"SPLITK"} : defs;
       if (splits > 1 && w2) d128.push_back("SWIGLU");
       d128.push_back("TILED");
       d128.push_back("T128");
       pl_t128 = pipeline_if_fits(g_, "matmul", d128, W.dtype, w2 ? W2->dtype : DType::COUNT);
-      if (!pl_t128) {
-        tm = 64;
-        splits = splittable ? splitk_parts(((N + 63) / 64) * ((T + 63) / 64), smax) : 1;
-      }
+      if (!pl_t128) tm = gemm_tile_tokens(N, T, smax, splittable, false, &splits);
     }
   }
   if (tiled) {
