@@ -761,7 +761,7 @@ ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, T, pos0, window, softcap)
     (4, 2, 64, 3, 520, 300, 0.0),
     # prompts (attention.wgsl FLASH: blocks of 16 tokens over staged tiles of 16 keys): ragged
     # last blocks and tiles, softcap, a window starting inside a block, head_dim 32, 64, 96, 128,
-    # 20 tiles of keys (the running max over many tiles)
+    # 22 tiles of keys (the running max over many tiles)
     (4, 2, 128, 70, 30, 0, 0.0),
     (8, 2, 64, 40, 300, 0, 0.0),
     (6, 2, 64, 40, 0, 0, 30.0),
