@@ -260,6 +260,47 @@ inline void chain(__m256i& v) {
 }
 
 
+// Q4_K / Q6_K codes (no scale, Q6_K's offset of 32 left in) as int16 for the decode dot:
+// f(g, ev, od) for the 8 groups of 32 values of one super-block, ev / od = the group's 16 even /
+// odd elements (lane i: element 2i / 2i + 1), the activations' order. A code byte register X
+// (byte l = element 32g + l, as expand_groups builds it) gives them with a mask and a shift;
+// Q4_K's nibbles take their 16-bit lanes straight from the raw bytes (one op a register).
+template <DType E, class F>
+inline void code_groups(const uint8_t* blk, F&& f) {
+  if constexpr (E == DType::Q4_K) {
+    const __m256i m4 = _mm256_set1_epi16(0x000f);
+    KQ_UNROLL for (int c = 0; c < 4; ++c) {  // bytes 32c + l: element 64c + l (low), 64c + 32 + l (high)
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+      f(2 * c, _mm256_and_si256(raw, m4), _mm256_and_si256(_mm256_srli_epi16(raw, 8), m4));
+      f(2 * c + 1, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), _mm256_srli_epi16(raw, 12));
+    }
+  } else {
+    static_assert(E == DType::Q6_K, "code_groups: Q4_K or Q6_K");
+    const __m256i lo4 = _mm256_set1_epi8(0x0f), hi2 = _mm256_set1_epi8(0x30), m8 = _mm256_set1_epi16(0x00ff);
+    KQ_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+      const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+      const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+      const __m256i X[4] = {
+          _mm256_or_si256(_mm256_and_si256(L0, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 4), hi2)),
+          _mm256_or_si256(_mm256_and_si256(L1, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 2), hi2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), lo4), _mm256_and_si256(H, hi2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), lo4),
+                          _mm256_and_si256(_mm256_srli_epi16(H, 2), hi2))};
+      KQ_UNROLL for (int j = 0; j < 4; ++j) f(4 * h + j, _mm256_and_si256(X[j], m8), _mm256_srli_epi16(X[j], 8));
+    }
+  }
+}
+
+// The 8 groups' int32 sums of a super-block (gs[g]: lanes 0-3 over the group's elements 0-15,
+// lanes 4-7 over 16-31) added up per sub-block with two horizontal adds: lo = [groups 0-3 over
+// elements 0-15 | groups 0-3 over 16-31], hi the same for groups 4-7. Each lane adds 16 products
+// (|sum| <= 16 * 63 * 32767 < 2^25; Q4_K's below 2^24, exact in f32).
+inline void group_sums(const __m256i* gs, __m256i* lo, __m256i* hi) {
+  *lo = _mm256_hadd_epi32(_mm256_hadd_epi32(gs[0], gs[1]), _mm256_hadd_epi32(gs[2], gs[3]));
+  *hi = _mm256_hadd_epi32(_mm256_hadd_epi32(gs[4], gs[5]), _mm256_hadd_epi32(gs[6], gs[7]));
+}
+
 struct Avx2K {
   static constexpr int kTileT = 4;
   static constexpr int kRows = 1;
@@ -270,12 +311,79 @@ struct Avx2K {
     constexpr int64_t kBytes = kq_bytes<E>();
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    if constexpr (E == DType::Q4_K || E == DType::Q5_K) {
+    if constexpr ((E == DType::Q4_K || E == DType::Q6_K) && NT == 1) {
+      // Decode (one token; larger NT take the path at the end). The codes widened to int16 (the
+      // even and odd elements of each 32-value group from the low and the high byte of 16-bit
+      // lanes: the activations' order) and multiplied by the activations with vpmaddwd, no scale
+      // in them: each group's sums stay in their own register and the
+      // sub-block scales apply after, in f32, to the sub-blocks' sums (group_sums). Half the
+      // multiplies of expanding the codes with their scales first (vpmaddubsw, expand_groups) and
+      // no scale operands to build or broadcast: AMD Zen 4 at avx2, where this dot is bound by its
+      // instruction count rather than by memory (docs/cpu-backend.md). Each super-block's header
+      // (prepare: d x the scales in group_sums' order, the min or offset terms) is decoded one
+      // super-block ahead, into the other of two buffers, so that its scalar chain overlaps the
+      // previous super-block's products instead of heading its own.
+      // Q4_K: value d sc q - dmin m (q 0..15, sc and m 6-bit, per 32 values); Q6_K: d sc (q - 32)
+      // (q 0..63, sc int8, per 16 values), the offset - 32 d sum_i sc[i] S_i taken apart on the
+      // activations' per-16 sums (S_2g = s2[g], S_2g+1 = s[g] - s2[g]).
+      alignas(32) float scl[2][16];  // group_sums' factors: d * sc in its order
+      alignas(32) float ta[2][8], tb[2][8];  // subtracted: ta . s + tb . s2
+      auto prepare = [&](int64_t sb, int i) {
+        const uint8_t* blk = w + sb * kBytes;
+        if constexpr (E == DType::Q4_K) {
+          float d;
+          const __m128i sm = kq_header(blk, &d, ta[i]);
+          const __m256 f = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
+          _mm256_store_ps(scl[i], _mm256_permute2f128_ps(f, f, 0x00));  // sc 0-3, 0-3
+          _mm256_store_ps(scl[i] + 8, _mm256_permute2f128_ps(f, f, 0x11));  // sc 4-7, 4-7
+        } else {
+          const float d = f16v(blk + 208);
+          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+          const __m128i ord = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+          const __m256 vd = _mm256_set1_ps(d);
+          _mm256_store_ps(scl[i], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ord))));
+          _mm256_store_ps(scl[i] + 8,
+                          _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ord, 8)))));
+          const __m128i eo = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+          const __m256 ev = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo));
+          const __m256 od = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8)));
+          const __m256 d32 = _mm256_set1_ps(32.0f * d);
+          _mm256_store_ps(ta[i], _mm256_mul_ps(d32, od));
+          _mm256_store_ps(tb[i], _mm256_mul_ps(d32, _mm256_sub_ps(ev, od)));
+        }
+      };
+      __m256 ap = _mm256_setzero_ps(), am = _mm256_setzero_ps();
+      if (nsb > 0) prepare(0, 0);
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const int i = static_cast<int>(sb & 1);
+        const uint8_t* blk = w + sb * kBytes;
+        if (NT == 1) kq_decode_prefetch<kBytes>(blk);
+        if (sb + 1 < nsb) prepare(sb + 1, i ^ 1);
+        const BlockQ16K& xb = x[sb];
+        __m256i gs[8];
+        code_groups<E>(blk, [&](int g, __m256i ev, __m256i od) {
+          const int16_t* xq = xb.qs + 32 * g;
+          gs[g] = _mm256_add_epi32(_mm256_madd_epi16(ev, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq))),
+                                   _mm256_madd_epi16(od, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 16))));
+        });
+        __m256i lo, hi;
+        group_sums(gs, &lo, &hi);
+        const __m256 s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_load_ps(scl[i] + 8),
+                                         _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_load_ps(scl[i])));
+        // two chains: the products' and the subtracted terms'
+        ap = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), ap);
+        am = _mm256_fmadd_ps(_mm256_load_ps(ta[i]), _mm256_load_ps(xb.s), am);
+        if constexpr (E == DType::Q6_K) am = _mm256_fmadd_ps(_mm256_load_ps(tb[i]), _mm256_load_ps(xb.s2), am);
+      }
+      out[0] = hsum8(_mm256_sub_ps(ap, am));
+      return;
+    }
+    if constexpr (E == DType::Q5_K) {
       // Each super-block's header (d, the mins, the scale operands) is decoded one super-block
       // ahead, into the other of two buffers: its chain (scalar scale unpacking, the operands'
       // stores and the broadcasts that read them) then overlaps the previous super-block's
-      // products instead of heading its own. AMD Zen 4 at avx2: one thread's Q4_K matvec 9.7 ->
-      // 11.3 GB/s, qwen15 decode (2 threads) +9-15% (docs/cpu-bench.md); same sums, same order.
+      // products instead of heading its own (AMD Zen 4 at avx2: docs/cpu-backend.md); same
+      // sums, same order.
       alignas(32) int32_t scb[2][16];
       alignas(32) float mins[2][8];
       float d[2];
