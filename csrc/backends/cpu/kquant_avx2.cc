@@ -292,15 +292,6 @@ inline void code_groups(const uint8_t* blk, F&& f) {
   }
 }
 
-// The 8 groups' int32 sums of a super-block (gs[g]: lanes 0-3 over the group's elements 0-15,
-// lanes 4-7 over 16-31) added up per sub-block with two horizontal adds: lo = [groups 0-3 over
-// elements 0-15 | groups 0-3 over 16-31], hi the same for groups 4-7. Each lane adds 16 products
-// (|sum| <= 16 * 63 * 32767 < 2^25; Q4_K's below 2^24, exact in f32).
-inline void group_sums(const __m256i* gs, __m256i* lo, __m256i* hi) {
-  *lo = _mm256_hadd_epi32(_mm256_hadd_epi32(gs[0], gs[1]), _mm256_hadd_epi32(gs[2], gs[3]));
-  *hi = _mm256_hadd_epi32(_mm256_hadd_epi32(gs[4], gs[5]), _mm256_hadd_epi32(gs[6], gs[7]));
-}
-
 struct Avx2K {
   static constexpr int kTileT = 4;
   static constexpr int kRows = 1;
@@ -316,17 +307,17 @@ struct Avx2K {
       // even and odd elements of each 32-value group from the low and the high byte of 16-bit
       // lanes: the activations' order) and multiplied by the activations with vpmaddwd, no scale
       // in them: each group's sums stay in their own register and the
-      // sub-block scales apply after, in f32, to the sub-blocks' sums (group_sums). Half the
+      // sub-block scales apply after, in f32, to the sub-blocks' sums. Half the
       // multiplies of expanding the codes with their scales first (vpmaddubsw, expand_groups) and
       // no scale operands to build or broadcast: AMD Zen 4 at avx2, where this dot is bound by its
       // instruction count rather than by memory (docs/cpu-backend.md). Each super-block's header
-      // (prepare: d x the scales in group_sums' order, the min or offset terms) is decoded one
+      // (prepare: d x the scales in the order of those sums, the min or offset terms) is decoded one
       // super-block ahead, into the other of two buffers, so that its scalar chain overlaps the
       // previous super-block's products instead of heading its own.
       // Q4_K: value d sc q - dmin m (q 0..15, sc and m 6-bit, per 32 values); Q6_K: d sc (q - 32)
       // (q 0..63, sc int8, per 16 values), the offset - 32 d sum_i sc[i] S_i taken apart on the
       // activations' per-16 sums (S_2g = s2[g], S_2g+1 = s[g] - s2[g]).
-      alignas(32) float scl[2][16];  // group_sums' factors: d * sc in its order
+      alignas(32) float scl[2][16];  // d * sc in the order of lo and hi below
       alignas(32) float ta[2][8], tb[2][8];  // subtracted: ta . s + tb . s2
       auto prepare = [&](int64_t sb, int i) {
         const uint8_t* blk = w + sb * kBytes;
@@ -360,14 +351,19 @@ struct Avx2K {
         if (NT == 1) kq_decode_prefetch<kBytes>(blk);
         if (sb + 1 < nsb) prepare(sb + 1, i ^ 1);
         const BlockQ16K& xb = x[sb];
-        __m256i gs[8];
+        __m256i gs[2], hs[4];
         code_groups<E>(blk, [&](int g, __m256i ev, __m256i od) {
-          const int16_t* xq = xb.qs + 32 * g;
-          gs[g] = _mm256_add_epi32(_mm256_madd_epi16(ev, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq))),
-                                   _mm256_madd_epi16(od, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 16))));
+          const __m256i* xq = reinterpret_cast<const __m256i*>(xb.qs + 32 * g);
+          gs[g & 1] = _mm256_add_epi32(_mm256_madd_epi16(ev, _mm256_load_si256(xq)),
+                                       _mm256_madd_epi16(od, _mm256_load_si256(xq + 1)));
+          if (g & 1) hs[g / 2] = _mm256_hadd_epi32(gs[0], gs[1]);  // each pair added as it completes
         });
-        __m256i lo, hi;
-        group_sums(gs, &lo, &hi);
+        // the sub-blocks' sums: lo = [groups 0-3 over their elements 0-15 | over 16-31], hi the same
+        // for groups 4-7 (Q4_K's 32-value sub-blocks: both halves of a group). 16 products a lane:
+        // |sum| <= 16 * 63 * 32767 < 2^25 (Q4_K's below 2^24, exact in f32). Added pair by pair as
+        // the groups complete, the eight groups' sums are never all live (no accumulator spilled:
+        // one thread's Q4_K / Q6_K matvec +3-4%).
+        const __m256i lo = _mm256_hadd_epi32(hs[0], hs[1]), hi = _mm256_hadd_epi32(hs[2], hs[3]);
         const __m256 s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_load_ps(scl[i] + 8),
                                          _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_load_ps(scl[i])));
         // two chains: the products' and the subtracted terms'
