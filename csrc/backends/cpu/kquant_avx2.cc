@@ -292,6 +292,23 @@ inline void code_groups(const uint8_t* blk, F&& f) {
   }
 }
 
+// The decode dots' loop over a row's nsb super-blocks (kBytes each, from w): body(sb, i, blk) for
+// each, with prepare(sb + 1, i ^ 1) decoding the next super-block's header into the other of two
+// buffers first, so that the header's scalar chain overlaps this super-block's products instead
+// of heading the next one's (AMD Zen 4 at avx2: docs/cpu-backend.md). prefetch: decode's software
+// prefetch ahead (kq_decode_prefetch).
+template <int64_t kBytes, class P, class B>
+inline void headers_ahead(const uint8_t* w, int64_t nsb, bool prefetch, P&& prepare, B&& body) {
+  if (nsb > 0) prepare(0, 0);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const int i = static_cast<int>(sb & 1);
+    const uint8_t* blk = w + sb * kBytes;
+    if (prefetch) kq_decode_prefetch<kBytes>(blk);
+    if (sb + 1 < nsb) prepare(sb + 1, i ^ 1);
+    body(sb, i, blk);
+  }
+}
+
 struct Avx2K {
   static constexpr int kTileT = 4;
   static constexpr int kRows = 1;
@@ -344,12 +361,7 @@ struct Avx2K {
         }
       };
       __m256 ap = _mm256_setzero_ps(), am = _mm256_setzero_ps();
-      if (nsb > 0) prepare(0, 0);
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        const int i = static_cast<int>(sb & 1);
-        const uint8_t* blk = w + sb * kBytes;
-        if (NT == 1) kq_decode_prefetch<kBytes>(blk);
-        if (sb + 1 < nsb) prepare(sb + 1, i ^ 1);
+      headers_ahead<kBytes>(w, nsb, true, prepare, [&](int64_t sb, int i, const uint8_t* blk) {
         const BlockQ16K& xb = x[sb];
         __m256i gs[2], hs[4];
         code_groups<E>(blk, [&](int g, __m256i ev, __m256i od) {
@@ -370,28 +382,20 @@ struct Avx2K {
         ap = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), ap);
         am = _mm256_fmadd_ps(_mm256_load_ps(ta[i]), _mm256_load_ps(xb.s), am);
         if constexpr (E == DType::Q6_K) am = _mm256_fmadd_ps(_mm256_load_ps(tb[i]), _mm256_load_ps(xb.s2), am);
-      }
+      });
       out[0] = hsum8(_mm256_sub_ps(ap, am));
       return;
     }
     if constexpr (E == DType::Q5_K) {
-      // Each super-block's header (d, the mins, the scale operands) is decoded one super-block
-      // ahead, into the other of two buffers: its chain (scalar scale unpacking, the operands'
-      // stores and the broadcasts that read them) then overlaps the previous super-block's
-      // products instead of heading its own (AMD Zen 4 at avx2: docs/cpu-backend.md); same
-      // sums, same order.
+      // The scale-expanding dot (expand_groups' operands), each super-block's header (d, the mins,
+      // the scale operands) decoded one super-block ahead (headers_ahead).
       alignas(32) int32_t scb[2][16];
       alignas(32) float mins[2][8];
       float d[2];
       auto prepare = [&](int64_t sb, int i) {
         q45_operands(kq_header(w + sb * kBytes, &d[i], mins[i]), scb[i]);
       };
-      if (nsb > 0) prepare(0, 0);
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        const int i = static_cast<int>(sb & 1);
-        const uint8_t* blk = w + sb * kBytes;
-        if (NT == 1) kq_decode_prefetch<kBytes>(blk);
-        if (sb + 1 < nsb) prepare(sb + 1, i ^ 1);
+      headers_ahead<kBytes>(w, nsb, NT == 1, prepare, [&](int64_t sb, int i, const uint8_t* blk) {
         const int32_t* sp = scb[i];
         launder(sp);
         __m256i ia[NT];
@@ -408,7 +412,7 @@ struct Avx2K {
           acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[t]), _mm256_set1_ps(d[i] * xb.d), acc[t]);
           acc[t] = _mm256_fnmadd_ps(mv, _mm256_load_ps(xb.s), acc[t]);
         }
-      }
+      });
       for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
       return;
     }
