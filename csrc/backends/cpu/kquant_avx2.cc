@@ -35,13 +35,6 @@ namespace cyb {
 namespace cpu {
 namespace {
 
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline int hsum8i(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -312,6 +305,7 @@ inline void headers_ahead(const uint8_t* w, int64_t nsb, bool prefetch, P&& prep
 struct Avx2K {
   static constexpr int kTileT = 4;
   static constexpr int kRows = 1;
+  static RowDotFn decode_dot(DType) { return nullptr; }
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
   template <DType E, int NT>
@@ -513,7 +507,7 @@ bool avx2_kquant_encoding(DType t) { return kq_row_dots<Avx2K>(t) != nullptr; }
 void avx2_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n, ExecContext& ctx) {
   BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(K / 256));
   quantize_row_q16k(x, K, xq);
-  kq_decode<Avx2K>(W, y, n, xq, K, ctx);
+  kq_decode<Avx2K>(W, y, n, xq, nullptr, K, ctx);
 }
 
 void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {

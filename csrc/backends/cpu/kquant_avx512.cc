@@ -71,6 +71,41 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
   }
 }
 
+// Q4_K decode activations (Avx512K::dot_split_q4k), in BlockQ16K storage: the 16-bit q of
+// quantize_row_q16k (d = amax / 32767, q = round-half-even(x / d)) split as q = 256 hi + lo
+// (hi = q >> 8 in [-128, 127], lo = q & 255 in [0, 255]), qs's 512 bytes holding hi[256] (int8)
+// then lo[256] (uint8) in the order of the dot's code registers (byte 64r + 32u + l, r = 2h + k:
+// element 128h + 64u + 32k + l, i.e. natural 32-block j = 4h + 2u + k at 64r + 32u); s[j] = d *
+// sum(q) over natural 32-block j as in quantize_row_q16k (s2 unused). Nothing is lost: the dot
+// rebuilds each exact code x q product from the two bytes.
+void quantize_row_split(const float* x, int64_t k, BlockQ16K* out) {
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    const float* xs = x + sb * 256;
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
+    const float amax = _mm512_reduce_max_ps(m);
+    const float d = amax / 32767.0f;
+    const __m512 vid = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    BlockQ16K& o = out[sb];
+    o.d = d;
+    int8_t* hi = reinterpret_cast<int8_t*>(o.qs);
+    KQ_UNROLL for (int j = 0; j < 8; ++j) {
+      const int h = j / 4, u = (j / 2) % 2, kk = j % 2;
+      int8_t* dst = hi + 64 * (2 * h + kk) + 32 * u;
+      __m512i sum = _mm512_setzero_si512();
+      KQ_UNROLL for (int i = 0; i < 2; ++i) {
+        // cvtps rounds half to even (default MXCSR); |q| <= 32767, the narrowings are exact
+        const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 32 * j + 16 * i), vid));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * i), _mm512_cvtepi32_epi8(_mm512_srai_epi32(q, 8)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 256 + 16 * i),
+                         _mm512_cvtepi32_epi8(_mm512_and_si512(q, _mm512_set1_epi32(255))));
+        sum = _mm512_add_epi32(sum, q);
+      }
+      o.s[j] = d * static_cast<float>(_mm512_reduce_add_epi32(sum));
+    }
+  }
+}
+
 // ------------------------------------------------------------ weights
 
 // Weight registers of one super-block: W[2g] / W[2g+1] are the even / odd
@@ -186,6 +221,14 @@ inline void load_q23(const uint8_t* blk, SuperW& W) {
   }
 }
 
+// Four registers' sums within each 128-bit lane L: lane 4L + g of the result = the sum of
+// the four int32 lanes of a[g]'s 128-bit lane L.
+inline __m512i group_sums(const __m512i* a) {
+  const __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+  const __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+}
+
 inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
   __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[0], _mm512_load_si512(xb.qs));
   __m512i b = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[1], _mm512_load_si512(xb.qs + 32));
@@ -253,6 +296,67 @@ struct Avx512K {
     alignas(32) float r[8];
     _mm256_store_ps(r, reduce8(acc));
     KQ_UNROLL for (int t = 0; t < NT; ++t) out[t] = r[t];
+  }
+
+  static RowDotFn decode_dot(DType t) { return t == DType::Q4_K ? &dot_split_q4k : nullptr; }
+
+  // Decode (one token) of a Q4_K row on the split activations (quantize_row_split): the codes
+  // stay bytes (64 a register: the low or the high nibbles of 64 code bytes, r = 2h + k for
+  // bytes 64h.. and nibble k) and VNNI multiplies them by the activations' high bytes (code u8 x
+  // hi s8), the sums shifted left by 8, then adds the low bytes' products (lo u8 x code, the
+  // code as s8) into the same sums (vpdpbusd, four products a lane): 8 multiplies a super-block
+  // as the int16 dot's, without widening the codes to 16 bits or building scale operands for
+  // each group (AMD Zen 4: one thread's Q4_K matvec +17%, docs/cpu-bench.md). Lane l of
+  // register r sums 4 products of one 32-value sub-block, |sum| <= 4 * 15 * 32767; group_sums
+  // puts quarter L of register r at lane 4L + r (sub-block 4 (r / 2) + 2 (L / 2) + r % 2),
+  // |sum| <= 16 * 15 * 32767 < 2^23 (exact in f32), scaled by d sc in f32. Each super-block's
+  // header (d x the scales in that lane order, dmin x the mins) is decoded one super-block
+  // ahead, into registers. Value d sc q - dmin m (q 0..15, sc and m 6-bit, per 32 values).
+  static void dot_split_q4k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
+    constexpr int64_t kBytes = kq_bytes<DType::Q4_K>();
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    auto header = [&](int64_t sb, __m512* scl, __m256* mins) {
+      const uint8_t* blk = w + sb * kBytes;
+      uint32_t dw;
+      std::memcpy(&dw, blk, 4);
+      const __m128i sm = k_scales_mins(blk + 4);
+      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dw)));  // d, dmin
+      *mins = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+      const __m128i ord = _mm_shuffle_epi8(sm, _mm_setr_epi8(0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7));
+      *scl = _mm512_mul_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ord)));
+    };
+    __m512 ap = _mm512_setzero_ps();
+    __m256 am = _mm256_setzero_ps();
+    __m512 scl = _mm512_setzero_ps();
+    __m256 mins = _mm256_setzero_ps();
+    if (nsb > 0) header(0, &scl, &mins);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kBytes;
+      kq_decode_prefetch<kBytes>(blk);
+      __m512 scl_next = scl;
+      __m256 mins_next = mins;
+      if (sb + 1 < nsb) header(sb + 1, &scl_next, &mins_next);
+      const BlockQ16K& xb = x[sb];
+      const int8_t* xh = reinterpret_cast<const int8_t*>(xb.qs);
+      __m512i gs[4];
+      KQ_UNROLL for (int h = 0; h < 2; ++h) {
+        const __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * h);
+        const __m512i R[2] = {_mm512_and_si512(raw, m4), _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
+        KQ_UNROLL for (int k = 0; k < 2; ++k) {
+          const int r = 2 * h + k;
+          const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), R[k], _mm512_load_si512(xh + 64 * r));
+          gs[r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), _mm512_load_si512(xh + 256 + 64 * r), R[k]);
+        }
+      }
+      const __m512 sv = _mm512_mul_ps(_mm512_cvtepi32_ps(group_sums(gs)), scl);
+      // two chains: the products' and the mins'
+      ap = _mm512_fmadd_ps(sv, _mm512_set1_ps(xb.d), ap);
+      am = _mm256_fmadd_ps(mins, _mm256_load_ps(xb.s), am);
+      scl = scl_next;
+      mins = mins_next;
+    }
+    out[0] = _mm512_reduce_add_ps(ap) - hsum8(am);
   }
 
   // nsb super-blocks of a row, expanded: W.w[i] at w + 32 i (even / odd elements of each 64).
@@ -357,9 +461,13 @@ void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W,
 
 void avx512_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n,
                           ExecContext& ctx) {
-  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(K / 256));
-  quantize_row_q16k(x, K, xq);
-  kq_decode<Avx512K>(W, y, n, xq, K, ctx);
+  const int64_t nsb = K / 256;
+  bool split = false, q16 = false;  // which forms the matrices' dots take
+  for (int i = 0; i < n; ++i) (Avx512K::decode_dot(W[i]->dtype) ? split : q16) = true;
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(2 * nsb));
+  if (q16) quantize_row_q16k(x, K, xq);
+  if (split) quantize_row_split(x, K, xq + nsb);
+  kq_decode<Avx512K>(W, y, n, xq, split ? xq + nsb : nullptr, K, ctx);
 }
 
 }  // namespace cpu
