@@ -25,6 +25,7 @@ namespace {
 #if defined(CYB_X86)
 struct X86Features {
   bool avx2 = false, avx512 = false, amx = false;
+  bool amd = false;  // vendor "AuthenticAMD"
 };
 
 void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
@@ -52,6 +53,7 @@ X86Features detect_x86() {
   unsigned r[4];
   cpuid(0, 0, r);
   const unsigned max_leaf = r[0];
+  f.amd = r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u;  // "Auth" "enti" "cAMD"
   if (max_leaf < 7) return f;
   cpuid(1, 0, r);
   const bool osxsave = (r[2] >> 27) & 1, fma = (r[2] >> 12) & 1, f16c = (r[2] >> 29) & 1;
@@ -281,6 +283,20 @@ int avx512_width() {
     throw_invalid_config("CYB_AVX512_WIDTH", "'" + v + "' is not 256 or 512");
   }();
   return w;
+}
+
+int decode_streams() {
+  static const int n = [] {
+    const char* env = std::getenv("CYB_DECODE_STREAMS");
+    const std::string v = env ? env : "";
+    if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
+    if (!v.empty()) throw_invalid_config("CYB_DECODE_STREAMS", "'" + v + "' is not 1, 2, 4 or 8");
+#if defined(CYB_X86)
+    if (detect_x86().amd) return 1;
+#endif
+    return 4;
+  }();
+  return n;
 }
 }  // namespace cpu
 

@@ -34,6 +34,10 @@ bool x86_q16_encoding(DType t);
 // matmuls) instead of the 512-bit ones (kquant_avx512.cc, q32_avx512.cc,
 // fgemm_avx512.cc, attention_avx512.cc, the 16-lane GELU); AMX tiles are unaffected.
 int avx512_width();
+// Interleaved row streams per thread of the K-quant decode (kquant_x86.h kq_decode_rows): env
+// CYB_DECODE_STREAMS=1|2|4|8, read once (anything else is an invalid-config error); unset, 1
+// on AMD CPUs and 4 elsewhere (docs/cpu-backend.md, "Decode").
+int decode_streams();
 // avx512 level, fast mode: Q2_K / Q3_K / Q4_K / Q5_K / Q6_K matmuls on BlockQ16K activations
 // (kquant_avx512.cc). y[T, N] = x[T, K] @ W^T, threaded over rows.
 bool avx512_kquant_encoding(DType t);

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/simd_common.h"
 #include "core/dtype.h"
 #include "core/exec_context.h"
@@ -200,13 +201,15 @@ const RowDotFn* kq_row_dots(DType t) {
 }
 
 // Decode (one token) reads each row once, super-block by super-block, with a software
-// prefetch kDecodePrefetch bytes ahead, and each thread reads its rows as kDecodeStreams
-// interleaved streams (row i of each of kDecodeStreams equal parts of its range in turn):
-// more cache lines in flight than one stream gets. Measured on qwen15 shapes over ~1 GB of
-// weights, 2 threads (docs/cpu-bench.md, 2026-12-02): one stream, 8 KiB ahead ~17 GB/s;
-// 4 streams, 2 KiB ahead ~25 GB/s (numpy's 2-thread read 27-28 GB/s in the same runs).
+// prefetch kDecodePrefetch bytes ahead, and each thread reads its rows as decode_streams()
+// interleaved streams (row i of each of that many equal parts of its range in turn): more
+// cache lines in flight than one stream gets where a thread waits on memory. Measured on
+// qwen15 shapes over ~1 GB of weights, 2 threads, Intel Xeon (docs/cpu-bench.md, 2026-12-02):
+// one stream, 8 KiB ahead ~17 GB/s; 4 streams, 2 KiB ahead ~25 GB/s (numpy's 2-thread read
+// 27-28 GB/s in the same runs). On AMD Zen 4, where a decode thread is bound by its
+// instructions, one stream is the fastest (qwen15 decode at avx512 and avx2 +10-15% over 4;
+// docs/cpu-backend.md), hence decode_streams() (kernels.h).
 constexpr int64_t kDecodePrefetch = 2048;
-constexpr int kDecodeStreams = 4;
 
 template <int64_t kBytes>
 inline void kq_decode_prefetch(const uint8_t* blk) {
@@ -216,20 +219,20 @@ inline void kq_decode_prefetch(const uint8_t* blk) {
   if (kBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetch + 192), _MM_HINT_T0);
 }
 
-// Rows [b, e) of one matrix (row bytes rb from base) for one token, as kDecodeStreams
+// Rows [b, e) of one matrix (row bytes rb from base) for one token, as ns = decode_streams()
 // interleaved streams; each stream's first kDecodePrefetch bytes are fetched up front (the
 // dots' own prefetch runs that far ahead from there on; without it every work item
 // started its streams on demand misses: ~2.5% of a qwen15 decode step at avx2).
 inline void kq_decode_rows(RowDotFn dot, const uint8_t* base, size_t rb, const BlockQ16K* xq, int64_t nsb, float* y,
-                           int64_t b, int64_t e) {
-  const int64_t len = (e - b + kDecodeStreams - 1) / kDecodeStreams;
-  for (int s = 0; s < kDecodeStreams && b + s * len < e; ++s) {
+                           int64_t b, int64_t e, int ns) {
+  const int64_t len = (e - b + ns - 1) / ns;
+  for (int s = 0; s < ns && b + s * len < e; ++s) {
     const uint8_t* p0 = base + (b + s * len) * rb;
     const int64_t nb = std::min<int64_t>(kDecodePrefetch, static_cast<int64_t>((e - b - s * len) * rb));
     for (int64_t o = 0; o < nb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p0 + o), _MM_HINT_T0);
   }
   for (int64_t i = 0; i < len; ++i)
-    for (int s = 0; s < kDecodeStreams; ++s) {
+    for (int s = 0; s < ns; ++s) {
       const int64_t n = b + s * len + i;
       if (n < e) dot(base + n * rb, xq, nsb, nsb, y + n);
     }
@@ -247,13 +250,14 @@ void kq_decode(const Tensor* const* W, float* const* y, int n, const BlockQ16K* 
   for (int i = 0; i < n; ++i) end[i] = (i ? end[i - 1] : 0) + W[i]->shape.d[0];
   const int64_t nsb = K / 256;
   const int64_t grain = std::max<int64_t>(4, 32768 / std::max<int64_t>(K, 1));
+  const int ns = decode_streams();  // here, not in a work item: an invalid setting throws
   parallel_rows(ctx, end[n - 1], grain, [&](int64_t b, int64_t e, int) {
     for (int i = 0; i < n; ++i) {
       const int64_t r0 = i ? end[i - 1] : 0, lb = std::max(b, r0) - r0, le = std::min(e, end[i]) - r0;
       if (lb >= le) continue;
       const RowDotFn own = xsplit ? Kern::decode_dot(W[i]->dtype) : nullptr;
       kq_decode_rows(own ? own : kq_row_dots<Kern>(W[i]->dtype)[1], static_cast<const uint8_t*>(W[i]->data),
-                     row_bytes(W[i]->dtype, K), own ? xsplit : xq, nsb, y[i], lb, le);
+                     row_bytes(W[i]->dtype, K), own ? xsplit : xq, nsb, y[i], lb, le, ns);
     }
   });
 }

@@ -1,0 +1,72 @@
+"""CYB_DECODE_STREAMS (docs/cpu-backend.md, "Decode"): how many interleaved row streams each
+thread of the K-quant decode reads (default 1 on AMD CPUs, 4 elsewhere). The variable is read
+once per process, so each setting runs in a subprocess.
+
+Every row is one dot whatever stream reads it, so the outputs of a decode (one token) must be
+bit-identical at every setting, and equal to the op matrix's checked result (tests/test_ops.py
+runs the default). Row counts are chosen so that the streams split unevenly and some work items
+get fewer rows than streams.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cyb_llm import _core
+
+LEVELS = [lvl for lvl in ("avx2", "avx512") if lvl in _core.cpu_levels()]
+pytestmark = pytest.mark.skipif(not LEVELS, reason="no x86 SIMD level on this CPU")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (encoding, rows, k): one token each
+CASES = [("q4_k", 301, 512), ("q6_k", 37, 1024), ("q5_k", 7, 256), ("q4_k", 3, 2048)]
+
+_SCRIPT = r"""
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_ops import random_weight
+from cyb_llm import _core
+out = {}
+for i, (enc, n, k) in enumerate(%r):
+    rng = np.random.default_rng(11 + i)
+    w, _ = random_weight(enc, n, k, rng)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    for lvl in %r:
+        (y,) = _core.run_op("matmul", [x, w], {}, None, lvl, "cpu")
+        out[f"{i}-{lvl}"] = np.asarray(y)
+np.savez(sys.argv[2], **out)
+""" % (CASES, LEVELS)
+
+
+def _outputs(tmp_path, streams):
+    path = tmp_path / f"s{streams}.npz"
+    env = dict(os.environ, CYB_DECODE_STREAMS=str(streams))
+    subprocess.run([sys.executable, "-c", _SCRIPT, HERE, str(path)], env=env, check=True, timeout=300)
+    return np.load(path)
+
+
+def test_every_stream_count_gives_the_same_rows(tmp_path):
+    outs = {s: _outputs(tmp_path, s) for s in (1, 2, 4, 8)}
+    for i, case in enumerate(CASES):
+        for lvl in LEVELS:
+            key = f"{i}-{lvl}"
+            assert np.all(np.isfinite(outs[1][key])), (case, lvl)
+            for s in (2, 4, 8):
+                assert np.array_equal(outs[s][key], outs[1][key]), (case, lvl, s)
+
+
+def test_invalid_stream_count_is_an_error():
+    code = ("import numpy as np; from cyb_llm import _core; from test_ops import random_weight; "
+            "w, _ = random_weight('q4_k', 8, 256, np.random.default_rng(0)); "
+            f"_core.run_op('matmul', [np.ones((1, 256), np.float32), w], {{}}, None, '{LEVELS[0]}', 'cpu')")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_DECODE_STREAMS="3",
+                                                             PYTHONPATH=os.pathsep.join(
+                                                                 [HERE, os.environ.get("PYTHONPATH", "")])),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "CYB_DECODE_STREAMS" in r.stderr and "'3'" in r.stderr, r.stderr[-2000:]
