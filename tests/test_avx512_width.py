@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from cyb_llm import _core
+from level_outputs import matmul_outputs
 
 pytestmark = pytest.mark.skipif("avx512" not in _core.cpu_levels(), reason="this CPU lacks the avx512 level")
 
@@ -26,28 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (encoding, rows, k, tokens): K-quant prefill and decode, the packed float GEMM (64 tokens)
 CASES = [("q4_k", 37, 1024, 19), ("q6_k", 37, 1024, 19), ("q4_k", 301, 512, 1), ("f32", 40, 256, 64)]
 
-_SCRIPT = r"""
-import sys, numpy as np
-sys.path.insert(0, sys.argv[1])
-from test_ops import random_weight
-from cyb_llm import _core
-out = {}
-for i, (enc, n, k, t) in enumerate(%r):
-    rng = np.random.default_rng(5 + i)
-    w, _ = random_weight(enc, n, k, rng)
-    x = rng.standard_normal((t, k)).astype(np.float32)
-    for lvl in ("avx2", "avx512"):
-        (y,) = _core.run_op("matmul", [x, w], {}, None, lvl, "cpu")
-        out[f"{i}-{lvl}"] = np.asarray(y)
-np.savez(sys.argv[2], **out)
-""" % (CASES,)
-
-
 def _outputs(tmp_path, width):
-    path = tmp_path / f"w{width}.npz"
-    env = dict(os.environ, CYB_AVX512_WIDTH=str(width))
-    subprocess.run([sys.executable, "-c", _SCRIPT, HERE, str(path)], env=env, check=True, timeout=300)
-    return np.load(path)
+    return matmul_outputs(tmp_path / f"w{width}.npz", {"CYB_AVX512_WIDTH": str(width)}, CASES, ("avx2", "avx512"), 5)
 
 
 def test_width_256_runs_the_256_bit_kernels(tmp_path):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from cyb_llm import _core
+from level_outputs import matmul_outputs
 
 LEVELS = [lvl for lvl in ("avx2", "avx512") if lvl in _core.cpu_levels()]
 pytestmark = pytest.mark.skipif(not LEVELS, reason="no x86 SIMD level on this CPU")
@@ -26,28 +27,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (encoding, rows, k): one token each
 CASES = [("q4_k", 301, 512), ("q6_k", 37, 1024), ("q5_k", 7, 256), ("q4_k", 3, 2048)]
 
-_SCRIPT = r"""
-import sys, numpy as np
-sys.path.insert(0, sys.argv[1])
-from test_ops import random_weight
-from cyb_llm import _core
-out = {}
-for i, (enc, n, k) in enumerate(%r):
-    rng = np.random.default_rng(11 + i)
-    w, _ = random_weight(enc, n, k, rng)
-    x = rng.standard_normal((1, k)).astype(np.float32)
-    for lvl in %r:
-        (y,) = _core.run_op("matmul", [x, w], {}, None, lvl, "cpu")
-        out[f"{i}-{lvl}"] = np.asarray(y)
-np.savez(sys.argv[2], **out)
-""" % (CASES, LEVELS)
-
-
 def _outputs(tmp_path, streams):
-    path = tmp_path / f"s{streams}.npz"
-    env = dict(os.environ, CYB_DECODE_STREAMS=str(streams))
-    subprocess.run([sys.executable, "-c", _SCRIPT, HERE, str(path)], env=env, check=True, timeout=300)
-    return np.load(path)
+    cases = [(enc, n, k, 1) for enc, n, k in CASES]
+    return matmul_outputs(tmp_path / f"s{streams}.npz", {"CYB_DECODE_STREAMS": str(streams)}, cases, LEVELS, 11)
 
 
 def test_every_stream_count_gives_the_same_rows(tmp_path):

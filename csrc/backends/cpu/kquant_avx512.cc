@@ -37,6 +37,15 @@ constexpr __mmask64 kEvenBytes = 0x5555555555555555ull, kOddBytes = 0xAAAAAAAAAA
 
 // ------------------------------------------------------------ activations
 
+// The 16-bit scale of 256 activations: d = amax / 32767, *vid = 1 / d in every lane (0 where d is).
+inline float q16k_scale(const float* xs, __m512* vid) {
+  __m512 m = _mm512_setzero_ps();
+  for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
+  const float d = _mm512_reduce_max_ps(m) / 32767.0f;
+  *vid = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  return d;
+}
+
 void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
   // element index pairs: lane i of "even" takes element 2i of the 64, "odd" 2i+1
   alignas(64) static const int16_t kEven[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
@@ -44,12 +53,8 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
   const __m512i ie = _mm512_load_si512(kEven), io = _mm512_add_epi16(ie, _mm512_set1_epi16(1));
   for (int64_t sb = 0; sb < k / 256; ++sb) {
     const float* xs = x + sb * 256;
-    __m512 m = _mm512_setzero_ps();
-    for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
-    const float amax = _mm512_reduce_max_ps(m);
-    const float d = amax / 32767.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m512 vid = _mm512_set1_ps(id);
+    __m512 vid;
+    const float d = q16k_scale(xs, &vid);
     BlockQ16K& o = out[sb];
     o.d = d;
     KQ_UNROLL for (int g = 0; g < 4; ++g) {  // 64 elements per group
@@ -81,11 +86,8 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
 void quantize_row_split(const float* x, int64_t k, BlockQ16K* out) {
   for (int64_t sb = 0; sb < k / 256; ++sb) {
     const float* xs = x + sb * 256;
-    __m512 m = _mm512_setzero_ps();
-    for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + i)));
-    const float amax = _mm512_reduce_max_ps(m);
-    const float d = amax / 32767.0f;
-    const __m512 vid = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m512 vid;
+    const float d = q16k_scale(xs, &vid);
     BlockQ16K& o = out[sb];
     o.d = d;
     int8_t* hi = reinterpret_cast<int8_t*>(o.qs);
