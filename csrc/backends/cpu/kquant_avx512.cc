@@ -318,15 +318,10 @@ struct Avx512K {
     constexpr int64_t kBytes = kq_bytes<DType::Q4_K>();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     auto header = [&](int64_t sb, __m512* scl, __m256* mins) {
-      const uint8_t* blk = w + sb * kBytes;
-      uint32_t dw;
-      std::memcpy(&dw, blk, 4);
-      const __m128i sm = k_scales_mins(blk + 4);
-      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dw)));  // d, dmin
-      *mins = _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+      float d;
+      const __m128i sm = kq_header(w + sb * kBytes, &d, mins);
       const __m128i ord = _mm_shuffle_epi8(sm, _mm_setr_epi8(0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7));
-      *scl = _mm512_mul_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ord)));
+      *scl = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ord)));
     };
     __m512 ap = _mm512_setzero_ps();
     __m256 am = _mm256_setzero_ps();

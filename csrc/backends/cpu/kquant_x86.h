@@ -158,12 +158,18 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// d and dmin * m[j] of a Q4_K / Q5_K super-block header (mins: 8 floats), and its scales/mins bytes.
-inline __m128i kq_header(const uint8_t* blk, float* d, float* mins) {
+// d and dmin * m[j] of a Q4_K / Q5_K super-block header (*mins: 8 floats), and its scales/mins bytes.
+inline __m128i kq_header(const uint8_t* blk, float* d, __m256* mins) {
   *d = f16v(blk);
   const __m128i sm = k_scales_mins(blk + 4);
-  _mm256_storeu_ps(mins, _mm256_mul_ps(_mm256_set1_ps(f16v(blk + 2)),
-                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)))));
+  *mins = _mm256_mul_ps(_mm256_set1_ps(f16v(blk + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+  return sm;
+}
+// The same with the mins stored (8 floats at mins).
+inline __m128i kq_header(const uint8_t* blk, float* d, float* mins) {
+  __m256 m;
+  const __m128i sm = kq_header(blk, d, &m);
+  _mm256_storeu_ps(mins, m);
   return sm;
 }
 
