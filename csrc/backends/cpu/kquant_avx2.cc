@@ -305,7 +305,12 @@ inline void headers_ahead(const uint8_t* w, int64_t nsb, bool prefetch, P&& prep
 struct Avx2K {
   static constexpr int kTileT = 4;
   static constexpr int kRows = 1;
+  using Act = BlockQ16K;  // one token a block
+  static constexpr int kActTokens = 1;
   static RowDotFn decode_dot(DType) { return nullptr; }
+  static void quantize_prefill(const float* x, int64_t T, int64_t K, BlockQ16K* out) {
+    for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, out + t * (K / 256));
+  }
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
   template <DType E, int NT>
@@ -515,10 +520,7 @@ void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, f
     const Tensor* w = &W;
     return avx2_kquant_decode(x, K, &w, &y, 1, ctx);
   }
-  const int64_t nsb = K / 256;
-  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
-  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
-  kq_expanded_prefill<Avx2K>(W, xq, T, K, y, ctx);
+  kq_expanded_prefill<Avx2K>(x, W, T, K, y, ctx);
 }
 
 }  // namespace cpu

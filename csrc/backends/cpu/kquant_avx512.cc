@@ -108,6 +108,53 @@ void quantize_row_split(const float* x, int64_t k, BlockQ16K* out) {
   }
 }
 
+// Two tokens' activations of one super-block for the prefill dot (Avx512K::dot_expanded): the
+// 16-value chunks c = 0..15 of each token's quantize_row_q16k qs interleaved (token 0's at
+// qs + 32c, token 1's at qs + 32c + 16), so that one plain 64-byte load gives a register holding
+// the same 16 positions of both tokens; d: token 0's d in lanes 0-7, token 1's in 8-15; s, s2:
+// token 0's 8 values, then token 1's.
+struct alignas(64) BlockQ16P {
+  int16_t qs[512];
+  float d[16];
+  float s[16];
+  float s2[16];
+};
+static_assert(sizeof(BlockQ16P) == 1216, "BlockQ16P layout");
+
+// Tokens 2p and 2p + 1 of x[T, K] into out[p * K / 256 ..] (a missing second token as zeros).
+void quantize_pairs(const float* x, int64_t T, int64_t K, BlockQ16P* out) {
+  const int64_t nsb = K / 256;
+  for (int64_t p = 0; p < (T + 1) / 2; ++p)
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      BlockQ16K q[2];
+      quantize_row_q16k(x + 2 * p * K + sb * 256, 256, &q[0]);
+      if (2 * p + 1 < T)
+        quantize_row_q16k(x + (2 * p + 1) * K + sb * 256, 256, &q[1]);
+      else
+        std::memset(static_cast<void*>(&q[1]), 0, sizeof q[1]);
+      BlockQ16P& o = out[p * nsb + sb];
+      KQ_UNROLL for (int c = 0; c < 16; ++c)
+        _mm512_store_si512(o.qs + 32 * c,
+                           _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(
+                                                  reinterpret_cast<const __m256i*>(q[0].qs + 16 * c))),
+                                              _mm256_load_si256(reinterpret_cast<const __m256i*>(q[1].qs + 16 * c)), 1));
+      _mm512_store_ps(o.d, _mm512_insertf32x8(_mm512_set1_ps(q[0].d), _mm256_set1_ps(q[1].d), 1));
+      _mm512_store_ps(o.s, _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(q[0].s)), _mm256_load_ps(q[1].s), 1));
+      _mm512_store_ps(o.s2,
+                      _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(q[0].s2)), _mm256_load_ps(q[1].s2), 1));
+    }
+}
+
+// Keeps v in a register: GCC otherwise folds a load used twice into both uses as a memory
+// operand, and a 512-bit memory operand on vpdpwssd runs at about half the rate on AMD Zen 4.
+inline void in_register(__m512i& v) {
+#if defined(__GNUC__)
+  __asm__("" : "+v"(v));
+#else
+  (void)v;
+#endif
+}
+
 // ------------------------------------------------------------ weights
 
 // Weight registers of one super-block: W[2g] / W[2g+1] are the even / odd
@@ -248,6 +295,9 @@ struct Avx512K {
   static constexpr int kTileT = avx512::kTileT;
   static constexpr int kRows = 2;
   static_assert(kTileT == 8, "dot_expanded writes 8 tokens per row");
+  using Act = BlockQ16P;  // two tokens a block
+  static constexpr int kActTokens = 2;
+  static void quantize_prefill(const float* x, int64_t T, int64_t K, BlockQ16P* out) { quantize_pairs(x, T, K, out); }
 
   // One super-block's registers (and d, dmin * m[j] for Q4_K / Q5_K, Q2_K's min term: q2k_header).
   template <DType E>
@@ -368,50 +418,77 @@ struct Avx512K {
   }
 
   // Two rows per dot: out[t] = row0 . x_t, out[kTileT + t] = row1 . x_t (row1 at w + ws) for NT
-  // tokens, the rows given as nsb expanded super-blocks. Each weight register holds 16 values of
-  // row 0 (lanes 0-7) and the same 16 of row 1 (lanes 8-15), against those 16 activations
-  // broadcast to both halves: one activation load feeds both rows, and each token's sums stay in
-  // one register (halves = rows). Per lane and super-block: 16 dpwssd, 32 products, split over
-  // two accumulators (even / odd k) of 16 products each (the bounds of the file comment). Q4_K /
-  // Q5_K (and Q3_K / Q2_K): |sum| <= 32 * 1953 * 32767 < 2^31, summed in int32; Q6_K: each
-  // converted on its own.
+  // tokens, the rows given as nsb expanded super-blocks, the tokens as pairs (BlockQ16P). A
+  // weight register W holds 16 values of row 0 (lanes 0-7) and the same 16 of row 1 (lanes 8-15);
+  // an activation register X those 16 of token 2p (lanes 0-7) and of token 2p + 1: W . X gives
+  // (row 0, token 2p) and (row 1, token 2p + 1), W with its halves swapped . X the other two.
+  // Every operand is a plain 64-byte load (no 256-bit broadcast, which costs a third more per
+  // vpdpwssd on AMD Zen 4), each W feeds 2 x NP vpdpwssd and each X two. Per lane and
+  // super-block: 16 vpdpwssd, 32 products; Q6_K's (|w| <= 4096) split over two accumulators (even
+  // / odd chunk) of 16 products each (the bounds of the file comment), the rest summed in one:
+  // Q5_K 32 * 1953 * 32767 = 2047806432 < 2^31 - 1.
   template <DType E, int NT>
-  static void dot_expanded(const ExpSB* w, int64_t ws, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
-    constexpr bool kMins = kq_mins<E>(), kSumInt = E != DType::Q6_K;
+  static void dot_expanded(const ExpSB* w, int64_t ws, const BlockQ16P* x, int64_t nsb, int64_t xs, float* out) {
+    constexpr int NP = (NT + 1) / 2;
+    constexpr bool kMins = kq_mins<E>(), kSplit = E == DType::Q6_K;
     const ExpSB* w1 = w + ws;
-    __m512 acc[8];
-    KQ_UNROLL for (int t = 0; t < 8; ++t) acc[t] = _mm512_setzero_ps();
+    __m512 acc[8];  // per pair: [(r0, t0) | (r1, t1)], [(r1, t0) | (r0, t1)]
+    KQ_UNROLL for (int i = 0; i < 8; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const ExpSB& e0 = w[sb];
       const ExpSB& e1 = w1[sb];
-      __m512i ia[NT], ib[NT];
-      KQ_UNROLL for (int t = 0; t < NT; ++t) ia[t] = ib[t] = _mm512_setzero_si512();
-      KQ_UNROLL for (int k = 0; k < 16; k += 2) {
-        const __m512i W0 = pair(e0.w + 16 * k, e1.w + 16 * k), W1 = pair(e0.w + 16 * k + 16, e1.w + 16 * k + 16);
-        KQ_UNROLL for (int t = 0; t < NT; ++t) {
-          const int16_t* q = x[t * xs + sb].qs + 16 * k;
-          ia[t] = _mm512_dpwssd_epi32(ia[t], W0, bcast256(q));
-          ib[t] = _mm512_dpwssd_epi32(ib[t], W1, bcast256(q + 16));
+      __m512i ia[2 * NP], ib[2 * NP];
+      KQ_UNROLL for (int i = 0; i < 2 * NP; ++i) ia[i] = ib[i] = _mm512_setzero_si512();
+      KQ_UNROLL for (int c2 = 0; c2 < 8; ++c2) {
+        KQ_UNROLL for (int h = 0; h < 2; ++h) {
+          const int c = 2 * c2 + h;
+          const __m512i W = pair(e0.w + 16 * c, e1.w + 16 * c), Ws = _mm512_shuffle_i64x2(W, W, 0x4e);
+          KQ_UNROLL for (int p = 0; p < NP; ++p) {
+            __m512i X = _mm512_load_si512(x[p * xs + sb].qs + 32 * c);
+            in_register(X);
+            if (kSplit && h) {
+              ib[2 * p] = _mm512_dpwssd_epi32(ib[2 * p], W, X);
+              ib[2 * p + 1] = _mm512_dpwssd_epi32(ib[2 * p + 1], Ws, X);
+            } else {
+              ia[2 * p] = _mm512_dpwssd_epi32(ia[2 * p], W, X);
+              ia[2 * p + 1] = _mm512_dpwssd_epi32(ia[2 * p + 1], Ws, X);
+            }
+          }
         }
       }
       const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(e0.d), _mm256_set1_ps(e1.d), 1);
-      const __m512 mins =
-          kMins ? _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(e0.mins)), _mm256_load_ps(e1.mins), 1)
-                : _mm512_setzero_ps();
-      const __m512 mins2 = kq_half_mins<E>() ? _mm512_insertf32x8(_mm512_castps256_ps512(q2k_half_mins(e0.dmin, e0.dm)),
-                                                                  q2k_half_mins(e1.dmin, e1.dm), 1)
-                                             : _mm512_setzero_ps();
-      KQ_UNROLL for (int t = 0; t < NT; ++t) {
-        const BlockQ16K& xb = x[t * xs + sb];
-        const __m512 v = kSumInt ? _mm512_cvtepi32_ps(_mm512_add_epi32(ia[t], ib[t]))
-                                 : _mm512_add_ps(_mm512_cvtepi32_ps(ia[t]), _mm512_cvtepi32_ps(ib[t]));
-        acc[t] = _mm512_fmadd_ps(v, _mm512_mul_ps(dd, _mm512_set1_ps(xb.d)), acc[t]);
-        if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(mins, _mm512_broadcast_f32x8(_mm256_load_ps(xb.s)), acc[t]);
-        if constexpr (kq_half_mins<E>())
-          acc[t] = _mm512_fnmadd_ps(mins2, _mm512_broadcast_f32x8(_mm256_load_ps(xb.s2)), acc[t]);
+      const __m512 dds = _mm512_shuffle_f32x4(dd, dd, 0x4e);
+      __m512 mins = _mm512_setzero_ps(), minss = mins, mins2 = mins, mins2s = mins;
+      if constexpr (kMins) {
+        mins = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(e0.mins)), _mm256_load_ps(e1.mins), 1);
+        minss = _mm512_shuffle_f32x4(mins, mins, 0x4e);
+      }
+      if constexpr (kq_half_mins<E>()) {
+        mins2 = _mm512_insertf32x8(_mm512_castps256_ps512(q2k_half_mins(e0.dmin, e0.dm)), q2k_half_mins(e1.dmin, e1.dm),
+                                   1);
+        mins2s = _mm512_shuffle_f32x4(mins2, mins2, 0x4e);
+      }
+      KQ_UNROLL for (int p = 0; p < NP; ++p) {
+        const BlockQ16P& xb = x[p * xs + sb];
+        const __m512 xd = _mm512_load_ps(xb.d);
+        KQ_UNROLL for (int h = 0; h < 2; ++h) {
+          __m512& A = acc[2 * p + h];
+          const __m512 v = kSplit ? _mm512_add_ps(_mm512_cvtepi32_ps(ia[2 * p + h]), _mm512_cvtepi32_ps(ib[2 * p + h]))
+                                  : _mm512_cvtepi32_ps(ia[2 * p + h]);
+          A = _mm512_fmadd_ps(v, _mm512_mul_ps(h ? dds : dd, xd), A);
+          if constexpr (kMins) A = _mm512_fnmadd_ps(h ? minss : mins, _mm512_load_ps(xb.s), A);
+          if constexpr (kq_half_mins<E>()) A = _mm512_fnmadd_ps(h ? mins2s : mins2, _mm512_load_ps(xb.s2), A);
+        }
       }
     }
-    reduce8_two_rows(acc, out);  // (avx512_common.h)
+    // token 2p: row 0 in the low half of the first, row 1 in the low half of the second; token
+    // 2p + 1: row 0 in the high half of the second, row 1 in the high half of the first
+    __m512 tok[8];
+    KQ_UNROLL for (int p = 0; p < 4; ++p) {
+      tok[2 * p] = _mm512_shuffle_f32x4(acc[2 * p], acc[2 * p + 1], 0x44);
+      tok[2 * p + 1] = _mm512_shuffle_f32x4(acc[2 * p + 1], acc[2 * p], 0xee);
+    }
+    reduce8_two_rows(tok, out);  // (avx512_common.h)
   }
 
  private:
@@ -419,41 +496,18 @@ struct Avx512K {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a))),
                               _mm256_load_si256(reinterpret_cast<const __m256i*>(b)), 1);
   }
-  static inline __m512i bcast256(const int16_t* q) {
-    return _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)));
-  }
 };
-
-// CYB_KQUANT_REEXPAND=1: the previous prefill (weights expanded per token tile), for A/B measurement.
-bool kquant_reexpand() {
-  static const bool v = [] {
-    const char* e = std::getenv("CYB_KQUANT_REEXPAND");
-    return e && e[0] == '1';
-  }();
-  return v;
-}
 
 }  // namespace
 
 bool avx512_kquant_encoding(DType t) { return kq_row_dots<Avx512K>(t) != nullptr; }
 
 void avx512_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  const RowDotFn* f = kq_row_dots<Avx512K>(W.dtype);
-  const int64_t N = W.shape.d[0], nsb = K / 256;
   if (T == 1) {
     const Tensor* w = &W;
     return avx512_kquant_decode(x, K, &w, &y, 1, ctx);
   }
-  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(T * nsb));
-  for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, xq + t * nsb);
-  if (!kquant_reexpand()) return kq_expanded_prefill<Avx512K>(W, xq, T, K, y, ctx);
-  const size_t rb = row_bytes(W.dtype, K);
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  // K chunks of 8 super-blocks: an 8-token activation tile is 36 KiB
-  avx512::parallel_blocked(ctx, T, K, N, nsb, 8, base, rb, y,
-                           [&](int nt, const uint8_t* w, int64_t c0, int64_t t0, int64_t nc, float* r) {
-                             f[nt](w, xq + t0 * nsb + c0, nc, nsb, r);
-                           });
+  kq_expanded_prefill<Avx512K>(x, W, T, K, y, ctx);
 }
 
 void avx512_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n,

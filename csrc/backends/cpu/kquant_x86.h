@@ -5,10 +5,15 @@
 // against it. The SIMD work is the level's "Kern" class:
 //   Kern::kTileT                              tokens per tile (<= 8)
 //   Kern::kRows                               rows per expanded dot (1 or 2)
+//   Kern::Act, Kern::kActTokens               the prefill activation block (one super-block of
+//                                             kActTokens tokens) and Kern::quantize_prefill(x, T,
+//                                             K, Act* out), which writes ceil(T / kActTokens) x
+//                                             K / 256 of them (token group-major)
 //   Kern::expand_row<E>(w, nsb, ExpSB* out)   nsb super-blocks of a row, expanded
 //   Kern::dot_expanded<E, NT>(w, ws, x, nsb, xs, out)
 //                                             out[r * kTileT + t] = row_r . x_t, r < kRows, t < NT,
 //                                             on expanded weights (row r at w + r * ws; ws may be 0)
+//                                             and Act blocks (token group g's at x + g * xs)
 //   Kern::dot_row<E, NT>(w, x, nsb, xs, out)  the same on the row's bytes (decode: NT = 1,
 //                                             with kq_decode_prefetch per super-block)
 //   Kern::decode_dot(E)                       a decode dot of its own (RowDotFn on the level's
@@ -179,12 +184,13 @@ inline __m128i kq_header(const uint8_t* blk, float* d, float* mins) {
 constexpr int64_t kExpRows = 8, kExpChunk = 6;
 constexpr int64_t kExpGroupT = 256;             // tokens whose activations (256 x 6 x 576 B = 864 KiB) stay in L2 over the rows
 
-using ExpDotFn = void (*)(const ExpSB*, int64_t, const BlockQ16K*, int64_t, int64_t, float*);
+template <class Act>
+using ExpDotFn = void (*)(const ExpSB*, int64_t, const Act*, int64_t, int64_t, float*);
 using RowDotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
 
 template <class Kern, DType E, size_t... I>
-const ExpDotFn* exp_dots(std::index_sequence<I...>) {
-  static const ExpDotFn f[] = {nullptr, &Kern::template dot_expanded<E, static_cast<int>(I) + 1>...};
+const ExpDotFn<typename Kern::Act>* exp_dots(std::index_sequence<I...>) {
+  static const ExpDotFn<typename Kern::Act> f[] = {nullptr, &Kern::template dot_expanded<E, static_cast<int>(I) + 1>...};
   return f;
 }
 template <class Kern, DType E, size_t... I>
@@ -301,10 +307,11 @@ inline void kq_store_tile(float* y, int64_t N, int64_t t0, int64_t n, int nr, in
 // then every token tile against the expanded rows, Kern::kRows rows per dot (a last
 // odd row goes in as both rows, ws = 0); sums over chunks accumulate in y.
 template <class Kern, DType E>
-void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, int64_t T, int64_t nsb, float* y,
-                           int64_t N, int64_t n0, int64_t n1) {
-  constexpr int kTileT = Kern::kTileT, kRows = Kern::kRows;
-  const ExpDotFn* f = exp_dots<Kern, E>(std::make_index_sequence<kTileT>{});
+void expanded_prefill_rows(const uint8_t* base, size_t rb, const typename Kern::Act* xq, int64_t T, int64_t nsb,
+                           float* y, int64_t N, int64_t n0, int64_t n1) {
+  constexpr int kTileT = Kern::kTileT, kRows = Kern::kRows, kA = Kern::kActTokens;
+  static_assert(kTileT % kA == 0, "token tiles start at an activation block");
+  const ExpDotFn<typename Kern::Act>* f = exp_dots<Kern, E>(std::make_index_sequence<kTileT>{});
   alignas(64) ExpSB buf[kExpRows * kExpChunk];
   float r[kRows * kTileT];
   for (int64_t c0 = 0; c0 < nsb; c0 += kExpChunk) {
@@ -321,7 +328,7 @@ void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, 
           kq_prefetch_out(y + r0, N, t0 + kTileT, std::min<int64_t>(g1, t0 + 2 * kTileT));
           for (int64_t n = r0; n < r1; n += kRows) {
             const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - n));
-            f[nt](buf + (n - r0) * kExpChunk, nr > 1 ? kExpChunk : 0, xq + t0 * nsb + c0, nc, nsb, r);
+            f[nt](buf + (n - r0) * kExpChunk, nr > 1 ? kExpChunk : 0, xq + t0 / kA * nsb + c0, nc, nsb, r);
             kq_store_tile<kTileT>(y, N, t0, n, nr, nt, r, c0 == 0);
           }
         }
@@ -329,13 +336,16 @@ void expanded_prefill_rows(const uint8_t* base, size_t rb, const BlockQ16K* xq, 
   }
 }
 
-// y[T, N] = xq @ W^T over the thread pool, T > 1, on expanded weights.
+// y[T, N] = x[T, K] @ W^T over the thread pool, T > 1, on expanded weights.
 template <class Kern>
-void kq_expanded_prefill(const Tensor& W, const BlockQ16K* xq, int64_t T, int64_t K, float* y, ExecContext& ctx) {
+void kq_expanded_prefill(const float* x, const Tensor& W, int64_t T, int64_t K, float* y, ExecContext& ctx) {
   const int64_t N = W.shape.d[0], nsb = K / 256;
+  using Act = typename Kern::Act;
+  Act* xq = scratch<Act>(kScratchXq, static_cast<size_t>((T + Kern::kActTokens - 1) / Kern::kActTokens * nsb));
+  Kern::quantize_prefill(x, T, K, xq);
   const size_t rb = row_bytes(W.dtype, K);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  using Fn = void (*)(const uint8_t*, size_t, const BlockQ16K*, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+  using Fn = void (*)(const uint8_t*, size_t, const Act*, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
   const Fn pf = W.dtype == DType::Q2_K   ? expanded_prefill_rows<Kern, DType::Q2_K>
                 : W.dtype == DType::Q3_K ? expanded_prefill_rows<Kern, DType::Q3_K>
                 : W.dtype == DType::Q4_K ? expanded_prefill_rows<Kern, DType::Q4_K>
