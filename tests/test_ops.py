@@ -71,7 +71,7 @@ def row_lengths(enc):
     if b == 1:
         return [37, 100]
     if b == 32:
-        return [96, 160]
+        return [96, 160, 1824]  # 1824: 57 blocks, avx512 prefill groups of 8 over two K chunks
     return [256, 768]
 
 

@@ -113,54 +113,84 @@ inline void transpose16(__m512* r) {
   }
 }
 
-// Runs dot(w_row_chunk, x_tile, nc, out) over rows [n0, n1) of y[T, N] with the
-// blocking of the prefill kernels: a tile of kTileT tokens x `chunk` blocks of
-// activations stays in L1 while the weights of a block of rows stay in L2;
-// partial sums over the chunks accumulate in y. One token: whole-row dots.
-// dots[nt](row + c0 * blk_bytes, c0, t0, nc, r) computes r[0..nt) for tokens t0..t0+nt.
+// Tokens per prefill tile of the 512-bit kernels.
 constexpr int kTileT = 8;
-template <class Dot>
-void blocked_rows(int64_t T, int64_t nblocks, int64_t chunk, const uint8_t* base, size_t row_bytes,
-                  size_t blk_bytes, float* y, int64_t N, int64_t n0, int64_t n1, Dot&& dot) {
-  constexpr int64_t kRowBlock = 64;
-  float r[kTileT];
-  if (T == 1) {
-    for (int64_t n = n0; n < n1; ++n) dot(1, base + n * row_bytes, int64_t{0}, int64_t{0}, nblocks, y + n);
-    return;
-  }
-  for (int64_t c0 = 0; c0 < nblocks; c0 += chunk) {
-    const int64_t nc = chunk < nblocks - c0 ? chunk : nblocks - c0;
-    for (int64_t r0 = n0; r0 < n1; r0 += kRowBlock) {
-      const int64_t r1 = n1 < r0 + kRowBlock ? n1 : r0 + kRowBlock;
-      for (int64_t t0 = 0; t0 < T; t0 += kTileT) {
-        const int nt = static_cast<int>(kTileT < T - t0 ? kTileT : T - t0);
-        for (int64_t n = r0; n < r1; ++n) {
-          dot(nt, base + n * row_bytes + c0 * blk_bytes, c0, t0, nc, r);
-          float* yt = y + t0 * N + n;
-          if (c0 == 0)
-            for (int t = 0; t < nt; ++t) yt[t * N] = r[t];
-          else
-            for (int t = 0; t < nt; ++t) yt[t * N] += r[t];
+
+// Two tokens' activations of one 256-value group, for the two-row prefill dots (pair_group_sums):
+// 16 chunks c of 16 int16 values (in the order of the kernel's expanded weights), token 0's at qs
+// + 32c and token 1's at qs + 32c + 16, so that one plain 64-byte load gives a register holding
+// the same 16 positions of both tokens (a missing second token is zeros); d, s, s2: token 0's 8
+// values then token 1's (their meaning is the kernel's: kquant_avx512.cc, q32_avx512.cc).
+struct alignas(64) BlockQ16P {
+  int16_t qs[512];
+  float d[16];
+  float s[16];
+  float s2[16];
+};
+static_assert(sizeof(BlockQ16P) == 1216, "BlockQ16P layout");
+
+// Keeps v in a register: GCC otherwise folds a load used by two vpdpwssd into both as a memory
+// operand (two loads instead of one; on AMD Zen 4 the K-quant dot ran 240 instead of 168 cycles a
+// super-block).
+inline void in_register(__m512i& v) {
+#if defined(__GNUC__)
+  __asm__("" : "+v"(v));
+#else
+  (void)v;
+#endif
+}
+
+// The int32 dots of one 256-value group of two rows (16-value chunk c of row 0 at w0 + 16c, of row 1
+// at w1 + 16c) with NP token pairs (pair p at x + p * xs). A weight register W holds chunk c of row 0
+// (lanes 0-7) and of row 1 (lanes 8-15), an activation register X chunk c of tokens 2p and 2p + 1:
+// W . X gives (row 0, token 2p) and (row 1, token 2p + 1) into ia[2p], W with its halves swapped
+// (vshufi64x2, off the multiply pipes) . X the other two into ia[2p + 1]. Every operand is a plain
+// 64-byte load: a 256-bit broadcast load costs a third of a cycle more per vpdpwssd on AMD Zen 4
+// (1.34 against 1.0-1.07 cycles in isolation). Each lane sums 32 products; kSplit: the odd chunks
+// into ib instead (16 products a lane each, for weights too large for 32).
+template <int NP, bool kSplit>
+inline void pair_group_sums(const int16_t* w0, const int16_t* w1, const BlockQ16P* x, int64_t xs, __m512i* ia,
+                            __m512i* ib) {
+  KQ_UNROLL for (int i = 0; i < 2 * NP; ++i) ia[i] = ib[i] = _mm512_setzero_si512();
+  KQ_UNROLL for (int c2 = 0; c2 < 8; ++c2) {
+    KQ_UNROLL for (int h = 0; h < 2; ++h) {
+      const int c = 2 * c2 + h;
+      const __m512i W = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(w0 + 16 * c))),
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(w1 + 16 * c)), 1);
+      const __m512i Ws = _mm512_shuffle_i64x2(W, W, 0x4e);
+      KQ_UNROLL for (int p = 0; p < NP; ++p) {
+        __m512i X = _mm512_load_si512(x[p * xs].qs + 32 * c);
+        in_register(X);
+        if (kSplit && h) {
+          ib[2 * p] = _mm512_dpwssd_epi32(ib[2 * p], W, X);
+          ib[2 * p + 1] = _mm512_dpwssd_epi32(ib[2 * p + 1], Ws, X);
+        } else {
+          ia[2 * p] = _mm512_dpwssd_epi32(ia[2 * p], W, X);
+          ia[2 * p + 1] = _mm512_dpwssd_epi32(ia[2 * p + 1], Ws, X);
         }
       }
     }
   }
 }
 
-// y[T, N] over the thread pool with blocked_rows: rows of `row_bytes` bytes made
-// of `nblocks` equal blocks, K chunks of `chunk` blocks. Rows per work item: at
-// least ~32K multiply-adds, and whole 16-row groups when there are several tokens.
-template <class Dot>
-void parallel_blocked(ExecContext& ctx, int64_t T, int64_t K, int64_t N, int64_t nblocks, int64_t chunk,
-                      const uint8_t* base, size_t row_bytes, float* y, Dot&& dot) {
-  int64_t grain = 32768 / (T * K > 0 ? T * K : 1);
-  grain = grain > 4 ? grain : 4;
-  if (T > 1 && grain < 16) grain = 16;
-  const size_t blk_bytes = row_bytes / static_cast<size_t>(nblocks);
-  parallel_rows(ctx, N, grain, [&](int64_t b, int64_t e, int) {
-    blocked_rows(T, nblocks, chunk, base, row_bytes, blk_bytes, y, N, b, e, dot);
-  });
+// 8 values a + b (8 floats each) as [a | b].
+inline __m512 halves(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
+// v with its 256-bit halves swapped.
+inline __m512 swap_halves(__m512 v) { return _mm512_shuffle_f32x4(v, v, 0x4e); }
+
+// The two-row dots' results: acc[2p] holds [(row 0, token 2p) | (row 1, token 2p + 1)] and acc[2p + 1]
+// [(row 1, token 2p) | (row 0, token 2p + 1)] over 8 lanes each (acc[8], the unused ones zero);
+// out[t] = row 0 . x_t, out[kTileT + t] = row 1 . x_t for t < 8.
+inline void pair_store(const __m512* acc, float* out) {
+  __m512 tok[8];  // token t: row 0 in the low half, row 1 in the high half
+  KQ_UNROLL for (int p = 0; p < 4; ++p) {
+    tok[2 * p] = _mm512_shuffle_f32x4(acc[2 * p], acc[2 * p + 1], 0x44);
+    tok[2 * p + 1] = _mm512_shuffle_f32x4(acc[2 * p + 1], acc[2 * p], 0xee);
+  }
+  reduce8_two_rows(tok, out);
 }
+
 
 }  // namespace avx512
 }  // namespace cpu

@@ -30,8 +30,8 @@
 namespace cyb {
 namespace cpu {
 namespace {
+using avx512::BlockQ16P;
 using avx512::reduce8;
-using avx512::reduce8_two_rows;
 
 constexpr __mmask64 kEvenBytes = 0x5555555555555555ull, kOddBytes = 0xAAAAAAAAAAAAAAAAull;
 
@@ -108,20 +108,9 @@ void quantize_row_split(const float* x, int64_t k, BlockQ16K* out) {
   }
 }
 
-// Two tokens' activations of one super-block for the prefill dot (Avx512K::dot_expanded): the
-// 16-value chunks c = 0..15 of each token's quantize_row_q16k qs interleaved (token 0's at
-// qs + 32c, token 1's at qs + 32c + 16), so that one plain 64-byte load gives a register holding
-// the same 16 positions of both tokens; d: token 0's d in lanes 0-7, token 1's in 8-15; s, s2:
-// token 0's 8 values, then token 1's.
-struct alignas(64) BlockQ16P {
-  int16_t qs[512];
-  float d[16];
-  float s[16];
-  float s2[16];
-};
-static_assert(sizeof(BlockQ16P) == 1216, "BlockQ16P layout");
-
-// Tokens 2p and 2p + 1 of x[T, K] into out[p * K / 256 ..] (a missing second token as zeros).
+// Tokens 2p and 2p + 1 of x[T, K] into out[p * K / 256 ..] (avx512_common.h BlockQ16P: chunk c =
+// qs + 16c of each token's quantize_row_q16k block; d: the token's scale in all 8 lanes; s, s2 as
+// BlockQ16K's).
 void quantize_pairs(const float* x, int64_t T, int64_t K, BlockQ16P* out) {
   const int64_t nsb = K / 256;
   for (int64_t p = 0; p < (T + 1) / 2; ++p)
@@ -143,16 +132,6 @@ void quantize_pairs(const float* x, int64_t T, int64_t K, BlockQ16P* out) {
       _mm512_store_ps(o.s2,
                       _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(q[0].s2)), _mm256_load_ps(q[1].s2), 1));
     }
-}
-
-// Keeps v in a register: GCC otherwise folds a load used twice into both uses as a memory
-// operand, and a 512-bit memory operand on vpdpwssd runs at about half the rate on AMD Zen 4.
-inline void in_register(__m512i& v) {
-#if defined(__GNUC__)
-  __asm__("" : "+v"(v));
-#else
-  (void)v;
-#endif
 }
 
 // ------------------------------------------------------------ weights
@@ -418,56 +397,28 @@ struct Avx512K {
   }
 
   // Two rows per dot: out[t] = row0 . x_t, out[kTileT + t] = row1 . x_t (row1 at w + ws) for NT
-  // tokens, the rows given as nsb expanded super-blocks, the tokens as pairs (BlockQ16P). A
-  // weight register W holds 16 values of row 0 (lanes 0-7) and the same 16 of row 1 (lanes 8-15);
-  // an activation register X those 16 of token 2p (lanes 0-7) and of token 2p + 1: W . X gives
-  // (row 0, token 2p) and (row 1, token 2p + 1), W with its halves swapped . X the other two.
-  // Every operand is a plain 64-byte load (no 256-bit broadcast, which costs a third more per
-  // vpdpwssd on AMD Zen 4), each W feeds 2 x NP vpdpwssd and each X two. Per lane and
-  // super-block: 16 vpdpwssd, 32 products; Q6_K's (|w| <= 4096) split over two accumulators (even
-  // / odd chunk) of 16 products each (the bounds of the file comment), the rest summed in one:
+  // tokens, the rows given as nsb expanded super-blocks, the tokens as pairs (BlockQ16P:
+  // quantize_pairs): avx512_common.h pair_group_sums, then per super-block the sums scaled by d_w
+  // d_x and the mins subtracted. Per lane and super-block 32 products; Q6_K's (|w| <= 4096) split
+  // over two accumulators of 16 each (the bounds of the file comment), the rest summed in one:
   // Q5_K 32 * 1953 * 32767 = 2047806432 < 2^31 - 1.
   template <DType E, int NT>
   static void dot_expanded(const ExpSB* w, int64_t ws, const BlockQ16P* x, int64_t nsb, int64_t xs, float* out) {
     constexpr int NP = (NT + 1) / 2;
     constexpr bool kMins = kq_mins<E>(), kSplit = E == DType::Q6_K;
     const ExpSB* w1 = w + ws;
-    __m512 acc[8];  // per pair: [(r0, t0) | (r1, t1)], [(r1, t0) | (r0, t1)]
+    __m512 acc[8];
     KQ_UNROLL for (int i = 0; i < 8; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const ExpSB& e0 = w[sb];
       const ExpSB& e1 = w1[sb];
       __m512i ia[2 * NP], ib[2 * NP];
-      KQ_UNROLL for (int i = 0; i < 2 * NP; ++i) ia[i] = ib[i] = _mm512_setzero_si512();
-      KQ_UNROLL for (int c2 = 0; c2 < 8; ++c2) {
-        KQ_UNROLL for (int h = 0; h < 2; ++h) {
-          const int c = 2 * c2 + h;
-          const __m512i W = pair(e0.w + 16 * c, e1.w + 16 * c), Ws = _mm512_shuffle_i64x2(W, W, 0x4e);
-          KQ_UNROLL for (int p = 0; p < NP; ++p) {
-            __m512i X = _mm512_load_si512(x[p * xs + sb].qs + 32 * c);
-            in_register(X);
-            if (kSplit && h) {
-              ib[2 * p] = _mm512_dpwssd_epi32(ib[2 * p], W, X);
-              ib[2 * p + 1] = _mm512_dpwssd_epi32(ib[2 * p + 1], Ws, X);
-            } else {
-              ia[2 * p] = _mm512_dpwssd_epi32(ia[2 * p], W, X);
-              ia[2 * p + 1] = _mm512_dpwssd_epi32(ia[2 * p + 1], Ws, X);
-            }
-          }
-        }
-      }
-      const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(e0.d), _mm256_set1_ps(e1.d), 1);
-      const __m512 dds = _mm512_shuffle_f32x4(dd, dd, 0x4e);
-      __m512 mins = _mm512_setzero_ps(), minss = mins, mins2 = mins, mins2s = mins;
-      if constexpr (kMins) {
-        mins = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(e0.mins)), _mm256_load_ps(e1.mins), 1);
-        minss = _mm512_shuffle_f32x4(mins, mins, 0x4e);
-      }
-      if constexpr (kq_half_mins<E>()) {
-        mins2 = _mm512_insertf32x8(_mm512_castps256_ps512(q2k_half_mins(e0.dmin, e0.dm)), q2k_half_mins(e1.dmin, e1.dm),
-                                   1);
-        mins2s = _mm512_shuffle_f32x4(mins2, mins2, 0x4e);
-      }
+      avx512::pair_group_sums<NP, kSplit>(e0.w, e1.w, x + sb, xs, ia, ib);
+      const __m512 dd = avx512::halves(_mm256_set1_ps(e0.d), _mm256_set1_ps(e1.d)), dds = avx512::swap_halves(dd);
+      __m512 mins = _mm512_setzero_ps(), mins2 = mins;
+      if constexpr (kMins) mins = avx512::halves(_mm256_load_ps(e0.mins), _mm256_load_ps(e1.mins));
+      if constexpr (kq_half_mins<E>()) mins2 = avx512::halves(q2k_half_mins(e0.dmin, e0.dm), q2k_half_mins(e1.dmin, e1.dm));
+      const __m512 minss = avx512::swap_halves(mins), mins2s = avx512::swap_halves(mins2);
       KQ_UNROLL for (int p = 0; p < NP; ++p) {
         const BlockQ16P& xb = x[p * xs + sb];
         const __m512 xd = _mm512_load_ps(xb.d);
@@ -481,21 +432,9 @@ struct Avx512K {
         }
       }
     }
-    // token 2p: row 0 in the low half of the first, row 1 in the low half of the second; token
-    // 2p + 1: row 0 in the high half of the second, row 1 in the high half of the first
-    __m512 tok[8];
-    KQ_UNROLL for (int p = 0; p < 4; ++p) {
-      tok[2 * p] = _mm512_shuffle_f32x4(acc[2 * p], acc[2 * p + 1], 0x44);
-      tok[2 * p + 1] = _mm512_shuffle_f32x4(acc[2 * p + 1], acc[2 * p], 0xee);
-    }
-    reduce8_two_rows(tok, out);  // (avx512_common.h)
+    avx512::pair_store(acc, out);
   }
 
- private:
-  static inline __m512i pair(const int16_t* a, const int16_t* b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(a))),
-                              _mm256_load_si256(reinterpret_cast<const __m256i*>(b)), 1);
-  }
 };
 
 }  // namespace
