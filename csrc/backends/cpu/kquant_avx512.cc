@@ -346,28 +346,29 @@ struct Avx512K {
   static void dot_split_q4k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
     constexpr int64_t kBytes = kq_bytes<DType::Q4_K>();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    auto header = [&](int64_t sb, __m512* scl, __m256* mins) {
-      float d;
-      const __m128i sm = kq_header(w + sb * kBytes, &d, mins);
-      const __m128i ord = _mm_shuffle_epi8(sm, _mm_setr_epi8(0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7));
-      *scl = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ord)));
+    auto header = [&](int64_t sb, __m512i* sci, float* d, __m256* mins) {
+      const __m128i sm = kq_header(w + sb * kBytes, d, mins);
+      *sci = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sm, _mm_setr_epi8(0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7)));
     };
     __m512 ap = _mm512_setzero_ps();
     __m256 am = _mm256_setzero_ps();
-    __m512 scl = _mm512_setzero_ps();
+    __m512i sci = _mm512_setzero_si512();
+    float d = 0.0f;
     __m256 mins = _mm256_setzero_ps();
-    if (nsb > 0) header(0, &scl, &mins);
+    if (nsb > 0) header(0, &sci, &d, &mins);
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kBytes;
       kq_decode_prefetch<kBytes>(blk);
-      __m512 scl_next = scl;
+      __m512i sci_next = sci;
+      float d_next = d;
       __m256 mins_next = mins;
-      if (sb + 1 < nsb) header(sb + 1, &scl_next, &mins_next);
+      if (sb + 1 < nsb) header(sb + 1, &sci_next, &d_next, &mins_next);
       const BlockQ16K& xb = x[sb];
       const int8_t* xh = reinterpret_cast<const int8_t*>(xb.qs);
       __m512i gs[4];
       KQ_UNROLL for (int h = 0; h < 2; ++h) {
-        const __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * h);
+        __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * h);
+        avx512::in_register(raw);
         const __m512i R[2] = {_mm512_and_si512(raw, m4), _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
         KQ_UNROLL for (int k = 0; k < 2; ++k) {
           const int r = 2 * h + k;
@@ -375,11 +376,13 @@ struct Avx512K {
           gs[r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), _mm512_load_si512(xh + 256 + 64 * r), R[k]);
         }
       }
-      const __m512 sv = _mm512_mul_ps(_mm512_cvtepi32_ps(group_sums(gs)), scl);
+      // |group sum| < 2^23, sc < 64: the scaled sums stay exact in int32
+      const __m512 sv = _mm512_cvtepi32_ps(_mm512_mullo_epi32(group_sums(gs), sci));
       // two chains: the products' and the mins'
-      ap = _mm512_fmadd_ps(sv, _mm512_set1_ps(xb.d), ap);
+      ap = _mm512_fmadd_ps(sv, _mm512_set1_ps(d * xb.d), ap);
       am = _mm256_fmadd_ps(mins, _mm256_load_ps(xb.s), am);
-      scl = scl_next;
+      sci = sci_next;
+      d = d_next;
       mins = mins_next;
     }
     out[0] = _mm512_reduce_add_ps(ap) - hsum8(am);
