@@ -26,6 +26,7 @@ namespace {
 struct X86Features {
   bool avx2 = false, avx512 = false, amx = false;
   bool amd = false;  // vendor "AuthenticAMD"
+  bool gfni = false;
 };
 
 void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
@@ -67,6 +68,7 @@ X86Features detect_x86() {
   const bool avx512f = (r[1] >> 16) & 1, avx512dq = (r[1] >> 17) & 1;
   const bool avx512bw = (r[1] >> 30) & 1, avx512vl = (r[1] >> 31) & 1;
   const bool vnni = (r[2] >> 11) & 1;
+  f.gfni = (r[2] >> 8) & 1;
   f.avx2 = ymm_os && avx2 && fma && f16c;
   f.avx512 = f.avx2 && zmm_os && avx512f && avx512dq && avx512bw && avx512vl && vnni;
   const bool amx_bf16 = (r[3] >> 22) & 1, amx_tile = (r[3] >> 24) & 1, amx_int8 = (r[3] >> 25) & 1;
@@ -297,6 +299,20 @@ int decode_streams() {
     return 4;
   }();
   return n;
+}
+
+bool has_gfni() {
+  static const bool g = [] {
+    const char* env = std::getenv("CYB_GFNI");
+    const std::string v = env ? env : "";
+    if (!v.empty() && v != "0" && v != "1") throw_invalid_config("CYB_GFNI", "'" + v + "' is not 0 or 1");
+#if defined(CYB_X86)
+    return v != "0" && detect_x86().gfni;
+#else
+    return false;
+#endif
+  }();
+  return g;
 }
 }  // namespace cpu
 

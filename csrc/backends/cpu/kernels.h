@@ -38,6 +38,10 @@ int avx512_width();
 // CYB_DECODE_STREAMS=1|2|4|8, read once (anything else is an invalid-config error); unset, 1
 // on AMD CPUs and 4 elsewhere (docs/cpu-backend.md, "Decode").
 int decode_streams();
+// Whether the CPU has GFNI (Galois-field byte instructions) and CYB_GFNI is not 0: the avx512 Q6_K
+// decode dot assembles its codes with them (kquant_avx512.cc). CYB_GFNI=0|1, read once (anything
+// else is an invalid-config error); 0 takes the plain path on any CPU (for tests and A/B).
+bool has_gfni();
 // avx512 level, fast mode: Q2_K / Q3_K / Q4_K / Q5_K / Q6_K matmuls on BlockQ16K activations
 // (kquant_avx512.cc). y[T, N] = x[T, K] @ W^T, threaded over rows.
 bool avx512_kquant_encoding(DType t);
