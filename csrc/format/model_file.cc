@@ -8,12 +8,16 @@
 // shape and encoding.
 #include "format/model_file.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <string_view>
 
 #include "core/errors.h"
+#include "core/memory_budget.h"
 
 #ifdef _WIN32
 #ifndef NOMINMAX
@@ -205,6 +209,7 @@ std::shared_ptr<ModelFile> ModelFile::from_memory(const void* data, size_t size,
 ModelFile::~ModelFile() {
 #ifndef _WIN32
   if (fd_ >= 0) ::close(fd_);
+  if (huge_) munmap(huge_, huge_size_);
 #endif
   if (!map_) return;
 #ifdef _WIN32
@@ -212,6 +217,74 @@ ModelFile::~ModelFile() {
   if (map_handle_) CloseHandle(static_cast<HANDLE>(map_handle_));
 #else
   munmap(map_, static_cast<size_t>(map_size_));
+#endif
+}
+
+namespace {
+// CYB_HUGE_PAGES=0|1 (read once; anything else is InvalidConfig) and the kernel's transparent
+// huge page mode: "always" or "madvise" (a region asks with madvise), not "never".
+bool huge_pages_wanted() {
+  static const bool want = [] {
+    const char* env = std::getenv("CYB_HUGE_PAGES");
+    const std::string v = env ? env : "";
+    if (!v.empty() && v != "0" && v != "1") throw_invalid_config("CYB_HUGE_PAGES", "'" + v + "' is not 0 or 1");
+    if (v == "0") return false;
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string mode;
+    std::getline(f, mode);
+    return mode.find("[always]") != std::string::npos || mode.find("[madvise]") != std::string::npos;
+  }();
+  return want;
+}
+}  // namespace
+
+bool ModelFile::use_huge_pages() {
+#if defined(__linux__)
+  std::lock_guard<std::mutex> lk(huge_mu_);
+  if (huge_) return true;
+  if (!map_ || weights_size_ == 0 || !huge_pages_wanted()) return false;
+  const int64_t avail = available_memory_bytes();
+  if (avail >= 0 && weights_size_ > static_cast<uint64_t>(avail) / 2) return false;
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t n = (static_cast<size_t>(weights_size_) + kHuge - 1) & ~(kHuge - 1);
+  void* raw = mmap(nullptr, n + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  // 2 MiB aligned (a huge page maps only an aligned 2 MiB), the rest unmapped again
+  uint8_t* r = static_cast<uint8_t*>(raw);
+  uint8_t* a = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHuge - 1) & ~uintptr_t{kHuge - 1});
+  if (a > r) munmap(r, static_cast<size_t>(a - r));
+  if (a + n < r + n + kHuge) munmap(a + n, static_cast<size_t>(r + n + kHuge - (a + n)));
+  madvise(a, n, MADV_HUGEPAGE);
+  // read from the descriptor in large requests (faster from a cold page cache than faulting the
+  // mapping in 4 KiB pages, and the file pages never enter this process's resident set)
+  uint64_t got = 0;
+  while (got < weights_size_) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(weights_size_ - got, uint64_t{64} << 20));
+    const ssize_t r = ::pread(fd_, a + got, want, static_cast<off_t>(weights_offset_ + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += static_cast<uint64_t>(r);
+  }
+  // the bytes must be the ones open() validated: a short read or a file changed since, and the
+  // mapping stays (the next forward's check_unchanged reports a change)
+  bool same = got == weights_size_;
+  if (same) {
+    struct stat st;
+    same = fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) == st_size_ &&
+           static_cast<uint64_t>(st.st_ino) == st_ino_ && static_cast<int64_t>(st.st_mtim.tv_sec) == st_mtime_s_ &&
+           static_cast<int64_t>(st.st_mtim.tv_nsec) == st_mtime_ns_;
+  }
+  if (!same) {
+    munmap(a, n);
+    return false;
+  }
+  mprotect(a, n, PROT_READ);
+  huge_ = a;
+  huge_size_ = n;
+  weights_.store(a, std::memory_order_release);
+  return true;
+#else
+  return false;
 #endif
 }
 
@@ -257,7 +330,7 @@ void ModelFile::load(const uint8_t* data, uint64_t size) {
   }
   std::string_view head = head_and_more.substr(0, marker);
   weights_offset_ = marker + kMarker.size();
-  weights_ = data + weights_offset_;
+  weights_.store(data + weights_offset_, std::memory_order_release);
   weights_size_ = size - weights_offset_;
 
   // 2. Sections: lines that are exactly `~~~name`; `\~~~` at a line start is an escape.

@@ -36,6 +36,7 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     throw_invalid_config("max_memory", "must be a byte count > 0, 0 (available memory) or -1 (no check)");
   const int64_t held = load_bytes(*file);
   check_memory_budget(opts.max_memory, 0, held, "load('" + file->path() + "'): weights and RoPE tables");
+  file->use_huge_pages();
   std::shared_ptr<Model> m = load_checked(std::move(file), opts);
   m->ledger_->fetch_add(held);
   return m;
