@@ -1,5 +1,6 @@
 """Matmul outputs per CPU level computed in a subprocess under given environment variables (the
-ones the native core reads once per process, e.g. CYB_AVX512_WIDTH, CYB_DECODE_STREAMS)."""
+ones the native core reads once per process, e.g. CYB_AVX512_WIDTH, CYB_DECODE_STREAMS), and the
+error of a child given an invalid value of one."""
 from __future__ import annotations
 
 import os
@@ -35,3 +36,13 @@ def matmul_outputs(path, env: dict, cases, levels, seed: int):
     subprocess.run([sys.executable, "-c", _SCRIPT, HERE, str(path), spec], env=dict(os.environ, **env),
                    check=True, timeout=300)
     return np.load(path)
+
+
+def child_error(env: dict, code: str) -> str:
+    """Runs `code` in a child with os.environ + env (tests/ on its path), asserts that it failed,
+    and returns its stderr."""
+    r = subprocess.run([sys.executable, "-c", code],
+                       env=dict(os.environ, **env, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0, r.stdout[-2000:]
+    return r.stderr

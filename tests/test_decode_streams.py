@@ -9,20 +9,14 @@ get fewer rows than streams.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from cyb_llm import _core
-from level_outputs import matmul_outputs
+from level_outputs import child_error, matmul_outputs
 
 LEVELS = [lvl for lvl in ("avx2", "avx512") if lvl in _core.cpu_levels()]
 pytestmark = pytest.mark.skipif(not LEVELS, reason="no x86 SIMD level on this CPU")
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (encoding, rows, k): one token each
 CASES = [("q4_k", 301, 512), ("q6_k", 37, 1024), ("q5_k", 7, 256), ("q4_k", 3, 2048)]
@@ -46,9 +40,5 @@ def test_invalid_stream_count_is_an_error():
     code = ("import numpy as np; from cyb_llm import _core; from test_ops import random_weight; "
             "w, _ = random_weight('q4_k', 8, 256, np.random.default_rng(0)); "
             f"_core.run_op('matmul', [np.ones((1, 256), np.float32), w], {{}}, None, '{LEVELS[0]}', 'cpu')")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_DECODE_STREAMS="3",
-                                                             PYTHONPATH=os.pathsep.join(
-                                                                 [HERE, os.environ.get("PYTHONPATH", "")])),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0
-    assert "CYB_DECODE_STREAMS" in r.stderr and "'3'" in r.stderr, r.stderr[-2000:]
+    err = child_error({"CYB_DECODE_STREAMS": "3"}, code)
+    assert "CYB_DECODE_STREAMS" in err and "'3'" in err, err[-2000:]

@@ -7,19 +7,13 @@ grouped differently), and an invalid value is an error naming it.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from cyb_llm import _core
-from level_outputs import matmul_outputs
+from level_outputs import child_error, matmul_outputs
 
 pytestmark = pytest.mark.skipif("avx512" not in _core.cpu_levels(), reason="no avx512 level on this CPU")
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (encoding, rows, k, tokens): Q6_K decode alone and next to Q4_K (the split activations of both)
 CASES = [("q6_k", 37, 1024, 1), ("q6_k", 301, 256, 1), ("q4_k", 33, 768, 1)]
@@ -38,9 +32,5 @@ def test_invalid_value_is_an_error():
     code = ("import numpy as np; from cyb_llm import _core; from test_ops import random_weight; "
             "w, _ = random_weight('q6_k', 8, 256, np.random.default_rng(0)); "
             "_core.run_op('matmul', [np.ones((1, 256), np.float32), w], {}, None, 'avx512', 'cpu')")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CYB_GFNI="yes",
-                                                             PYTHONPATH=os.pathsep.join(
-                                                                 [HERE, os.environ.get("PYTHONPATH", "")])),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0
-    assert "CYB_GFNI" in r.stderr and "'yes'" in r.stderr, r.stderr[-2000:]
+    err = child_error({"CYB_GFNI": "yes"}, code)
+    assert "CYB_GFNI" in err and "'yes'" in err, err[-2000:]

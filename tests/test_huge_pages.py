@@ -14,8 +14,9 @@ import sys
 import numpy as np
 import pytest
 
+from level_outputs import child_error
+
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 _SCRIPT = r"""
 import sys, numpy as np, cyb_llm
@@ -49,8 +50,5 @@ def test_huge_pages_hold_the_weights_and_change_nothing(real_model, tmp_path):
 
 
 def test_invalid_value_is_an_error(real_model):
-    path = real_model("smollm2")
-    r = subprocess.run([sys.executable, "-c", f"import cyb_llm; cyb_llm.load({path!r})"],
-                       env=dict(os.environ, CYB_HUGE_PAGES="2"), capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0
-    assert "CYB_HUGE_PAGES" in r.stderr and "'2'" in r.stderr, r.stderr[-2000:]
+    err = child_error({"CYB_HUGE_PAGES": "2"}, f"import cyb_llm; cyb_llm.load({real_model('smollm2')!r})")
+    assert "CYB_HUGE_PAGES" in err and "'2'" in err, err[-2000:]

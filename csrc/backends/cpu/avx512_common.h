@@ -129,17 +129,6 @@ struct alignas(64) BlockQ16P {
 };
 static_assert(sizeof(BlockQ16P) == 1216, "BlockQ16P layout");
 
-// Keeps v in a register: GCC otherwise folds a load used by two vpdpwssd into both as a memory
-// operand (two loads instead of one; on AMD Zen 4 the K-quant dot ran 240 instead of 168 cycles a
-// super-block).
-inline void in_register(__m512i& v) {
-#if defined(__GNUC__)
-  __asm__("" : "+v"(v));
-#else
-  (void)v;
-#endif
-}
-
 // The int32 dots of one 256-value group of two rows (16-value chunk c of row 0 at w0 + 16c, of row 1
 // at w1 + 16c) with NP token pairs (pair p at x + p * xs). A weight register W holds chunk c of row 0
 // (lanes 0-7) and of row 1 (lanes 8-15), an activation register X chunk c of tokens 2p and 2p + 1:

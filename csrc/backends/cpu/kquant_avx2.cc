@@ -241,16 +241,8 @@ inline __m256i madd_group(__m256i we, __m256i wo, const int16_t* xq) {
                           _mm256_madd_epi16(wo, _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 16))));
 }
 
-// Keeps the running int32 sum a chain: without it GCC reassociates the 16 (or 8)
-// vpaddd of a super-block into a tree and keeps every vpmaddwd result alive
-// (spilled to the stack: half the speed).
-inline void chain(__m256i& v) {
-#if defined(__GNUC__)
-  __asm__("" : "+x"(v));
-#else
-  (void)v;
-#endif
-}
+// Keeps the running int32 sum a chain (kquant_x86.h in_register).
+inline void chain(__m256i& v) { in_register(v); }
 
 
 // Q4_K / Q6_K codes (no scale, Q6_K's offset of 32 left in) as int16 for the decode dot:

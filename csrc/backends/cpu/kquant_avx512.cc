@@ -460,7 +460,7 @@ struct Avx512K {
       __m512i gs[4];
       KQ_UNROLL for (int h = 0; h < 2; ++h) {
         __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * h);
-        avx512::in_register(raw);
+        in_register(raw);
         const __m512i R[2] = {_mm512_and_si512(raw, m4), _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
         KQ_UNROLL for (int k = 0; k < 2; ++k) {
           const int r = 2 * h + k;
