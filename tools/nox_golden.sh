@@ -12,7 +12,7 @@ SRCS="tools/nox_golden.cc csrc/backends/nox/nox_backend.cc csrc/backends/nox/nox
       csrc/core/quant.cc csrc/core/rope.cc csrc/model/nox_tracer.cc csrc/graph/graph.cc csrc/graph/fusion.cc csrc/graph/executor.cc
       csrc/format/toml.cc csrc/format/model_file.cc $(ls csrc/dispatch/*.cc)
       csrc/core/errors.cc csrc/core/dtype.cc csrc/core/frame_allocator.cc csrc/core/thread_pool.cc
-      csrc/core/config_check.cc"
+      csrc/core/config_check.cc csrc/core/memory_budget.cc"
 status=0
 ran=0
 for cxx in ${CXXS:-g++ clang++}; do
