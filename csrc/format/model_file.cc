@@ -239,10 +239,11 @@ bool huge_pages_wanted() {
 }  // namespace
 
 bool ModelFile::use_huge_pages() {
+  const bool want = huge_pages_wanted();  // (an invalid CYB_HUGE_PAGES is an error on every platform)
 #if defined(__linux__)
   std::lock_guard<std::mutex> lk(huge_mu_);
   if (huge_) return true;
-  if (!map_ || weights_size_ == 0 || !huge_pages_wanted()) return false;
+  if (!map_ || weights_size_ == 0 || !want) return false;
   const int64_t avail = available_memory_bytes();
   if (avail >= 0 && weights_size_ > static_cast<uint64_t>(avail) / 2) return false;
   constexpr size_t kHuge = size_t{2} << 20;
@@ -284,6 +285,7 @@ bool ModelFile::use_huge_pages() {
   weights_.store(a, std::memory_order_release);
   return true;
 #else
+  (void)want;
   return false;
 #endif
 }
