@@ -281,14 +281,14 @@ inline void code_groups(const uint8_t* blk, F&& f) {
 // each, with prepare(sb + 1, i ^ 1) decoding the next super-block's header into the other of two
 // buffers first, so that the header's scalar chain overlaps this super-block's products instead
 // of heading the next one's (AMD Zen 4 at avx2: docs/cpu-backend.md). prefetch: decode's software
-// prefetch ahead (kq_decode_prefetch).
-template <int64_t kBytes, class P, class B>
-inline void headers_ahead(const uint8_t* w, int64_t nsb, bool prefetch, P&& prepare, B&& body) {
+// prefetch ahead (kq_decode_prefetch), for each of R rows rs bytes apart (body's blk: row 0's).
+template <int64_t kBytes, int R = 1, class P, class B>
+inline void headers_ahead(const uint8_t* w, size_t rs, int64_t nsb, bool prefetch, P&& prepare, B&& body) {
   if (nsb > 0) prepare(0, 0);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const int i = static_cast<int>(sb & 1);
     const uint8_t* blk = w + sb * kBytes;
-    if (prefetch) kq_decode_prefetch<kBytes>(blk);
+    if (prefetch) KQ_UNROLL for (int r = 0; r < R; ++r) kq_decode_prefetch<kBytes>(blk + r * rs);
     if (sb + 1 < nsb) prepare(sb + 1, i ^ 1);
     body(sb, i, blk);
   }
@@ -304,6 +304,85 @@ struct Avx2K {
     for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, out + t * (K / 256));
   }
 
+  // Decode (one token) of R rows (w, w + rs): out[r] = row r . x. The codes widened to int16
+  // (the even and odd elements of each 32-value group from the low and the high byte of 16-bit
+  // lanes: the activations' order) and multiplied by the activations with vpmaddwd, no scale in
+  // them: each group's sums stay in their own register and the sub-block scales apply after, in
+  // f32, to the sub-blocks' sums. Half the multiplies of expanding the codes with their scales
+  // first (vpmaddubsw, expand_groups) and no scale operands to build or broadcast: AMD Zen 4 at
+  // avx2, where this dot is bound by its instruction count rather than by memory
+  // (docs/cpu-backend.md). Each super-block's header (prepare: d x the scales in the order of
+  // those sums, the min or offset terms) is decoded one super-block ahead, into the other of two
+  // buffers, so that its scalar chain overlaps the previous super-block's products instead of
+  // heading its own. Two rows (decode_dot2) take each super-block's activations into L1 once
+  // for both (kquant_x86.h kq_decode_rows); each row's sum is formed as one row's is.
+  // Q4_K: value d sc q - dmin m (q 0..15, sc and m 6-bit, per 32 values); Q6_K: d sc (q - 32)
+  // (q 0..63, sc int8, per 16 values), the offset - 32 d sum_i sc[i] S_i taken apart on the
+  // activations' per-16 sums (S_2g = s2[g], S_2g+1 = s[g] - s2[g]).
+  template <DType E, int R>
+  static void decode_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
+    constexpr int64_t kBytes = kq_bytes<E>();
+    alignas(32) float scl[R][2][16];  // d * sc in the order of lo and hi below
+    alignas(32) float ta[R][2][8], tb[R][2][8];  // subtracted: ta . s + tb . s2
+    auto prepare = [&](int64_t sb, int i) {
+      KQ_UNROLL for (int r = 0; r < R; ++r) {
+        const uint8_t* blk = w + r * rs + sb * kBytes;
+        if constexpr (E == DType::Q4_K) {
+          float d;
+          const __m128i sm = kq_header(blk, &d, ta[r][i]);
+          const __m256 f = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
+          _mm256_store_ps(scl[r][i], _mm256_permute2f128_ps(f, f, 0x00));  // sc 0-3, 0-3
+          _mm256_store_ps(scl[r][i] + 8, _mm256_permute2f128_ps(f, f, 0x11));  // sc 4-7, 4-7
+        } else {
+          const float d = f16v(blk + 208);
+          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+          const __m128i ord = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+          const __m256 vd = _mm256_set1_ps(d);
+          _mm256_store_ps(scl[r][i], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ord))));
+          _mm256_store_ps(scl[r][i] + 8,
+                          _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ord, 8)))));
+          const __m128i eo = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+          const __m256 ev = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo));
+          const __m256 od = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8)));
+          const __m256 d32 = _mm256_set1_ps(32.0f * d);
+          _mm256_store_ps(ta[r][i], _mm256_mul_ps(d32, od));
+          _mm256_store_ps(tb[r][i], _mm256_mul_ps(d32, _mm256_sub_ps(ev, od)));
+        }
+      }
+    };
+    __m256 ap[R], am[R];
+    KQ_UNROLL for (int r = 0; r < R; ++r) ap[r] = am[r] = _mm256_setzero_ps();
+    headers_ahead<kBytes, R>(w, rs, nsb, true, prepare, [&](int64_t sb, int i, const uint8_t* blk0) {
+      const BlockQ16K& xb = x[sb];
+      KQ_UNROLL for (int r = 0; r < R; ++r) {
+        __m256i gs[2], hs[4];
+        code_groups<E>(blk0 + r * rs, [&](int g, __m256i ev, __m256i od) {
+          const __m256i* xq = reinterpret_cast<const __m256i*>(xb.qs + 32 * g);
+          gs[g & 1] = _mm256_add_epi32(_mm256_madd_epi16(ev, _mm256_load_si256(xq)),
+                                       _mm256_madd_epi16(od, _mm256_load_si256(xq + 1)));
+          if (g & 1) hs[g / 2] = _mm256_hadd_epi32(gs[0], gs[1]);  // each pair added as it completes
+        });
+        // the sub-blocks' sums: lo = [groups 0-3 over their elements 0-15 | over 16-31], hi the
+        // same for groups 4-7 (Q4_K's 32-value sub-blocks: both halves of a group). 16 products a
+        // lane: |sum| <= 16 * 63 * 32767 < 2^25 (Q4_K's below 2^24, exact in f32). Added pair by
+        // pair as the groups complete, the eight groups' sums are never all live (no accumulator
+        // spilled: one thread's Q4_K / Q6_K matvec +3-4%).
+        const __m256i lo = _mm256_hadd_epi32(hs[0], hs[1]), hi = _mm256_hadd_epi32(hs[2], hs[3]);
+        const __m256 sv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_load_ps(scl[r][i] + 8),
+                                          _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_load_ps(scl[r][i])));
+        // two chains: the products' and the subtracted terms'
+        ap[r] = _mm256_fmadd_ps(sv, _mm256_set1_ps(xb.d), ap[r]);
+        am[r] = _mm256_fmadd_ps(_mm256_load_ps(ta[r][i]), _mm256_load_ps(xb.s), am[r]);
+        if constexpr (E == DType::Q6_K) am[r] = _mm256_fmadd_ps(_mm256_load_ps(tb[r][i]), _mm256_load_ps(xb.s2), am[r]);
+      }
+    });
+    KQ_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_sub_ps(ap[r], am[r]));
+  }
+
+  static RowPairFn decode_dot2(DType t) {
+    return t == DType::Q4_K ? &decode_rows<DType::Q4_K, 2> : t == DType::Q6_K ? &decode_rows<DType::Q6_K, 2> : nullptr;
+  }
+
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
   template <DType E, int NT>
   static void dot_row(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t xs, float* out) {
@@ -311,70 +390,7 @@ struct Avx2K {
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     if constexpr ((E == DType::Q4_K || E == DType::Q6_K) && NT == 1) {
-      // Decode (one token; larger NT take the path at the end). The codes widened to int16 (the
-      // even and odd elements of each 32-value group from the low and the high byte of 16-bit
-      // lanes: the activations' order) and multiplied by the activations with vpmaddwd, no scale
-      // in them: each group's sums stay in their own register and the
-      // sub-block scales apply after, in f32, to the sub-blocks' sums. Half the
-      // multiplies of expanding the codes with their scales first (vpmaddubsw, expand_groups) and
-      // no scale operands to build or broadcast: AMD Zen 4 at avx2, where this dot is bound by its
-      // instruction count rather than by memory (docs/cpu-backend.md). Each super-block's header
-      // (prepare: d x the scales in the order of those sums, the min or offset terms) is decoded one
-      // super-block ahead, into the other of two buffers, so that its scalar chain overlaps the
-      // previous super-block's products instead of heading its own.
-      // Q4_K: value d sc q - dmin m (q 0..15, sc and m 6-bit, per 32 values); Q6_K: d sc (q - 32)
-      // (q 0..63, sc int8, per 16 values), the offset - 32 d sum_i sc[i] S_i taken apart on the
-      // activations' per-16 sums (S_2g = s2[g], S_2g+1 = s[g] - s2[g]).
-      alignas(32) float scl[2][16];  // d * sc in the order of lo and hi below
-      alignas(32) float ta[2][8], tb[2][8];  // subtracted: ta . s + tb . s2
-      auto prepare = [&](int64_t sb, int i) {
-        const uint8_t* blk = w + sb * kBytes;
-        if constexpr (E == DType::Q4_K) {
-          float d;
-          const __m128i sm = kq_header(blk, &d, ta[i]);
-          const __m256 f = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
-          _mm256_store_ps(scl[i], _mm256_permute2f128_ps(f, f, 0x00));  // sc 0-3, 0-3
-          _mm256_store_ps(scl[i] + 8, _mm256_permute2f128_ps(f, f, 0x11));  // sc 4-7, 4-7
-        } else {
-          const float d = f16v(blk + 208);
-          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-          const __m128i ord = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
-          const __m256 vd = _mm256_set1_ps(d);
-          _mm256_store_ps(scl[i], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ord))));
-          _mm256_store_ps(scl[i] + 8,
-                          _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ord, 8)))));
-          const __m128i eo = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-          const __m256 ev = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo));
-          const __m256 od = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8)));
-          const __m256 d32 = _mm256_set1_ps(32.0f * d);
-          _mm256_store_ps(ta[i], _mm256_mul_ps(d32, od));
-          _mm256_store_ps(tb[i], _mm256_mul_ps(d32, _mm256_sub_ps(ev, od)));
-        }
-      };
-      __m256 ap = _mm256_setzero_ps(), am = _mm256_setzero_ps();
-      headers_ahead<kBytes>(w, nsb, true, prepare, [&](int64_t sb, int i, const uint8_t* blk) {
-        const BlockQ16K& xb = x[sb];
-        __m256i gs[2], hs[4];
-        code_groups<E>(blk, [&](int g, __m256i ev, __m256i od) {
-          const __m256i* xq = reinterpret_cast<const __m256i*>(xb.qs + 32 * g);
-          gs[g & 1] = _mm256_add_epi32(_mm256_madd_epi16(ev, _mm256_load_si256(xq)),
-                                       _mm256_madd_epi16(od, _mm256_load_si256(xq + 1)));
-          if (g & 1) hs[g / 2] = _mm256_hadd_epi32(gs[0], gs[1]);  // each pair added as it completes
-        });
-        // the sub-blocks' sums: lo = [groups 0-3 over their elements 0-15 | over 16-31], hi the same
-        // for groups 4-7 (Q4_K's 32-value sub-blocks: both halves of a group). 16 products a lane:
-        // |sum| <= 16 * 63 * 32767 < 2^25 (Q4_K's below 2^24, exact in f32). Added pair by pair as
-        // the groups complete, the eight groups' sums are never all live (no accumulator spilled:
-        // one thread's Q4_K / Q6_K matvec +3-4%).
-        const __m256i lo = _mm256_hadd_epi32(hs[0], hs[1]), hi = _mm256_hadd_epi32(hs[2], hs[3]);
-        const __m256 s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_load_ps(scl[i] + 8),
-                                         _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_load_ps(scl[i])));
-        // two chains: the products' and the subtracted terms'
-        ap = _mm256_fmadd_ps(s, _mm256_set1_ps(xb.d), ap);
-        am = _mm256_fmadd_ps(_mm256_load_ps(ta[i]), _mm256_load_ps(xb.s), am);
-        if constexpr (E == DType::Q6_K) am = _mm256_fmadd_ps(_mm256_load_ps(tb[i]), _mm256_load_ps(xb.s2), am);
-      });
-      out[0] = hsum8(_mm256_sub_ps(ap, am));
+      decode_rows<E, 1>(w, 0, x, nsb, out);
       return;
     }
     if constexpr (E == DType::Q5_K) {
@@ -386,7 +402,7 @@ struct Avx2K {
       auto prepare = [&](int64_t sb, int i) {
         q45_operands(kq_header(w + sb * kBytes, &d[i], mins[i]), scb[i]);
       };
-      headers_ahead<kBytes>(w, nsb, NT == 1, prepare, [&](int64_t sb, int i, const uint8_t* blk) {
+      headers_ahead<kBytes>(w, 0, nsb, NT == 1, prepare, [&](int64_t sb, int i, const uint8_t* blk) {
         const int32_t* sp = scb[i];
         launder(sp);
         __m256i ia[NT];

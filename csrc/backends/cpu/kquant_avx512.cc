@@ -331,33 +331,55 @@ inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
 // 32767 and |sc| <= 128 give at most 2147418112 < 2^31 - 1; then d * d_x in one FMA. No weights
 // scaled to int16 and no offset subtracted per value (load_q6, q6_weights): one thread's Q6_K
 // matvec on AMD Zen 4 36.6 -> 31.2 cycles a super-block.
-CYB_GFNI_TARGET void dot_split_q6k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
+template <int R>
+CYB_GFNI_TARGET void split_q6k_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
   constexpr int64_t kBytes = kq_bytes<DType::Q6_K>();
   const __m128i ord = _mm_load_si128(reinterpret_cast<const __m128i*>(kQ6Lanes));
-  __m512 ap = _mm512_setzero_ps();
+  __m512 ap[R];
+  KQ_UNROLL for (int i = 0; i < R; ++i) ap[i] = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = w + sb * kBytes;
-    kq_decode_prefetch<kBytes>(blk);
-    __m512i X[4];
-    q6_codes_gfni(blk, X);
-    const __m512i sc =
-        _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)), ord));
     const BlockQ16K& xb = x[sb];
     const int8_t* xh = reinterpret_cast<const int8_t*>(xb.qs);
-    __m512i gs[4];
+    __m512i X[R][4], gs[R][4];
+    KQ_UNROLL for (int i = 0; i < R; ++i) {
+      const uint8_t* blk = w + i * rs + sb * kBytes;
+      kq_decode_prefetch<kBytes>(blk);
+      q6_codes_gfni(blk, X[i]);
+    }
     KQ_UNROLL for (int h = 0; h < 2; ++h) {
-      const __m512i R[2] = {_mm512_shuffle_i64x2(X[2 * h], X[2 * h + 1], 0x44),
-                            _mm512_shuffle_i64x2(X[2 * h], X[2 * h + 1], 0xee)};
+      __m512i Rg[R][2];
+      KQ_UNROLL for (int i = 0; i < R; ++i) {
+        Rg[i][0] = _mm512_shuffle_i64x2(X[i][2 * h], X[i][2 * h + 1], 0x44);
+        Rg[i][1] = _mm512_shuffle_i64x2(X[i][2 * h], X[i][2 * h + 1], 0xee);
+      }
       KQ_UNROLL for (int k = 0; k < 2; ++k) {
         const int r = 2 * h + k;
-        const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), R[k], _mm512_load_si512(xh + 64 * r));
-        gs[r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), _mm512_load_si512(xh + 256 + 64 * r), R[k]);
+        __m512i xlo = _mm512_load_si512(xh + 64 * r), xhi = _mm512_load_si512(xh + 256 + 64 * r);
+        if (R > 1) {  // one load for both rows (kquant_x86.h in_register)
+          in_register(xlo);
+          in_register(xhi);
+        }
+        KQ_UNROLL for (int i = 0; i < R; ++i) {
+          const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), Rg[i][k], xlo);
+          gs[i][r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), xhi, Rg[i][k]);
+        }
       }
     }
-    const __m512i g = _mm512_sub_epi32(group_sums(gs), _mm512_load_si512(xb.s2));  // (- 32 S_i, quantize_row_split)
-    ap = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(g, sc)), _mm512_set1_ps(f16v(blk + 208) * xb.d), ap);
+    KQ_UNROLL for (int i = 0; i < R; ++i) {
+      const uint8_t* blk = w + i * rs + sb * kBytes;
+      const __m512i sc =
+          _mm512_cvtepi8_epi32(_mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)), ord));
+      const __m512i g = _mm512_sub_epi32(group_sums(gs[i]), _mm512_load_si512(xb.s2));  // (- 32 S_i, quantize_row_split)
+      ap[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(g, sc)), _mm512_set1_ps(f16v(blk + 208) * xb.d), ap[i]);
+    }
   }
-  out[0] = _mm512_reduce_add_ps(ap);
+  KQ_UNROLL for (int i = 0; i < R; ++i) out[i] = _mm512_reduce_add_ps(ap[i]);
+}
+CYB_GFNI_TARGET void dot_split_q6k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
+  split_q6k_rows<1>(w, 0, x, nsb, out);
+}
+CYB_GFNI_TARGET void dot2_split_q6k(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
+  split_q6k_rows<2>(w, rs, x, nsb, out);
 }
 
 struct Avx512K {
@@ -435,49 +457,76 @@ struct Avx512K {
   // |sum| <= 16 * 15 * 32767 < 2^23 (exact in f32), scaled by d sc in f32. Each super-block's
   // header (d x the scales in that lane order, dmin x the mins) is decoded one super-block
   // ahead, into registers. Value d sc q - dmin m (q 0..15, sc and m 6-bit, per 32 values).
-  static void dot_split_q4k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
+  template <int R>
+  static void split_q4k_rows(const uint8_t* w, size_t rb, const BlockQ16K* x, int64_t nsb, float* out) {
     constexpr int64_t kBytes = kq_bytes<DType::Q4_K>();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    auto header = [&](int64_t sb, __m512i* sci, float* d, __m256* mins) {
-      const __m128i sm = kq_header(w + sb * kBytes, d, mins);
+    auto header = [&](int i, int64_t sb, __m512i* sci, float* d, __m256* mins) {
+      const __m128i sm = kq_header(w + i * rb + sb * kBytes, d, mins);
       *sci = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(sm, _mm_setr_epi8(0, 1, 4, 5, 0, 1, 4, 5, 2, 3, 6, 7, 2, 3, 6, 7)));
     };
-    __m512 ap = _mm512_setzero_ps();
-    __m256 am = _mm256_setzero_ps();
-    __m512i sci = _mm512_setzero_si512();
-    float d = 0.0f;
-    __m256 mins = _mm256_setzero_ps();
-    if (nsb > 0) header(0, &sci, &d, &mins);
+    __m512 ap[R];
+    __m256 am[R];
+    __m512i sci[R];
+    float d[R];
+    __m256 mins[R];
+    KQ_UNROLL for (int i = 0; i < R; ++i) {
+      ap[i] = _mm512_setzero_ps();
+      am[i] = _mm256_setzero_ps();
+      sci[i] = _mm512_setzero_si512();
+      d[i] = 0.0f;
+      mins[i] = _mm256_setzero_ps();
+      if (nsb > 0) header(i, 0, &sci[i], &d[i], &mins[i]);
+    }
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      const uint8_t* blk = w + sb * kBytes;
-      kq_decode_prefetch<kBytes>(blk);
-      __m512i sci_next = sci;
-      float d_next = d;
-      __m256 mins_next = mins;
-      if (sb + 1 < nsb) header(sb + 1, &sci_next, &d_next, &mins_next);
       const BlockQ16K& xb = x[sb];
       const int8_t* xh = reinterpret_cast<const int8_t*>(xb.qs);
-      __m512i gs[4];
+      __m512i gs[R][4];
+      KQ_UNROLL for (int i = 0; i < R; ++i) kq_decode_prefetch<kBytes>(w + i * rb + sb * kBytes);
       KQ_UNROLL for (int h = 0; h < 2; ++h) {
-        __m512i raw = _mm512_loadu_si512(blk + 16 + 64 * h);
-        in_register(raw);
-        const __m512i R[2] = {_mm512_and_si512(raw, m4), _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
+        __m512i Rg[R][2];
+        KQ_UNROLL for (int i = 0; i < R; ++i) {
+          __m512i raw = _mm512_loadu_si512(w + i * rb + sb * kBytes + 16 + 64 * h);
+          in_register(raw);
+          Rg[i][0] = _mm512_and_si512(raw, m4);
+          Rg[i][1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        }
         KQ_UNROLL for (int k = 0; k < 2; ++k) {
           const int r = 2 * h + k;
-          const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), R[k], _mm512_load_si512(xh + 64 * r));
-          gs[r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), _mm512_load_si512(xh + 256 + 64 * r), R[k]);
+          __m512i xlo = _mm512_load_si512(xh + 64 * r), xhi = _mm512_load_si512(xh + 256 + 64 * r);
+          if (R > 1) {
+            in_register(xlo);
+            in_register(xhi);
+          }
+          KQ_UNROLL for (int i = 0; i < R; ++i) {
+            const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), Rg[i][k], xlo);
+            gs[i][r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), xhi, Rg[i][k]);
+          }
         }
       }
-      // |group sum| < 2^23, sc < 64: the scaled sums stay exact in int32
-      const __m512 sv = _mm512_cvtepi32_ps(_mm512_mullo_epi32(group_sums(gs), sci));
-      // two chains: the products' and the mins'
-      ap = _mm512_fmadd_ps(sv, _mm512_set1_ps(d * xb.d), ap);
-      am = _mm256_fmadd_ps(mins, _mm256_load_ps(xb.s), am);
-      sci = sci_next;
-      d = d_next;
-      mins = mins_next;
+      KQ_UNROLL for (int i = 0; i < R; ++i) {
+        __m512i sci_next = sci[i];
+        float d_next = d[i];
+        __m256 mins_next = mins[i];
+        if (sb + 1 < nsb) header(i, sb + 1, &sci_next, &d_next, &mins_next);
+        const __m512 sv = _mm512_cvtepi32_ps(_mm512_mullo_epi32(group_sums(gs[i]), sci[i]));
+        ap[i] = _mm512_fmadd_ps(sv, _mm512_set1_ps(d[i] * xb.d), ap[i]);
+        am[i] = _mm256_fmadd_ps(mins[i], _mm256_load_ps(xb.s), am[i]);
+        sci[i] = sci_next;
+        d[i] = d_next;
+        mins[i] = mins_next;
+      }
     }
-    out[0] = _mm512_reduce_add_ps(ap) - hsum8(am);
+    KQ_UNROLL for (int i = 0; i < R; ++i) out[i] = _mm512_reduce_add_ps(ap[i]) - hsum8(am[i]);
+  }
+  static void dot_split_q4k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
+    split_q4k_rows<1>(w, 0, x, nsb, out);
+  }
+  static void dot2_split_q4k(const uint8_t* w, size_t rb, const BlockQ16K* x, int64_t nsb, float* out) {
+    split_q4k_rows<2>(w, rb, x, nsb, out);
+  }
+  static RowPairFn decode_dot2(DType t) {
+    return t == DType::Q4_K ? &dot2_split_q4k : t == DType::Q6_K && has_gfni() ? &dot2_split_q6k : nullptr;
   }
 
   // nsb super-blocks of a row, expanded: W.w[i] at w + 32 i (even / odd elements of each 64).

@@ -18,6 +18,8 @@
 //                                             with kq_decode_prefetch per super-block)
 //   Kern::decode_dot(E)                       a decode dot of its own (RowDotFn on the level's
 //                                             split activations, kq_decode), or null
+//   Kern::decode_dot2(E)                      a two-row decode dot (RowPairFn, kq_decode_rows) on
+//                                             the activations of E's one-row decode dot, or null
 // Activations are BlockQ16K (simd_common.h) in the order of the level's expanded
 // weights (each level's quantize_row_q16k), so an expanded super-block dot is a
 // plain 256-element int16 dot product.
@@ -200,6 +202,8 @@ constexpr int64_t kExpGroupT = 256;             // tokens whose activations (256
 template <class Act>
 using ExpDotFn = void (*)(const ExpSB*, int64_t, const Act*, int64_t, int64_t, float*);
 using RowDotFn = void (*)(const uint8_t*, const BlockQ16K*, int64_t, int64_t, float*);
+// Two rows (w and w + rs) for one token: out[0], out[1] (kq_decode_rows).
+using RowPairFn = void (*)(const uint8_t*, size_t, const BlockQ16K*, int64_t, float*);
 
 template <class Kern, DType E, size_t... I>
 const ExpDotFn<typename Kern::Act>* exp_dots(std::index_sequence<I...>) {
@@ -234,6 +238,18 @@ const RowDotFn* kq_row_dots(DType t) {
 // 27-28 GB/s in the same runs). On AMD Zen 4, where a decode thread is bound by its
 // instructions, one stream is the fastest (qwen15 decode at avx512 and avx2 +10-15% over 4;
 // docs/cpu-backend.md), hence decode_streams() (kernels.h).
+//
+// Where the level has a two-row dot for the encoding (Kern::decode_dot2: a RowPairFn, rows w
+// and w + rs, both rows' products on one load of each activation register, each row's sum
+// formed exactly as the one-row dot forms it), the parts come in pairs read in lockstep (the
+// count rounded up to even: 1 -> 2). The activations are 640 bytes a super-block (BlockQ16K),
+// 4.4x the Q4_K weights they multiply: a row of 8960 (qwen15's down_proj) reads 22 KiB of them,
+// beside the weight stream in a 32 KiB L1, and the evicted lines' refills slowed the weight
+// stream (AMD Zen 4, one thread: 14 GB/s at K = 8960, 10 at 17920, 17-18 at 1536-4608; the
+// same rows with the activations aliased into 11 KiB: 16-19). Read for two rows they cost half
+// (one thread, the same shapes: 16.3 / 14.8 / 18.7-19.1 GB/s; two: 33.6 / 31.9 / 37-38). The two
+// rows are far apart (parts of the range): adjacent rows as the pair, both streams in the same
+// pages, ran at 10 GB/s (K = 1536, one thread).
 constexpr int64_t kDecodePrefetch = 2048;
 
 template <int64_t kBytes>
@@ -245,11 +261,12 @@ inline void kq_decode_prefetch(const uint8_t* blk) {
 }
 
 // Rows [b, e) of one matrix (row bytes rb from base) for one token, as ns = decode_streams()
-// interleaved streams; each stream's first kDecodePrefetch bytes are fetched up front (the
-// dots' own prefetch runs that far ahead from there on; without it every work item
-// started its streams on demand misses: ~2.5% of a qwen15 decode step at avx2).
-inline void kq_decode_rows(RowDotFn dot, const uint8_t* base, size_t rb, const BlockQ16K* xq, int64_t nsb, float* y,
-                           int64_t b, int64_t e, int ns) {
+// interleaved streams (paired for dot2, when given: above); each stream's first kDecodePrefetch
+// bytes are fetched up front (the dots' own prefetch runs that far ahead from there on; without
+// it every work item started its streams on demand misses: ~2.5% of a qwen15 decode step at avx2).
+inline void kq_decode_rows(RowDotFn dot, RowPairFn dot2, const uint8_t* base, size_t rb, const BlockQ16K* xq,
+                           int64_t nsb, float* y, int64_t b, int64_t e, int ns) {
+  if (dot2) ns += ns & 1;
   const int64_t len = (e - b + ns - 1) / ns;
   for (int s = 0; s < ns && b + s * len < e; ++s) {
     const uint8_t* p0 = base + (b + s * len) * rb;
@@ -257,9 +274,17 @@ inline void kq_decode_rows(RowDotFn dot, const uint8_t* base, size_t rb, const B
     for (int64_t o = 0; o < nb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p0 + o), _MM_HINT_T0);
   }
   for (int64_t i = 0; i < len; ++i)
-    for (int s = 0; s < ns; ++s) {
+    for (int s = 0; s < ns; s += dot2 ? 2 : 1) {
       const int64_t n = b + s * len + i;
-      if (n < e) dot(base + n * rb, xq, nsb, nsb, y + n);
+      if (n >= e) continue;
+      if (dot2 && n + len < e) {
+        float two[2];
+        dot2(base + n * rb, static_cast<size_t>(len) * rb, xq, nsb, two);
+        y[n] = two[0];
+        y[n + len] = two[1];
+      } else {
+        dot(base + n * rb, xq, nsb, nsb, y + n);
+      }
     }
 }
 
@@ -281,8 +306,9 @@ void kq_decode(const Tensor* const* W, float* const* y, int n, const BlockQ16K* 
       const int64_t r0 = i ? end[i - 1] : 0, lb = std::max(b, r0) - r0, le = std::min(e, end[i]) - r0;
       if (lb >= le) continue;
       const RowDotFn own = xsplit ? Kern::decode_dot(W[i]->dtype) : nullptr;
-      kq_decode_rows(own ? own : kq_row_dots<Kern>(W[i]->dtype)[1], static_cast<const uint8_t*>(W[i]->data),
-                     row_bytes(W[i]->dtype, K), own ? xsplit : xq, nsb, y[i], lb, le, ns);
+      kq_decode_rows(own ? own : kq_row_dots<Kern>(W[i]->dtype)[1], Kern::decode_dot2(W[i]->dtype),
+                     static_cast<const uint8_t*>(W[i]->data), row_bytes(W[i]->dtype, K), own ? xsplit : xq, nsb,
+                     y[i], lb, le, ns);
     }
   });
 }
