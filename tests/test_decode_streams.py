@@ -1,6 +1,7 @@
 """CYB_DECODE_STREAMS (docs/cpu-backend.md, "Decode"): how many interleaved row streams each
-thread of the K-quant decode reads (default 1 on AMD CPUs, 4 elsewhere). The variable is read
-once per process, so each setting runs in a subprocess.
+thread of the K-quant decode reads (default 1 on AMD CPUs, 4 elsewhere; paired, rounded up to
+even, where the level has a two-row dot). The variable is read once per process, so each setting
+runs in a subprocess.
 
 Every row is one dot whatever stream reads it, so the outputs of a decode (one token) must be
 bit-identical at every setting, and equal to the op matrix's checked result (tests/test_ops.py
@@ -42,3 +43,23 @@ def test_invalid_stream_count_is_an_error():
             f"_core.run_op('matmul', [np.ones((1, 256), np.float32), w], {{}}, None, '{LEVELS[0]}', 'cpu')")
     err = child_error({"CYB_DECODE_STREAMS": "3"}, code)
     assert "CYB_DECODE_STREAMS" in err and "'3'" in err, err[-2000:]
+
+
+def test_two_row_dot_gives_each_row_the_one_row_bits():
+    """A matrix of 9 rows is read as pairs (row i with row i + len) and a leftover row; each row
+    alone (one row: the one-row dot) must give the same bits: the two-row dot forms each row's sum
+    as the one-row dot does (kquant_x86.h kq_decode_rows)."""
+    from test_ops import random_weight
+
+    for enc, k in (("q4_k", 2304), ("q6_k", 2560)):
+        rng = np.random.default_rng(5)
+        (raw, _, (n, _)), _ = random_weight(enc, 9, k, rng)
+        x = rng.standard_normal((1, k)).astype(np.float32)
+        rows = raw.reshape(n, -1)
+        for lvl in LEVELS:
+            (y,) = _core.run_op("matmul", [x, (raw, enc, (n, k))], {}, None, lvl, "cpu")
+            y = np.asarray(y)
+            assert np.all(np.isfinite(y)), (enc, lvl)
+            for i in range(n):
+                (yi,) = _core.run_op("matmul", [x, (rows[i].copy(), enc, (1, k))], {}, None, lvl, "cpu")
+                assert np.array_equal(np.asarray(yi)[0, 0], y[0, i]), (enc, lvl, i)
