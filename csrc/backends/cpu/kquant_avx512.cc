@@ -308,6 +308,26 @@ inline __m512i group_sums(const __m512i* a) {
   return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
 }
 
+// The split activations' products for half h of a super-block (code registers r = 2h, 2h + 1,
+// one byte a code, Rg[i][k] of row i), for R rows at once: gs[i][r] = code x q (q = 256 hi + lo,
+// quantize_row_split) summed 4 products a lane, as two vpdpbusd (code u8 x hi s8, shifted left by
+// 8, then lo u8 x code); each activation register loaded once for all R rows (in_register).
+template <int R>
+inline void split_products(const __m512i (*Rg)[2], const int8_t* xh, int h, __m512i (*gs)[4]) {
+  KQ_UNROLL for (int k = 0; k < 2; ++k) {
+    const int r = 2 * h + k;
+    __m512i xlo = _mm512_load_si512(xh + 64 * r), xhi = _mm512_load_si512(xh + 256 + 64 * r);
+    if (R > 1) {
+      in_register(xlo);
+      in_register(xhi);
+    }
+    KQ_UNROLL for (int i = 0; i < R; ++i) {
+      const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), Rg[i][k], xlo);
+      gs[i][r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), xhi, Rg[i][k]);
+    }
+  }
+}
+
 inline __m512i super_dot(const SuperW& W, const BlockQ16K& xb) {
   __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[0], _mm512_load_si512(xb.qs));
   __m512i b = _mm512_dpwssd_epi32(_mm512_setzero_si512(), W.w[1], _mm512_load_si512(xb.qs + 32));
@@ -352,18 +372,7 @@ CYB_GFNI_TARGET void split_q6k_rows(const uint8_t* w, size_t rs, const BlockQ16K
         Rg[i][0] = _mm512_shuffle_i64x2(X[i][2 * h], X[i][2 * h + 1], 0x44);
         Rg[i][1] = _mm512_shuffle_i64x2(X[i][2 * h], X[i][2 * h + 1], 0xee);
       }
-      KQ_UNROLL for (int k = 0; k < 2; ++k) {
-        const int r = 2 * h + k;
-        __m512i xlo = _mm512_load_si512(xh + 64 * r), xhi = _mm512_load_si512(xh + 256 + 64 * r);
-        if (R > 1) {  // one load for both rows (kquant_x86.h in_register)
-          in_register(xlo);
-          in_register(xhi);
-        }
-        KQ_UNROLL for (int i = 0; i < R; ++i) {
-          const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), Rg[i][k], xlo);
-          gs[i][r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), xhi, Rg[i][k]);
-        }
-      }
+      split_products<R>(Rg, xh, h, gs);
     }
     KQ_UNROLL for (int i = 0; i < R; ++i) {
       const uint8_t* blk = w + i * rs + sb * kBytes;
@@ -491,18 +500,7 @@ struct Avx512K {
           Rg[i][0] = _mm512_and_si512(raw, m4);
           Rg[i][1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
         }
-        KQ_UNROLL for (int k = 0; k < 2; ++k) {
-          const int r = 2 * h + k;
-          __m512i xlo = _mm512_load_si512(xh + 64 * r), xhi = _mm512_load_si512(xh + 256 + 64 * r);
-          if (R > 1) {
-            in_register(xlo);
-            in_register(xhi);
-          }
-          KQ_UNROLL for (int i = 0; i < R; ++i) {
-            const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), Rg[i][k], xlo);
-            gs[i][r] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 8), xhi, Rg[i][k]);
-          }
-        }
+        split_products<R>(Rg, xh, h, gs);
       }
       KQ_UNROLL for (int i = 0; i < R; ++i) {
         __m512i sci_next = sci[i];
