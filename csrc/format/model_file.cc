@@ -16,6 +16,7 @@
 #include <limits>
 #include <string_view>
 
+#include "core/env_setting.h"
 #include "core/errors.h"
 #include "core/memory_budget.h"
 
@@ -225,10 +226,7 @@ namespace {
 // huge page mode: "always" or "madvise" (a region asks with madvise), not "never".
 bool huge_pages_wanted() {
   static const bool want = [] {
-    const char* env = std::getenv("CYB_HUGE_PAGES");
-    const std::string v = env ? env : "";
-    if (!v.empty() && v != "0" && v != "1") throw_invalid_config("CYB_HUGE_PAGES", "'" + v + "' is not 0 or 1");
-    if (v == "0") return false;
+    if (!env_switch("CYB_HUGE_PAGES", "1", "0", true)) return false;
     std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
     std::string mode;
     std::getline(f, mode);

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/quant.h"
+#include "core/env_setting.h"
 #include "core/errors.h"
 #include "core/frame_allocator.h"
 
@@ -277,22 +278,14 @@ CpuBackend& cpu_backend() {
 
 namespace cpu {
 int avx512_width() {
-  static const int w = [] {
-    const char* env = std::getenv("CYB_AVX512_WIDTH");
-    const std::string v = env ? env : "";
-    if (v.empty() || v == "512") return 512;
-    if (v == "256") return 256;
-    throw_invalid_config("CYB_AVX512_WIDTH", "'" + v + "' is not 256 or 512");
-  }();
+  static const int w = env_one_of("CYB_AVX512_WIDTH", {"256", "512"}) == "256" ? 256 : 512;
   return w;
 }
 
 int decode_streams() {
   static const int n = [] {
-    const char* env = std::getenv("CYB_DECODE_STREAMS");
-    const std::string v = env ? env : "";
-    if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
-    if (!v.empty()) throw_invalid_config("CYB_DECODE_STREAMS", "'" + v + "' is not 1, 2, 4 or 8");
+    const std::string v = env_one_of("CYB_DECODE_STREAMS", {"1", "2", "4", "8"});
+    if (!v.empty()) return std::stoi(v);
 #if defined(CYB_X86)
     if (detect_x86().amd) return 1;
 #endif
@@ -303,12 +296,11 @@ int decode_streams() {
 
 bool has_gfni() {
   static const bool g = [] {
-    const char* env = std::getenv("CYB_GFNI");
-    const std::string v = env ? env : "";
-    if (!v.empty() && v != "0" && v != "1") throw_invalid_config("CYB_GFNI", "'" + v + "' is not 0 or 1");
+    const bool on = env_switch("CYB_GFNI", "1", "0", true);
 #if defined(CYB_X86)
-    return v != "0" && detect_x86().gfni;
+    return on && detect_x86().gfni;
 #else
+    (void)on;
     return false;
 #endif
   }();

@@ -1,5 +1,6 @@
 #include "backends/wgpu/wgpu_backend.h"
 
+#include "core/env_setting.h"
 #include "core/errors.h"
 #include "core/quant.h"
 
@@ -618,27 +619,6 @@ const char* enc_fn(DType t) {
     case DType::Q6_K: return "q6_k";
     default: return nullptr;
   }
-}
-
-// An integer setting in environment variable `name`: its value in [lo, hi], `unset` when absent,
-// anything else is InvalidConfig naming the variable, the value and `what` it must be.
-int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t unset, const char* what) {
-  const char* e = std::getenv(name);
-  if (!e) return unset;
-  char* end = nullptr;
-  const long long v = std::strtoll(e, &end, 10);
-  if (end == e || *end || v < lo || v > hi) throw_invalid_config(name, std::string("'") + e + "' is not " + what);
-  return int64_t{v};
-}
-
-// A two-value setting in environment variable `name`: `on_value` -> true, `off_value` -> false,
-// unset -> `unset`, anything else is InvalidConfig naming the variable and the value.
-bool env_switch(const char* name, const char* on_value, const char* off_value, bool unset) {
-  const char* e = std::getenv(name);
-  if (!e) return unset;
-  if (std::strcmp(e, on_value) == 0) return true;
-  if (std::strcmp(e, off_value) == 0) return false;
-  throw_invalid_config(name, std::string("'") + e + "' is not " + off_value + " or " + on_value);
 }
 
 // Whether shaders are compiled with wgpu's runtime checks (every array index clamped to the
@@ -1723,10 +1703,7 @@ constexpr int64_t kSplitAttentionMaxRows = 256;
 constexpr int64_t kDecAttentionMaxKeys = 1024;
 enum class AttentionKernel { Dec, Split };
 AttentionKernel attention_kernel() {
-  const char* e = std::getenv("CYB_WGPU_ATTN");
-  if (!e || std::strcmp(e, "dec") == 0) return AttentionKernel::Dec;
-  if (std::strcmp(e, "split") == 0) return AttentionKernel::Split;
-  throw_invalid_config("CYB_WGPU_ATTN", std::string("'") + e + "' is not dec or split");
+  return env_one_of("CYB_WGPU_ATTN", {"dec", "split"}) == "split" ? AttentionKernel::Split : AttentionKernel::Dec;
 }
 
 // The workgroups a GPU runs at once (2 per SM of the H200's 132): a tiled GEMM of fewer than
