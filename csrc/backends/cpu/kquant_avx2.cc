@@ -44,31 +44,42 @@ inline int hsum8i(__m256i v) {
 
 // ------------------------------------------------------------ activations
 
+// The activations' int16 q of one 256-value super-block xs: d = amax / 32767 and
+// q = round-half-even(x * (1 / d)) (|q| <= 32767); f(g, q) for the 8 groups of 32 values, q[j]
+// = elements 32g + 8j .. + 7 as int32. Returns d. The one quantization of both activation forms
+// (quantize_row_q16k, quantize_row_split).
+template <class F>
+inline float q16k_groups(const float* xs, F&& f) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < 256; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xs + i)));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const float amax = _mm_cvtss_f32(h);
+  const float d = amax / 32767.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const __m256 vid = _mm256_set1_ps(id);
+  KQ_UNROLL for (int g = 0; g < 8; ++g) {  // 32 elements per group
+    __m256i q[4];
+    KQ_UNROLL for (int j = 0; j < 4; ++j)  // cvtps rounds half to even (default MXCSR)
+      q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xs + 32 * g + 8 * j), vid));
+    f(g, q);
+  }
+  return d;
+}
+
 void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
   // within each 128-bit lane: the 4 even 16-bit elements, then the 4 odd ones
   const __m256i eo = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
                                       0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-  const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t sb = 0; sb < k / 256; ++sb) {
-    const float* xs = x + sb * 256;
-    __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 256; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xs + i)));
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    const float amax = _mm_cvtss_f32(h);
-    const float d = amax / 32767.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m256 vid = _mm256_set1_ps(id);
     BlockQ16K& o = out[sb];
-    o.d = d;
-    KQ_UNROLL for (int g = 0; g < 8; ++g) {  // 32 elements per group
-      __m256i q[4];
-      KQ_UNROLL for (int j = 0; j < 4; ++j)  // cvtps rounds half to even (default MXCSR)
-        q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xs + 32 * g + 8 * j), vid));
+    int32_t s16[8], s32[8];  // sum(q) over each group's first 16 elements, over all 32
+    o.d = q16k_groups(x + sb * 256, [&](int g, const __m256i* q) {
       const __m256i h0 = _mm256_add_epi32(q[0], q[1]);  // elements 0-15
-      o.s2[g] = d * static_cast<float>(hsum8i(h0));
-      o.s[g] = d * static_cast<float>(hsum8i(_mm256_add_epi32(h0, _mm256_add_epi32(q[2], q[3]))));
+      s16[g] = hsum8i(h0);
+      s32[g] = hsum8i(_mm256_add_epi32(h0, _mm256_add_epi32(q[2], q[3])));
       // |q| <= 32767: packs is exact; packs interleaves the 128-bit lanes, the permute restores the order
       const __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8);  // elements 0-15
       const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8);  // 16-31
@@ -77,7 +88,37 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
       const __m256i be = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, eo), 0xd8);  // [e16-30, o17-31]
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs + 32 * g), _mm256_permute2x128_si256(ae, be, 0x20));
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs + 32 * g + 16), _mm256_permute2x128_si256(ae, be, 0x31));
+    });
+    for (int g = 0; g < 8; ++g) {
+      o.s2[g] = o.d * static_cast<float>(s16[g]);
+      o.s[g] = o.d * static_cast<float>(s32[g]);
     }
+  }
+}
+
+// Q4_K decode activations (Avx2K::split_q4k_rows), in BlockQ16K storage: quantize_row_q16k's q
+// split as q = 256 hi + lo (hi = q >> 8 in [-128, 127], lo = q & 255 in [0, 255]), qs's 512
+// bytes holding hi[256] (int8) then lo[256] (uint8), both in natural element order; d and s as
+// quantize_row_q16k's (s2 unset: the Q4_K dot does not read it). Nothing is lost: the dot
+// rebuilds each exact code x q product from the two bytes.
+void quantize_row_split(const float* x, int64_t k, BlockQ16K* out) {
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    BlockQ16K& o = out[sb];
+    int8_t* hi = reinterpret_cast<int8_t*>(o.qs);
+    int32_t s32[8];
+    o.d = q16k_groups(x + sb * 256, [&](int g, const __m256i* q) {
+      s32[g] = hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+      const __m256i m8 = _mm256_set1_epi32(255);
+      // the int32 -> int16 -> int8 packs interleave 128-bit lanes; the dword permute restores the order
+      const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+      const __m256i h = _mm256_packs_epi16(_mm256_packs_epi32(_mm256_srai_epi32(q[0], 8), _mm256_srai_epi32(q[1], 8)),
+                                           _mm256_packs_epi32(_mm256_srai_epi32(q[2], 8), _mm256_srai_epi32(q[3], 8)));
+      const __m256i l = _mm256_packus_epi16(_mm256_packs_epi32(_mm256_and_si256(q[0], m8), _mm256_and_si256(q[1], m8)),
+                                            _mm256_packs_epi32(_mm256_and_si256(q[2], m8), _mm256_and_si256(q[3], m8)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + 32 * g), _mm256_permutevar8x32_epi32(h, order));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + 256 + 32 * g), _mm256_permutevar8x32_epi32(l, order));
+    });
+    for (int g = 0; g < 8; ++g) o.s[g] = o.d * static_cast<float>(s32[g]);
   }
 }
 
@@ -299,7 +340,6 @@ struct Avx2K {
   static constexpr int kRows = 1;
   using Act = BlockQ16K;  // one token a block
   static constexpr int kActTokens = 1;
-  static RowDotFn decode_dot(DType) { return nullptr; }
   static void quantize_prefill(const float* x, int64_t T, int64_t K, BlockQ16K* out) {
     for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, out + t * (K / 256));
   }
@@ -379,8 +419,78 @@ struct Avx2K {
     KQ_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_sub_ps(ap[r], am[r]));
   }
 
+  // Decode (one token) of R Q4_K rows (w, w + rs) on the split activations (quantize_row_split):
+  // the codes stay bytes (the low or the high nibbles of 32 code bytes: group 2c or 2c + 1, natural
+  // order, as the activations' planes) and vpmaddubsw multiplies them by the activations' high
+  // bytes (code u8 x hi s8) and low bytes (lo u8 x code s8), 32 products an instruction, pairs
+  // summed in int16 (|code x hi| pairs <= 2 * 15 * 128, |lo x code| pairs <= 2 * 255 * 15: no
+  // saturation). vpmaddwd by the group's 6-bit scale (a vpbroadcastd from memory: sc in both
+  // 16-bit halves) then widens them, scaled, into two int32 sums per super-block for all 8 groups
+  // (hi: |sum| <= 8 * 2 * 3840 * 63 < 2^22; lo: 8 * 2 * 7650 * 63 < 2^23), so no per-group
+  // reduction follows: 256 hi + lo (< 2^30) is the super-block's exact sum(sc code q), converted to
+  // f32 once and scaled by d d_x; dmin m against the activations' per-32 sums as the int16 dot's.
+  // 32 multiplies a super-block where the int16 dot takes 16, but a third fewer vector
+  // instructions (no code widening, no horizontal adds, no scale vectors): AMD Zen 4 at avx2, where
+  // the int16 dot was bound by its instruction count (docs/cpu-backend.md). Each super-block's
+  // header is decoded one super-block ahead (headers_ahead).
+  template <int R>
+  static void split_q4k_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
+    constexpr int64_t kBytes = kq_bytes<DType::Q4_K>();
+    alignas(32) int32_t sc[R][2][8];  // group g's scale in both 16-bit halves
+    alignas(32) float ta[R][2][8];    // dmin m, against the activations' per-32 sums
+    float dd[R][2];
+    auto prepare = [&](int64_t sb, int i) {
+      KQ_UNROLL for (int r = 0; r < R; ++r) {
+        const __m128i sm = kq_header(w + r * rs + sb * kBytes, &dd[r][i], ta[r][i]);
+        const __m256i s32 = _mm256_cvtepu8_epi32(sm);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r][i]), _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+      }
+    };
+    const __m256i lo4 = _mm256_set1_epi8(0x0f);
+    __m256 ap[R], am[R];
+    KQ_UNROLL for (int r = 0; r < R; ++r) ap[r] = am[r] = _mm256_setzero_ps();
+    headers_ahead<kBytes, R>(w, rs, nsb, true, prepare, [&](int64_t sb, int i, const uint8_t* blk0) {
+      const BlockQ16K& xb = x[sb];
+      const int8_t* xh = reinterpret_cast<const int8_t*>(xb.qs);
+      __m256i ah[R], al[R];
+      KQ_UNROLL for (int r = 0; r < R; ++r) ah[r] = al[r] = _mm256_setzero_si256();
+      KQ_UNROLL for (int c = 0; c < 4; ++c) {
+        __m256i codes[R][2];
+        KQ_UNROLL for (int r = 0; r < R; ++r) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + r * rs + 16 + 32 * c));
+          codes[r][0] = _mm256_and_si256(raw, lo4);                         // group 2c
+          codes[r][1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);  // group 2c + 1
+        }
+        KQ_UNROLL for (int k = 0; k < 2; ++k) {
+          const int g = 2 * c + k;
+          const __m256i xhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(xh + 32 * g));
+          const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(xh + 256 + 32 * g));
+          KQ_UNROLL for (int r = 0; r < R; ++r) {
+            const __m256i s = _mm256_set1_epi32(sc[r][i][g]);
+            ah[r] = _mm256_add_epi32(ah[r], _mm256_madd_epi16(_mm256_maddubs_epi16(codes[r][k], xhi), s));
+            al[r] = _mm256_add_epi32(al[r], _mm256_madd_epi16(_mm256_maddubs_epi16(xlo, codes[r][k]), s));
+            chain(ah[r]);
+            chain(al[r]);
+          }
+        }
+      }
+      KQ_UNROLL for (int r = 0; r < R; ++r) {
+        const __m256i sum = _mm256_add_epi32(_mm256_slli_epi32(ah[r], 8), al[r]);
+        ap[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dd[r][i] * xb.d), ap[r]);
+        am[r] = _mm256_fmadd_ps(_mm256_load_ps(ta[r][i]), _mm256_load_ps(xb.s), am[r]);
+      }
+    });
+    KQ_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_sub_ps(ap[r], am[r]));
+  }
+  static void dot_split_q4k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
+    split_q4k_rows<1>(w, 0, x, nsb, out);
+  }
+  static void dot2_split_q4k(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
+    split_q4k_rows<2>(w, rs, x, nsb, out);
+  }
+  static RowDotFn decode_dot(DType t) { return t == DType::Q4_K ? &dot_split_q4k : nullptr; }
   static RowPairFn decode_dot2(DType t) {
-    return t == DType::Q4_K ? &decode_rows<DType::Q4_K, 2> : t == DType::Q6_K ? &decode_rows<DType::Q6_K, 2> : nullptr;
+    return t == DType::Q4_K ? &dot2_split_q4k : t == DType::Q6_K ? &decode_rows<DType::Q6_K, 2> : nullptr;
   }
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
@@ -518,9 +628,13 @@ struct Avx2K {
 bool avx2_kquant_encoding(DType t) { return kq_row_dots<Avx2K>(t) != nullptr; }
 
 void avx2_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n, ExecContext& ctx) {
-  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(K / 256));
-  quantize_row_q16k(x, K, xq);
-  kq_decode<Avx2K>(W, y, n, xq, nullptr, K, ctx);
+  const int64_t nsb = K / 256;
+  bool split = false, q16 = false;  // which forms the matrices' dots take
+  for (int i = 0; i < n; ++i) (Avx2K::decode_dot(W[i]->dtype) ? split : q16) = true;
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(2 * nsb));
+  if (q16) quantize_row_q16k(x, K, xq);
+  if (split) quantize_row_split(x, K, xq + nsb);
+  kq_decode<Avx2K>(W, y, n, xq, split ? xq + nsb : nullptr, K, ctx);
 }
 
 void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
