@@ -20,7 +20,9 @@
 //
 // Prefill (T > 1) runs on expanded weights (kquant_x86.h: each block of 8 rows x
 // 6 super-blocks expanded once, every 4-token tile against it); decode (kq_decode) reads each
-// row once, super-block by super-block, with a software prefetch ahead.
+// row once, super-block by super-block, with a software prefetch ahead: Q4_K on the same
+// activations split into their high and low bytes (quantize_row_split, Avx2K::split_q4k_rows),
+// the other encodings on BlockQ16K as above.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -286,35 +288,24 @@ inline __m256i madd_group(__m256i we, __m256i wo, const int16_t* xq) {
 inline void chain(__m256i& v) { in_register(v); }
 
 
-// Q4_K / Q6_K codes (no scale, Q6_K's offset of 32 left in) as int16 for the decode dot:
-// f(g, ev, od) for the 8 groups of 32 values of one super-block, ev / od = the group's 16 even /
-// odd elements (lane i: element 2i / 2i + 1), the activations' order. A code byte register X
-// (byte l = element 32g + l, as expand_groups builds it) gives them with a mask and a shift;
-// Q4_K's nibbles take their 16-bit lanes straight from the raw bytes (one op a register).
-template <DType E, class F>
-inline void code_groups(const uint8_t* blk, F&& f) {
-  if constexpr (E == DType::Q4_K) {
-    const __m256i m4 = _mm256_set1_epi16(0x000f);
-    KQ_UNROLL for (int c = 0; c < 4; ++c) {  // bytes 32c + l: element 64c + l (low), 64c + 32 + l (high)
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
-      f(2 * c, _mm256_and_si256(raw, m4), _mm256_and_si256(_mm256_srli_epi16(raw, 8), m4));
-      f(2 * c + 1, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), _mm256_srli_epi16(raw, 12));
-    }
-  } else {
-    static_assert(E == DType::Q6_K, "code_groups: Q4_K or Q6_K");
-    const __m256i lo4 = _mm256_set1_epi8(0x0f), hi2 = _mm256_set1_epi8(0x30), m8 = _mm256_set1_epi16(0x00ff);
-    KQ_UNROLL for (int h = 0; h < 2; ++h) {
-      const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
-      const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
-      const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-      const __m256i X[4] = {
-          _mm256_or_si256(_mm256_and_si256(L0, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 4), hi2)),
-          _mm256_or_si256(_mm256_and_si256(L1, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 2), hi2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), lo4), _mm256_and_si256(H, hi2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), lo4),
-                          _mm256_and_si256(_mm256_srli_epi16(H, 2), hi2))};
-      KQ_UNROLL for (int j = 0; j < 4; ++j) f(4 * h + j, _mm256_and_si256(X[j], m8), _mm256_srli_epi16(X[j], 8));
-    }
+// Q6_K codes (no scale, the offset of 32 left in) as int16 for the decode dot: f(g, ev, od) for
+// the 8 groups of 32 values of one super-block, ev / od = the group's 16 even / odd elements
+// (lane i: element 2i / 2i + 1), the activations' order. A code byte register X (byte l =
+// element 32g + l, as expand_groups builds it) gives them with a mask and a shift.
+template <class F>
+inline void q6k_code_groups(const uint8_t* blk, F&& f) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f), hi2 = _mm256_set1_epi8(0x30), m8 = _mm256_set1_epi16(0x00ff);
+  KQ_UNROLL for (int h = 0; h < 2; ++h) {
+    const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+    const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+    const __m256i X[4] = {
+        _mm256_or_si256(_mm256_and_si256(L0, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 4), hi2)),
+        _mm256_or_si256(_mm256_and_si256(L1, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 2), hi2)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), lo4), _mm256_and_si256(H, hi2)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), lo4),
+                        _mm256_and_si256(_mm256_srli_epi16(H, 2), hi2))};
+    KQ_UNROLL for (int j = 0; j < 4; ++j) f(4 * h + j, _mm256_and_si256(X[j], m8), _mm256_srli_epi16(X[j], 8));
   }
 }
 
@@ -344,50 +335,40 @@ struct Avx2K {
     for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, out + t * (K / 256));
   }
 
-  // Decode (one token) of R rows (w, w + rs): out[r] = row r . x. The codes widened to int16
+  // Q6_K decode (one token) of R rows (w, w + rs): out[r] = row r . x. The codes widened to int16
   // (the even and odd elements of each 32-value group from the low and the high byte of 16-bit
   // lanes: the activations' order) and multiplied by the activations with vpmaddwd, no scale in
   // them: each group's sums stay in their own register and the sub-block scales apply after, in
   // f32, to the sub-blocks' sums. Half the multiplies of expanding the codes with their scales
-  // first (vpmaddubsw, expand_groups) and no scale operands to build or broadcast: AMD Zen 4 at
-  // avx2, where this dot is bound by its instruction count rather than by memory
-  // (docs/cpu-backend.md). Each super-block's header (prepare: d x the scales in the order of
-  // those sums, the min or offset terms) is decoded one super-block ahead, into the other of two
-  // buffers, so that its scalar chain overlaps the previous super-block's products instead of
-  // heading its own. Two rows (decode_dot2) take each super-block's activations into L1 once
-  // for both (kquant_x86.h kq_decode_rows); each row's sum is formed as one row's is.
-  // Q4_K: value d sc q - dmin m (q 0..15, sc and m 6-bit, per 32 values); Q6_K: d sc (q - 32)
-  // (q 0..63, sc int8, per 16 values), the offset - 32 d sum_i sc[i] S_i taken apart on the
-  // activations' per-16 sums (S_2g = s2[g], S_2g+1 = s[g] - s2[g]).
-  template <DType E, int R>
-  static void decode_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
-    constexpr int64_t kBytes = kq_bytes<E>();
+  // first (vpmaddubsw, expand_groups) and no scale operands to build or broadcast. Each
+  // super-block's header (prepare: d x the scales in the order of those sums, the offset terms)
+  // is decoded one super-block ahead, into the other of two buffers, so that its scalar chain
+  // overlaps the previous super-block's products instead of heading its own. Two rows
+  // (decode_dot2) take each super-block's activations into L1 once for both (kquant_x86.h
+  // kq_decode_rows); each row's sum is formed as one row's is. Value d sc (q - 32) (q 0..63, sc
+  // int8, per 16 values), the offset - 32 d sum_i sc[i] S_i taken apart on the activations'
+  // per-16 sums (S_2g = s2[g], S_2g+1 = s[g] - s2[g]).
+  template <int R>
+  static void q6k_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
+    constexpr int64_t kBytes = kq_bytes<DType::Q6_K>();
     alignas(32) float scl[R][2][16];  // d * sc in the order of lo and hi below
     alignas(32) float ta[R][2][8], tb[R][2][8];  // subtracted: ta . s + tb . s2
     auto prepare = [&](int64_t sb, int i) {
       KQ_UNROLL for (int r = 0; r < R; ++r) {
         const uint8_t* blk = w + r * rs + sb * kBytes;
-        if constexpr (E == DType::Q4_K) {
-          float d;
-          const __m128i sm = kq_header(blk, &d, ta[r][i]);
-          const __m256 f = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)));
-          _mm256_store_ps(scl[r][i], _mm256_permute2f128_ps(f, f, 0x00));  // sc 0-3, 0-3
-          _mm256_store_ps(scl[r][i] + 8, _mm256_permute2f128_ps(f, f, 0x11));  // sc 4-7, 4-7
-        } else {
-          const float d = f16v(blk + 208);
-          const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-          const __m128i ord = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
-          const __m256 vd = _mm256_set1_ps(d);
-          _mm256_store_ps(scl[r][i], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ord))));
-          _mm256_store_ps(scl[r][i] + 8,
-                          _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ord, 8)))));
-          const __m128i eo = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-          const __m256 ev = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo));
-          const __m256 od = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8)));
-          const __m256 d32 = _mm256_set1_ps(32.0f * d);
-          _mm256_store_ps(ta[r][i], _mm256_mul_ps(d32, od));
-          _mm256_store_ps(tb[r][i], _mm256_mul_ps(d32, _mm256_sub_ps(ev, od)));
-        }
+        const float d = f16v(blk + 208);
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+        const __m128i ord = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+        const __m256 vd = _mm256_set1_ps(d);
+        _mm256_store_ps(scl[r][i], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ord))));
+        _mm256_store_ps(scl[r][i] + 8,
+                        _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ord, 8)))));
+        const __m128i eo = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+        const __m256 ev = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo));
+        const __m256 od = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8)));
+        const __m256 d32 = _mm256_set1_ps(32.0f * d);
+        _mm256_store_ps(ta[r][i], _mm256_mul_ps(d32, od));
+        _mm256_store_ps(tb[r][i], _mm256_mul_ps(d32, _mm256_sub_ps(ev, od)));
       }
     };
     __m256 ap[R], am[R];
@@ -396,15 +377,14 @@ struct Avx2K {
       const BlockQ16K& xb = x[sb];
       KQ_UNROLL for (int r = 0; r < R; ++r) {
         __m256i gs[2], hs[4];
-        code_groups<E>(blk0 + r * rs, [&](int g, __m256i ev, __m256i od) {
+        q6k_code_groups(blk0 + r * rs, [&](int g, __m256i ev, __m256i od) {
           const __m256i* xq = reinterpret_cast<const __m256i*>(xb.qs + 32 * g);
           gs[g & 1] = _mm256_add_epi32(_mm256_madd_epi16(ev, _mm256_load_si256(xq)),
                                        _mm256_madd_epi16(od, _mm256_load_si256(xq + 1)));
           if (g & 1) hs[g / 2] = _mm256_hadd_epi32(gs[0], gs[1]);  // each pair added as it completes
         });
         // the sub-blocks' sums: lo = [groups 0-3 over their elements 0-15 | over 16-31], hi the
-        // same for groups 4-7 (Q4_K's 32-value sub-blocks: both halves of a group). 16 products a
-        // lane: |sum| <= 16 * 63 * 32767 < 2^25 (Q4_K's below 2^24, exact in f32). Added pair by
+        // same for groups 4-7. 16 products a lane: |sum| <= 16 * 63 * 32767 < 2^25. Added pair by
         // pair as the groups complete, the eight groups' sums are never all live (no accumulator
         // spilled: one thread's Q4_K / Q6_K matvec +3-4%).
         const __m256i lo = _mm256_hadd_epi32(hs[0], hs[1]), hi = _mm256_hadd_epi32(hs[2], hs[3]);
@@ -413,7 +393,7 @@ struct Avx2K {
         // two chains: the products' and the subtracted terms'
         ap[r] = _mm256_fmadd_ps(sv, _mm256_set1_ps(xb.d), ap[r]);
         am[r] = _mm256_fmadd_ps(_mm256_load_ps(ta[r][i]), _mm256_load_ps(xb.s), am[r]);
-        if constexpr (E == DType::Q6_K) am[r] = _mm256_fmadd_ps(_mm256_load_ps(tb[r][i]), _mm256_load_ps(xb.s2), am[r]);
+        am[r] = _mm256_fmadd_ps(_mm256_load_ps(tb[r][i]), _mm256_load_ps(xb.s2), am[r]);
       }
     });
     KQ_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_sub_ps(ap[r], am[r]));
@@ -490,7 +470,7 @@ struct Avx2K {
   }
   static RowDotFn decode_dot(DType t) { return t == DType::Q4_K ? &dot_split_q4k : nullptr; }
   static RowPairFn decode_dot2(DType t) {
-    return t == DType::Q4_K ? &dot2_split_q4k : t == DType::Q6_K ? &decode_rows<DType::Q6_K, 2> : nullptr;
+    return t == DType::Q4_K ? &dot2_split_q4k : t == DType::Q6_K ? &q6k_rows<2> : nullptr;
   }
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
@@ -499,8 +479,8 @@ struct Avx2K {
     constexpr int64_t kBytes = kq_bytes<E>();
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    if constexpr ((E == DType::Q4_K || E == DType::Q6_K) && NT == 1) {
-      decode_rows<E, 1>(w, 0, x, nsb, out);
+    if constexpr (E == DType::Q6_K && NT == 1) {
+      q6k_rows<1>(w, 0, x, nsb, out);
       return;
     }
     if constexpr (E == DType::Q5_K) {
