@@ -20,8 +20,8 @@
 //
 // Prefill (T > 1) runs on expanded weights (kquant_x86.h: each block of 8 rows x
 // 6 super-blocks expanded once, every 4-token tile against it); decode (kq_decode) reads each
-// row once, super-block by super-block, with a software prefetch ahead: Q4_K on the same
-// activations split into their high and low bytes (quantize_row_split, Avx2K::split_q4k_rows),
+// row once, super-block by super-block, with a software prefetch ahead: Q4_K and Q6_K on the
+// same activations split into their high and low bytes (quantize_row_split, Avx2K::split_rows),
 // the other encodings on BlockQ16K as above.
 #include <immintrin.h>
 
@@ -98,18 +98,20 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
   }
 }
 
-// Q4_K decode activations (Avx2K::split_q4k_rows), in BlockQ16K storage: quantize_row_q16k's q
-// split as q = 256 hi + lo (hi = q >> 8 in [-128, 127], lo = q & 255 in [0, 255]), qs's 512
-// bytes holding hi[256] (int8) then lo[256] (uint8), both in natural element order; d and s as
-// quantize_row_q16k's (s2 unset: the Q4_K dot does not read it). Nothing is lost: the dot
-// rebuilds each exact code x q product from the two bytes.
+// Q4_K / Q6_K decode activations (Avx2K::split_rows), in BlockQ16K storage: quantize_row_q16k's
+// q split as q = 256 hi + lo (hi = q >> 8 in [-128, 127], lo = q & 255 in [0, 255]), qs's 512
+// bytes holding hi[256] (int8) then lo[256] (uint8), both in natural element order; d, s and s2
+// as quantize_row_q16k's. Nothing is lost: the dots rebuild each exact code x q product from the
+// two bytes.
 void quantize_row_split(const float* x, int64_t k, BlockQ16K* out) {
   for (int64_t sb = 0; sb < k / 256; ++sb) {
     BlockQ16K& o = out[sb];
     int8_t* hi = reinterpret_cast<int8_t*>(o.qs);
-    int32_t s32[8];
+    int32_t s16[8], s32[8];
     o.d = q16k_groups(x + sb * 256, [&](int g, const __m256i* q) {
-      s32[g] = hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+      const __m256i h0 = _mm256_add_epi32(q[0], q[1]);
+      s16[g] = hsum8i(h0);
+      s32[g] = hsum8i(_mm256_add_epi32(h0, _mm256_add_epi32(q[2], q[3])));
       const __m256i m8 = _mm256_set1_epi32(255);
       // the int32 -> int16 -> int8 packs interleave 128-bit lanes; the dword permute restores the order
       const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -120,7 +122,10 @@ void quantize_row_split(const float* x, int64_t k, BlockQ16K* out) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + 32 * g), _mm256_permutevar8x32_epi32(h, order));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + 256 + 32 * g), _mm256_permutevar8x32_epi32(l, order));
     });
-    for (int g = 0; g < 8; ++g) o.s[g] = o.d * static_cast<float>(s32[g]);
+    for (int g = 0; g < 8; ++g) {
+      o.s2[g] = o.d * static_cast<float>(s16[g]);
+      o.s[g] = o.d * static_cast<float>(s32[g]);
+    }
   }
 }
 
@@ -288,24 +293,31 @@ inline __m256i madd_group(__m256i we, __m256i wo, const int16_t* xq) {
 inline void chain(__m256i& v) { in_register(v); }
 
 
-// Q6_K codes (no scale, the offset of 32 left in) as int16 for the decode dot: f(g, ev, od) for
-// the 8 groups of 32 values of one super-block, ev / od = the group's 16 even / odd elements
-// (lane i: element 2i / 2i + 1), the activations' order. A code byte register X (byte l =
-// element 32g + l, as expand_groups builds it) gives them with a mask and a shift.
-template <class F>
-inline void q6k_code_groups(const uint8_t* blk, F&& f) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0f), hi2 = _mm256_set1_epi8(0x30), m8 = _mm256_set1_epi16(0x00ff);
-  KQ_UNROLL for (int h = 0; h < 2; ++h) {
-    const __m256i L0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
-    const __m256i L1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+// Groups whose codes split_codes builds at once: Q4_K's two of one 32-byte load; Q6_K's one (its
+// four code registers of a half at once need more than AVX2's 16 registers for two rows).
+template <DType E>
+constexpr int kSplitChunk = E == DType::Q4_K ? 2 : 1;
+
+// The codes of groups kSplitChunk<E> c + k (32 values each) of a Q4_K or Q6_K super-block as
+// bytes, X[k] byte l = element 32 g + l (the split activations' order): Q4_K's 0..15 (bytes
+// 32c + l hold elements 64c + l in the low nibble, 64c + 32 + l in the high), Q6_K's 0..63 (the
+// offset of 32 left in; group g = 4h + j from ql's low (j < 2) or high nibbles and the 2-bit
+// field j of qh).
+template <DType E>
+inline void split_codes(const uint8_t* blk, int c, __m256i* X) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  if constexpr (E == DType::Q4_K) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+    X[0] = _mm256_and_si256(raw, lo4);
+    X[1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+  } else {
+    static_assert(E == DType::Q6_K, "split_codes: Q4_K or Q6_K");
+    const int h = c / 4, j = c % 4;
+    const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (j & 1)));
     const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-    const __m256i X[4] = {
-        _mm256_or_si256(_mm256_and_si256(L0, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 4), hi2)),
-        _mm256_or_si256(_mm256_and_si256(L1, lo4), _mm256_and_si256(_mm256_slli_epi16(H, 2), hi2)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), lo4), _mm256_and_si256(H, hi2)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), lo4),
-                        _mm256_and_si256(_mm256_srli_epi16(H, 2), hi2))};
-    KQ_UNROLL for (int j = 0; j < 4; ++j) f(4 * h + j, _mm256_and_si256(X[j], m8), _mm256_srli_epi16(X[j], 8));
+    const __m256i low = _mm256_and_si256(j < 2 ? L : _mm256_srli_epi16(L, 4), lo4);
+    const __m256i top = j == 0 ? _mm256_slli_epi16(H, 4) : j == 1 ? _mm256_slli_epi16(H, 2) : j == 2 ? H : _mm256_srli_epi16(H, 2);
+    X[0] = _mm256_or_si256(low, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
   }
 }
 
@@ -335,142 +347,98 @@ struct Avx2K {
     for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, out + t * (K / 256));
   }
 
-  // Q6_K decode (one token) of R rows (w, w + rs): out[r] = row r . x. The codes widened to int16
-  // (the even and odd elements of each 32-value group from the low and the high byte of 16-bit
-  // lanes: the activations' order) and multiplied by the activations with vpmaddwd, no scale in
-  // them: each group's sums stay in their own register and the sub-block scales apply after, in
-  // f32, to the sub-blocks' sums. Half the multiplies of expanding the codes with their scales
-  // first (vpmaddubsw, expand_groups) and no scale operands to build or broadcast. Each
-  // super-block's header (prepare: d x the scales in the order of those sums, the offset terms)
-  // is decoded one super-block ahead, into the other of two buffers, so that its scalar chain
-  // overlaps the previous super-block's products instead of heading its own. Two rows
-  // (decode_dot2) take each super-block's activations into L1 once for both (kquant_x86.h
-  // kq_decode_rows); each row's sum is formed as one row's is. Value d sc (q - 32) (q 0..63, sc
-  // int8, per 16 values), the offset - 32 d sum_i sc[i] S_i taken apart on the activations'
-  // per-16 sums (S_2g = s2[g], S_2g+1 = s[g] - s2[g]).
-  template <int R>
-  static void q6k_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
-    constexpr int64_t kBytes = kq_bytes<DType::Q6_K>();
-    alignas(32) float scl[R][2][16];  // d * sc in the order of lo and hi below
-    alignas(32) float ta[R][2][8], tb[R][2][8];  // subtracted: ta . s + tb . s2
-    auto prepare = [&](int64_t sb, int i) {
-      KQ_UNROLL for (int r = 0; r < R; ++r) {
-        const uint8_t* blk = w + r * rs + sb * kBytes;
-        const float d = f16v(blk + 208);
-        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-        const __m128i ord = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
-        const __m256 vd = _mm256_set1_ps(d);
-        _mm256_store_ps(scl[r][i], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ord))));
-        _mm256_store_ps(scl[r][i] + 8,
-                        _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ord, 8)))));
-        const __m128i eo = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-        const __m256 ev = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo));
-        const __m256 od = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8)));
-        const __m256 d32 = _mm256_set1_ps(32.0f * d);
-        _mm256_store_ps(ta[r][i], _mm256_mul_ps(d32, od));
-        _mm256_store_ps(tb[r][i], _mm256_mul_ps(d32, _mm256_sub_ps(ev, od)));
-      }
-    };
-    __m256 ap[R], am[R];
-    KQ_UNROLL for (int r = 0; r < R; ++r) ap[r] = am[r] = _mm256_setzero_ps();
-    headers_ahead<kBytes, R>(w, rs, nsb, true, prepare, [&](int64_t sb, int i, const uint8_t* blk0) {
-      const BlockQ16K& xb = x[sb];
-      KQ_UNROLL for (int r = 0; r < R; ++r) {
-        __m256i gs[2], hs[4];
-        q6k_code_groups(blk0 + r * rs, [&](int g, __m256i ev, __m256i od) {
-          const __m256i* xq = reinterpret_cast<const __m256i*>(xb.qs + 32 * g);
-          gs[g & 1] = _mm256_add_epi32(_mm256_madd_epi16(ev, _mm256_load_si256(xq)),
-                                       _mm256_madd_epi16(od, _mm256_load_si256(xq + 1)));
-          if (g & 1) hs[g / 2] = _mm256_hadd_epi32(gs[0], gs[1]);  // each pair added as it completes
-        });
-        // the sub-blocks' sums: lo = [groups 0-3 over their elements 0-15 | over 16-31], hi the
-        // same for groups 4-7. 16 products a lane: |sum| <= 16 * 63 * 32767 < 2^25. Added pair by
-        // pair as the groups complete, the eight groups' sums are never all live (no accumulator
-        // spilled: one thread's Q4_K / Q6_K matvec +3-4%).
-        const __m256i lo = _mm256_hadd_epi32(hs[0], hs[1]), hi = _mm256_hadd_epi32(hs[2], hs[3]);
-        const __m256 sv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_load_ps(scl[r][i] + 8),
-                                          _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_load_ps(scl[r][i])));
-        // two chains: the products' and the subtracted terms'
-        ap[r] = _mm256_fmadd_ps(sv, _mm256_set1_ps(xb.d), ap[r]);
-        am[r] = _mm256_fmadd_ps(_mm256_load_ps(ta[r][i]), _mm256_load_ps(xb.s), am[r]);
-        am[r] = _mm256_fmadd_ps(_mm256_load_ps(tb[r][i]), _mm256_load_ps(xb.s2), am[r]);
-      }
-    });
-    KQ_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_sub_ps(ap[r], am[r]));
-  }
-
-  // Decode (one token) of R Q4_K rows (w, w + rs) on the split activations (quantize_row_split):
-  // the codes stay bytes (the low or the high nibbles of 32 code bytes: group 2c or 2c + 1, natural
-  // order, as the activations' planes) and vpmaddubsw multiplies them by the activations' high
-  // bytes (code u8 x hi s8) and low bytes (lo u8 x code s8), 32 products an instruction, pairs
-  // summed in int16 (|code x hi| pairs <= 2 * 15 * 128, |lo x code| pairs <= 2 * 255 * 15: no
-  // saturation). vpmaddwd by the group's 6-bit scale (a vpbroadcastd from memory: sc in both
-  // 16-bit halves) then widens them, scaled, into two int32 sums per super-block for all 8 groups
-  // (hi: |sum| <= 8 * 2 * 3840 * 63 < 2^22; lo: 8 * 2 * 7650 * 63 < 2^23), so no per-group
-  // reduction follows: 256 hi + lo (< 2^30) is the super-block's exact sum(sc code q), converted to
-  // f32 once and scaled by d d_x; dmin m against the activations' per-32 sums as the int16 dot's.
-  // 32 multiplies a super-block where the int16 dot takes 16, but a third fewer vector
-  // instructions (no code widening, no horizontal adds, no scale vectors): AMD Zen 4 at avx2, where
-  // the int16 dot was bound by its instruction count (docs/cpu-backend.md). Each super-block's
-  // header is decoded one super-block ahead (headers_ahead).
-  template <int R>
-  static void split_q4k_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
-    constexpr int64_t kBytes = kq_bytes<DType::Q4_K>();
-    alignas(32) int32_t sc[R][2][8];  // group g's scale in both 16-bit halves
-    alignas(32) float ta[R][2][8];    // dmin m, against the activations' per-32 sums
+  // Decode (one token) of R Q4_K or Q6_K rows (w, w + rs) on the split activations
+  // (quantize_row_split): the codes stay bytes (split_codes, the activations' order) and
+  // vpmaddubsw multiplies them by the activations' high bytes (code u8 x hi s8) and low bytes (lo
+  // u8 x code s8), 32 products an instruction, pairs summed in int16 without saturation (|code x
+  // hi| pairs <= 2 * 63 * 128, |lo x code| pairs <= 2 * 255 * 63 = 32130). vpmaddwd by the scale
+  // (Q4_K: the group's 6-bit sc, broadcast from memory into both 16-bit halves of each dword;
+  // Q6_K: the 16-value sub-blocks' int8 scales, 2g in the low 128 bits and 2g + 1 in the high by
+  // one vpshufb) widens them, scaled, into two int32 sums for the whole super-block (hi: |sum| <=
+  // 8 * 2 * 16128 * 128 < 2^25; lo < 2^26; Q4_K's below 2^22 and 2^23), so no per-group
+  // reduction follows: 256 hi + lo (Q4_K: in int32, below 2^30, then converted; Q6_K: the two
+  // sums converted, exact below 2^24, and joined by one FMA) is the super-block's sum of sc x
+  // code x q in f32, scaled by d d_x. The min (Q4_K: dmin m per 32 values) or offset (Q6_K: - 32 d
+  // sum_i sc[i] S_i, on the activations' per-16 sums S_2g = s2[g], S_2g+1 = s[g] - s2[g]) terms
+  // are taken apart in f32. 32 multiplies a super-block where an int16 dot takes 16, but no code
+  // widening, no horizontal adds (vphaddd ymm: one every 2 cycles on AMD Zen 4) and no scale
+  // vectors to build: on Zen 4 at avx2, where these dots are bound by their instructions, one
+  // thread's Q4_K 32.5 -> 30.3 and Q6_K 42 -> 38.5 cycles a super-block (docs/cpu-backend.md).
+  // Each super-block's header is decoded one super-block ahead (headers_ahead); two rows
+  // (decode_dot2) share each activation load, each row's sum formed as one row's is.
+  template <DType E, int R>
+  static void split_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
+    constexpr int64_t kBytes = kq_bytes<E>();
+    alignas(32) int32_t sc[R][2][8];  // Q4_K: group g's sc in both 16-bit halves; Q6_K: int16 even then odd sub-blocks' scales
+    alignas(32) float ta[R][2][8], tb[R][2][8];  // subtracted: ta . s (+ tb . s2 for Q6_K)
     float dd[R][2];
     auto prepare = [&](int64_t sb, int i) {
       KQ_UNROLL for (int r = 0; r < R; ++r) {
-        const __m128i sm = kq_header(w + r * rs + sb * kBytes, &dd[r][i], ta[r][i]);
-        const __m256i s32 = _mm256_cvtepu8_epi32(sm);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r][i]), _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+        const uint8_t* blk = w + r * rs + sb * kBytes;
+        __m256i* scp = reinterpret_cast<__m256i*>(sc[r][i]);
+        if constexpr (E == DType::Q4_K) {
+          const __m256i s32 = _mm256_cvtepu8_epi32(kq_header(blk, &dd[r][i], ta[r][i]));
+          _mm256_store_si256(scp, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+        } else {
+          const float d = dd[r][i] = f16v(blk + 208);
+          const __m128i eo = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)),
+                                              _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+          _mm256_store_si256(scp, _mm256_cvtepi8_epi16(eo));
+          const __m256 ev = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo));
+          const __m256 od = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8)));
+          const __m256 d32 = _mm256_set1_ps(32.0f * d);
+          _mm256_store_ps(ta[r][i], _mm256_mul_ps(d32, od));
+          _mm256_store_ps(tb[r][i], _mm256_mul_ps(d32, _mm256_sub_ps(ev, od)));
+        }
       }
     };
-    const __m256i lo4 = _mm256_set1_epi8(0x0f);
     __m256 ap[R], am[R];
     KQ_UNROLL for (int r = 0; r < R; ++r) ap[r] = am[r] = _mm256_setzero_ps();
     headers_ahead<kBytes, R>(w, rs, nsb, true, prepare, [&](int64_t sb, int i, const uint8_t* blk0) {
       const BlockQ16K& xb = x[sb];
       const int8_t* xh = reinterpret_cast<const int8_t*>(xb.qs);
-      __m256i ah[R], al[R];
+      __m256i ah[R], al[R], X[R][kSplitChunk<E>];  // X: the codes of g's chunk
       KQ_UNROLL for (int r = 0; r < R; ++r) ah[r] = al[r] = _mm256_setzero_si256();
-      KQ_UNROLL for (int c = 0; c < 4; ++c) {
-        __m256i codes[R][2];
+      KQ_UNROLL for (int g = 0; g < 8; ++g) {
+        constexpr int kc = kSplitChunk<E>;
+        if (g % kc == 0) KQ_UNROLL for (int r = 0; r < R; ++r) split_codes<E>(blk0 + r * rs, g / kc, X[r]);
+        const __m256i xhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(xh + 32 * g));
+        const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(xh + 256 + 32 * g));
         KQ_UNROLL for (int r = 0; r < R; ++r) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + r * rs + 16 + 32 * c));
-          codes[r][0] = _mm256_and_si256(raw, lo4);                         // group 2c
-          codes[r][1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);  // group 2c + 1
-        }
-        KQ_UNROLL for (int k = 0; k < 2; ++k) {
-          const int g = 2 * c + k;
-          const __m256i xhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(xh + 32 * g));
-          const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(xh + 256 + 32 * g));
-          KQ_UNROLL for (int r = 0; r < R; ++r) {
-            const __m256i s = _mm256_set1_epi32(sc[r][i][g]);
-            ah[r] = _mm256_add_epi32(ah[r], _mm256_madd_epi16(_mm256_maddubs_epi16(codes[r][k], xhi), s));
-            al[r] = _mm256_add_epi32(al[r], _mm256_madd_epi16(_mm256_maddubs_epi16(xlo, codes[r][k]), s));
-            chain(ah[r]);
-            chain(al[r]);
-          }
+          __m256i s;
+          if constexpr (E == DType::Q4_K)
+            s = _mm256_set1_epi32(sc[r][i][g]);
+          else  // word g of each 128-bit half: sub-block 2g's scale (low), 2g + 1's (high)
+            s = _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc[r][i])),
+                                    _mm256_set1_epi16(static_cast<int16_t>(0x0101 * (2 * g) + 0x0100)));
+          ah[r] = _mm256_add_epi32(ah[r], _mm256_madd_epi16(_mm256_maddubs_epi16(X[r][g % kc], xhi), s));
+          al[r] = _mm256_add_epi32(al[r], _mm256_madd_epi16(_mm256_maddubs_epi16(xlo, X[r][g % kc]), s));
+          chain(ah[r]);
+          chain(al[r]);
         }
       }
       KQ_UNROLL for (int r = 0; r < R; ++r) {
-        const __m256i sum = _mm256_add_epi32(_mm256_slli_epi32(ah[r], 8), al[r]);
-        ap[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dd[r][i] * xb.d), ap[r]);
+        __m256 sum;
+        if constexpr (E == DType::Q4_K)  // exact in int32 (< 2^30)
+          sum = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(ah[r], 8), al[r]));
+        else
+          sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ah[r]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(al[r]));
+        ap[r] = _mm256_fmadd_ps(sum, _mm256_set1_ps(dd[r][i] * xb.d), ap[r]);
         am[r] = _mm256_fmadd_ps(_mm256_load_ps(ta[r][i]), _mm256_load_ps(xb.s), am[r]);
+        if constexpr (E == DType::Q6_K) am[r] = _mm256_fmadd_ps(_mm256_load_ps(tb[r][i]), _mm256_load_ps(xb.s2), am[r]);
       }
     });
     KQ_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_sub_ps(ap[r], am[r]));
   }
-  static void dot_split_q4k(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
-    split_q4k_rows<1>(w, 0, x, nsb, out);
+  template <DType E>
+  static void split_dot(const uint8_t* w, const BlockQ16K* x, int64_t nsb, int64_t, float* out) {
+    split_rows<E, 1>(w, 0, x, nsb, out);
   }
-  static void dot2_split_q4k(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
-    split_q4k_rows<2>(w, rs, x, nsb, out);
+  static RowDotFn decode_dot(DType t) {
+    return t == DType::Q4_K ? &split_dot<DType::Q4_K> : t == DType::Q6_K ? &split_dot<DType::Q6_K> : nullptr;
   }
-  static RowDotFn decode_dot(DType t) { return t == DType::Q4_K ? &dot_split_q4k : nullptr; }
   static RowPairFn decode_dot2(DType t) {
-    return t == DType::Q4_K ? &dot2_split_q4k : t == DType::Q6_K ? &q6k_rows<2> : nullptr;
+    return t == DType::Q4_K ? &split_rows<DType::Q4_K, 2> : t == DType::Q6_K ? &split_rows<DType::Q6_K, 2> : nullptr;
   }
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
@@ -479,10 +447,6 @@ struct Avx2K {
     constexpr int64_t kBytes = kq_bytes<E>();
     __m256 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    if constexpr (E == DType::Q6_K && NT == 1) {
-      q6k_rows<1>(w, 0, x, nsb, out);
-      return;
-    }
     if constexpr (E == DType::Q5_K) {
       // The scale-expanding dot (expand_groups' operands), each super-block's header (d, the mins,
       // the scale operands) decoded one super-block ahead (headers_ahead).
