@@ -572,13 +572,7 @@ struct Avx2K {
 bool avx2_kquant_encoding(DType t) { return kq_row_dots<Avx2K>(t) != nullptr; }
 
 void avx2_kquant_decode(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n, ExecContext& ctx) {
-  const int64_t nsb = K / 256;
-  bool split = false, q16 = false;  // which forms the matrices' dots take
-  for (int i = 0; i < n; ++i) (Avx2K::decode_dot(W[i]->dtype) ? split : q16) = true;
-  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(2 * nsb));
-  if (q16) quantize_row_q16k(x, K, xq);
-  if (split) quantize_row_split(x, K, xq + nsb);
-  kq_decode<Avx2K>(W, y, n, xq, split ? xq + nsb : nullptr, K, ctx);
+  kq_decode_token<Avx2K>(x, K, W, y, n, ctx, quantize_row_q16k, quantize_row_split);
 }
 
 void avx2_kquant_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {

@@ -313,6 +313,21 @@ void kq_decode(const Tensor* const* W, float* const* y, int n, const BlockQ16K* 
   });
 }
 
+// One token x (K values) through the n matrices W (kq_decode), quantized into the scratch in each
+// form the matrices' dots take: BlockQ16K by q16f for the level's row dots, the split form by
+// splitf where Kern::decode_dot has a dot for the encoding (a decode's matrices may mix them).
+template <class Kern, class Q16, class Split>
+void kq_decode_token(const float* x, int64_t K, const Tensor* const* W, float* const* y, int n, ExecContext& ctx,
+                     Q16 q16f, Split splitf) {
+  const int64_t nsb = K / 256;
+  bool split = false, q16 = false;
+  for (int i = 0; i < n; ++i) (Kern::decode_dot(W[i]->dtype) ? split : q16) = true;
+  BlockQ16K* xq = scratch<BlockQ16K>(kScratchXq, static_cast<size_t>(2 * nsb));
+  if (q16) q16f(x, K, xq);
+  if (split) splitf(x, K, xq + nsb);
+  kq_decode<Kern>(W, y, n, xq, split ? xq + nsb : nullptr, K, ctx);
+}
+
 // The next row block's bytes of this K chunk (rows [n0, n1), bytes [0, len) from base + n * rb),
 // fetched into L2 while the current block's token tiles run: the rows are rb apart (a stride
 // the hardware prefetcher does not follow across pages), and the expansion waited on them.
