@@ -51,7 +51,7 @@ def test_two_row_dot_gives_each_row_the_one_row_bits():
     as the one-row dot does (kquant_x86.h kq_decode_rows)."""
     from test_ops import random_weight
 
-    for enc, k in (("q4_k", 2304), ("q6_k", 2560)):
+    for enc, k in (("q4_k", 2304), ("q5_k", 2048), ("q6_k", 2560)):
         rng = np.random.default_rng(5)
         (raw, _, (n, _)), _ = random_weight(enc, 9, k, rng)
         x = rng.standard_normal((1, k)).astype(np.float32)

@@ -20,7 +20,7 @@
 //
 // Prefill (T > 1) runs on expanded weights (kquant_x86.h: each block of 8 rows x
 // 6 super-blocks expanded once, every 4-token tile against it); decode (kq_decode) reads each
-// row once, super-block by super-block, with a software prefetch ahead: Q4_K and Q6_K on the
+// row once, super-block by super-block, with a software prefetch ahead: Q4_K, Q5_K and Q6_K on the
 // same activations split into their high and low bytes (quantize_row_split, Avx2K::split_rows),
 // the other encodings on BlockQ16K as above.
 #include <immintrin.h>
@@ -98,7 +98,7 @@ void quantize_row_q16k(const float* x, int64_t k, BlockQ16K* out) {
   }
 }
 
-// Q4_K / Q6_K decode activations (Avx2K::split_rows), in BlockQ16K storage: quantize_row_q16k's
+// Q4_K / Q5_K / Q6_K decode activations (Avx2K::split_rows), in BlockQ16K storage: quantize_row_q16k's
 // q split as q = 256 hi + lo (hi = q >> 8 in [-128, 127], lo = q & 255 in [0, 255]), qs's 512
 // bytes holding hi[256] (int8) then lo[256] (uint8), both in natural element order; d, s and s2
 // as quantize_row_q16k's. Nothing is lost: the dots rebuild each exact code x q product from the
@@ -293,25 +293,34 @@ inline __m256i madd_group(__m256i we, __m256i wo, const int16_t* xq) {
 inline void chain(__m256i& v) { in_register(v); }
 
 
-// Groups whose codes split_codes builds at once: Q4_K's two of one 32-byte load; Q6_K's one (its
-// four code registers of a half at once need more than AVX2's 16 registers for two rows).
+// Groups whose codes split_codes builds at once: Q4_K's / Q5_K's two of one 32-byte load; Q6_K's
+// one (its four code registers of a half at once need more than AVX2's 16 registers for two rows).
 template <DType E>
-constexpr int kSplitChunk = E == DType::Q4_K ? 2 : 1;
+constexpr int kSplitChunk = E == DType::Q6_K ? 1 : 2;
 
-// The codes of groups kSplitChunk<E> c + k (32 values each) of a Q4_K or Q6_K super-block as
-// bytes, X[k] byte l = element 32 g + l (the split activations' order): Q4_K's 0..15 (bytes
-// 32c + l hold elements 64c + l in the low nibble, 64c + 32 + l in the high), Q6_K's 0..63 (the
+// The codes of groups kSplitChunk<E> c + k (32 values each) of a Q4_K, Q5_K or Q6_K super-block
+// as bytes, X[k] byte l = element 32 g + l (the split activations' order): Q4_K's 0..15 (bytes
+// 32c + l hold elements 64c + l in the low nibble, 64c + 32 + l in the high), Q5_K's 0..31 (the
+// same nibbles and bit g of qh[l]), Q6_K's 0..63 (the
 // offset of 32 left in; group g = 4h + j from ql's low (j < 2) or high nibbles and the 2-bit
 // field j of qh).
 template <DType E>
 inline void split_codes(const uint8_t* blk, int c, __m256i* X) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f);
-  if constexpr (E == DType::Q4_K) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+  if constexpr (E == DType::Q4_K || E == DType::Q5_K) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (E == DType::Q5_K ? 48 : 16) + 32 * c));
     X[0] = _mm256_and_si256(raw, lo4);
     X[1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+    if constexpr (E == DType::Q5_K) {  // bit g of qh[l] is the fifth bit of element 32g + l: moved to bit 4
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+      KQ_UNROLL for (int k = 0; k < 2; ++k) {
+        const int g = 2 * c + k;
+        const __m256i b = _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << g)));
+        X[k] = _mm256_or_si256(X[k], g < 4 ? _mm256_slli_epi16(b, 4 - g) : _mm256_srli_epi16(b, g - 4));
+      }
+    }
   } else {
-    static_assert(E == DType::Q6_K, "split_codes: Q4_K or Q6_K");
+    static_assert(E == DType::Q6_K, "split_codes: Q4_K, Q5_K or Q6_K");
     const int h = c / 4, j = c % 4;
     const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (j & 1)));
     const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
@@ -347,23 +356,25 @@ struct Avx2K {
     for (int64_t t = 0; t < T; ++t) quantize_row_q16k(x + t * K, K, out + t * (K / 256));
   }
 
-  // Decode (one token) of R Q4_K or Q6_K rows (w, w + rs) on the split activations
+  // Decode (one token) of R Q4_K, Q5_K or Q6_K rows (w, w + rs) on the split activations
   // (quantize_row_split): the codes stay bytes (split_codes, the activations' order) and
   // vpmaddubsw multiplies them by the activations' high bytes (code u8 x hi s8) and low bytes (lo
   // u8 x code s8), 32 products an instruction, pairs summed in int16 without saturation (|code x
   // hi| pairs <= 2 * 63 * 128, |lo x code| pairs <= 2 * 255 * 63 = 32130). vpmaddwd by the scale
-  // (Q4_K: the group's 6-bit sc, broadcast from memory into both 16-bit halves of each dword;
+  // (Q4_K, Q5_K: the group's 6-bit sc, broadcast from memory into both 16-bit halves of each dword;
   // Q6_K: the 16-value sub-blocks' int8 scales, 2g in the low 128 bits and 2g + 1 in the high by
   // one vpshufb) widens them, scaled, into two int32 sums for the whole super-block (hi: |sum| <=
   // 8 * 2 * 16128 * 128 < 2^25; lo < 2^26; Q4_K's below 2^22 and 2^23), so no per-group
-  // reduction follows: 256 hi + lo (Q4_K: in int32, below 2^30, then converted; Q6_K: the two
+  // reduction follows: 256 hi + lo (Q4_K, Q5_K: in int32, below 2^30 and 8 * 4 * 63 * (31 * 128 *
+  // 256 + 255 * 31) = 2063805408 < 2^31, then converted; Q6_K: the two
   // sums converted, exact below 2^24, and joined by one FMA) is the super-block's sum of sc x
-  // code x q in f32, scaled by d d_x. The min (Q4_K: dmin m per 32 values) or offset (Q6_K: - 32 d
+  // code x q in f32, scaled by d d_x. The min (Q4_K, Q5_K: dmin m per 32 values) or offset (Q6_K: - 32 d
   // sum_i sc[i] S_i, on the activations' per-16 sums S_2g = s2[g], S_2g+1 = s[g] - s2[g]) terms
   // are taken apart in f32. 32 multiplies a super-block where an int16 dot takes 16, but no code
   // widening, no horizontal adds (vphaddd ymm: one every 2 cycles on AMD Zen 4) and no scale
   // vectors to build: on Zen 4 at avx2, where these dots are bound by their instructions, one
-  // thread's Q4_K 32.5 -> 30.3 and Q6_K 42 -> 38.5 cycles a super-block (docs/cpu-backend.md).
+  // thread's Q4_K 32.5 -> 30.3, Q5_K 41 -> 37.5 and Q6_K 42 -> 38.5 cycles a super-block
+  // (docs/cpu-backend.md).
   // Each super-block's header is decoded one super-block ahead (headers_ahead); two rows
   // (decode_dot2) share each activation load, each row's sum formed as one row's is.
   template <DType E, int R>
@@ -376,7 +387,7 @@ struct Avx2K {
       KQ_UNROLL for (int r = 0; r < R; ++r) {
         const uint8_t* blk = w + r * rs + sb * kBytes;
         __m256i* scp = reinterpret_cast<__m256i*>(sc[r][i]);
-        if constexpr (E == DType::Q4_K) {
+        if constexpr (kq_mins<E>()) {  // Q4_K, Q5_K
           const __m256i s32 = _mm256_cvtepu8_epi32(kq_header(blk, &dd[r][i], ta[r][i]));
           _mm256_store_si256(scp, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
         } else {
@@ -406,7 +417,7 @@ struct Avx2K {
         const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(xh + 256 + 32 * g));
         KQ_UNROLL for (int r = 0; r < R; ++r) {
           __m256i s;
-          if constexpr (E == DType::Q4_K)
+          if constexpr (kq_mins<E>())
             s = _mm256_set1_epi32(sc[r][i][g]);
           else  // word g of each 128-bit half: sub-block 2g's scale (low), 2g + 1's (high)
             s = _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc[r][i])),
@@ -419,7 +430,7 @@ struct Avx2K {
       }
       KQ_UNROLL for (int r = 0; r < R; ++r) {
         __m256 sum;
-        if constexpr (E == DType::Q4_K)  // exact in int32 (< 2^30)
+        if constexpr (kq_mins<E>())  // exact in int32 (Q4_K < 2^30, Q5_K < 2^31)
           sum = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(ah[r], 8), al[r]));
         else
           sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ah[r]), _mm256_set1_ps(256.0f), _mm256_cvtepi32_ps(al[r]));
@@ -435,10 +446,16 @@ struct Avx2K {
     split_rows<E, 1>(w, 0, x, nsb, out);
   }
   static RowDotFn decode_dot(DType t) {
-    return t == DType::Q4_K ? &split_dot<DType::Q4_K> : t == DType::Q6_K ? &split_dot<DType::Q6_K> : nullptr;
+    return t == DType::Q4_K   ? &split_dot<DType::Q4_K>
+           : t == DType::Q5_K ? &split_dot<DType::Q5_K>
+           : t == DType::Q6_K ? &split_dot<DType::Q6_K>
+                              : nullptr;
   }
   static RowPairFn decode_dot2(DType t) {
-    return t == DType::Q4_K ? &split_rows<DType::Q4_K, 2> : t == DType::Q6_K ? &split_rows<DType::Q6_K, 2> : nullptr;
+    return t == DType::Q4_K   ? &split_rows<DType::Q4_K, 2>
+           : t == DType::Q5_K ? &split_rows<DType::Q5_K, 2>
+           : t == DType::Q6_K ? &split_rows<DType::Q6_K, 2>
+                              : nullptr;
   }
 
   // out[t] = row . x_t for NT tokens (x_t = x + t * xs super-blocks), on the row's bytes.
