@@ -66,10 +66,10 @@ class ModelFile {
   // Linux, a mapped file: copies the weights into anonymous memory backed by transparent huge
   // pages (2 MiB pages: a decode streams every weight, and with 4 KiB pages of a mapping each
   // 4 KiB costs a TLB miss and page walk: qwen15 decode ~10% faster, docs/runtime.md "Weights in
-  // memory"), read-only, read from the open descriptor (the file's weight pages are not faulted into
-  // this process: they stay in the page cache only). Only where the kernel offers transparent huge pages ("always" or
-  // "madvise"), CYB_HUGE_PAGES is not 0, and the weights take at most half of the available
-  // memory; otherwise the mapping stays. Tensor views taken before keep pointing into the
+  // memory"), read-only, read from the open descriptor (the file's weight pages are not faulted
+  // into this process: they stay in the page cache only). Only where the kernel offers
+  // transparent huge pages ("always" or "madvise"), CYB_HUGE_PAGES is not 0, and the weights
+  // take at most half of the available memory; otherwise the mapping stays. Tensor views taken before keep pointing into the
   // mapping, which stays valid; the on-disk check (check_unchanged) is unchanged. Returns whether
   // the weights are in huge pages. Thread-safe; Model::load calls it after its memory check.
   bool use_huge_pages();

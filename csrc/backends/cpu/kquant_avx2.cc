@@ -308,7 +308,8 @@ template <DType E>
 inline void split_codes(const uint8_t* blk, int c, __m256i* X) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f);
   if constexpr (E == DType::Q4_K || E == DType::Q5_K) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (E == DType::Q5_K ? 48 : 16) + 32 * c));
+    const uint8_t* qs = blk + (E == DType::Q5_K ? 48 : 16);
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
     X[0] = _mm256_and_si256(raw, lo4);
     X[1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
     if constexpr (E == DType::Q5_K) {  // bit g of qh[l] is the fifth bit of element 32g + l: moved to bit 4
@@ -325,7 +326,10 @@ inline void split_codes(const uint8_t* blk, int c, __m256i* X) {
     const __m256i L = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (j & 1)));
     const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
     const __m256i low = _mm256_and_si256(j < 2 ? L : _mm256_srli_epi16(L, 4), lo4);
-    const __m256i top = j == 0 ? _mm256_slli_epi16(H, 4) : j == 1 ? _mm256_slli_epi16(H, 2) : j == 2 ? H : _mm256_srli_epi16(H, 2);
+    const __m256i top = j == 0   ? _mm256_slli_epi16(H, 4)
+                        : j == 1 ? _mm256_slli_epi16(H, 2)
+                        : j == 2 ? H
+                                 : _mm256_srli_epi16(H, 2);
     X[0] = _mm256_or_si256(low, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
   }
 }
@@ -380,7 +384,8 @@ struct Avx2K {
   template <DType E, int R>
   static void split_rows(const uint8_t* w, size_t rs, const BlockQ16K* x, int64_t nsb, float* out) {
     constexpr int64_t kBytes = kq_bytes<E>();
-    alignas(32) int32_t sc[R][2][8];  // Q4_K: group g's sc in both 16-bit halves; Q6_K: int16 even then odd sub-blocks' scales
+    // Q4_K / Q5_K: group g's sc in both 16-bit halves; Q6_K: int16, the even then the odd sub-blocks' scales
+    alignas(32) int32_t sc[R][2][8];
     alignas(32) float ta[R][2][8], tb[R][2][8];  // subtracted: ta . s (+ tb . s2 for Q6_K)
     float dd[R][2];
     auto prepare = [&](int64_t sb, int i) {
