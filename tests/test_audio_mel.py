@@ -5,12 +5,13 @@ References:
 - transformers' WhisperFeatureExtractor, numpy path (`_np_extract_fbank_features`):
   FFT in float64, spectrum stored as complex64, mel and log in float64. The native
   frontend computes in float64 and rounds once at the end, so the two agree to a
-  few f32 ulps of the output (values in [-1.5, 2.5], ulp <= 2.4e-7): NP_TOL = 1e-6.
+  few f32 ulps of the output (values in [-1.5, 2.5], ulp <= 2.4e-7): `mel-vs-numpy`.
   Measured: max 2.4e-7 over every signal below.
 - The torch STFT recipe (torch.stft, float32 throughout; WhisperFeatureExtractor's
   default path when torch is installed): its own f32 rounding of a 400-point
   STFT and of the mel product moves quiet bins, measured up to 7.3e-5 on the
-  log-mel scale here; TORCH_TOL = 1e-4.
+  log-mel scale here; `mel-vs-torch`.
+The bounds are rows of docs/runtime.md, "Tolerances".
 Both tolerances are far below what a wrong recipe gives (no clamp: 0.7 and more;
 symmetric Hann window: 0.07 and more; see the "bites" tests).
 """
@@ -25,14 +26,18 @@ import pytest
 
 from cyb_llm import _core, audio
 from cyb_llm.errors import InvalidConfig, ShapeMismatch
+from tolerances import tolerance
 
 sf = pytest.importorskip("soundfile")
 transformers = pytest.importorskip("transformers")
 from transformers import WhisperFeatureExtractor  # noqa: E402
 
 SR = 16000
-NP_TOL = 1e-6
-TORCH_TOL = 1e-4
+NP_TOL = tolerance("mel-vs-numpy")
+TORCH_TOL = tolerance("mel-vs-torch")
+WRONG = tolerance("mel-ablation")  # a wrong recipe is at least this far
+AUDIO_TOL = tolerance("audio-f32")
+PCM16_STEP = 2.0 ** -15
 
 try:
     import torch
@@ -99,13 +104,15 @@ LENGTHS = [1, 10 * SR, 45 * SR]
 def test_filters_equal_the_slaney_filterbank(n_mels):
     ours = _core.mel_filters(n_mels)
     assert ours.shape == (n_mels, 201)
-    np.testing.assert_allclose(ours, _fe(n_mels).mel_filters.T, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ours, _fe(n_mels).mel_filters.T, rtol=tolerance("mel-filters-rtol"),
+                               atol=tolerance("mel-filters-atol"))
     try:
         import librosa
     except ImportError:
         return
     lib = librosa.filters.mel(sr=SR, n_fft=400, n_mels=n_mels, dtype=np.float64)
-    np.testing.assert_allclose(ours, lib, rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(ours, lib, rtol=tolerance("mel-filters-librosa-rtol"),
+                               atol=tolerance("mel-filters-librosa-atol"))
 
 
 # ---- 30 s windows against both references ------------------------------------------------------
@@ -182,7 +189,7 @@ def test_dropping_the_clamp_fails_the_comparison(kind):
     x = _signal(kind, 10 * SR)
     y = _core.log_mel(x)
     assert np.abs(y - _torch_ref(x, 80)).max() <= TORCH_TOL
-    assert np.abs(y - _torch_ref(x, 80, clamp=False)).max() > 100 * TORCH_TOL
+    assert np.abs(y - _torch_ref(x, 80, clamp=False)).max() > WRONG
 
 
 @needs_torch
@@ -191,7 +198,7 @@ def test_symmetric_window_fails_the_comparison(kind):
     x = _signal(kind, 10 * SR)
     y = _core.log_mel(x)
     assert np.abs(y - _torch_ref(x, 80)).max() <= TORCH_TOL
-    assert np.abs(y - _torch_ref(x, 80, periodic=False)).max() > 100 * TORCH_TOL
+    assert np.abs(y - _torch_ref(x, 80, periodic=False)).max() > WRONG
 
 
 # ---- errors ------------------------------------------------------------------------------------
@@ -279,7 +286,7 @@ def test_wav_subtypes(tmp_path, subtype, step):
     y = audio.load_audio(p)
     assert y.dtype == np.float32 and y.shape == x.shape
     # within one quantization step of the original (a wrong scale is off by far more)
-    assert np.abs(y - x).max() <= step + 1e-7
+    assert np.abs(y - x).max() <= step + AUDIO_TOL
 
 
 @pytest.mark.parametrize("dtype, scale, offset", [(np.int8, 128, 0), (np.uint8, 128, 128), (np.int16, 32768, 0),
@@ -288,15 +295,15 @@ def test_integer_arrays_are_scaled(dtype, scale, offset):
     x = 0.9 * _signal("sine", 1000)
     q = np.round(x * (scale - 1)).astype(np.int64) + offset
     y = audio.load_audio(q.astype(dtype))
-    np.testing.assert_allclose(y, (q - offset) / scale, atol=1e-7)
+    np.testing.assert_allclose(y, (q - offset) / scale, atol=AUDIO_TOL)
 
 
 def test_stereo_is_averaged(tmp_path):
     left, right = _signal("sine", SR), _signal("noise", SR)
     p = tmp_path / "stereo.wav"
     sf.write(p, np.stack([left, right], axis=1), SR, subtype="FLOAT")
-    np.testing.assert_allclose(audio.load_audio(p), (left + right) / 2, atol=1e-7)
-    np.testing.assert_allclose(audio.load_audio(np.stack([left, right], axis=1)), (left + right) / 2, atol=1e-7)
+    np.testing.assert_allclose(audio.load_audio(p), (left + right) / 2, atol=AUDIO_TOL)
+    np.testing.assert_allclose(audio.load_audio(np.stack([left, right], axis=1)), (left + right) / 2, atol=AUDIO_TOL)
 
 
 def test_44k_is_resampled_with_soxr(tmp_path):
@@ -311,7 +318,8 @@ def test_44k_is_resampled_with_soxr(tmp_path):
     np.testing.assert_array_equal(y, soxr.resample(data.mean(axis=1).astype(np.float32), 44100, SR, quality="HQ"))
     assert abs(len(y) - n * SR / 44100) <= 1
     spec = np.abs(np.fft.rfft(y[4000:-4000]))
-    assert abs(np.argmax(spec) * SR / len(y[4000:-4000]) - 1000) < 2  # the tone stays at 1 kHz
+    # the tone stays at 1 kHz
+    assert abs(np.argmax(spec) * SR / len(y[4000:-4000]) - 1000) < tolerance("audio-tone-resampled")
 
 
 def test_resample_poly_fallback(monkeypatch):
@@ -332,11 +340,11 @@ def test_compressed_formats(tmp_path, fmt, subtype):
     sf.write(p, x, SR, format=fmt, subtype=subtype)
     y = audio.load_audio(p)
     if fmt == "FLAC":
-        assert len(y) == len(x) and np.abs(y - x).max() <= 1 / 32768 + 1e-7
+        assert len(y) == len(x) and np.abs(y - x).max() <= PCM16_STEP + AUDIO_TOL
     else:  # lossy: the 440 Hz tone survives (mp3 adds encoder delay frames)
-        assert abs(len(y) - len(x)) < SR // 5
+        assert abs(len(y) - len(x)) < SR * tolerance("audio-lossy-length")
         spec = np.abs(np.fft.rfft(y))
-        assert abs(np.argmax(spec) * SR / len(y) - 440) < 3
+        assert abs(np.argmax(spec) * SR / len(y) - 440) < tolerance("audio-tone-lossy")
     # a binary file object works as a path does
     with open(p, "rb") as f:
         np.testing.assert_array_equal(audio.load_audio(io.BytesIO(f.read())), y)

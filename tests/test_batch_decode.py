@@ -130,7 +130,8 @@ def test_server_batcher_runs_the_slots_steps_together(path):
         t.join(120)
         batcher.leave()
     assert sorted(got) == [0, 1, 2]
-    assert batcher.rows == 15 and batcher.rows / batcher.steps > 1.5, (batcher.steps, batcher.rows)
+    assert batcher.rows == 15, (batcher.steps, batcher.rows)
+    assert batcher.rows / batcher.steps > tolerance("batch-rows-per-step"), (batcher.steps, batcher.rows)
     for i, p in enumerate(prompts):
         alone = m.new_conversation(64)
         alone.forward(p)

@@ -186,4 +186,4 @@ def test_yarn_mscale_same_logits_on_curated_and_graph_paths(yarn):
                                                     if k not in ("mscale", "mscale_all_dim")})
     hf_no = transformers.LlamaForCausalLM(cfg_no).float().eval()
     hf_no.load_state_dict(hf.state_dict())
-    assert rel_err(hf_logits(hf_no, prompt), ref) > 100 * PRECISE_TOL
+    assert rel_err(hf_logits(hf_no, prompt), ref) > tolerance("decoder-ablation")
