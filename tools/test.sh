@@ -34,7 +34,10 @@ tier_close() {
   [ -n "$tier_name" ] && { TIER_NAMES+=("$tier_name"); TIER_SECS+=($(( $(date +%s) - tier_t0 ))); }
   tier_name=""
 }
-tier() { tier_close; tier_name="$*" tier_t0=$(date +%s); echo; echo "=== $* ($(date +%T))"; }
+# the running tier's name, in a file: .ci/run names it when its time limit stops the run
+tier() {
+  tier_close; tier_name="$*" tier_t0=$(date +%s); echo "$*" > "$RESULTS/tier"; echo; echo "=== $* ($(date +%T))"
+}
 tier_table() {
   local rc=$? i
   tier_close
@@ -43,6 +46,7 @@ tier_table() {
   printf '%6d  total\n' $(( $(date +%s) - run_t0 ))
 }
 trap tier_table EXIT
+trap 'exit 143' TERM  # a time limit's SIGTERM still prints the table
 
 tier "test dependencies"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -53,28 +57,57 @@ fi
 python -m pip install -q torch==2.13.0
 # the slow tier also needs the ray extra (tests/slow/test_serve_ray.py)
 extras=test; [ "$SLOW" = 1 ] && extras=test,ray
-python -m pip install -q ".[$extras]"
-tier "peer: llama-cpp-python (built from its sdist unless that version imports)"
-# PyPI has no wheel, so it builds from the sdist (~6 min on 2 cores). Not -march=native
-# (GGML_NATIVE=OFF): AVX2 and AVX-512 + VNNI where this CPU has them, AMX off, because
-# llama.cpp's AMX build faults on the development VMs (docs/cpu-bench.md).
+# The extras' requirements alone, then the project only where the installed one is not this
+# checkout unchanged (README step 1 just built it: a second build cost minutes on 2 cores).
+python tools/install_state.py requirements "$extras" > "$RESULTS/requirements.txt"
+python -m pip install -q -r "$RESULTS/requirements.txt"
+if ! python tools/install_state.py current; then
+  python -m pip install -q --no-deps .
+  python tools/install_state.py current
+fi
+python -c "import torch, sys; sys.exit(torch.version.cuda is not None and 'a later install replaced torch 2.13.0 (CPU) with a CUDA build: ' + torch.__version__)"
+tier "peer: llama-cpp-python (the pinned version if it imports, else a cached wheel, else its committed record)"
+# PyPI has no wheel: it builds from the sdist (~6 min on 2 cores), once into a wheel under a cache
+# folder outside the checkout (CYB_PEER_WHEELS, default ~/.cache/cyb_llm/peer-wheels, a subfolder
+# per build configuration), which later runs install. Without that wheel the default tiers do not
+# build it: the llama.cpp checks compare with its committed record, made with the pinned version
+# (CYB_LLAMACPP_FIXTURES=1, tests/llamacpp_reference.py); the slow tier builds the wheel and
+# compares the record with llama.cpp live (tests/slow/test_llamacpp_record.py).
+# Not -march=native (GGML_NATIVE=OFF): AVX2 and AVX-512 + VNNI where this CPU has them, AMX off,
+# because llama.cpp's AMX build faults on the development VMs (docs/cpu-bench.md).
 llama_version=$(python -c "import sys; sys.path.insert(0, 'tests'); import oracles; print(oracles.LLAMA_CPP_VERSION)")
+llama_args="-DGGML_NATIVE=OFF"
+if [ "$(uname -m)" = x86_64 ]; then
+  has() { grep -qw "$1" /proc/cpuinfo; }
+  noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  llama_args="$llama_args -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+  llama_args="$llama_args -DCMAKE_C_FLAGS='$noamx' -DCMAKE_CXX_FLAGS='$noamx'"
+  has avx2 && has fma && has f16c && llama_args="$llama_args -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+  has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_vnni \
+    && llama_args="$llama_args -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON"
+fi
+llama_key=$(printf '%s %s %s' "$llama_version" "$(uname -m)" "$llama_args" | sha256sum | cut -c1-12)
+llama_wheels=${CYB_PEER_WHEELS:-$HOME/.cache/cyb_llm/peer-wheels}/llama-$llama_key
+llama_wheel() { ls "$llama_wheels"/llama_cpp_python-"$llama_version"-*.whl 2>/dev/null | head -n 1; }
 if python -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$llama_version')" 2>/dev/null; then
   echo "llama-cpp-python $llama_version already imports"
 else
-  llama_args="-DGGML_NATIVE=OFF"
-  if [ "$(uname -m)" = x86_64 ]; then
-    has() { grep -qw "$1" /proc/cpuinfo; }
-    noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-    llama_args="$llama_args -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-    llama_args="$llama_args -DCMAKE_C_FLAGS='$noamx' -DCMAKE_CXX_FLAGS='$noamx'"
-    has avx2 && has fma && has f16c && llama_args="$llama_args -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
-    has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_vnni \
-      && llama_args="$llama_args -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON"
+  if [ -z "$(llama_wheel)" ] && { [ "$SLOW" = 1 ] || [ "${CYB_BUILD_PEERS:-0}" = 1 ]; }; then
+    echo "building llama-cpp-python $llama_version into $llama_wheels (CMAKE_ARGS=$llama_args)"
+    mkdir -p "$llama_wheels"
+    CMAKE_ARGS="$llama_args" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+      python -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python -w "$llama_wheels" \
+      "llama-cpp-python==$llama_version"
   fi
-  echo "CMAKE_ARGS=$llama_args"
-  CMAKE_ARGS="$llama_args" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-    python -m pip install -q --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$llama_version"
+  wheel=$(llama_wheel)
+  if [ -n "$wheel" ]; then
+    python -m pip install -q "$wheel"
+    echo "llama-cpp-python $llama_version installed from $wheel"
+  else
+    export CYB_LLAMACPP_FIXTURES=1
+    echo "no llama-cpp-python $llama_version wheel in $llama_wheels: the llama.cpp checks compare with"
+    echo "its committed record (tests/data/llamacpp/reference.json.xz); CYB_BUILD_PEERS=1 or --slow builds it"
+  fi
 fi
 
 tier "native core and test programs under AddressSanitizer + UBSan"
@@ -84,37 +117,46 @@ ninja -C build/asan -j "$JOBS" >/dev/null
 # test_no_alloc also runs the real decoder forward of these files (curated and graph path): in the
 # release build (tests/test_native.py) all three at every CPU level; under ASan (an unoptimized
 # build) smollm2 at the best level only: qwen05 and gemma3 there took over 6 of this tier's minutes
-# (gemma3's K-quant forward runs under ASan below, in example_generate)
-export CYB_NO_ALLOC_MODELS=$(python -c "from cyb_llm import hub
+# (gemma3's K-quant forward runs under ASan below, in example_generate).
+# Every value comes from a plain assignment, so that a failing command fails the tier (set -e
+# ignores a failure inside `export X=$(...)`, `for x in $(...)` and `echo "$(...)"`).
+no_alloc_models=$(python -c "from cyb_llm import hub
 print(':'.join(hub.fetch(n, progress=False) for n in ('smollm2', 'qwen05', 'gemma3')))")
+export CYB_NO_ALLOC_MODELS=$no_alloc_models
 asan_no_alloc=${CYB_NO_ALLOC_MODELS%%:*}
 for t in build/asan/test_*; do
   echo "-- $t"; CYB_NO_ALLOC_MODELS=$asan_no_alloc CYB_NO_ALLOC_LEVELS=auto "$t" | tail -n 1
 done
-# Real use under ASan + UBSan + LeakSanitizer at every CPU level: load -> prefill -> greedy
-# generation -> drop (csrc/tests/example_generate.cc), fast and precise, smollm2 (Q4_1/Q8_0)
-# and gemma3 (Q4_K/Q6_K).
+# Real use under ASan + UBSan + LeakSanitizer: load -> prefill -> greedy generation -> drop
+# (csrc/tests/example_generate.cc), fast and precise, smollm2 (Q4_1/Q8_0) and gemma3 (Q4_K/Q6_K),
+# at the best CPU level and scalar (the leak and overflow claims); the other levels run the same
+# command on the release build (tier "native test programs").
 asan_models=$(python -c "from cyb_llm import hub
 print(' '.join(hub.fetch(n, progress=False) for n in ('smollm2', 'gemma3')))")
-for level in $(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels()))"); do
-  for m in $asan_models; do
-    for mode in "" --precise; do
-      echo "-- example_generate $level $(basename "$m") ${mode:-fast}: $(CYB_CPU_LEVEL=$level \
-        build/asan/example_generate "$m" $mode -n 3 1 504 3 12)"
-    done
-  done
-done
+cpu_levels=$(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels()))")
+best_level=$(python -c "import cyb_llm._core as c; print(c.cpu_level())")
+asan_levels=$best_level; [ "$best_level" = scalar ] || asan_levels="$best_level scalar"
+bash tools/asan_real_use.sh "$asan_levels" $asan_models
+# The command above must fail on a leak, a heap overflow and a UBSan error: three copies of the
+# program with one planted bug each (tools/sanitizer_selftest.sh).
+bash tools/sanitizer_selftest.sh "$best_level" "${asan_models%% *}"
 
 tier "native concurrency under ThreadSanitizer (tools/tsan.sh)"
 # two threads, two conversations of one real model, compared bit for bit with a sequential run
-CYB_CONCURRENCY_MODELS=$(python -c "from cyb_llm import hub; print(hub.fetch('smollm2', progress=False))") \
-  bash tools/tsan.sh
+tsan_model=$(python -c "from cyb_llm import hub; print(hub.fetch('smollm2', progress=False))")
+CYB_CONCURRENCY_MODELS=$tsan_model bash tools/tsan.sh
 
 tier "native test programs (release build)"
 cmake -S . -B build/native -G Ninja -DCMAKE_BUILD_TYPE=Release -DCYB_BUILD_PYTHON=OFF \
   -DCYB_BUILD_TESTS=ON >/dev/null
 ninja -C build/native -j "$JOBS" >/dev/null
 export CYB_NATIVE_BUILD_DIR=$PWD/build/native
+# the real-use runs of the levels the sanitizer tier leaves out, on the optimized build
+release_levels=""
+for level in $cpu_levels; do
+  case " $asan_levels " in *" $level "*) ;; *) release_levels="$release_levels $level" ;; esac
+done
+[ -z "$release_levels" ] || EXAMPLE=build/native/example_generate bash tools/asan_real_use.sh "$release_levels" $asan_models
 
 tier "fuzzing (bounded): libFuzzer on the .model reader, the TOML parser, the sampler; atheris on the GGUF importer and the chat path"
 # Seconds per target; the slow tier runs each for 10 minutes (docs/testing.md, "Hostile inputs and fuzzing").
@@ -133,9 +175,9 @@ tier "pytest: default path (op matrix on every CPU level, full golden sets, toke
 # --durations: the slowest tests, for the tier budget (docs/testing.md)
 python -m pytest tests -q --ignore=tests/slow --durations=25 --junitxml="$RESULTS/default.xml"
 
-default_level=$(python -c "import cyb_llm._core as c; print(c.cpu_level())")
+default_level=$best_level
 echo "$default_level" > "$RESULTS/default_level"
-for level in $(python -c "import cyb_llm._core as c; print(' '.join(c.cpu_levels()))"); do
+for level in $cpu_levels; do
   [ "$level" = "$default_level" ] && continue
   tier "pytest: short golden checks on CPU level $level"
   # smollm2 (Q4_1) and gemma3 (Q4_K/Q6_K: the K-quant kernels of each level)
@@ -163,6 +205,7 @@ python tests/test_cpu_levels.py "$RESULTS"
 
 if [ "$SLOW" = 1 ]; then
   tier "slow tier: tests/slow"
+  python -c "import llama_cpp" || { echo "the slow tier needs llama-cpp-python (built above)"; exit 1; }
   python -m pytest tests/slow -q
   tier "slow tier: fuzzing, 10 minutes per target; hostile corpus, seeds 2 and 3"
   bash tools/fuzz.sh 600

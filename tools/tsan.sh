@@ -2,7 +2,7 @@
 # The concurrency checks under ThreadSanitizer: configures build/tsan (CYB_TSAN=ON,
 # no Python module), builds the core and csrc/tests/test_concurrency.cc, and runs
 # it on the models of CYB_CONCURRENCY_MODELS (':'-separated .model paths; default:
-# smollm2 from the cache when it is there). Any data race TSan sees fails the run
+# smollm2, fetched into the cache). Any data race TSan sees fails the run
 # (halt_on_error=1, exit status 66).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 ninja -C "$BUILD" -j "${JOBS:-2}" test_concurrency
 if [ -z "${CYB_CONCURRENCY_MODELS:-}" ]; then
-  m=$(PYTHONPATH=python python3 -c "from cyb_llm import hub; print(hub.fetch('smollm2'))" 2>/dev/null || true)
+  # a failed fetch fails the run (a plain assignment under set -e), it does not skip the model
+  m=$(PYTHONPATH=python python3 -c "from cyb_llm import hub; print(hub.fetch('smollm2', progress=False))")
   export CYB_CONCURRENCY_MODELS="$m"
 fi
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" \
