@@ -125,6 +125,7 @@ def test_inspect_import_fetch_delegate(monkeypatch, capsys):
         ("import", src, out, quantize, progress, graph))
     hub = types.ModuleType("cyb_llm.hub")
     hub.fetch = lambda name: calls.append(("fetch", name)) or f"/cache/{name}.model"
+    hub.resolve_source = lambda ref: ref  # a path as is (known names: tests/test_model_refs.py)
     monkeypatch.setitem(sys.modules, "cyb_llm.format", fmt)
     monkeypatch.setitem(sys.modules, "cyb_llm.convert", conv)
     monkeypatch.setitem(sys.modules, "cyb_llm.hub", hub)

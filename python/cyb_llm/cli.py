@@ -2,17 +2,19 @@
 
     cyb-llm run [MODEL] PROMPT      generate from one prompt, streaming to stdout
     cyb-llm chat [MODEL]            interactive chat keeping the KV cache between turns
-    cyb-llm import SRC -o OUT       GGUF / HF checkpoint -> .model
-    cyb-llm inspect PATH            describe a .model file
-    cyb-llm fetch NAME              download a known model into the cache
+    cyb-llm import SRC -o OUT       GGUF / HF checkpoint (or a known name's source) -> .model
+    cyb-llm inspect MODEL           describe a .model file
+    cyb-llm fetch NAME [--source]   download a known model into the cache (--source: print its GGUF/folder)
     cyb-llm pull hf://ORG/REPO[/FILE.gguf]   download through huggingface_hub, import once
     cyb-llm list | rm NAME          the models in the cache
     cyb-llm embed MODEL TEXT...     sentence embeddings of an encoder model (docs/encoders.md)
     cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
 
-MODEL is a .model or .gguf path or a known model name (default:
-cyb_llm.hub.DEFAULT_MODEL); names and .gguf files are imported into the
-cache once and reused. Errors of the request or of the model file print one
+MODEL is a .model or .gguf path, an HF folder, hf://ORG/REPO[/FILE.gguf], a
+known model name or a name `cyb-llm list` shows (default:
+cyb_llm.hub.DEFAULT_MODEL), the same for every command and for cyb_llm.load:
+cyb_llm.hub.resolve reads them all. Names, .gguf files and folders are
+imported into the cache once and reused. Errors of the request or of the model file print one
 line, `error: <Class>: <message>`, and exit with status 1.
 """
 from __future__ import annotations
@@ -100,18 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
     chat.set_defaults(func=cmd_chat)
 
     imp = sub.add_parser("import", help="convert a GGUF file or an HF checkpoint into a .model")
-    imp.add_argument("src")
+    imp.add_argument("src", help="a .gguf file, an HF / CTranslate2 folder, hf://ORG/REPO[/FILE.gguf] or a known "
+                                 "name (its source, fetched once)")
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--quantize", help="weight encoding to quantize to (names in docs/format.md)")
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
     imp.set_defaults(func=cmd_import)
 
-    insp = sub.add_parser("inspect", help="describe a .model file")
-    insp.add_argument("path")
+    insp = sub.add_parser("inspect", help="describe a model (config, sampling, tensors)")
+    insp.add_argument("path", metavar="MODEL", help="model path or name, as for run")
     insp.set_defaults(func=cmd_inspect)
 
     fetch = sub.add_parser("fetch", help="download and import a known model into the cache")
     fetch.add_argument("name")
+    fetch.add_argument("--source", action="store_true",
+                       help="print the path of the downloaded source (the .gguf file or HF folder), not of its .model")
     fetch.set_defaults(func=cmd_fetch)
 
     pull = sub.add_parser("pull", help="download a model: hf://ORG/REPO[/FILE.gguf] or a known name; import it once")
@@ -499,7 +504,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def cmd_import(a: argparse.Namespace) -> int:
     from .convert import import_model
 
-    import_model(a.src, a.output, quantize=a.quantize, progress=True, graph=a.graph)
+    from .hub import resolve_source
+
+    import_model(resolve_source(a.src), a.output, quantize=a.quantize, progress=True, graph=a.graph)
     print(a.output)
     return 0
 
@@ -514,6 +521,9 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 def cmd_fetch(a: argparse.Namespace) -> int:
     from . import hub
 
+    if a.source:
+        print(hub.fetch_source(a.name))
+        return 0
     result = hub.fetch(a.name)
     if result is not None:
         print(os.fspath(getattr(result, "model", result)))

@@ -170,7 +170,11 @@ class ModelFile:
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = os.fspath(path)
+        """`path`: any model reference (cyb_llm.hub.resolve: a .model path, a known name, a .gguf
+        file or HF folder imported once, hf://...); a missing file raises FormatError naming it."""
+        from . import hub
+
+        self.path = hub.resolve(path, unknown_ok=True)
         self._native = _core.ModelFile.open(self.path)
         self._init()
 
@@ -276,7 +280,7 @@ def _human(n: int) -> str:
 
 
 def describe(path: str | os.PathLike | ModelFile) -> str:
-    """A human summary of a `.model` file (used by `cyb-llm inspect`)."""
+    """A human summary of a `.model` file, or of any model reference (used by `cyb-llm inspect`)."""
     mf = path if isinstance(path, ModelFile) else ModelFile(path)
     cfg = mf.config
     lines = [f"name:        {mf.name or '(none)'}",

@@ -3,6 +3,7 @@
     path = fetch("smollm2")          # ~/.cache/cyb_llm/smollm2.model (imported once, then reused)
     src = fetch_source("gemma3")     # ~/.cache/cyb_llm/src/gemma3.gguf (assembled, SHA-256 checked)
     path = resolve("qwen05")         # a known name, a .model path, a .gguf / HF folder, or hf://ORG/REPO[/F.gguf]
+                                     # (the one resolver of every entry point that takes a model)
     path = pull("hf://ORG/REPO/F.gguf")  # through huggingface_hub's cache, imported once (keyed by content)
     list_models(), remove(name)      # what the cache holds (`cyb-llm list`, `cyb-llm rm`)
 
@@ -271,9 +272,14 @@ def fetch(name: str = DEFAULT_MODEL, progress: bool = True) -> str:
     return out
 
 
-def resolve(model: str | os.PathLike | None = None, progress: bool = True) -> str:
-    """A `.model` path for a CLI/API model argument: an existing .model file as is; a .gguf file or
-    an HF folder imported into the cache (keyed by path, size and time); a known name fetched."""
+def resolve(model: str | os.PathLike | None = None, progress: bool = True, *, unknown_ok: bool = False) -> str:
+    """The `.model` path of a model reference: the one resolver behind every entry point that takes
+    a model (each `cyb-llm` subcommand, `cyb_llm.load`, `Model`, `ModelFile`, `describe`). A
+    reference is an existing .model file (as is); a .gguf file or an HF / CTranslate2 folder
+    (imported into the cache once, keyed by content); `hf://ORG/REPO[/FILE.gguf]` (pulled); a known
+    name (fetched and imported once); or the name of a model in the cache as `cyb-llm list` shows
+    it. None: the default model. Anything else raises FetchError, or with `unknown_ok` comes back
+    as is (ModelFile then says which file it cannot open)."""
     if model is None:
         model = DEFAULT_MODEL
     model = os.fspath(model)
@@ -290,7 +296,23 @@ def resolve(model: str | os.PathLike | None = None, progress: bool = True) -> st
     for entry in list_models():  # a model pulled earlier, by its hf:// reference or file stem
         if model in (entry.name, os.path.splitext(os.path.basename(entry.path))[0]):
             return entry.path
+    if unknown_ok:
+        return model
     raise FetchError(model, f"neither a file/folder, an hf:// reference nor a known model name (known: {', '.join(MODELS)})")
+
+
+def resolve_source(ref: str | os.PathLike) -> str:
+    """What `cyb-llm import` converts: an existing file or folder as is; a known name's GGUF file or
+    HF / CTranslate2 folder (fetched once into <cache>/src); `hf://ORG/REPO[/FILE.gguf]`'s GGUF
+    (downloaded through huggingface_hub's cache)."""
+    ref = os.fspath(ref)
+    if os.path.exists(ref):
+        return ref
+    if ref.startswith(HF_PREFIX):
+        return _hf_download(ref, progress=True)[0]
+    if ref in MODELS:
+        return fetch_source(ref)
+    raise FetchError(ref, f"neither a file/folder, an hf:// reference nor a known model name (known: {', '.join(MODELS)})")
 
 
 # --- imports keyed by content -------------------------------------------------------
@@ -355,10 +377,8 @@ def _parse_hf(ref: str) -> tuple[str, str | None]:
     return repo, file
 
 
-def pull(ref: str, progress: bool = True) -> str:
-    """`hf://ORG/REPO[/FILE.gguf]`: downloads through huggingface_hub (its shared cache, resumable, progress
-    bars; HF_ENDPOINT / HF_HOME / HF_TOKEN apply), then imports once into <cache>/imported (keyed by content).
-    The GGUF stays only in the HF cache; the `.model` path is returned."""
+def _hf_download(ref: str, progress: bool = True) -> tuple[str, str]:
+    """(local path, hf://ORG/REPO/FILE.gguf) of a Hugging Face reference, downloaded through huggingface_hub."""
     repo, file = _parse_hf(ref)
     try:
         from huggingface_hub import HfApi, hf_hub_download
@@ -383,7 +403,15 @@ def pull(ref: str, progress: bool = True) -> str:
     finally:
         if not progress:
             enable_progress_bars()
-    return import_source(path, source=f"{HF_PREFIX}{repo}/{file}", progress=progress)
+    return path, f"{HF_PREFIX}{repo}/{file}"
+
+
+def pull(ref: str, progress: bool = True) -> str:
+    """`hf://ORG/REPO[/FILE.gguf]`: downloads through huggingface_hub (its shared cache, resumable, progress
+    bars; HF_ENDPOINT / HF_HOME / HF_TOKEN apply), then imports once into <cache>/imported (keyed by content).
+    The GGUF stays only in the HF cache; the `.model` path is returned."""
+    path, source = _hf_download(ref, progress)
+    return import_source(path, source=source, progress=progress)
 
 
 # --- what the cache holds -----------------------------------------------------------------

@@ -345,8 +345,9 @@ def load(path: str | os.PathLike, backend: str | None = None, precise: bool = Fa
          threads: int | None = None, exec_path: str | None = None, fuse: bool = True,
          max_memory: int | None = None, n_ctx: int | None = None) -> "Model | WhisperModel":
     """Loads a model: a `.model` path, a known model name (`"smollm2"`, fetched and
-    imported into the cache once, as `cyb-llm run` does) or a `.gguf` file (imported
-    into the cache once). Validates the file, chooses the curated family or the graph
+    imported into the cache once, as `cyb-llm run` does), a `.gguf` file or an HF folder
+    (imported into the cache once), `hf://ORG/REPO[/FILE.gguf]`, or a name `cyb-llm list`
+    shows: the references of every CLI command (cyb_llm.hub.resolve). Validates the file, chooses the curated family or the graph
     path and maps the weights. `exec_path` ('curated' | 'graph') forces an execution
     path; `fuse=False` turns the graph fusion pass off. `threads`: None/0 = physical
     cores, larger than `_core.max_threads()` clamped. `max_memory`: bytes that the
@@ -354,15 +355,10 @@ def load(path: str | os.PathLike, backend: str | None = None, precise: bool = Fa
     memory); over it, OutOfMemory. `n_ctx`: the context of the model's conversations (those of
     create_chat_completion, the generator, `cyb-llm serve`'s slots): None = min(model context,
     4096), 0 = the model's whole context (`Model.n_ctx()`)."""
-    from . import hub
-
     from .errors import InvalidConfig
     from .format import ModelFile
 
-    p = os.fspath(path)
-    if (p in hub.MODELS and not os.path.exists(p)) or (p.endswith(".gguf") and os.path.isfile(p)):
-        path = hub.resolve(p)
-    mf = ModelFile(path)
+    mf = path if isinstance(path, ModelFile) else ModelFile(path)  # any reference: cyb_llm.hub.resolve
     if mf.config.get("model_type") == "whisper":  # speech recognition: cyb_llm.whisper (docs/whisper.md)
         from .whisper import WhisperModel
 
