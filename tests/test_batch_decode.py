@@ -98,14 +98,15 @@ def test_truncate_keeps_the_prefix(path):
 
 
 def test_server_batcher_runs_the_slots_steps_together(path):
-    """cyb_llm.serve.engine.Batcher: three request threads decoding at once meet in batched steps
-    (more than one row per step on average), and each thread gets its own conversation's row."""
+    """cyb_llm.serve.engine.Batcher: three request threads decoding at once meet in batched steps,
+    and each thread gets its own conversation's row. The batcher is held (Batcher.hold) until the
+    three threads have entered, so every step holds the three rows whatever the timing."""
     import threading
 
     from cyb_llm.serve.engine import Batcher, BatchedConversation
 
     m = cyb_llm.load(path, backend="cpu", precise=True)
-    batcher = Batcher(m, window=0.05)
+    batcher = Batcher(m)
     prompts = PROMPTS[:3]
     got: dict[int, list] = {}
     barrier = threading.Barrier(len(prompts))
@@ -122,6 +123,7 @@ def test_server_batcher_runs_the_slots_steps_together(path):
         got[i] = rows
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    batcher.hold(len(prompts))
     for _ in threads:
         batcher.enter()
     for t in threads:
@@ -130,8 +132,7 @@ def test_server_batcher_runs_the_slots_steps_together(path):
         t.join(120)
         batcher.leave()
     assert sorted(got) == [0, 1, 2]
-    assert batcher.rows == 15, (batcher.steps, batcher.rows)
-    assert batcher.rows / batcher.steps > tolerance("batch-rows-per-step"), (batcher.steps, batcher.rows)
+    assert (batcher.steps, batcher.rows) == (5, 15), (batcher.steps, batcher.rows)
     for i, p in enumerate(prompts):
         alone = m.new_conversation(64)
         alone.forward(p)
@@ -145,7 +146,9 @@ def test_server_batcher_runs_the_slots_steps_together(path):
 def test_server_prefill_in_chunks_lets_the_other_slots_decode(path):
     """A 256-token prompt's prefill through the server's BatchedConversation runs in chunks with the
     other slot's decode steps between them (one long forward would hold that slot for all of it); the
-    prefill's logits equal a plain bulk prefill's within bulk-vs-token."""
+    prefill's logits equal a plain bulk prefill's within bulk-vs-token. No timing: each chunk waits
+    until the decoder's next step is queued, and the batcher's step count is read at each chunk's
+    start and end; a step queued during a chunk must run before the next chunk."""
     import threading
     import time
 
@@ -154,8 +157,8 @@ def test_server_prefill_in_chunks_lets_the_other_slots_decode(path):
     m = cyb_llm.load(path, backend="cpu", precise=True)
     batcher = Batcher(m)
     prompt = [int(t) for t in np.random.default_rng(0).integers(3, m.vocab_size, size=4 * PREFILL_CHUNK)]
-    span: dict[str, float] = {}
-    steps: list[float] = []
+    chunks: list[tuple[int, int]] = []  # the batcher's steps at each prefill chunk's start and end
+    stepping = threading.Event()
     stop = threading.Event()
 
     def decoder() -> None:
@@ -164,17 +167,36 @@ def test_server_prefill_in_chunks_lets_the_other_slots_decode(path):
         tok = 5
         while not stop.is_set():
             tok = int(np.argmax(conv.forward([tok])))
-            steps.append(time.monotonic())
+            stepping.set()
+
+    class Chunked:
+        """The prefiller's conversation: each forward (one chunk) waits until a decode step is queued."""
+
+        def __init__(self, conv):
+            self.conv = conv
+
+        def __getattr__(self, name):
+            return getattr(self.conv, name)
+
+        def forward(self, ids, *a):
+            start = batcher.steps
+            t0 = time.monotonic()
+            while not batcher._pending:  # the guard only stops a hang
+                assert time.monotonic() - t0 < 60, "the decoder queued no step during a prefill chunk"
+                time.sleep(0.001)
+            out = self.conv.forward(ids, *a)
+            chunks.append((start, batcher.steps))
+            return out
 
     got = {}
 
     def prefiller() -> None:
-        conv = BatchedConversation(m.new_conversation(512), batcher)
-        time.sleep(0.2)  # the decoder is stepping
-        span["start"] = time.monotonic()
-        got["logits"] = conv.forward(prompt)
-        span["end"] = time.monotonic()
-        stop.set()
+        conv = BatchedConversation(Chunked(m.new_conversation(512)), batcher)
+        stepping.wait(120)
+        try:
+            got["logits"] = conv.forward(prompt)
+        finally:
+            stop.set()
 
     threads = [threading.Thread(target=decoder), threading.Thread(target=prefiller)]
     for _ in threads:
@@ -184,7 +206,8 @@ def test_server_prefill_in_chunks_lets_the_other_slots_decode(path):
     for t in threads:
         t.join(300)
         batcher.leave()
-    during = [s for s in steps if span["start"] < s < span["end"]]
-    assert len(during) >= 2, f"{len(during)} decode steps during the chunked prefill"
+    assert len(chunks) == len(prompt) // PREFILL_CHUNK, chunks
+    # between one chunk's end and the next one's start, the decode step queued during the chunk ran
+    assert all(nxt[0] > cur[1] for cur, nxt in zip(chunks, chunks[1:])), chunks
     want = m.new_conversation(512).forward(prompt)
     assert rel_err(got["logits"], want) <= tolerance("bulk-vs-token")

@@ -130,11 +130,15 @@ def test_chat_completion_logprobs(model):
         assert e["logprob"] == pytest.approx(e["top_logprobs"][0]["logprob"], abs=tolerance("sampler-logprob"))
 
 
-def test_python_overhead_is_small(model):
+def test_stats_account_for_the_decode(model):
+    """The timings' parts (docs/generation.md, "Timings") describe the run: one decode step per token
+    after the first, the parts add up to the decode time, python_overhead the Python time per token over
+    the forward time per step. How small the overhead is depends on the machine's load: that claim is
+    bench/bench_python_overhead.py's."""
     s = model.generator().generate("Once upon a time", max_tokens=48, sampling=GREEDY)
     s.read()
     st = s.stats
-    print(f"python {1000 * st.python_ms / st.completion_tokens:.1f} us/token, "
-          f"sample {1000 * st.sample_ms / st.completion_tokens:.1f} us/token, "
-          f"forward {st.forward_ms / st.decode_steps:.2f} ms/step -> {100 * st.python_overhead:.2f}%")
-    assert st.python_overhead < tolerance("python-overhead")
+    assert st.completion_tokens == 48 and st.decode_steps == st.completion_tokens - 1
+    assert st.forward_ms > 0 and st.sample_ms >= 0 and st.python_ms >= 0
+    assert st.forward_ms + st.sample_ms + st.mask_ms + st.python_ms == pytest.approx(st.decode_ms)
+    assert st.python_overhead == pytest.approx((st.python_ms / st.completion_tokens) / (st.forward_ms / st.decode_steps))

@@ -61,8 +61,13 @@ def models():
 
 
 @pytest.fixture(scope="module")
-def base(models):
-    with serving(models, parallel=2, max_queue=8, ctx=512) as url:
+def base_app(models):
+    return create_app(models, parallel=2, max_queue=8, ctx=512)
+
+
+@pytest.fixture(scope="module")
+def base(base_app):
+    with serving_app(base_app) as url:
         yield url
 
 
@@ -289,57 +294,118 @@ def _marker_messages(marker: str) -> list[dict]:
             {"role": "user", "content": f"Repeat: {marker}"}]
 
 
-def test_four_streams_on_two_slots_keep_their_own_text(client, base):
+def test_four_streams_on_two_slots_keep_their_own_text(client, base, base_app):
+    """Four streams on two slots; the batcher is held (Batcher.hold) until both slots' requests have
+    entered, so the two slots decode in the same steps whatever the timing."""
     want = {m: client.chat.completions.create(model="smollm2", messages=_marker_messages(m), max_tokens=10,
                                               temperature=0).choices[0].message.content for m in MARKERS}
     for m, text in want.items():  # the prompts work: each answer holds its marker (greedy, sequential)
         assert m.lower() in text.lower(), (m, text)
     got: dict[str, str] = {}
-    seen_active: list[int] = []
+    batcher = base_app.state.engines["smollm2"].batcher
+    steps0, rows0 = batcher.steps, batcher.rows
 
     def one(marker: str) -> None:
         parts = []
         for ch in client.chat.completions.create(model="smollm2", messages=_marker_messages(marker),
                                                  max_tokens=10, temperature=0, stream=True):
             parts.append(ch.choices[0].delta.content or "")
-            if len(parts) == 3:
-                seen_active.append(_health(base)["active"])
         got[marker] = "".join(parts)
 
     threads = [threading.Thread(target=one, args=(m,)) for m in MARKERS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    batcher.hold(2)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        batcher.release()
     assert got == want  # interleaved on two slots, each stream is what it is alone
     for m, text in got.items():
         assert not any(o.lower() in text.lower() for o in MARKERS if o != m), (m, text)
-    assert max(seen_active) == 2  # both slots ran at once
+    steps, rows = batcher.steps - steps0, batcher.rows - rows0
+    assert rows > steps > 0, f"the two slots did not decode at once ({rows} rows in {steps} steps)"
     _wait_idle(base)
 
 
+def _wait_until(cond, what: str, guard: float = 60.0) -> None:
+    """Polls cond() until it holds; `guard` seconds only stop a hang (not a verdict on speed)."""
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < guard, what
+        time.sleep(0.02)
+
+
 def test_disconnect_mid_stream_frees_the_slot(models):
-    with serving({"smollm2": models["smollm2"]}, parallel=1, max_queue=0, ctx=512) as url:
-        # ~450 tokens to go (several seconds): only a cancelled run frees the slot within 2 s
+    """The batcher is held (Batcher.hold) before the request: the stream sends its first token (the
+    prefill) and waits at its first decode step, 449 tokens to go; the client leaves; the server
+    cancels the run; released, the run ends after at most that one step and frees the slot."""
+    app = create_app({"smollm2": models["smollm2"]}, parallel=1, max_queue=0, ctx=512)
+    eng = app.state.engines["smollm2"]
+    with serving_app(app) as url:
         body = {"messages": [{"role": "user", "content": "Write a long story about a dragon."}], "max_tokens": 450,
                 "temperature": 0, "stream": True}
-        with httpx.Client(timeout=30) as c:
-            with c.stream("POST", url + _CHAT, json=body) as r:
-                assert r.status_code == 200
-                lines = r.iter_lines()
-                got = [next(lines) for _ in range(6)]
-                assert any(x.startswith("data: {") for x in got)
-                assert _health(url)["active"] == 1
-                # the only slot is taken and the queue holds 0: a second request is refused at once
-                busy = httpx.post(url + _CHAT, json={"messages": HI, "max_tokens": 2})
-                assert busy.status_code == 429 and busy.json()["error"]["code"] == "queue_full"
-            # leaving the block closes the connection mid-stream
-        h = _wait_idle(url, timeout=2.0)
+        eng.batcher.hold()
+        try:
+            with httpx.Client(timeout=30) as c:
+                with c.stream("POST", url + _CHAT, json=body) as r:
+                    assert r.status_code == 200
+                    lines = (x for x in r.iter_lines() if x)
+                    first = [json.loads(next(lines).removeprefix("data: ")) for _ in range(2)]  # role, 1st token
+                    assert first[1]["choices"][0]["delta"]["content"], first
+                    assert _health(url)["active"] == 1
+                    # the only slot is taken and the queue holds 0: a second request is refused at once
+                    busy = httpx.post(url + _CHAT, json={"messages": HI, "max_tokens": 2})
+                    assert busy.status_code == 429 and busy.json()["error"]["code"] == "queue_full"
+                # leaving the block closes the connection mid-stream
+            _wait_until(lambda: all(j.cancelled for j in list(eng._jobs)), "the run was not cancelled")
+        finally:
+            eng.batcher.release()
+        h = _wait_idle(url, timeout=60.0)
         assert h == {"slots": 1, "active": 0, "queued": 0}
+        assert eng.batcher.rows <= 1, f"the cancelled run went on ({eng.batcher.rows} decode steps)"
         r = httpx.post(url + _CHAT, json={"messages": HI, "max_tokens": 2})
         assert r.status_code == 200
         m = httpx.get(url + "/metrics").text
         assert _metric(m, 'cyb_llm_requests_total{endpoint="/v1/chat/completions",status="429"}') == 1
+
+
+def test_queue_full_and_queue_timeout_refusals(models):
+    """One slot, a queue of one, a request timeout of 0.5 s; the first request keeps the slot: the second waits in the queue until
+    its deadline (503 queue_timeout), a third meanwhile finds the queue full (429 queue_full); released,
+    the first ends at its own passed deadline (503 timeout), and the server serves again. The batcher
+    is paused (Batcher.pause: no forward), so the first request holds the slot however slow the
+    machine."""
+    app = create_app({"smollm2": models["smollm2"]}, parallel=1, max_queue=1, ctx=512, request_timeout=0.5)
+    eng = app.state.engines["smollm2"]
+    body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 400, "temperature": 0}
+    got: dict = {}
+
+    def send(name: str) -> threading.Thread:
+        t = threading.Thread(target=lambda: got.update({name: httpx.post(url + _CHAT, json=body, timeout=60)}))
+        t.start()
+        return t
+
+    with serving_app(app) as url:
+        eng.batcher.pause()
+        try:
+            first = send("first")
+            _wait_until(lambda: _health(url)["active"] == 1, "the first request took no slot")
+            second = send("second")
+            _wait_until(lambda: _health(url)["queued"] == 1 or "second" in got, "the second request did not queue")
+            third = httpx.post(url + _CHAT, json=body, timeout=60)
+            assert third.status_code == 429 and third.json()["error"]["code"] == "queue_full", third.text
+            second.join(60)
+            assert got["second"].status_code == 503, got["second"].text
+            assert got["second"].json()["error"]["code"] == "queue_timeout"
+            assert "first" not in got  # still paused before its prefill
+        finally:
+            eng.batcher.release()
+        first.join(60)
+        assert got["first"].status_code == 503 and got["first"].json()["error"]["code"] == "timeout"
+        assert _wait_idle(url, timeout=60.0) == {"slots": 1, "active": 0, "queued": 0}
+        assert httpx.post(url + _CHAT, json={"messages": HI, "max_tokens": 2}).status_code == 200
 
 
 def test_follow_up_turn_reuses_the_slot_cache(models):
@@ -491,20 +557,38 @@ def test_cors_is_off_by_default_and_on_for_the_given_origin(base, models):
 
 
 def test_request_timeout(models):
-    with serving({"smollm2": models["smollm2"]}, ctx=512, request_timeout=0.5) as url:
+    """The batcher is paused (Batcher.pause: no forward) until the request's deadline has passed:
+    released, the run ends at its first token (400 to go) with 503 "timeout" and frees the slot."""
+    app = create_app({"smollm2": models["smollm2"]}, ctx=512, request_timeout=0.5)
+    eng = app.state.engines["smollm2"]
+    with serving_app(app) as url:
         body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 400, "temperature": 0}
-        t0 = time.time()
-        r = httpx.post(url + _CHAT, json=body, timeout=30)
+        got: dict = {}
+        t = threading.Thread(target=lambda: got.update(r=httpx.post(url + _CHAT, json=body, timeout=60)))
+
+        def deadline_passed() -> bool:
+            jobs = list(eng._jobs)
+            return "r" in got or (bool(jobs) and time.monotonic() > jobs[0].deadline)
+
+        eng.batcher.pause()
+        try:
+            t.start()
+            _wait_until(deadline_passed, "the request did not start")
+        finally:
+            eng.batcher.release()
+        t.join(60)
+        r = got["r"]
         assert r.status_code == 503 and r.json()["error"]["code"] == "timeout"
-        assert time.time() - t0 < 3
-        assert _wait_idle(url, timeout=2.0)["active"] == 0
+        assert eng.batcher.rows == 0, f"the run went on past its deadline ({eng.batcher.rows} decode steps)"
+        assert _wait_idle(url, timeout=60.0)["active"] == 0
         assert httpx.post(url + _CHAT, json={"messages": HI, "max_tokens": 2}).status_code == 200
 
 
 def test_parallel_4_on_wgpu_batches_and_matches_each_alone(tmp_path_factory):
     """--parallel 4 on wgpu+rs (lavapipe in CI; a tiny random qwen2, token-id prompts): four
     concurrent greedy completions equal each one run alone, their decode steps were batched,
-    and every op ran on the device."""
+    and every op ran on the device. The batcher is held (Batcher.hold) until the four requests
+    have entered, so they share their steps whatever the timing."""
     from placement import wgpu_skip_reason
 
     if wgpu_skip_reason():
@@ -515,23 +599,36 @@ def test_parallel_4_on_wgpu_batches_and_matches_each_alone(tmp_path_factory):
     m = cyb_llm.load(path, backend="wgpu+rs", precise=True)
     prompts = [[1, 2, 3, 4], [9, 8, 7], [40, 41, 42, 43, 44, 45], [100]]
     body = lambda p: {"model": "tiny", "prompt": p, "max_tokens": 6, "temperature": 0}  # noqa: E731
+    # each completion alone (one at a time, each on an empty slot: none shares a prefix with the
+    # others) and its decode steps; then the four at once on a new server, whose slots are empty too
+    first = create_app({"tiny": m}, parallel=4, ctx=64)
+    alone, decode = [], []
+    with serving_app(first) as url:
+        for p in prompts:
+            steps0 = first.state.engines["tiny"].batcher.steps
+            alone.append(httpx.post(f"{url}/v1/completions", json=body(p), timeout=120).json())
+            decode.append(first.state.engines["tiny"].batcher.steps - steps0)
     app = create_app({"tiny": m}, parallel=4, ctx=64)
+    batcher = app.state.engines["tiny"].batcher
     with serving_app(app) as url:
-        alone = [httpx.post(f"{url}/v1/completions", json=body(p), timeout=120).json() for p in prompts]
-        batcher = app.state.engines["tiny"].batcher
-        steps0, rows0 = batcher.steps, batcher.rows
-
         def one(i: int, out: list) -> None:
             out[i] = httpx.post(f"{url}/v1/completions", json=body(prompts[i]), timeout=120).json()
 
         got: list = [None] * len(prompts)
         threads = [threading.Thread(target=one, args=(i, got)) for i in range(len(prompts))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(180)
-        steps, rows = batcher.steps - steps0, batcher.rows - rows0
-    assert rows > steps > 0, f"the concurrent requests' decode steps were not batched ({rows} rows in {steps} steps)"
+        batcher.hold(len(prompts))
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(180)
+        finally:
+            batcher.release()
+        steps, rows = batcher.steps, batcher.rows
+    # every step held every request still decoding: as many steps as the longest run alone, and the
+    # rows of all of them
+    assert (steps, rows) == (max(decode), sum(decode)), \
+        f"the concurrent requests' decode steps were not batched ({rows} rows in {steps} steps; alone {decode})"
     for a, g in zip(alone, got):
         assert g["choices"][0]["text"] == a["choices"][0]["text"]
         assert g["usage"]["completion_tokens"] == a["usage"]["completion_tokens"] > 0

@@ -1,7 +1,10 @@
 """`cyb-llm serve` under load and hostile connections, watched from outside (a child process,
 tests/serve_proc.py): 32 concurrent streaming clients send 64 requests to 4 slots (200 in the slow
 tier, tests/slow/test_serve_load_full.py); 1000 rapid and half-sent connections; parameters at the
-edge of their ranges (docs/serve.md, "Load and hostile connections").
+edge of their ranges (docs/serve.md, "Load and hostile connections"). No verdict here depends on
+timing: how many requests are refused and how the RSS moves depend on the machine's load, so both
+are printed; bench/bench_serve_rss.py holds the RSS claim, and
+tests/test_serve.py::test_queue_full_and_queue_timeout_refusals pins the refusals.
 tests/test_serve.py covers the requests one at a time."""
 from __future__ import annotations
 
@@ -64,12 +67,13 @@ async def _stream(client: httpx.AsyncClient, n: int) -> tuple[int, str, dict | N
         return 200, "".join(parts), None
 
 
-def run_load(requests: int, rss_at: int = RSS_AT) -> None:
+def run_load(requests: int, rss_at: int = RSS_AT) -> dict[str, int]:
     """32 streaming clients send `requests` requests to 4 slots. Each request is retried after a
     refusal (as the OpenAI clients do) until it completes; every answer is a complete stream or a clean
     429/503 (32 clients against 4 slots and a queue of 16 are refused at once when they all start).
-    No answer holds another request's marker; the server's RSS after the last request is within 5% of
-    its RSS after request `rss_at`; at the end every slot is free and /metrics counted every answer."""
+    No answer holds another request's marker; at the end every slot is free and /metrics counted
+    every answer. Returns the server's RSS in kB after request `rss_at` ("first") and after the last
+    ("last"), for bench/bench_serve_rss.py."""
     with cli_server(*SERVER_ARGS) as srv:
         texts: dict[int, str] = {}
         refusals: list[tuple[int, int, dict]] = []
@@ -118,7 +122,6 @@ def run_load(requests: int, rss_at: int = RSS_AT) -> None:
     for n, status, err in refusals:  # every refusal is a clean 429/503 in the OpenAI shape
         assert status in (429, 503), (n, status, err)
         assert _error_shape(err)["code"] == {429: "queue_full", 503: "queue_timeout"}[status], err
-    assert refusals, "32 clients on 4 slots + a queue of 16: some must be refused"
     # no request gets another's text: a marker in an answer is its own
     for n, text in texts.items():
         assert {int(m) for m in MARKER.findall(text)} <= {_marker(n)}, (n, text)
@@ -132,8 +135,7 @@ def run_load(requests: int, rss_at: int = RSS_AT) -> None:
     want = collections.Counter(status for _, status, _ in refusals)
     want[200] = requests + 1  # and the warm-up
     assert counted == dict(want)  # the server counted every answer, refusals included
-    # memory: what `rss_at` requests reached, the rest do not grow (no per-request leak)
-    assert abs(rss["last"] - rss["first"]) <= tolerance("serve-load-rss") * rss["first"], rss
+    return rss
 
 
 def test_32_streaming_clients_4_slots():

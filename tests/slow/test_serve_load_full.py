@@ -1,5 +1,5 @@
 """The load test of tests/test_serve_load.py at its full size (about 60 s on 2 cores): 32 concurrent
-streaming clients, 4 slots, 200 requests; RSS after request 200 within 5% of RSS after request 20."""
+streaming clients, 4 slots, 200 requests (the RSS claim is bench/bench_serve_rss.py's)."""
 from __future__ import annotations
 
 import pytest

@@ -59,10 +59,44 @@ class Batcher:
         self.steps = 0       # batched steps run, and the rows they held (for /metrics and tests)
         self.rows = 0
         self.device_rows = 0  # rows whose token was drawn on the device (forward_batch_sample)
+        self._holding = False  # the test hook hold(): steps wait for every active thread, no window
+        self._hold_need = 0.0  # request threads still to enter before a held step may run
+        self._paused = False   # the test hook pause(): no forward at all
+
+    def hold(self, requests: int | None = None) -> None:
+        """Test hook (no server option sets it): from now on a step runs only once `requests`
+        request threads have entered since this call (None: not until release()) and every active
+        request thread waits on a step; no time window. Prefills run meanwhile (they do not wait for
+        the held steps). So that many concurrent requests decode in the same steps whatever the
+        timing, and a test can stop the decoding at a known point."""
+        with self._cond:
+            self._holding = True
+            self._hold_need = float("inf") if requests is None else float(requests)
+            self._cond.notify_all()
+
+    def pause(self) -> None:
+        """Test hook (no server option sets it): no forward runs, prefill or step, until release()."""
+        with self._cond:
+            self._paused = True
+
+    def release(self) -> None:
+        """Ends hold() and pause(): back to the time window."""
+        with self._cond:
+            self._holding = self._paused = False
+            self._cond.notify_all()
+
+    def _ready(self, first: float) -> bool:
+        if self._paused:
+            return False
+        if self._holding:
+            return self._hold_need <= 0 and len(self._pending) >= self.active
+        return len(self._pending) >= self.active or time.monotonic() - first >= self.window
 
     def enter(self) -> None:
         with self._cond:
             self.active += 1
+            if self._holding:
+                self._hold_need -= 1
 
     def leave(self) -> None:
         with self._cond:
@@ -80,8 +114,7 @@ class Batcher:
             self._cond.notify_all()
             first = time.monotonic()
             while not entry["done"]:
-                ready = len(self._pending) >= self.active or time.monotonic() - first >= self.window
-                if not self._busy and self._pending and ready:
+                if not self._busy and self._pending and self._ready(first):
                     batch, self._pending = self._pending, []
                     self._busy = True
                     self._cond.release()
@@ -122,7 +155,7 @@ class Batcher:
         waiting slots' step goes first: a prefill in chunks lets the other streams advance between
         its chunks)."""
         with self._cond:
-            while self._busy or self._pending:
+            while self._paused or self._busy or (self._pending and not self._holding):
                 self._cond.wait(self.window)
             self._busy = True
         try:
