@@ -1,10 +1,10 @@
 """Every python and bash block of README.md, and of the docs/*.md sections titled
 "Quick start", runs as written.
 
-Each block runs in a fresh temporary folder holding `model.gguf` (the default model's
-GGUF, the README's placeholder); `cyb-llm` there is this interpreter's
-`python -m cyb_llm.cli`. Skipped, by exact text: the README's two set-up commands
-(.ci/run runs them itself). A block preceded by `<!-- not run: reason -->` is not run;
+Each block runs as a reader would run it, in an empty temporary folder (nothing prepared:
+a block that needs a file gets it itself, as the README's `cyb-llm fetch smollm2 --source`);
+`cyb-llm` there is this interpreter's `python -m cyb_llm.cli`. Skipped, by exact text: the
+README's two set-up commands (.ci/run runs them itself). A block preceded by `<!-- not run: reason -->` is not run;
 the count of those is printed."""
 from __future__ import annotations
 
@@ -71,14 +71,10 @@ def test_readme_has_runnable_blocks_and_reports_skips():
 
 
 @pytest.fixture(scope="module")
-def workdir_factory(real_source, tmp_path_factory):
-    gguf = real_source("smollm2")
-
+def workdir_factory(tmp_path_factory):
     def make() -> tuple[Path, dict]:
-        d = tmp_path_factory.mktemp("snippet")
-        os.symlink(gguf, d / "model.gguf")
-        bindir = d / ".bin"
-        bindir.mkdir()
+        d = tmp_path_factory.mktemp("snippet")  # empty: the block runs where a reader starts
+        bindir = tmp_path_factory.mktemp("bin")  # the `cyb-llm` shim, outside the block's folder
         shim = bindir / "cyb-llm"
         shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m cyb_llm.cli "$@"\n')
         shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
