@@ -107,7 +107,10 @@ class StreamDecoder:
 
     `push(id)` returns the text that the new token completes, and never a partial UTF-8 sequence
     (a byte-level or byte-fallback piece that ends inside a multi-byte character is held back until
-    the character is complete). Concatenating all outputs plus `flush()` equals `decode(all ids)`.
+    the character is complete). Concatenating all outputs plus `flush()` equals `decode(all ids)`,
+    less the U+FFFD that stands for an incomplete character at the very end (a generation cut by
+    max_tokens in the middle of an emoji): `flush()` drops it, so a cut never ends in a broken
+    character.
     """
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False):
@@ -116,6 +119,7 @@ class StreamDecoder:
         self._stream = DecodeStream(skip_special_tokens=skip_special_tokens)
         self._ids: list[int] = []
         self._emitted = 0  # characters returned so far
+        self._settled = 0  # ids whose text was returned (the ones after it are held back)
         self._vocab = tokenizer.vocab_size
 
     def push(self, token_id: int) -> str:
@@ -127,13 +131,35 @@ class StreamDecoder:
         if out is None:
             return ""
         self._emitted += len(out)
+        self._settled = len(self._ids)
         return out
 
     def flush(self) -> str:
-        """Whatever is still held back (an incomplete character at the very end)."""
+        """Whatever is still held back, less an incomplete character at the very end (its bytes
+        came from the last tokens and the rest of it never did: dropped, not shown as U+FFFD)."""
         rest = self._tok.decode(self._ids, self._skip)[self._emitted:]
+        if rest.endswith("\ufffd") and _ends_inside_a_character(self._held_bytes()):
+            rest = rest[:-1]
         self._emitted += len(rest)
+        self._settled = len(self._ids)
         return rest
+
+    def _held_bytes(self) -> bytes:
+        """The bytes of the tokens held back (those after the last text returned)."""
+        from .generate import token_bytes
+
+        held = [t for t in self._ids[self._settled:] if self._tok.decode([t], self._skip)]
+        return b"".join(token_bytes(self._tok, t) for t in held)
+
+
+def _ends_inside_a_character(data: bytes) -> bool:
+    """Whether `data` ends with the start of a UTF-8 character whose other bytes are missing (a
+    lead byte and fewer continuation bytes than it announces)."""
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    dec.decode(data, final=False)
+    return bool(dec.getstate()[0])  # the bytes it keeps for the next call
 
 
 def tokenizer_from_modelfile(mf) -> Tokenizer:
