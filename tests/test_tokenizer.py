@@ -16,6 +16,7 @@ import pytest
 
 from cyb_llm.format import ModelFile
 from cyb_llm.tokenizer import Tokenizer, tokenizer_json_from_vocab
+import llamacpp_reference
 import oracles
 from oracles import qwen2_original_tokenizer, smollm2_original_pretokenizer
 from tokenizer_corpus import corpus
@@ -100,6 +101,25 @@ def test_qwen05_matches_original(models, qwen_original):
     assert _mismatches(ours, lambda s, sp: qwen_original.encode(s, add_special_tokens=sp).ids, lines) == []
 
 
+def test_qwen05_merges_keep_the_original_ranks(real_model, qwen_original):
+    """The imported merges are the original's, rank for rank. The encodings above cannot see a
+    swap of two neighbouring ranks (tools/mutation_check.py `tokenizer-merge-rank-swap`: every
+    pair swapped changed no corpus line and none of 20000 random strings, since neighbouring
+    ranks seldom compete for the same bytes), yet such a file tokenizes differently wherever
+    they do; the ranks themselves are the exact expectation."""
+    import json
+
+    mf = ModelFile(real_model("qwen05"))
+
+    def pairs(merges):
+        return [m.split(" ", 1) if isinstance(m, str) else list(m) for m in merges]
+
+    original = pairs(json.loads(qwen_original.to_str())["model"]["merges"])
+    imported = pairs(json.loads(mf.sections["tokenizer"])["model"]["merges"])
+    assert len(original) > 150000
+    assert imported == original
+
+
 def test_qwen05_vs_transformers_gguf(models):
     """transformers' GGUF conversion has no NFC normalizer (the original has): the only lines
     where it differs from ours are those that NFC changes, and it agrees on their NFC form."""
@@ -166,18 +186,19 @@ def test_special_tokens_and_ids(models):
 
 @pytest.mark.parametrize("name", ["smollm2", "qwen05", "gemma3"])
 def test_llama_cpp_reference(models, real_source, name):
-    """The whole corpus, every model, in the default tier (tools/test.sh builds llama-cpp-python
-    and sets CYB_REQUIRE_PEERS=1, so a missing llama.cpp fails instead of skipping)."""
-    llama_cpp = oracles.llama_cpp()
+    """The whole corpus, every model, in the default tier: llama.cpp live where the pinned
+    llama-cpp-python imports, else its committed record (tests/llamacpp_reference.py; tools/test.sh
+    sets CYB_REQUIRE_PEERS=1, so neither being there fails instead of skipping)."""
+    peer = llamacpp_reference.reference()
     mf, ours, ref = models(name)
-    llm = llama_cpp.Llama(real_source(name), vocab_only=True, verbose=False)
+    wants = peer.tokenize(real_source(name), name, LINES)
+    assert len(wants) == len(LINES)
     bad = []
-    for line in LINES:
+    for line, want in zip(LINES, wants):
         got = ours.encode(line, add_special_tokens=False)
-        want = llm.tokenize(line.encode("utf-8"), add_bos=False, special=True)
         if got != want:
             bad.append(line)
-    print(f"{name}: llama.cpp differs on {len(bad)} of {len(LINES)} lines")
+    print(f"{name}: llama.cpp ({peer.source}) differs on {len(bad)} of {len(LINES)} lines")
     if name == "smollm2":
         assert bad == []
     elif name == "gemma3":

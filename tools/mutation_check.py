@@ -172,7 +172,7 @@ MUTATIONS = [
              "        merges.append(parts)\n",
              "        merges.append(parts)\n    merges = [merges[i ^ 1] if (i ^ 1) < len(merges) else merges[i] "
              "for i in range(len(merges))]\n",
-             ("tests/test_tokenizer.py -k 'test_qwen05_matches_original'",)),
+             ("tests/test_tokenizer.py -k 'test_qwen05_matches_original or test_qwen05_merges_keep_the_original_ranks'",)),
     Mutation("gguf-scale-bytes", "GGUF importer: the two bytes of each Q8_0 block's f16 scale swapped",
              "python/cyb_llm/convert/gguf.py",
              "            raw = data[t.data_offset:t.data_offset + int(t.n_bytes)]\n",
@@ -418,7 +418,7 @@ def run_mutation(m: Mutation, full: bool, timeout: int) -> dict:
         mut = run_tests(f"{m.name}.mutant", selections_of(m, full), clean_env(cache), timeout)
         print(f"   with the bug:  {summary(mut)}", flush=True)
         for t in mut["failed"]:
-            print(f"     FAILED {t}: {mut['msgs'].get(t, '')[:160]}", flush=True)
+            print(f"     FAILED {t}: {' '.join(mut['msgs'].get(t, '').split())[:160]}", flush=True)
         for t in mut["errors"]:
             print(f"     error (not counted) {t}", flush=True)
     finally:
