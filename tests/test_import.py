@@ -539,3 +539,15 @@ def test_importer_tables_come_from_the_native_core():
     assert set(SUPPORTED_ARCHS) == set(_core.curated_model_types()) - {"mistral", "gemma3_text"}
     assert set(SUPPORTED_ARCHS) == {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"}
     assert GGUF_ENCODINGS["Q4_K"] == "q4_k" and GGUF_ENCODINGS["IQ4_NL"] == "iq4_nl" and "U8" not in GGUF_ENCODINGS
+
+
+def test_progress_bar_ends_at_100_percent_on_its_own_line(tmp_path, capsys):
+    """The import bar's last drawing is 100 % and a newline ends it, so the next line on stderr
+    (`cyb-llm run`'s timing line) starts on a line of its own (issue 42, item 8)."""
+    src = tmp_path / "tiny.gguf"
+    make_tiny_gguf(src)
+    import_model(src, tmp_path / "tiny.model", progress=True)
+    err = capsys.readouterr().err
+    assert err.endswith("\n"), repr(err[-200:])
+    last = err.rstrip("\n").split("\r")[-1]
+    assert "import tiny.model: 100%" in last, repr(err[-300:])

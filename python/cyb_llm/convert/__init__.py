@@ -90,13 +90,15 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
 
     def write(tmp: str) -> None:
         bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
+        done = False
         try:
             write_model(
                 tmp, name=name, config=config,
                 tensors=[(r.name, r.encoding, r.shape, r.data) for r in records()],
                 vocab=vocab, tokenizer_json=tok_json, chat=chat, card=card, graph=graph_text, progress=bar,
             )
+            done = True
         finally:
-            bar.close()
+            bar.close(done)
 
     write_atomically(out, write)

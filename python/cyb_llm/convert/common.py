@@ -37,21 +37,28 @@ def nbytes(data: Any) -> int:
 
 
 class Progress:
-    """A tqdm bar over the bytes of the tensors written; used as write_model's progress callback."""
+    """A tqdm bar over the bytes of the tensors written; used as write_model's progress callback.
+    A finished import leaves the bar at 100 % on a line of its own (what comes next, such as
+    `cyb-llm run`'s timing line, starts on the next line); a failed one leaves it where it stopped."""
 
     def __init__(self, total_bytes: int, enabled: bool, desc: str):
         self.bar = None
         if enabled:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, leave=False)
+            self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, leave=True)
 
     def __call__(self, name: str, nbytes: int) -> None:
         if self.bar is not None:
             self.bar.update(nbytes)
 
-    def close(self) -> None:
+    def close(self, done: bool = False) -> None:
+        """Ends the bar (and its line); `done`: the import finished, so the bar shows 100 %
+        (tqdm redraws at most every 0.1 s, so its last drawing may be older)."""
         if self.bar is not None:
+            if done:
+                self.bar.n = self.bar.total
+                self.bar.refresh()
             self.bar.close()
 
 
