@@ -23,12 +23,13 @@ def test_hostile_slice(tmp_path):
 
 def test_hostile_tool_reports_crashes_hangs_and_unstructured_errors():
     """The tier's own check (tools/hostile.py --selftest runs planted cases): a segfault and an
-    abort count as crashes, a sleep as a hang, a ValueError as unstructured, and the run fails."""
+    abort count as crashes, a sleep as a hang, a ValueError as unstructured, logits holding a NaN
+    as non-finite, and the run fails."""
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "hostile.py"), "--selftest"],
                        capture_output=True, text=True, timeout=600)
     out = r.stdout + r.stderr[-2000:]
     assert r.returncode != 0, out
-    assert "crashes 2, hangs 1, unstructured 1" in out, out
+    assert "crashes 2, hangs 1, unstructured 1, non-finite 1" in out, out
     for line in ("CRASH        selftest/segv", "CRASH        selftest/abort", "HANG         selftest/hang",
-                 "UNSTRUCTURED selftest/unstructured"):
+                 "UNSTRUCTURED selftest/unstructured", "NONFINITE    selftest/nonfinite"):
         assert line in out, out

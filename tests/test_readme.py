@@ -61,6 +61,35 @@ def _all_blocks():
 BLOCKS = _all_blocks()
 
 
+# A result the docs state in a comment after a print is checked, not only printed:
+#   print(EXPR)  # "text"                   EXPR equals the string
+#   print(EXPR)  # valid under the schema   jsonschema accepts EXPR under the block's `schema`
+_RESULT = re.compile(r"^print\((?P<expr>.*)\)\s+#\s*(?P<claim>.*)$")
+
+
+def documented_results(code: str) -> list[str]:
+    """The checks (Python lines, appended to the block) of the results a python block documents."""
+    checks = []
+    for line in code.splitlines():
+        m = _RESULT.match(line.strip())
+        if not m:
+            continue
+        expr, claim = m["expr"], m["claim"]
+        if re.fullmatch(r'"[^"\\]*"', claim):
+            checks.append(f"assert ({expr}) == {claim}, repr({expr})")
+        elif claim.startswith("valid under the schema"):
+            checks.append(f"import jsonschema; jsonschema.validate({expr}, schema)")
+    return checks
+
+
+def test_readme_documented_results_are_checked():
+    """The README's documented results (" Paris", "valid under the schema") each have a check."""
+    checks = [c for b in BLOCKS if b[0].startswith("README.md") and b[1] == "python" and b[3] is None
+              for c in documented_results(b[2])]
+    assert any(c.endswith('== " Paris", repr(m.tokenizer.decode([int(logits.argmax())]))') for c in checks), checks
+    assert any("jsonschema.validate(" in c for c in checks), checks
+
+
 def test_readme_has_runnable_blocks_and_reports_skips():
     runnable = [b for b in BLOCKS if b[3] is None]
     skipped = [b for b in BLOCKS if b[3] is not None]
@@ -91,6 +120,8 @@ def workdir_factory(tmp_path_factory):
 def test_snippet_runs_as_written(block, workdir_factory):
     where, lang, code, _ = block
     d, env = workdir_factory()
+    if lang == "python":  # the results the block documents are checked after it
+        code = "\n".join([code, *documented_results(code)])
     cmd = [sys.executable, "-c", code] if lang == "python" else ["bash", "-euo", "pipefail", "-c", code]
     r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=600,
                        stdin=subprocess.DEVNULL)

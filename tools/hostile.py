@@ -17,11 +17,13 @@ and API arguments (token ids, max_context, threads, sampling values, messages).
 Each case ends as one of
   clean         a cyb_llm.Error (or a TypeError for an argument of a wrong Python type)
   ok            valid input that works (accepting a hostile value is not a failure here)
+  nonfinite     accepted, then the model's outputs (logits) are not finite: a failure, since an
+                input must either be refused with a cyb_llm.Error or give numbers
   crash         the child was killed by a signal (or exited without reporting)
   hang          the case ran past --timeout seconds
   unstructured  any other exception escaped
-Exit status 1 when any case crashed, hung or was unstructured; the inputs of those
-cases and a JSON list land in build/hostile/ (--out).
+Exit status 1 when any case was non-finite, crashed, hung or was unstructured; the inputs of
+those cases and a JSON list land in build/hostile/ (--out).
 """
 from __future__ import annotations
 
@@ -49,8 +51,21 @@ from checkout_path import ROOT, setup  # noqa: E402
 
 setup()
 
-CLASSES = ("clean", "ok", "crash", "hang", "unstructured")
-FAILING = ("crash", "hang", "unstructured")
+CLASSES = ("clean", "ok", "nonfinite", "crash", "hang", "unstructured")
+FAILING = ("nonfinite", "crash", "hang", "unstructured")
+
+
+class NonFinite(Exception):
+    """An accepted input gave non-finite outputs (the class `nonfinite`, a failure)."""
+
+
+def check_finite(logits, what: str = "logits") -> None:
+    import numpy as np
+
+    a = np.asarray(logits)
+    bad = int(a.size - np.isfinite(a).sum())
+    if bad:
+        raise NonFinite(f"accepted, then {bad} of {a.size} {what} not finite")
 
 # ------------------------------------------------------------------ base inputs
 # A llama-shaped model small enough that every case loads and runs it in
@@ -289,16 +304,15 @@ class Ctx:
 
 
 def use_model(path: str, threads: int = 1) -> str:
-    """Loads a `.model` and exercises it: a forward, the tokenizer, a short chat generation."""
+    """Loads a `.model` and exercises it: a forward (its logits must be finite), the tokenizer, a
+    short chat generation."""
     import cyb_llm
-    import numpy as np
 
     m = cyb_llm.load(path, backend="cpu", threads=threads)
     conv = m.new_conversation(16)
     v = max(1, m.vocab_size)
-    logits = conv.forward([1 % v, 2 % v, 3 % v])
-    finite = bool(np.isfinite(np.asarray(logits)).all())
-    note = "logits finite" if finite else "NON-FINITE logits"
+    check_finite(conv.forward([1 % v, 2 % v, 3 % v]))
+    note = "logits finite"
     try:
         tok = m.tokenizer
     except cyb_llm.Error as e:
@@ -503,7 +517,7 @@ def model_cases(rng: random.Random) -> list[Case]:
     add("chat_section/template_surrogate", lambda ctx: edit_section(ctx.data("model"), "chat",
                                                                     lambda b: 'template = "a\\ud800"\n'))
 
-    # Weights that are not numbers: NaN everywhere (accepted; the output is reported as non-finite).
+    # Weights that are not numbers: NaN everywhere (refused at the first forward: non-finite logits raise).
     def nan_weights(ctx):
         head, rest = split_model(ctx.data("model"))
         n = len(rest) - len(MARK)
@@ -517,7 +531,7 @@ def model_cases(rng: random.Random) -> list[Case]:
 
             m = cyb_llm.load(path, backend="cpu", threads=1)
             conv = m.new_conversation(16)
-            conv.forward([1, 2])
+            check_finite(conv.forward([1, 2]))
             size = os.path.getsize(path)
             if kind == "truncate":
                 os.truncate(path, size // 2)
@@ -527,10 +541,10 @@ def model_cases(rng: random.Random) -> list[Case]:
                     f.write(b"\0" * (size - size // 2))
             elif kind == "delete":
                 os.remove(path)
-            conv.forward([3, 4])
-            m.new_conversation(8).forward([5])
+            check_finite(conv.forward([3, 4]))
+            check_finite(m.new_conversation(8).forward([5]))
             if kind != "delete":
-                cyb_llm.load(path, backend="cpu", threads=1).new_conversation(8).forward([1])
+                check_finite(cyb_llm.load(path, backend="cpu", threads=1).new_conversation(8).forward([1]))
             return "forward after the change worked"
         return action
 
@@ -831,6 +845,7 @@ def api_cases(rng: random.Random) -> list[Case]:
             if pre:
                 conv.forward(pre)
             out = conv.forward(ids)
+            check_finite(out)
             return f"forward ok, shape {getattr(out, 'shape', None)}"
         return fn
 
@@ -849,14 +864,15 @@ def api_cases(rng: random.Random) -> list[Case]:
 
     for v, pyt in ((0, False), (-1, False), (2 ** 40, False), (2 ** 62, False), (2 ** 70, False), ("16", True),
                    (1.5, True), (math.nan, True), (True, False), (10 ** 6, False)):
-        add(f"max_context/{v!r}", lambda ctx, v=v: (ctx.model().new_conversation(v).forward([1]), "made")[1], pytype=pyt)
+        add(f"max_context/{v!r}", lambda ctx, v=v: (check_finite(ctx.model().new_conversation(v).forward([1])), "made")[1],
+            pytype=pyt)
 
     def load_with(**kw):
         def fn(ctx):
             import cyb_llm
 
             m = cyb_llm.load(ctx.base["model"], **kw)
-            m.new_conversation(8).forward([1, 2])
+            check_finite(m.new_conversation(8).forward([1, 2]))
             return f"loaded with {kw}"
         return fn
 
@@ -1019,8 +1035,13 @@ def selftest_cases() -> list[Case]:
         import cyb_llm
 
         raise cyb_llm.InvalidConfig(field="x", reason="a clean error")
+
+    def nonfinite(ctx, tmp):  # what use_model does with a forward's logits, on logits holding a NaN
+        check_finite([0.5, float("nan"), 1.0])
+        return "not reached"
     return [Case("selftest/segv", "selftest", segv), Case("selftest/hang", "selftest", sleep),
             Case("selftest/abort", "selftest", abort), Case("selftest/unstructured", "selftest", raise_value),
+            Case("selftest/nonfinite", "selftest", nonfinite),
             Case("selftest/clean", "selftest", clean), Case("selftest/ok", "selftest", lambda ctx, tmp: "fine")]
 
 
@@ -1048,6 +1069,8 @@ def execute(case: Case, ctx: Ctx) -> tuple[str, str]:
     try:
         detail = case.run(ctx, tmp)
         return "ok", _line(detail)
+    except NonFinite as e:
+        return "nonfinite", _line(str(e))
     except cyb_llm.Error as e:
         return "clean", _line(f"{type(e).__name__}: {e}")
     except TypeError as e:
@@ -1301,13 +1324,11 @@ def main() -> int:
 
     counts = {c: sum(1 for i in order if results[i][0] == c) for c in CLASSES}
     failing = [i for i in order if results[i][0] in FAILING]
-    nonfinite = [i for i in order if results[i][0] == "ok" and "NON-FINITE" in results[i][1]]
     print(f"hostile: {len(order)} cases, {counts['clean']} clean errors, {counts['ok']} ok, crashes {counts['crash']}, "
-          f"hangs {counts['hang']}, unstructured {counts['unstructured']}  ({time.monotonic() - t0:.0f} s, seed {args.seed})")
+          f"hangs {counts['hang']}, unstructured {counts['unstructured']}, non-finite {counts['nonfinite']}  "
+          f"({time.monotonic() - t0:.0f} s, seed {args.seed})")
     for i in failing:
         print(f"  {results[i][0].upper():<12} {cases[i].name}: {results[i][1]}")
-    if nonfinite:
-        print(f"  (accepted, output not finite: {', '.join(cases[i].name for i in nonfinite)})")
 
     fdir = os.path.join(args.out, "failures")
     shutil.rmtree(fdir, ignore_errors=True)
