@@ -284,6 +284,8 @@ def resolve(model: str | os.PathLike | None = None, progress: bool = True, *, un
         model = DEFAULT_MODEL
     model = os.fspath(model)
     if os.path.exists(model):
+        if not os.path.isdir(model) and not os.path.isfile(model):
+            return model  # a device, a FIFO: never read here (the reader says what it is)
         if os.path.isfile(model) and not model.endswith(".gguf"):
             with open(model, "rb") as f:
                 if f.read(4) != b"GGUF":
