@@ -288,6 +288,34 @@ bool ModelFile::use_huge_pages() {
 #endif
 }
 
+bool ModelFile::weights_in_mapping() const {
+  const uint8_t* w = weights();
+  const uint8_t* m = static_cast<const uint8_t*>(map_);
+  return m != nullptr && w >= m && w < m + map_size_;
+}
+
+void ModelFile::read_tensor(const TensorEntry& e, uint8_t* dst) const {
+#ifndef _WIN32
+  if (weights_in_mapping() && fd_ >= 0) {
+    check_unchanged();
+    const uint64_t at = weights_offset_ + e.offset;
+    uint64_t got = 0;
+    while (got < e.size) {
+      const ssize_t r = ::pread(fd_, dst + got, static_cast<size_t>(e.size - got), static_cast<off_t>(at + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw_format("weights", e.name, "'" + path_ + "': " +
+                                            (r < 0 ? std::string("read failed: ") + std::strerror(errno)
+                                                   : std::string("the file ends inside the tensor (changed on disk "
+                                                                 "since load: load it again)")));
+      got += static_cast<uint64_t>(r);
+    }
+    return;
+  }
+#endif
+  std::memcpy(dst, tensor_data(e), static_cast<size_t>(e.size));
+}
+
 void ModelFile::check_unchanged() const {
 #ifndef _WIN32
   // Windows refuses to truncate or overwrite a file while a view of it is mapped.

@@ -63,6 +63,14 @@ class ModelFile {
   // a truncated mapping would fault on access). Nothing for in-memory files.
   void check_unchanged() const;
   const uint8_t* tensor_data(const TensorEntry& e) const { return weights() + e.offset; }
+  // Whether the weights are read through the file's mapping (a large file, not copied into huge
+  // pages): bytes there fault (SIGBUS) once the file is truncated under them.
+  bool weights_in_mapping() const;
+  // Copies the tensor's e.size bytes into dst, safely whatever happens to the file: from a mapped
+  // file, check_unchanged() then pread from the descriptor (FormatError naming the file when it
+  // changed or came up short); otherwise from the process's own bytes. (Python's tensor views of a
+  // mapped file are such copies: docs/errors.md, "The file changes on disk".)
+  void read_tensor(const TensorEntry& e, uint8_t* dst) const;
   // Linux, a mapped file: copies the weights into anonymous memory backed by transparent huge
   // pages (2 MiB pages: a decode streams every weight, and with 4 KiB pages of a mapping each
   // 4 KiB costs a TLB miss and page walk: qwen15 decode ~10% faster, docs/runtime.md "Weights in

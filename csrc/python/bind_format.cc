@@ -78,8 +78,11 @@ const TensorEntry& entry(const ModelFile& mf, const std::string& name) {
   return *e;
 }
 
-// A read-only numpy array over the mapped bytes; its base owns a reference
-// to the ModelFile, so the mapping lives as long as any view of it.
+// A read-only numpy array of the tensor. Over bytes the process owns (a file read at open, or
+// weights copied into huge pages) it is a view whose base owns a reference to the ModelFile, so
+// the bytes live as long as any view of them. Over a mapped file it is a private copy read from
+// the descriptor (ModelFile::read_tensor): a truncation of the file cannot reach it (a view of
+// the mapping would fault, SIGBUS, when read after one; docs/errors.md).
 py::array view(const std::shared_ptr<ModelFile>& mf, const TensorEntry& e, bool raw) {
   py::dtype dt = py::dtype::of<uint8_t>();
   std::vector<py::ssize_t> shape;
@@ -101,6 +104,15 @@ py::array view(const std::shared_ptr<ModelFile>& mf, const TensorEntry& e, bool 
     uint64_t rows = 1;
     for (size_t i = 0; i + 1 < e.shape.size(); ++i) rows *= static_cast<uint64_t>(e.shape[i]);
     shape = {static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(row)};
+  }
+  if (mf->weights_in_mapping()) {
+    py::array arr(dt, shape);
+    {
+      py::gil_scoped_release release;
+      mf->read_tensor(e, static_cast<uint8_t*>(arr.mutable_data()));
+    }
+    arr.attr("setflags")(py::arg("write") = false);
+    return arr;
   }
   auto* holder = new std::shared_ptr<ModelFile>(mf);
   py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<ModelFile>*>(p); });
@@ -187,9 +199,10 @@ void bind_format(py::module_& m) {
       .def(
           "tensor_array",
           [](const std::shared_ptr<ModelFile>& mf, const std::string& name) { return view(mf, entry(*mf, name), false); },
-          "Zero-copy read-only view: typed for f32/f16/i32/i64/u8, uint8 [rows, row_bytes] otherwise.")
+          "Read-only array, typed for f32/f16/i32/i64/u8, uint8 [rows, row_bytes] otherwise: a zero-copy view "
+          "of bytes the process owns, a private copy of a mapped file's.")
       .def(
           "tensor_bytes",
           [](const std::shared_ptr<ModelFile>& mf, const std::string& name) { return view(mf, entry(*mf, name), true); },
-          "Zero-copy read-only uint8 view of the tensor's bytes.");
+          "Read-only uint8 array of the tensor's bytes (a view or a private copy, as tensor_array).");
 }

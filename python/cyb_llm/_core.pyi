@@ -35,11 +35,11 @@ class ModelFile:
         ...
     def tensor_array(self, arg0: str) -> numpy.ndarray:
         """
-        Zero-copy read-only view: typed for f32/f16/i32/i64/u8, uint8 [rows, row_bytes] otherwise.
+        Read-only array, typed for f32/f16/i32/i64/u8, uint8 [rows, row_bytes] otherwise: a zero-copy view of bytes the process owns, a private copy of a mapped file's.
         """
     def tensor_bytes(self, arg0: str) -> numpy.ndarray:
         """
-        Zero-copy read-only uint8 view of the tensor's bytes.
+        Read-only uint8 array of the tensor's bytes (a view or a private copy, as tensor_array).
         """
     def tensors(self) -> list:
         """

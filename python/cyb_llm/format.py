@@ -2,7 +2,8 @@
 (`describe`), write (`write_model`) and re-write (`rewrite`).
 
 Reading is native (csrc/format/): the file is mapped read-only and validated
-at open; tensors come back as zero-copy numpy views of the mapped bytes.
+at open; tensors come back as numpy arrays: zero-copy views of a file read at open, private
+copies read from the descriptor for a mapped (large) file (docs/errors.md).
 Writing is Python: a deterministic TOML emitter (toml_writer.py), 64-byte
 alignment of the weights and of every tensor, streamed tensor data, and an
 atomic rename at the end. The normative layout is docs/format.md.
@@ -165,7 +166,7 @@ class ModelFile:
     """A `.model` file, mapped read-only and validated at open.
 
     ``sections`` (name -> dict or str, lazily parsed), ``config`` (dict),
-    ``tensors`` (name -> TensorInfo), ``tensor(name)`` (zero-copy numpy view),
+    ``tensors`` (name -> TensorInfo), ``tensor(name)`` (read-only numpy array),
     ``tokenizer`` (an HF tokenizers-based tokenizer, built on first use).
     """
 
@@ -246,13 +247,16 @@ class ModelFile:
         return self.tensors[name]
 
     def tensor(self, name: str) -> np.ndarray:
-        """Zero-copy read-only view: float32/float16/int32/int64/uint8 with the tensor's shape
-        for plain encodings; bf16 and block-quantized tensors as uint8 [rows, row_bytes]."""
+        """Read-only array: float32/float16/int32/int64/uint8 with the tensor's shape for plain
+        encodings; bf16 and block-quantized tensors as uint8 [rows, row_bytes]. A zero-copy view
+        when the bytes are the process's own (a file read at open, weights in huge pages); a
+        private copy read from the descriptor for a mapped file, so that truncating the file
+        cannot fault a live array (FormatError when the file changed since open)."""
         self._info(name)
         return self._native.tensor_array(name)
 
     def tensor_bytes(self, name: str) -> np.ndarray:
-        """Zero-copy read-only 1-D uint8 view of the tensor's bytes."""
+        """Read-only 1-D uint8 array of the tensor's bytes (a view or a private copy, as tensor())."""
         self._info(name)
         return self._native.tensor_bytes(name)
 

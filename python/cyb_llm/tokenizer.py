@@ -12,7 +12,7 @@ import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers.decoders import DecodeStream
 
-from .errors import TokenizerError
+from .errors import FormatError, TokenizerError
 
 
 class Tokenizer:
@@ -173,14 +173,41 @@ def tokenizer_from_modelfile(mf) -> Tokenizer:
     raise TokenizerError("the file has neither a tokenizer nor a vocab section")
 
 
-def _ordered(table: Any) -> list:
-    """A `[tokens]`/`[merges]`/`[scores]` table keyed by id (TOML keys are strings) as a list."""
+def _ordered(table: Any, name: str) -> list:
+    """A `[tokens]`/`[merges]`/`[scores]` table keyed by id (TOML keys are strings) as a list; a key
+    that is not a token id raises FormatError(section="vocab", key="<name>.<key>")."""
     if isinstance(table, list):
         return table
     if isinstance(table, dict):
-        items = sorted(((int(k), v) for k, v in table.items()), key=lambda kv: kv[0])
-        return [v for _, v in items]
-    raise TokenizerError("vocab table has an unexpected form")
+        items = []
+        for k, v in table.items():
+            try:
+                items.append((int(k), v))
+            except ValueError:
+                raise FormatError("vocab", f"{name}.{k}",
+                                  f"the keys of [{name}] are token ids (integers), got {k!r}") from None
+        return [v for _, v in sorted(items, key=lambda kv: kv[0])]
+    raise FormatError("vocab", name, f"[{name}] must be a table keyed by token id, got {type(table).__name__}")
+
+
+def _merge(pair: Any) -> str:
+    """A `[merges]` entry (two pieces) as the "a b" line of tokenizer.json."""
+    if isinstance(pair, str):
+        raise ValueError(pair)
+    a, b = pair
+    return f"{a} {b}"
+
+
+def _converted(values: list, name: str, convert: Any) -> list:
+    """`convert` applied to each value of a vocab table; a value it refuses raises FormatError naming
+    the entry."""
+    out = []
+    for i, v in enumerate(values):
+        try:
+            out.append(convert(v))
+        except (TypeError, ValueError):
+            raise FormatError("vocab", f"{name}.{i}", f"unexpected value {v!r}") from None
+    return out
 
 
 def tokenizer_json_from_vocab(vocab: dict, config: dict) -> str:
@@ -189,21 +216,24 @@ def tokenizer_json_from_vocab(vocab: dict, config: dict) -> str:
     config names another; `spm` vocabularies are SentencePiece BPE with byte fallback."""
     from .convert.gguf_tokenizer import build_from_gguf
 
-    tokens = [str(t) for t in _ordered(vocab.get("tokens", {}))]
+    tokens = [str(t) for t in _ordered(vocab.get("tokens", {}), "tokens")]
     if not tokens:
         raise TokenizerError("vocab section has no tokens")
     ttype = config.get("type", "bpe")
     meta: dict[str, Any] = {"tokenizer.ggml.tokens": tokens}
     if "types" in vocab:
-        meta["tokenizer.ggml.token_type"] = [int(t) for t in _ordered(vocab["types"])]
+        meta["tokenizer.ggml.token_type"] = _converted(_ordered(vocab["types"], "types"), "types", int)
     if "scores" in vocab:
-        meta["tokenizer.ggml.scores"] = [float(s) for s in _ordered(vocab["scores"])]
+        meta["tokenizer.ggml.scores"] = _converted(_ordered(vocab["scores"], "scores"), "scores", float)
     if "merges" in vocab:
-        meta["tokenizer.ggml.merges"] = [f"{a} {b}" for a, b in _ordered(vocab["merges"])]
+        meta["tokenizer.ggml.merges"] = _converted(_ordered(vocab["merges"], "merges"), "merges", _merge)
     special = vocab.get("special", {})
     for key, gg in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("unk", "unknown_token_id"), ("pad", "padding_token_id")):
         if key in special:
-            meta[f"tokenizer.ggml.{gg}"] = int(special[key])
+            try:
+                meta[f"tokenizer.ggml.{gg}"] = int(special[key])
+            except (TypeError, ValueError):
+                raise FormatError("vocab", f"special.{key}", f"a token id, got {special[key]!r}") from None
     meta["tokenizer.ggml.add_bos_token"] = bool(config.get("add_bos", False))
     meta["tokenizer.ggml.add_eos_token"] = bool(config.get("add_eos", False))
     if ttype == "bpe":
