@@ -121,8 +121,10 @@ void* lib_sym(void* lib, const char* name) {
 #endif
 }
 
-// Where libwgpu_native may be: $CYB_WGPU_LIB, the wheel found at configure time,
-// a `wgpu` package installed next to this module (site-packages/wgpu/resources).
+// Where libwgpu_native may be: $CYB_WGPU_LIB, a `wgpu` package installed next to this module
+// (site-packages/wgpu/resources), the `wgpu` package found at configure time while that folder
+// still exists (a development build; pip's build environment is gone once the wheel is built, so
+// an installed module neither searches nor names it), then the loader's own search by file name.
 std::vector<std::string> lib_candidates() {
   std::vector<std::string> c;
   if (const char* e = std::getenv("CYB_WGPU_LIB")) c.push_back(e);
@@ -138,7 +140,13 @@ std::vector<std::string> lib_candidates() {
     }
   }
 #endif
-  c.push_back(std::string(CYB_WGPU_BUILD_DIR) + "/" + kLibName);
+#if defined(_WIN32)
+  const DWORD attrs = GetFileAttributesA(CYB_WGPU_BUILD_DIR);
+  if (attrs != INVALID_FILE_ATTRIBUTES && (attrs & FILE_ATTRIBUTE_DIRECTORY))
+#else
+  if (::access(CYB_WGPU_BUILD_DIR, F_OK) == 0)
+#endif
+    c.push_back(std::string(CYB_WGPU_BUILD_DIR) + "/" + kLibName);
   c.push_back(kLibName);
   return c;
 }
@@ -213,7 +221,8 @@ bool load_api(Gpu& g) {
   }
   if (!g.lib) {
     g.error = std::string("libwgpu_native ") + CYB_WGPU_NATIVE_VERSION +
-              " not found: install the GPU extra, pip install 'cyb_llm[gpu]' (or set CYB_WGPU_LIB); tried:" + tried;
+              " not found: install the GPU extra, pip install 'cyb_llm[gpu]' (or set CYB_WGPU_LIB); tried:" + tried +
+              " (the last by file name, through the loader's search path)";
     return false;
   }
   // The C interface changes between releases: only the one these headers describe is used.
