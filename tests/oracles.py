@@ -28,6 +28,30 @@ PROMPTS = [
 LLAMA_CPP_VERSION = "0.3.36"  # the llama-cpp-python that tools/test.sh builds (docs/testing.md)
 
 
+def peers_required() -> bool:
+    """CYB_REQUIRE_PEERS=1 (tools/test.sh sets it): a missing peer reference fails instead of skipping."""
+    return os.environ.get("CYB_REQUIRE_PEERS") == "1"
+
+
+def peer_missing(reason: str):
+    """Skips the test for a missing peer reference, or fails it under CYB_REQUIRE_PEERS=1."""
+    import pytest
+
+    if peers_required():
+        pytest.fail(f"CYB_REQUIRE_PEERS=1: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def peer_import(module: str):
+    """pytest.importorskip for a peer reference, a failure under CYB_REQUIRE_PEERS=1."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        peer_missing(f"{module} does not import: {e}")
+
+
 def llama_cpp():
     """llama-cpp-python, the peer reference. Skips the test where it is not installed, except
     under CYB_REQUIRE_PEERS=1 (tools/test.sh sets it), where a missing or different version fails."""

@@ -24,6 +24,7 @@ from cyb_llm.format import ModelFile  # noqa: E402
 from cyb_llm.whisper_decode import HOP_LENGTH, WhisperPipeline  # noqa: E402
 
 import whisper_speech as _speech  # noqa: E402
+from oracles import peer_import, peer_missing  # noqa: E402
 from whisper_speech import (ENGLISH, SR, fw_options, normalize_words, ours_options, to16k,  # noqa: E402,F401
                             wer, word_errors)
 
@@ -94,10 +95,12 @@ def mel_fn(n_mels: int = 80):
 
 
 def fetch_or_skip(name: str):
+    """(.model path, source folder) of a hub whisper model; skips where it cannot be fetched, except
+    under CYB_REQUIRE_PEERS=1, where that fails (oracles.peer_missing)."""
     try:
         return hub.fetch(name, progress=False), hub.fetch_source(name, progress=False)
     except hub.FetchError as e:
-        pytest.skip(f"{name} cannot be fetched here: {e}")
+        peer_missing(f"{name} cannot be fetched here: {e}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,7 +134,8 @@ def english_clip(sentences, gap_s: float = 0.4) -> np.ndarray:
 def speak_espeak(text: str, voice: str) -> np.ndarray:
     exe = shutil.which("espeak-ng")
     if exe is None:
-        pytest.skip("espeak-ng is not installed (apt-get install espeak-ng)")
+        # tools/test.sh installs it (root with apt): a failure there under CYB_REQUIRE_PEERS=1
+        peer_missing("espeak-ng is not installed (apt-get install espeak-ng)")
     import wave
 
     with tempfile.TemporaryDirectory() as d:
@@ -145,7 +149,7 @@ def speak_espeak(text: str, voice: str) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def faster_whisper_model(folder: str, compute_type: str = "float32"):
-    fw = pytest.importorskip("faster_whisper")
+    fw = peer_import("faster_whisper")
     return fw.WhisperModel(folder, device="cpu", compute_type=compute_type, cpu_threads=2)
 
 
@@ -161,7 +165,7 @@ def faster_whisper_transcribe(folder: str, audio: np.ndarray, language=None, *, 
 @functools.lru_cache(maxsize=None)
 def ct2_whisper(folder: str, compute_type: str = "float32"):
     """(ctranslate2 module, ctranslate2.models.Whisper) on the CPU, 2 threads."""
-    ct2 = pytest.importorskip("ctranslate2")
+    ct2 = peer_import("ctranslate2")
     return ct2, ct2.models.Whisper(folder, device="cpu", compute_type=compute_type, intra_threads=2)
 
 
