@@ -235,3 +235,18 @@ def test_scanner_flags(src):
 def test_scanner_passes(src):
     lits = [lit for lit, _, _, ok in findings("<clean>", src) if not ok]
     assert not lits, (src, lits)
+
+
+def test_table_orders_its_own_rows():
+    """The relations docs/runtime.md states between rows: no per-model fast bound above the
+    `fast-vs-precise` outer limit, and precise greedy text never asked to match on fewer
+    prompts than fast greedy text of the same model."""
+    from tolerances import count, table, tolerance
+
+    outer = tolerance("fast-vs-precise")
+    fast = {k: tolerance(k) for k in table() if k.startswith("fast-vs-precise/")}
+    assert fast and all(v <= outer for v in fast.values()), (outer, fast)
+    pn, pm = count("precise-greedy")
+    for k in (k for k in table() if k.startswith("fast-greedy/")):
+        n, m = count(k)
+        assert pn * m >= n * pm, f"precise-greedy {pn}/{pm} asks fewer matches than {k} {n}/{m}"

@@ -28,7 +28,7 @@ torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
 
 TOL = tolerance("precise-vs-transformers")
-FAST = tolerance("fast-vs-precise")
+FAST = tolerance("fast-vs-precise/whisper-tiny")
 LEVELS = _core.cpu_levels()
 WGPU_SKIP = wgpu_skip_reason()
 BACKENDS = [f"cpu:{lvl}" for lvl in LEVELS] + ["wgpu+rs"]
