@@ -449,10 +449,8 @@ def table(rows: list[dict]) -> str:
     out = ["| mutation | bug | file | catching behaviour tests (failed with the bug, passed without) "
            "| snapshot catches | seconds |", "|---|---|---|---|---|---|"]
     for r in rows:
-        caught = short_ids(r["behaviour"]) if r["status"] == "caught" else r["status"]
-        if r["status"] == "caught":
-            caught = f"{len(r['behaviour'])}: {caught}"
-        snap = short_ids(r["snapshot"]) or "none"
+        caught = short_ids(r["behaviour"], 1) if r["status"] == "caught" else r["status"]
+        snap = short_ids(r["snapshot"], 1) or "none"
         out.append(f"| `{r['name']}` | {r['what']} | {r['path']} | {caught} | {snap} | {r['seconds']} |")
     return "\n".join(out)
 
