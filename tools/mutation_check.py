@@ -36,8 +36,8 @@ does not build, fails the run. Both test runs are printed per mutation.
 
 `--full` runs the default tier's test files (tests/, not tests/slow, as `bash tools/test.sh`
 runs them, without `-x`) instead of the named tests. The report is a Markdown table (mutation,
-bug, file, catching behaviour tests, snapshot catches, seconds), printed and written as
-report.md (and report.json) into the work folder, build/mutation; docs/testing.md keeps the
+bug, file, catching behaviour tests, snapshot catches, seconds), printed and written
+into the work folder, build/mutation (as Markdown and as JSON); docs/testing.md keeps the
 last one. Part of the slow tier
 (`bash tools/test.sh --slow`).
 """
