@@ -50,7 +50,7 @@ trap 'exit 143' TERM  # a time limit's SIGTERM still prints the table
 
 tier "test dependencies"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  pkgs="clang libclang-rt-14-dev mesa-vulkan-drivers ccache g++-aarch64-linux-gnu qemu-user"
+  pkgs="clang libclang-rt-14-dev mesa-vulkan-drivers ccache g++-aarch64-linux-gnu qemu-user espeak-ng"
   dpkg -s $pkgs >/dev/null 2>&1 || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null; }
 fi
@@ -147,16 +147,26 @@ tsan_model=$(python -c "from cyb_llm import hub; print(hub.fetch('smollm2', prog
 CYB_CONCURRENCY_MODELS=$tsan_model bash tools/tsan.sh
 
 tier "native test programs (release build)"
-cmake -S . -B build/native -G Ninja -DCMAKE_BUILD_TYPE=Release -DCYB_BUILD_PYTHON=OFF \
-  -DCYB_BUILD_TESTS=ON >/dev/null
-ninja -C build/native -j "$JOBS" >/dev/null
-export CYB_NATIVE_BUILD_DIR=$PWD/build/native
+# In the tree `pip install .` just built (scikit-build-core's build/<wheel tag>, Release): the core
+# is compiled there already, so only the test programs compile; build/native where there is none.
+native=build/native
+wheel_tree=$(ls -td build/cp3*/ 2>/dev/null | head -n 1)
+if [ -n "$wheel_tree" ] && [ -f "$wheel_tree/CMakeCache.txt" ] \
+    && grep -q "^CMAKE_BUILD_TYPE:STRING=Release$" "$wheel_tree/CMakeCache.txt"; then
+  native=${wheel_tree%/}
+  cmake -S . -B "$native" -DCYB_BUILD_PYTHON=OFF -DCYB_BUILD_TESTS=ON >/dev/null
+else
+  cmake -S . -B "$native" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCYB_BUILD_PYTHON=OFF -DCYB_BUILD_TESTS=ON >/dev/null
+fi
+ninja -C "$native" -j "$JOBS" >/dev/null
+echo "release test programs in $native"
+export CYB_NATIVE_BUILD_DIR=$PWD/$native
 # the real-use runs of the levels the sanitizer tier leaves out, on the optimized build
 release_levels=""
 for level in $cpu_levels; do
   case " $asan_levels " in *" $level "*) ;; *) release_levels="$release_levels $level" ;; esac
 done
-[ -z "$release_levels" ] || EXAMPLE=build/native/example_generate bash tools/asan_real_use.sh "$release_levels" $asan_models
+[ -z "$release_levels" ] || EXAMPLE=$native/example_generate bash tools/asan_real_use.sh "$release_levels" $asan_models
 
 tier "fuzzing (bounded): libFuzzer on the .model reader, the TOML parser, the sampler; atheris on the GGUF importer and the chat path"
 # Seconds per target; the slow tier runs each for 10 minutes (docs/testing.md, "Hostile inputs and fuzzing").
