@@ -437,6 +437,9 @@ def test_server_slots_draw_on_the_device(byte_llama):
 
     def serve(model):
         app = create_app({"m": model}, parallel=3, ctx=128)
+        # the three requests decode in the same steps whatever the timing (Batcher.hold), so
+        # that each step's rows carry three different samplers
+        app.state.engines["m"].batcher.hold(len(bodies))
         got: list = [None] * len(bodies)
 
         def one(i: int) -> None:
@@ -455,5 +458,6 @@ def test_server_slots_draw_on_the_device(byte_llama):
     got, dev = serve(gpu)
     assert got == want
     assert host.device_rows == 0 and dev.device_rows == dev.rows > 0
+    assert dev.rows > dev.steps  # the slots' rows were drawn together, each with its own sampler
     assert got[2].startswith("{") and got[2] != got[1]  # the schema constrained the third
     assert_ran_on(gpu, "wgpu+rs", "the server's device draws")
