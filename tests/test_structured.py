@@ -475,8 +475,10 @@ def test_tool_choice_required_and_named_with_qwen05():
 
 
 def test_tool_call_forms_and_grammars(model):
-    """The form of the forced call follows the template: Llama 3.x's {"name", "parameters"} and the
-    generic {"name", "arguments"} (checked on recorded answers: no Llama 3 weights here), and a
+    """The form of the forced call follows the template: Llama 3.x's {"name", "parameters"}, the
+    bare {"name", "arguments"} of a template that renders tools in another form, and the generic
+    {"tool_call": {"name", "arguments"}} of one that ignores them (checked on recorded answers: no
+    Llama 3 weights here), and a
     forced call of the default model (generic form) parses back into tool_calls."""
     from types import SimpleNamespace
 
@@ -495,9 +497,11 @@ def test_tool_call_forms_and_grammars(model):
         with pytest.raises(InvalidConfig) as e:
             forced_tools(tc, TOOLS if tc != "required" else None)
         assert e.value.field == "tool_choice"
+    assert tool_call_form("{{ tools | tojson }}") == "json"
     for src, answer, key in ((llama3, '{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "celsius"}}',
                               "parameters"),
-                             ("", '{"name": "add", "arguments": {"a": 1, "b": 2.5}}', "arguments")):
+                             ("{{ tools | tojson }}", '{"name": "add", "arguments": {"a": 1, "b": 2.5}}', "arguments"),
+                             ("", '{"tool_call": {"name": "add", "arguments": {"a": 1, "b": 2.5}}}', "arguments")):
         stub = SimpleNamespace(chat=SimpleNamespace(source=src))
         grammar = tool_call_grammar(stub, forced_tools("required", TOOLS))
         m = Constraint(model, grammar, "tool_choice").matcher()

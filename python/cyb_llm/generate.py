@@ -184,8 +184,10 @@ class Generator:
                 raise InvalidConfig(field="chat_template",
                                     reason=f"model {getattr(self.model, 'name', '?')!r} has no chat template; "
                                            "pass a string prompt for raw completion")
-            from .toolcalls import template_messages
+            from .toolcalls import template_messages, template_takes_tools, with_tool_prompt
 
+            if tools and not template_takes_tools(chat.source):
+                prompt = with_tool_prompt(prompt, tools)   # the template would leave them out
             text = chat.render(template_messages(prompt), add_generation_prompt=True,
                                **({"tools": list(tools)} if tools else {}))
             ids = self.model.tokenizer.encode(text, add_special_tokens=False)
@@ -529,22 +531,33 @@ def _start(model: Any, prompt: Any, max_tokens: int | None, temperature: float |
 
 
 def chat_constraint(model: Any, response_format: Mapping[str, Any] | None = None, grammar: str | None = None,
-                    tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None) -> Any:
+                    tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None,
+                    parallel_tool_calls: bool | None = None) -> Any:
     """The structured-output Constraint of a chat request (None: unconstrained): `response_format`
-    or `grammar` (cyb_llm.structured), or for `tool_choice` "required" / a named function the
-    grammar of one call (cyb_llm.toolcalls.tool_call_grammar). InvalidConfig names the field at fault
-    (an invalid schema: "response_format")."""
+    or `grammar` (cyb_llm.structured); for `tool_choice` "required" / a named function the grammar
+    of calls only, for "auto" (with tools, without response_format / grammar) the grammar of text
+    or calls (cyb_llm.toolcalls.tool_call_grammar). How many calls: "auto" one or more unless
+    `parallel_tool_calls` is False; "required" exactly one unless `parallel_tool_calls` is True
+    (forced, a small model tends to repeat calls until max_tokens); a named function exactly one.
+    InvalidConfig names the field at fault (an invalid schema: "response_format")."""
     from .structured import Constraint, constraint_of, grammar_text
-    from .toolcalls import forced_tools, tool_call_grammar
+    from .toolcalls import check_tool_choice, forced_tools, tool_call_grammar, tool_names
 
+    if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
+        raise InvalidConfig(field="parallel_tool_calls", reason=f"must be a boolean, got {parallel_tool_calls!r}")
     fns = forced_tools(tool_choice, tools)
     if fns is None:
+        if check_tool_choice(tool_choice, tools) == "auto" and tool_names(tools) \
+                and grammar_text(response_format, grammar) is None:
+            return Constraint(model, tool_call_grammar(model, [t["function"] for t in tools or []], forced=False,
+                                                       parallel=parallel_tool_calls is not False), "tools")
         return constraint_of(model, response_format, grammar)
     if grammar_text(response_format, grammar) is not None:
         field = "grammar" if grammar is not None else "response_format"
         raise InvalidConfig(field=field, reason="cannot be combined with tool_choice 'required' or a named "
                                                 "function (the answer is then a tool call)")
-    return Constraint(model, tool_call_grammar(model, fns), "tool_choice")
+    parallel = parallel_tool_calls is True and check_tool_choice(tool_choice, tools) == "required"
+    return Constraint(model, tool_call_grammar(model, fns, parallel=parallel), "tool_choice")
 
 
 def _usage(s: Stream) -> dict:
@@ -562,7 +575,8 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
                            conversation: Any = None, tools: Sequence[Mapping[str, Any]] | None = None,
                            tool_choice: str | Mapping[str, Any] | None = None,
                            response_format: Mapping[str, Any] | None = None, grammar: str | None = None,
-                           logit_bias: Mapping[int, float] | None = None) -> dict | Iterator[dict]:
+                           logit_bias: Mapping[int, float] | None = None,
+                           parallel_tool_calls: bool | None = None) -> dict | Iterator[dict]:
     """An OpenAI-shaped chat completion of `messages` (rendered by the model's chat template).
 
     Returns a `chat.completion` dict, or with `stream=True` an iterator of `chat.completion.chunk`
@@ -581,11 +595,14 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
       {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; `grammar`: a grammar in
       llguidance's Lark syntax. Both constrain decoding through the native sampler's token mask
       (cyb_llm.structured); an invalid schema or grammar is InvalidConfig(field=...).
-    - `tools` (OpenAI function tools) go to the chat template. `tool_choice`: "auto" (the default
-      with tools; the answer is parsed for tool calls, cyb_llm.toolcalls), "none" (tools left out
-      of the prompt), "required" or {"type": "function", "function": {"name": ...}} (the answer is
-      constrained to one call, of any tool or of the named one). Calls come back as
-      `message.tool_calls` (streamed as `delta.tool_calls`) with finish_reason "tool_calls".
+    - `tools` (OpenAI function tools) go to the chat template (or, when it ignores them, to the
+      system message: cyb_llm.toolcalls.tool_prompt). `tool_choice`: "auto" (the default with
+      tools; the answer is constrained to text or calls), "none" (tools left out of the prompt),
+      "required" or {"type": "function", "function": {"name": ...}} (the answer is constrained to
+      one call, of any tool or of the named one). Call arguments follow the tool's `parameters`
+      under OpenAI's strict semantics (no undeclared property). `parallel_tool_calls`: False allows
+      one call with "auto"; True allows several with "required" (see chat_constraint). Calls come
+      back as `message.tool_calls` (streamed as `delta.tool_calls`) with finish_reason "tool_calls".
     - `generator`, `conversation`: reuse a Generator / a Conversation's KV cache (default: a fresh
       Generator, which keeps a conversation of its own).
     """
@@ -599,7 +616,7 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
     names = tool_names(tools)
     if check_tool_choice(tool_choice, tools) == "none":
         tools, names = None, set()
-    constraint = chat_constraint(model, response_format, grammar, tools, tool_choice)
+    constraint = chat_constraint(model, response_format, grammar, tools, tool_choice, parallel_tool_calls)
     want_lp = bool(logprobs) or bool(top_logprobs)
     s = _start(model, list(messages), max_tokens, temperature, top_p, top_k, min_p, repetition_penalty,
                presence_penalty, frequency_penalty, int(top_logprobs or 0), want_lp, seed, stop, generator,
@@ -632,7 +649,8 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
                         if rest:
                             yield wrap({"content": rest})
                         if calls:
-                            finish = "tool_calls"
+                            # cut by max_tokens: the complete calls before the cut come back, "length" says so
+                            finish = "length" if finish == "length" else "tool_calls"
                             yield wrap({"tool_calls": [dict(call, index=i) for i, call in enumerate(calls)]})
                     last = wrap({}, finish)
                     last["usage"] = _usage(s)

@@ -77,6 +77,8 @@ def _from_obj(obj: Any, names: set[str]) -> list[dict] | None:
         return None
     if isinstance(obj.get("tool_calls"), list) and len(obj) == 1:
         return _from_obj(obj["tool_calls"], names)
+    if isinstance(obj.get("tool_call"), dict) and len(obj) == 1:
+        return _from_obj(obj["tool_call"], names)
     if isinstance(obj.get("function"), dict) and "name" not in obj:
         return _from_obj(obj["function"], names)
     name = obj.get("name")
@@ -100,6 +102,18 @@ def _loads(text: str) -> Any:
         return None
 
 
+_RESPONSE = '{"response": "'
+
+
+def _partial_string(body: str) -> str | None:
+    """The text of a JSON string's body that may be cut anywhere (an escape cut in half is dropped)."""
+    for k in range(min(len(body), 6) + 1):
+        v = _loads('"' + body[:len(body) - k] + '"')
+        if isinstance(v, str):
+            return v
+    return None
+
+
 def parse_tool_calls(text: str, tools: Sequence[Mapping[str, Any]] | set[str] | None) -> tuple[str, list[dict]]:
     """(content, tool_calls) of a finished answer. No call found: (text, [])."""
     names = tools if isinstance(tools, set) else tool_names(tools)
@@ -115,6 +129,8 @@ def parse_tool_calls(text: str, tools: Sequence[Mapping[str, Any]] | set[str] | 
             content.append(before)
             body, closed, rest = after.partition(_QWEN_CLOSE)
             found = _from_obj(_loads(body.strip()), names)
+            if found is None and not closed and calls:
+                break   # a last call cut by max_tokens: the complete ones before it count
             if found is None:
                 return text, []
             calls += found
@@ -129,9 +145,16 @@ def parse_tool_calls(text: str, tools: Sequence[Mapping[str, Any]] | set[str] | 
     if m:
         s = m.group(1).strip()
     # one JSON value (generic; Llama 3.x's {"name", "parameters"})
-    found = _from_obj(_loads(s), names)
+    obj = _loads(s)
+    found = _from_obj(obj, names)
     if found is not None:
         return "", found
+    if isinstance(obj, dict) and len(obj) == 1 and isinstance(obj.get("response"), str):
+        return obj["response"], []   # the generic form's text answer
+    if obj is None and s.startswith(_RESPONSE):
+        cut = _partial_string(s[len(_RESPONSE):])   # the same, cut by max_tokens
+        if cut is not None:
+            return cut, []
     # Llama 3.x: several calls separated by ";"
     if ";" in s:
         calls = []
@@ -245,31 +268,114 @@ def forced_tools(tool_choice: Any, tools: Sequence[Mapping[str, Any]] | None) ->
     return fns
 
 
+#: Sub-schema keywords holding one schema / a list of schemas / a map of name -> schema.
+_ONE = ("items", "additionalItems", "contains", "not", "if", "then", "else", "additionalProperties",
+        "unevaluatedProperties", "unevaluatedItems", "propertyNames")
+_MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+#: How a forced call's JSON is written: one line, ", " and ": " between items (what json.dumps and the
+#: templates' tojson write), no other white space (white space the model could repeat without end);
+#: keywords llguidance does not implement (an unknown "format") are tolerated, as OpenAI does.
+_JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ", "lenient": True}
+
+
+def strict_parameters(schema: Any, _in_all_of: bool = False) -> Any:
+    """A function's `parameters` schema under OpenAI's strict semantics: every object schema that does
+    not say otherwise gets `"additionalProperties": false` (only the declared properties; the
+    required ones are required anyway), at any depth (properties, items, anyOf/oneOf, $defs, ...).
+    JSON Schema itself lets an object without `additionalProperties` hold any other key, which a
+    small model fills with keys of its own until max_tokens. Branches of `allOf` are left open
+    (closing each would forbid the other branches' properties). Values (const, enum, default,
+    examples) are not touched."""
+    if isinstance(schema, list):
+        return [strict_parameters(x) for x in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict = {}
+    for k, v in schema.items():
+        if k in _ONE:
+            out[k] = strict_parameters(v)
+        elif k in _MANY and isinstance(v, list):
+            out[k] = [strict_parameters(x, k == "allOf") for x in v]
+        elif k in _MAP and isinstance(v, Mapping):
+            out[k] = {n: strict_parameters(x) for n, x in v.items()}
+        else:
+            out[k] = v
+    t = out.get("type")
+    is_object = t == "object" or (isinstance(t, list) and "object" in t) or \
+        (t is None and any(k in out for k in ("properties", "required")))
+    if is_object and not _in_all_of and "additionalProperties" not in out and "unevaluatedProperties" not in out \
+            and "allOf" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
 def _call_schema(fn: Mapping[str, Any], args_key: str) -> dict:
     params = fn.get("parameters")
     if params is None:
-        params = {"type": "object"}
+        params = {"type": "object", "properties": {}}
     if not isinstance(params, Mapping):
         raise InvalidConfig(field="tools", reason=f"the parameters of {fn['name']!r} must be a JSON schema object")
-    return {"type": "object", "properties": {"name": {"const": fn["name"]}, args_key: dict(params)},
+    return {"type": "object", "properties": {"name": {"const": fn["name"]}, args_key: strict_parameters(params)},
             "required": ["name", args_key], "additionalProperties": False}
 
 
 def tool_call_form(template_source: str | None) -> str:
     """How a model of this chat template writes a call: "hermes" (Qwen2.5: <tool_call> blocks),
-    "llama3" ({"name", "parameters"}) or "generic" ({"name", "arguments"})."""
+    "llama3" ({"name", "parameters"}), "json" (a template that renders `tools` in a form not known
+    here: {"name", "arguments"} or a list of them) or "generic" (a template that ignores `tools`,
+    such as SmolLM2's: the tools go into the system message (tool_prompt) and the answer is one
+    JSON object, {"tool_call": {"name", "arguments"}}, {"tool_calls": [...]} or {"response": text},
+    as llama-server does for such templates)."""
     src = template_source or ""
     if _QWEN_OPEN in src:
         return "hermes"
     if "<|start_header_id|>" in src and '"parameters"' in src:
         return "llama3"
-    return "generic"
+    return "json" if template_takes_tools(src) else "generic"
 
 
-def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]]) -> str:
-    """A Lark grammar (llguidance's dialect) for exactly one call of one of `functions` in the form
-    the model's chat template uses (tool_call_form); the call object is a JSON schema: the function's
-    name as a constant and its `parameters` schema as the arguments."""
+def template_takes_tools(template_source: str | None) -> bool:
+    """Whether a chat template renders the `tools` variable (Qwen2.5's does; SmolLM2's does not)."""
+    return re.search(r"\btools\b", template_source or "") is not None
+
+
+def tool_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The system text that tells a model whose template ignores `tools` what it may call and how
+    (the generic form that tool_call_grammar constrains and parse_tool_calls reads)."""
+    lines = []
+    for t in tools:
+        fn = t["function"]
+        lines.append(json.dumps({k: fn[k] for k in ("name", "description", "parameters") if k in fn},
+                                ensure_ascii=False))
+    return ("You can call these tools (JSON schemas of their arguments):\n" + "\n".join(lines) +
+            '\nRespond in JSON format, either with "tool_call" (a request to call a tool) or with "response" '
+            "(your reply to the user's request):\n"
+            '{"tool_call": {"name": <the tool\'s name>, "arguments": <its arguments>}} or {"response": <your reply>}')
+
+
+def with_tool_prompt(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list:
+    """`messages` with tool_prompt(tools) in the system message (added first when there is none),
+    for templates that do not render `tools` themselves."""
+    text = tool_prompt(tools)
+    msgs = list(messages)
+    if msgs and isinstance(msgs[0], Mapping) and msgs[0].get("role") == "system" \
+            and isinstance(msgs[0].get("content"), str):
+        return [dict(msgs[0], content=msgs[0]["content"] + "\n\n" + text)] + msgs[1:]
+    return [{"role": "system", "content": text}] + msgs
+
+
+def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]], forced: bool = True,
+                      parallel: bool = True) -> str:
+    """A Lark grammar (llguidance's dialect) for the answer to a request with tools, in the form the
+    model's chat template uses (tool_call_form); each call object is a JSON schema: the function's
+    name as a constant and its `parameters` schema (strict_parameters) as the arguments.
+
+    forced ("required" or a named function): the answer is calls and nothing else; otherwise
+    ("auto") it is text or calls: Qwen2.5's form allows text before the <tool_call> blocks (its
+    special token starts them), the generic form {"response": text} instead of the calls, the
+    Llama 3 and json forms an answer that is either calls or text that does not begin as JSON.
+    `parallel`: one or more calls, else exactly one."""
     from .structured import lark_literal
 
     chat = getattr(model, "chat", None)
@@ -277,12 +383,38 @@ def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]]) -> str
     key = "parameters" if form == "llama3" else "arguments"
     schemas = [_call_schema(f, key) for f in functions]
     schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    call = "%json " + json.dumps(schema, ensure_ascii=False)
+    schema = {"x-guidance": _JSON_STYLE, **schema}
+    rules = [f"call: %json {json.dumps(schema, ensure_ascii=False)}"]
     if form == "hermes":
-        return (f"start: {lark_literal(model, _QWEN_OPEN)} \"\\n\" call \"\\n\" {lark_literal(model, _QWEN_CLOSE)}\n"
-                f"call: {call}\n")
-    return f"start: call\ncall: {call}\n"
+        opener = lark_literal(model, _QWEN_OPEN)
+        rules.append(f"block: \"\\n\" call \"\\n\" {lark_literal(model, _QWEN_CLOSE)}")
+        rules.append("calls: " + (f"{opener} block (\"\\n\" {opener} block)*" if parallel else f"{opener} block"))
+        if forced:
+            start = "start: calls"
+        elif opener.startswith("<["):   # a special token: text cannot spell it
+            start = "start: TEXT | TEXT calls"
+            rules.append("TEXT: /(.|\\n)*/")
+        else:   # a plain string: the text before it is lazy (ends at the first opener)
+            start = "start: TEXT | text_then_open block" + (f" (\"\\n\" {opener} block)*" if parallel else "")
+            rules += ["text_then_open[lazy]: TEXT " + opener, "TEXT: /(.|\\n)*/"]
+    elif form == "generic":
+        one = '"{\\"tool_call\\": " call "}"'
+        many = '"{\\"tool_calls\\": [" call (", " call)* "]}"'
+        rules.append(f"calls: {one} | {many}" if parallel else f"calls: {one}")
+        start = "start: calls" if forced else "start: calls | \"{\\\"response\\\": \" text \"}\""
+        if not forced:
+            rules.append('text: %json {"type": "string"}')
+    else:
+        if form == "llama3":
+            rules.append("calls: call (\"; \" call)*" if parallel else "calls: call")
+        else:
+            rules.append("calls: call | \"[\" call (\", \" call)* \"]\"" if parallel else "calls: call")
+        start = "start: calls" if forced else "start: calls | TEXT"
+        if not forced:
+            rules.append("TEXT: /[^\\s{\\[](.|\\n)*/")
+    return start + "\n" + "\n".join(rules) + "\n"
 
 
 __all__ = ["parse_tool_calls", "ToolCallStream", "tool_names", "check_tool_choice", "forced_tools",
-           "tool_call_form", "tool_call_grammar", "template_messages"]
+           "tool_call_form", "tool_call_grammar", "template_messages", "strict_parameters", "template_takes_tools",
+           "tool_prompt", "with_tool_prompt"]

@@ -524,7 +524,8 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         def encode() -> list[int]:
             rendered_tools = tools if check_tool_choice(tool_choice, tools) != "none" and tool_names(tools) else None
             # an invalid schema, grammar or tool choice: 400 before the request takes a slot
-            chat_constraint(eng.model, kw["response_format"], kw["grammar"], rendered_tools, tool_choice)
+            chat_constraint(eng.model, kw["response_format"], kw["grammar"], rendered_tools, tool_choice,
+                            body.get("parallel_tool_calls"))
             return Generator(eng.model).encode_prompt(messages, tools=rendered_tools)
 
         ids = await run_in_threadpool(encode)
@@ -534,6 +535,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             k = dict(kw, seed=_choice_seed(kw["seed"], i))
             return create_chat_completion(eng.model, messages, stream=True, logprobs=logprobs,
                                           top_logprobs=top_logprobs, tools=tools, tool_choice=tool_choice,
+                                          parallel_tool_calls=body.get("parallel_tool_calls"),
                                           generator=slot.generator, conversation=slot.conversation, **k)
 
         job = await start(eng, ids, make, n)
