@@ -6,7 +6,11 @@ the weight encodings). One case list; every backend gets the full row. A case
 a backend does not implement is a skip whose reason is exactly
 "not supported [<backend>]" (run_op falls back to the cpu and says so; the
 matrix records that instead of judging the cpu twice; `pytest -rs` lists
-them); with no wgpu adapter the wgpu+rs row is skipped saying why.
+them); with no wgpu adapter the wgpu+rs row is skipped saying why. The declines
+are pinned: tests/data/expected_declines.json lists every (case, op) a backend
+declines; a decline not listed, or a listed one the backend now runs, fails the
+case until the file is regenerated (python tools/expected_declines.py) and the
+change reviewed (docs/testing.md, "Expected declines").
 
 Tolerances: read from docs/runtime.md, "Tolerances" (tests/tolerances.py), error =
 max|a - b| / max|ref|: `op-f32` for a single op on f32 data vs the f64
@@ -18,6 +22,7 @@ without f64, `cross-path` across execution paths.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 
@@ -35,6 +40,27 @@ from tolerances import tolerance  # noqa: E402
 TOL_F32 = tolerance("op-f32")
 TOL_F16 = tolerance("op-f16")
 TOL_FUSED = tolerance("fused-f32")
+
+DECLINES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "expected_declines.json")
+# tools/expected_declines.py sets this to a file: the declines are appended there instead of checked
+RECORD_DECLINES = os.environ.get("CYB_RECORD_DECLINES")
+
+
+def _expected_declines() -> dict[str, set[str]]:
+    """backend -> {"<test case>: <op>"} of tests/data/expected_declines.json."""
+    with open(DECLINES_FILE, encoding="utf-8") as f:
+        data = json.load(f)
+    return {b: set(cases) for b, cases in data["declines"].items()}
+
+
+EXPECTED_DECLINES = _expected_declines()
+
+
+def _current_case() -> str:
+    """The running test's name with its parameters, e.g. test_rms_norm[nox-False]."""
+    cur = os.environ["PYTEST_CURRENT_TEST"]  # "tests/test_ops.py::test_rms_norm[nox-False] (call)"
+    return cur.rsplit(" ", 1)[0].split("::", 1)[1]
+
 
 LEVELS = _core.cpu_levels()
 WGPU_SKIP = wgpu_skip_reason()  # None, or why the wgpu+rs row is skipped
@@ -290,16 +316,44 @@ def assert_swiglu(y, x, dg, du, enc, backend, precise, what=None):
 
 def run(op, inputs, attrs=None, outputs=None, backend="cpu:auto"):
     """Runs one op on a backend of the matrix; skips with "not supported [backend]" when
-    the backend does not implement the case (the dispatcher fell back to the cpu)."""
+    the backend does not implement the case (the dispatcher fell back to the cpu) and
+    tests/data/expected_declines.json lists the decline; fails on a decline it does not list and
+    on a listed one the backend ran."""
     lvl = cpu_level(backend)
     if lvl is not None:
         return _core.run_op(op, inputs, attrs or {}, outputs, lvl, "cpu")
     res = _core.run_op(op, inputs, attrs or {}, outputs, "scalar", backend)
     ran = _core.last_run_op_backend()
+    key = f"{_current_case()}: {op}"
+    expected = key in EXPECTED_DECLINES.get(backend, set())
+    regenerate = "regenerate it with `python tools/expected_declines.py` and review the diff"
     if ran != backend:
         print(f"{op}: not supported [{backend}] (ran on {ran})")
+        if RECORD_DECLINES:
+            with open(RECORD_DECLINES, "a", encoding="utf-8") as f:
+                f.write(json.dumps([backend, key]) + "\n")
+        elif not expected:
+            pytest.fail(f"{backend} newly declines {key} (ran on {ran}); tests/data/expected_declines.json "
+                        f"does not list it: {regenerate}", pytrace=False)
         pytest.skip(f"not supported [{backend}]")
+    if expected and not RECORD_DECLINES:
+        pytest.fail(f"{backend} now runs {key}, which tests/data/expected_declines.json lists as declined: "
+                    f"{regenerate}", pytrace=False)
     return res
+
+
+def test_expected_declines_name_cases_of_the_matrix():
+    """Every entry of tests/data/expected_declines.json names a test of this module run on that
+    backend and an op of the schema (a renamed case would otherwise leave its entry behind)."""
+    ops = set(_core.op_names())
+    for be, cases in EXPECTED_DECLINES.items():
+        assert be in BACKENDS and cpu_level(be) is None, be
+        for key in cases:
+            case, op = key.rsplit(": ", 1)
+            name, _, params = case.partition("[")
+            assert callable(globals().get(name)) and name.startswith("test_"), key
+            assert be in params.rstrip("]").split("-"), key
+            assert op in ops, key
 
 
 @pytest.fixture(params=BACKENDS)
