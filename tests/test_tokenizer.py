@@ -16,6 +16,7 @@ import pytest
 
 from cyb_llm.format import ModelFile
 from cyb_llm.tokenizer import Tokenizer, tokenizer_json_from_vocab
+import llamacpp_reference
 import oracles
 from oracles import qwen2_original_tokenizer, smollm2_original_pretokenizer
 from tokenizer_corpus import corpus
@@ -185,18 +186,19 @@ def test_special_tokens_and_ids(models):
 
 @pytest.mark.parametrize("name", ["smollm2", "qwen05", "gemma3"])
 def test_llama_cpp_reference(models, real_source, name):
-    """The whole corpus, every model, in the default tier (tools/test.sh builds llama-cpp-python
-    and sets CYB_REQUIRE_PEERS=1, so a missing llama.cpp fails instead of skipping)."""
-    llama_cpp = oracles.llama_cpp()
+    """The whole corpus, every model, in the default tier: llama.cpp live where the pinned
+    llama-cpp-python imports, else its committed record (tests/llamacpp_reference.py; tools/test.sh
+    sets CYB_REQUIRE_PEERS=1, so neither being there fails instead of skipping)."""
+    peer = llamacpp_reference.reference()
     mf, ours, ref = models(name)
-    llm = llama_cpp.Llama(real_source(name), vocab_only=True, verbose=False)
+    wants = peer.tokenize(real_source(name), name, LINES)
+    assert len(wants) == len(LINES)
     bad = []
-    for line in LINES:
+    for line, want in zip(LINES, wants):
         got = ours.encode(line, add_special_tokens=False)
-        want = llm.tokenize(line.encode("utf-8"), add_bos=False, special=True)
         if got != want:
             bad.append(line)
-    print(f"{name}: llama.cpp differs on {len(bad)} of {len(LINES)} lines")
+    print(f"{name}: llama.cpp ({peer.source}) differs on {len(bad)} of {len(LINES)} lines")
     if name == "smollm2":
         assert bad == []
     elif name == "gemma3":

@@ -13,8 +13,9 @@ Two sets (docs/testing.md):
   full   (tests/slow, `bash tools/test.sh --slow`): the 12 prompts on smollm2, qwen05, gemma3;
   short  (CYB_FIDELITY=short, the default tier of tools/test.sh): the first 4 prompts, on the
          models of CYB_GOLDEN_MODELS (test.sh: smollm2,gemma3).
-Needs llama-cpp-python 0.3.36 (tools/test.sh builds it); skipped when it is not importable,
-except under CYB_REQUIRE_PEERS=1 (set by test.sh), where that is a failure. Prints the measured
+llama.cpp is llama-cpp-python 0.3.36 live where it imports, else its committed record
+(tests/llamacpp_reference.py, CYB_LLAMACPP_FIXTURES=1); with neither the test skips, except
+under CYB_REQUIRE_PEERS=1 (set by test.sh), where that is a failure. Prints the measured
 numbers (run with -s).
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 import cyb_llm
 from cyb_llm import hub
 
+import llamacpp_reference
 import oracles
 from oracles import greedy, hf_from_gguf, hf_greedy, hf_logits, rel_err
 from tolerances import count
@@ -37,54 +39,30 @@ pytestmark = pytest.mark.slow
 SHORT = os.environ.get("CYB_FIDELITY", "full") == "short"
 PROMPTS = oracles.PROMPTS[:4] if SHORT else oracles.PROMPTS
 MODELS = os.environ.get("CYB_GOLDEN_MODELS", "smollm2,qwen05,gemma3").split(",")
-N_TOKENS = 32
-
-
-def _llama(gguf: str):
-    llama_cpp = oracles.llama_cpp()
-    return llama_cpp.Llama(model_path=gguf, n_ctx=512, n_threads=2, logits_all=True, verbose=False)
-
-
-def _llama_logits(llm, ids) -> np.ndarray:
-    llm.reset()
-    llm.eval(list(ids))
-    return np.array(llm.scores[: len(ids)], dtype=np.float32)
-
-
-def _llama_greedy(llm, ids, n: int, eos: set[int]) -> list[int]:
-    llm.reset()
-    llm.eval(list(ids))
-    out: list[int] = []
-    for _ in range(n):
-        t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        out.append(t)
-        if t in eos:
-            break
-        llm.eval([t])
-    return out
+N_TOKENS = llamacpp_reference.N_TOKENS
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_fast_path_at_least_as_faithful_as_llamacpp(name):
+    peer = llamacpp_reference.reference()  # live, or its record (CYB_LLAMACPP_FIXTURES=1)
     gguf = hub.fetch_source(name)
-    llm = _llama(gguf)
     fast = cyb_llm.load(hub.fetch(name), precise=False)
     hf = hf_from_gguf(gguf)
     eos = fast.eos_token_ids
+    prompt_ids = [fast.tokenizer.encode(prompt, add_special_tokens=True) for prompt in PROMPTS]
+    llama = peer.fidelity(gguf, name, hf, prompt_ids, eos)
     ours_err, llama_err = [], []
     ours_same = llama_same = 0
-    for prompt in PROMPTS:
-        ids = fast.tokenizer.encode(prompt, add_special_tokens=True)
+    for ids, row in zip(prompt_ids, llama):
         ref = hf_logits(hf, ids)
         a = fast.new_conversation(256).forward(ids, all_logits=True)
-        b = _llama_logits(llm, ids)
         assert np.isfinite(a).all()
         ours_err.append(rel_err(a, ref))
-        llama_err.append(rel_err(b, ref))
+        llama_err.append(row["err"])
         want = hf_greedy(hf, ids, N_TOKENS, eos)
         ours_same += greedy(fast.new_conversation(256), ids, N_TOKENS, eos) == want
-        llama_same += _llama_greedy(llm, ids, N_TOKENS, eos) == want
-    print(f"\n{name}: logits error vs transformers f32, max over prompts: "
+        llama_same += row["greedy"] == want
+    print(f"\n{name} (llama.cpp: {peer.source}): logits error vs transformers f32, max over prompts: "
           f"cyb_llm fast {max(ours_err):.2e}, llama.cpp {max(llama_err):.2e}; "
           f"greedy identical ({N_TOKENS} tokens): cyb_llm fast {ours_same}/{len(PROMPTS)}, "
           f"llama.cpp {llama_same}/{len(PROMPTS)}")
