@@ -174,6 +174,12 @@ def test_grammar_refuses_undeclared_keys_and_parses_its_forms():
         matcher.fill()
         matcher.consume(t)
     assert matcher.stopped
+    # a schema llguidance cannot compile: "auto" is parsed only, as before; a forced call names the field
+    odd = [{"type": "function", "function": {"name": "f", "parameters": {"type": "objectx"}}}]
+    assert chat_constraint(m, tools=odd, tool_choice="auto") is None
+    with pytest.raises(InvalidConfig) as e:
+        chat_constraint(m, tools=odd, tool_choice="required")
+    assert e.value.field == "tool_choice"
     names = {"get_weather", "calculator"}
     assert parse_tool_calls(good, names)[1][0]["function"]["name"] == "get_weather"
     assert parse_tool_calls('{"response": "Hi \\"there\\""}', names) == ('Hi "there"', [])

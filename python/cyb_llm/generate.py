@@ -549,8 +549,12 @@ def chat_constraint(model: Any, response_format: Mapping[str, Any] | None = None
     if fns is None:
         if check_tool_choice(tool_choice, tools) == "auto" and tool_names(tools) \
                 and grammar_text(response_format, grammar) is None:
-            return Constraint(model, tool_call_grammar(model, [t["function"] for t in tools or []], forced=False,
-                                                       parallel=parallel_tool_calls is not False), "tools")
+            try:
+                return Constraint(model, tool_call_grammar(model, [t["function"] for t in tools or []],
+                                                           forced=False, parallel=parallel_tool_calls is not False),
+                                  "tools")
+            except InvalidConfig:   # a parameters schema llguidance cannot compile: the answer is parsed only
+                return None
         return constraint_of(model, response_format, grammar)
     if grammar_text(response_format, grammar) is not None:
         field = "grammar" if grammar is not None else "response_format"
