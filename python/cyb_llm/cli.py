@@ -75,6 +75,13 @@ def _sampling_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--system", help="system message (chat template only)")
 
 
+# The serve extra's packages (pyproject.toml; in the base install too). Named one by one so that a
+# source install adds them without building the wheel again (pip install ".[serve]" would compile the
+# native core anew: docs/install.md).
+_SERVE_INSTALL = ("pip install 'cyb_llm[serve]', or in a source install without compiling again: "
+                  "pip install 'fastapi>=0.110' 'uvicorn>=0.29' 'python-multipart>=0.0.9'")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="cyb-llm", description="Run .model packages: text generation, chat, import.")
     from . import __version__
@@ -166,8 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--precise", action="store_true", help="f32 activations (reference-exact mode)")
     tr.set_defaults(func=cmd_transcribe, format="text")
 
-    srv = sub.add_parser("serve", help="OpenAI-compatible HTTP server (needs the serve extra: "
-                                       "pip install 'cyb_llm[serve]')")
+    srv = sub.add_parser("serve", help="OpenAI-compatible HTTP server (FastAPI and uvicorn: in the base install)")
     srv.add_argument("models", nargs="*", metavar="MODEL",
                      help="models to serve (path or known name; default: the hub's default model); requests "
                           "name them by this argument (a path by its file stem)")
@@ -449,7 +455,7 @@ def serve_app(a: argparse.Namespace) -> tuple[Any, list[str]]:
     try:
         from .serve.app import create_app
     except ImportError as e:
-        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): pip install 'cyb_llm[serve]'")
+        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): {_SERVE_INSTALL}")
     from .errors import InvalidConfig
     from .hub import DEFAULT_MODEL
 
@@ -482,7 +488,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     try:
         import uvicorn
     except ImportError as e:
-        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): pip install 'cyb_llm[serve]'")
+        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): {_SERVE_INSTALL}")
     app, ids = serve_app(a)
     print(f"cyb-llm serve: {', '.join(ids)} on http://{a.host}:{a.port}/v1 ({a.parallel} slot(s) per text model)",
           file=sys.stderr)
