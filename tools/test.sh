@@ -88,7 +88,11 @@ if [ "$(uname -m)" = x86_64 ]; then
 fi
 llama_key=$(printf '%s %s %s' "$llama_version" "$(uname -m)" "$llama_args" | sha256sum | cut -c1-12)
 llama_wheels=${CYB_PEER_WHEELS:-$HOME/.cache/cyb_llm/peer-wheels}/llama-$llama_key
-llama_wheel() { ls "$llama_wheels"/llama_cpp_python-"$llama_version"-*.whl 2>/dev/null | head -n 1; }
+llama_wheel() {  # the cached wheel's path, or nothing (never a failing status: it is read by assignments)
+  local w
+  for w in "$llama_wheels"/llama_cpp_python-"$llama_version"-*.whl; do [ -f "$w" ] && echo "$w" && break; done
+  return 0
+}
 if python -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$llama_version')" 2>/dev/null; then
   echo "llama-cpp-python $llama_version already imports"
 else
