@@ -373,7 +373,8 @@ def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]], forced
 
     forced ("required" or a named function): the answer is calls and nothing else; otherwise
     ("auto") it is text or calls: Qwen2.5's form allows text before the <tool_call> blocks (its
-    special token starts them), the generic form {"response": text} instead of the calls, the
+    special token starts them), the generic form {"response": text}
+    instead of the calls, the
     Llama 3 and json forms an answer that is either calls or text that does not begin as JSON.
     `parallel`: one or more calls, else exactly one."""
     from .structured import lark_literal
@@ -392,6 +393,7 @@ def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]], forced
         if forced:
             start = "start: calls"
         elif opener.startswith("<["):   # a special token: text cannot spell it
+            # (text is free: masking its JSON starts drove qwen05 to worse text, not to <tool_call>)
             start = "start: TEXT | TEXT calls"
             rules.append("TEXT: /(.|\\n)*/")
         else:   # a plain string: the text before it is lazy (ends at the first opener)
