@@ -18,7 +18,10 @@ text stays content.
 `tool_choice` "required" or a named function (`{"type": "function",
 "function": {"name": ...}}`) constrains the answer to one call in the family's
 form (`tool_call_grammar`: a Lark grammar for llguidance whose call object is a
-JSON schema built from the tools' `parameters`), so the answer always parses. `ToolCallStream` does the same for a stream of text
+JSON schema built from the tools' `parameters` under OpenAI's strict semantics,
+`strict_parameters`), so the answer always parses; "auto" constrains it to text
+or calls. Templates that ignore `tools` get them in the system message
+(`with_tool_prompt`) and answer in the generic form. `ToolCallStream` does the same for a stream of text
 pieces: it releases text as content while the answer cannot be a tool call and
 holds it back from the point where one may begin.
 """
@@ -373,8 +376,7 @@ def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]], forced
 
     forced ("required" or a named function): the answer is calls and nothing else; otherwise
     ("auto") it is text or calls: Qwen2.5's form allows text before the <tool_call> blocks (its
-    special token starts them), the generic form {"response": text}
-    instead of the calls, the
+    special token starts them), the generic form {"response": text} instead of the calls, the
     Llama 3 and json forms an answer that is either calls or text that does not begin as JSON.
     `parallel`: one or more calls, else exactly one."""
     from .structured import lark_literal
