@@ -415,7 +415,7 @@ def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]], forced
             rules.append("calls: call | \"[\" call (\", \" call)* \"]\"" if parallel else "calls: call")
         start = "start: calls" if forced else "start: calls | TEXT"
         if not forced:
-            rules.append("TEXT: /[^\\s{\\[](.|\\n)*/")
+            rules.append("TEXT: /[^\\s{\\[][\\s\\S]*/")  # any text not starting like a call
     return start + "\n" + "\n".join(rules) + "\n"
 
 
