@@ -87,3 +87,17 @@ def cli_server(*args: str, start_timeout: float = 120.0, stop_timeout: float = 6
                 proc.kill()
                 proc.wait()
         log.close()
+
+
+def run_held(batcher, threads, n: int, timeout: float) -> None:
+    """Starts the request threads with the server's batcher held until n of them wait on one
+    decode step (Batcher.hold: no time window), joins them, and releases the batcher whatever
+    happens, so a failing test never leaves the server held."""
+    batcher.hold(n)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout)
+    finally:
+        batcher.release()

@@ -22,7 +22,7 @@ openai = pytest.importorskip("openai")
 
 import cyb_llm  # noqa: E402
 from cyb_llm.serve.app import create_app  # noqa: E402
-from serve_proc import child_env, free_port  # noqa: E402
+from serve_proc import child_env, free_port, run_held  # noqa: E402
 from tolerances import tolerance  # noqa: E402
 from cyb_llm.toolcalls import ToolCallStream, parse_tool_calls  # noqa: E402
 
@@ -313,14 +313,7 @@ def test_four_streams_on_two_slots_keep_their_own_text(client, base, base_app):
         got[marker] = "".join(parts)
 
     threads = [threading.Thread(target=one, args=(m,)) for m in MARKERS]
-    batcher.hold(2)
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-    finally:
-        batcher.release()
+    run_held(batcher, threads, 2, 120)
     assert got == want  # interleaved on two slots, each stream is what it is alone
     for m, text in got.items():
         assert not any(o.lower() in text.lower() for o in MARKERS if o != m), (m, text)
@@ -624,14 +617,7 @@ def test_parallel_4_on_wgpu_batches_and_matches_each_alone(tmp_path_factory):
 
         got: list = [None] * len(prompts)
         threads = [threading.Thread(target=one, args=(i, got)) for i in range(len(prompts))]
-        batcher.hold(len(prompts))
-        try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(180)
-        finally:
-            batcher.release()
+        run_held(batcher, threads, len(prompts), 180)
         steps, rows = batcher.steps, batcher.rows
     # every step held every request still decoding: as many steps as the longest run alone, and the
     # rows of all of them
