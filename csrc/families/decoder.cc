@@ -188,7 +188,13 @@ class Decoder : public Model {
     rope_cur_.reset(new std::atomic<const RopeTable*>[plan_.ropes.size()]);
     for (size_t i = 0; i < plan_.ropes.size(); ++i) rope_cur_[i].store(nullptr);
     bind_weights();
+    for (const LayerWeights& w : layers_) key_bias_ = key_bias_ || w.bk.data;
   }
+
+  // The KV cache is f32 in precise mode, and in fast mode too where the keys carry a bias
+  // (Qwen2's attention bias: outliers up to ~70 that f16's 11 bits round to 4e-2 steps, the
+  // bulk of qwen05's fast error; docs/runtime.md, "Tolerances"); f16 otherwise.
+  bool f32_cache() const { return opts_.precise || key_bias_; }
 
   const std::string& family() const override { return family_; }
   int64_t vocab_size() const override { return plan_.vocab; }
@@ -201,7 +207,7 @@ class Decoder : public Model {
     auto conv = std::make_unique<DecoderConversation>(pool_.get(), opts_.precise, max_context);
     Backend* be = dispatcher_->chain().front();
     conv->backend = be;
-    const DType cache_dtype = opts_.precise ? DType::F32 : DType::F16;
+    const DType cache_dtype = f32_cache() ? DType::F32 : DType::F16;
     for (int64_t l = 0; l < plan_.n_layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
         Tensor t = be->alloc(Shape{plan_.n_kv_heads, max_context, plan_.head_dim}, cache_dtype);
@@ -214,7 +220,7 @@ class Decoder : public Model {
   // The KV cache, plus an estimate of the frame pool of the largest forward
   // chunk (its activations and one attention score row per thread).
   int64_t conversation_bytes(int64_t max_context) const override {
-    const int64_t elt = opts_.precise ? 4 : 2;
+    const int64_t elt = f32_cache() ? 4 : 2;
     const int64_t kv = plan_.n_layers * 2 * plan_.n_kv_heads * max_context * plan_.head_dim * elt;
     const int64_t T = std::min(max_context, forward_chunk_tokens());
     const int64_t D = plan_.hidden, I = plan_.intermediate, H = plan_.n_heads, hd = plan_.head_dim;
@@ -260,6 +266,7 @@ class Decoder : public Model {
   WeightBinder binder_;  // keeps the f32 copies of 1-D weights (norms, biases)
   Tensor embed_, final_norm_, lm_head_;
   std::vector<LayerWeights> layers_;
+  bool key_bias_ = false;  // some layer's keys carry a bias: f32 KV cache (f32_cache)
   // RoPE tables, built for the largest max_context asked so far (never for all of
   // max_position_embeddings up front: 2**24 positions took 20 s and 4.4 GB at load).
   // Growing publishes new tables and keeps the old ones: a forward running

@@ -22,6 +22,43 @@ graph::WeightLookup weight_lookup(const ModelFile& f) {
   };
 }
 
+// Whether the keys any attention reads carry a bias: from each attention's key cache back
+// through its kv_write and the rope / reshape / norm before it to the projection, which has
+// a bias input (Qwen2's attention bias). Such graphs get an f32 KV cache in fast mode too, as
+// the curated decoder does (docs/runtime.md, "Tolerances").
+bool keys_have_bias(const graph::Graph& g) {
+  for (const graph::Node& a : g.nodes) {
+    if (a.kind != OpKind::Attention || a.inputs.size() < 2) continue;
+    const int kc = a.inputs[1];
+    for (const graph::Node& w : g.nodes) {
+      if (w.kind != OpKind::KvWrite || w.outputs.empty() || w.outputs[0] != kc || w.inputs.empty()) continue;
+      int v = w.inputs[0];
+      for (int hops = 0; hops < 16 && v >= 0; ++hops) {
+        const int p = g.values[static_cast<size_t>(v)].producer;
+        if (g.values[static_cast<size_t>(v)].kind != graph::ValueKind::Node || p < 0) break;
+        const graph::Node& n = g.nodes[static_cast<size_t>(p)];
+        if (n.kind == OpKind::Matmul) {
+          if (n.inputs.size() >= 3) return true;
+          break;
+        }
+        if (n.kind == OpKind::FusedNormMatmul) {
+          if (n.inputs.size() >= 4) return true;
+          break;
+        }
+        if (n.kind == OpKind::FusedQkv) {
+          if (n.inputs.size() >= 6) return true;
+          break;
+        }
+        if (n.kind != OpKind::Rope && n.kind != OpKind::Reshape && n.kind != OpKind::RmsNorm &&
+            n.kind != OpKind::Copy)
+          break;
+        v = n.inputs.empty() ? -1 : n.inputs[0];
+      }
+    }
+  }
+  return false;
+}
+
 class GraphConversation : public Conversation {
  public:
   GraphConversation(ThreadPool* pool, bool precise, int64_t max_ctx, NoxWeightDigests* wd)
@@ -52,7 +89,7 @@ class GraphModel : public Model {
   // growth, and the frame pool's intermediates (estimated as for the curated path: a few rows
   // of the widest state per token of a forward chunk).
   int64_t conversation_bytes(int64_t max_context) const override {
-    const DType cache = (opts_.precise || nox_) ? DType::F32 : DType::F16;
+    const DType cache = (opts_.precise || nox_ || key_bias_) ? DType::F32 : DType::F16;
     const int64_t T = std::min(max_context, forward_chunk_tokens());
     return exec_->state_bytes(max_context, cache) + exec_->rope_growth_bytes(max_context) +
            T * exec_->vocab() * 4;
@@ -61,7 +98,7 @@ class GraphModel : public Model {
   std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
     check_max_context(max_context, max_pos_);
     auto c = std::make_unique<GraphConversation>(pool_.get(), opts_.precise || nox_, max_context, &wdig_);
-    const DType cache = (opts_.precise || nox_) ? DType::F32 : DType::F16;
+    const DType cache = (opts_.precise || nox_ || key_bias_) ? DType::F32 : DType::F16;
     c->st = exec_->new_state(*dispatcher_->chain().front(), max_context, cache);
     return c;
   }
@@ -98,6 +135,7 @@ class GraphModel : public Model {
       if (n.kind == OpKind::Embedding) graph_vocab_in_ = g.values[static_cast<size_t>(n.inputs[1])].shape[0].c;
     if (graph_vocab_in_ == 0) graph_vocab_in_ = int64_t(1) << 31;
 
+    key_bias_ = keys_have_bias(g);  // before fusion: the projections as written
     Backend& primary = *dispatcher_->chain().front();
     graph::FusionReport rep;
     if (opts.fuse) {
@@ -138,6 +176,7 @@ class GraphModel : public Model {
 
   std::string family_, origin_;
   bool nox_ = false;
+  bool key_bias_ = false;  // keys_have_bias: f32 KV cache in fast mode too
   int64_t max_pos_ = 0, graph_vocab_in_ = 0;
   std::unique_ptr<graph::Executor> exec_;
   WeightBinder binder_;
