@@ -73,6 +73,9 @@ def test_cli_bench_help_lists_its_options():
 
 
 def test_level_children_get_the_level_and_its_llama_build(monkeypatch, tmp_path):
+    import oracles
+
+    oracles.llama_cpp()  # the level folders are named by the installed llama-cpp-python's version
     monkeypatch.setenv("CYB_LLM_CACHE", str(tmp_path))
     monkeypatch.delenv("CYB_CPU_LEVEL", raising=False)
     monkeypatch.delenv("LLAMA_CPP_LIB_PATH", raising=False)

@@ -158,7 +158,8 @@ wheel_tree=$(ls -td build/cp3*/ 2>/dev/null | head -n 1)
 if [ -n "$wheel_tree" ] && [ -f "$wheel_tree/CMakeCache.txt" ] \
     && grep -q "^CMAKE_BUILD_TYPE:STRING=Release$" "$wheel_tree/CMakeCache.txt"; then
   native=${wheel_tree%/}
-  cmake -S . -B "$native" -DCYB_BUILD_PYTHON=OFF -DCYB_BUILD_TESTS=ON >/dev/null
+  # SKBUILD off: the C/C++ package's install rules (tests/test_cpp_package.py installs from here)
+  cmake -S . -B "$native" -DCYB_BUILD_PYTHON=OFF -DCYB_BUILD_TESTS=ON -DSKBUILD=OFF >/dev/null
 else
   cmake -S . -B "$native" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCYB_BUILD_PYTHON=OFF -DCYB_BUILD_TESTS=ON >/dev/null
 fi
