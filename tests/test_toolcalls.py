@@ -89,6 +89,32 @@ def test_forced_call_of_an_ordinary_definition(client, model, choice, stream, te
     assert "Boston" in args["location"]
 
 
+TODO = {"type": "function", "function": {
+    "name": "create_todo", "description": "Add items to the to-do list",
+    "parameters": {"type": "object", "properties": {
+        "items": {"type": "array", "items": {"type": "string"}, "description": "The tasks"},
+        "priority": {"type": "string", "enum": ["low", "medium", "high"]}}, "required": ["items"]}}}
+
+
+@pytest.mark.parametrize("choice,stream,max_tokens", [("required", False, 30), ("named", True, 30),
+                                                      ("required", True, 36), ("named", False, 200)])
+def test_forced_call_closes_before_max_tokens(client, choice, stream, max_tokens):
+    """A forced call is one complete call within max_tokens (smollm2 needs about 26 tokens for the
+    smallest call here; it writes 32 when free, and repeated array items without end in the sweep of
+    bench/bench_tools.py): in its last tokens the grammar's mask is narrowed to the tokens that close
+    (cyb_llm.structured.CLOSE_RESERVE). Without that the 30-token answers are cut ("length")."""
+    named = {"type": "function", "function": {"name": "create_todo"}}
+    finish, content, calls = ask(client, "smollm2", "Add buy milk and call mom to my to-do list.", stream, 0,
+                                 tools=[TODO, CALC], tool_choice="required" if choice == "required" else named,
+                                 max_tokens=max_tokens)
+    assert finish == "tool_calls" and not content.strip(), (finish, content)
+    ((name, args),) = calls
+    jsonschema.validate(args, strict_parameters(TODO["function"]["parameters"]))
+    assert name == "create_todo" and isinstance(args["items"], list)
+    if max_tokens == 200:
+        assert "milk" in args["items"][0]
+
+
 @pytest.mark.parametrize("model", ["smollm2", "qwen05"])
 @pytest.mark.parametrize("stream,temperature", [(False, 0), (True, None)])
 def test_auto_calls_a_tool_when_the_question_needs_one(client, model, stream, temperature):

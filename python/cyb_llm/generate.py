@@ -279,6 +279,11 @@ class Generator:
             stats.sampled_on = "device" if on_device else "host"
             own_s = fwd_s = smp_s = msk_s = 0.0
 
+            def left() -> int:
+                """How many tokens this generation may still draw (the next one included)."""
+                room = conv.max_context - conv.position
+                return room if max_tokens is None else min(room, max_tokens - stats.completion_tokens)
+
             def device_step(step_ids: list[int] | None, last: int = -1) -> int:
                 """forward + draw on the device (step_ids None: `last`, the token drawn last; a
                 conversation that batches its steps (the server's slots) is given it, others read it
@@ -287,7 +292,7 @@ class Generator:
                 allowed = None
                 if matcher is not None:
                     t = _perf()
-                    allowed = matcher.fill()
+                    allowed = matcher.fill(left())
                     msk_s += _perf() - t
                 batched = getattr(conv, "forward_sample", None)
                 if batched is not None:
@@ -332,7 +337,7 @@ class Generator:
                 else:
                     allowed = None
                     if matcher is not None:
-                        allowed = matcher.fill()
+                        allowed = matcher.fill(left())
                         t_masked = _perf()
                         msk_s += t_masked - t_step
                     token = sampler.sample(logits, allowed=allowed)
@@ -561,7 +566,7 @@ def chat_constraint(model: Any, response_format: Mapping[str, Any] | None = None
         raise InvalidConfig(field=field, reason="cannot be combined with tool_choice 'required' or a named "
                                                 "function (the answer is then a tool call)")
     parallel = parallel_tool_calls is True and check_tool_choice(tool_choice, tools) == "required"
-    return Constraint(model, tool_call_grammar(model, fns, parallel=parallel), "tool_choice")
+    return Constraint(model, tool_call_grammar(model, fns, parallel=parallel), "tool_choice", closing=True)
 
 
 def _usage(s: Stream) -> dict:

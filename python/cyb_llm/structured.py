@@ -67,16 +67,59 @@ def llg_tokenizer(model: Any) -> Any:
         return per[key]
 
 
+#: How many tokens before max_tokens (or the end of the context) a closing constraint starts to
+#: close what it has open (Constraint(closing=True), Matcher.fill).
+CLOSE_RESERVE = 16
+
+_CLOSING_TEXT = frozenset('"]}')
+_closers: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def closer_mask(model: Any) -> np.ndarray:
+    """The bitset (the sampler's layout) of the tokens that only close: text made of `"`, `]`, `}`
+    and whitespace (at least one of the three), the EOS tokens and special tokens that spell a
+    closing tag (`</...>`, such as Qwen2.5's `</tool_call>`). Built once per tokenizer."""
+    tok = model.tokenizer
+    n = int(model.vocab_size)
+    eos = tuple(sorted(int(i) for i in model.eos_token_ids))
+    with _lock:
+        per = _closers.setdefault(tok, {})
+        if (n, eos) in per:
+            return per[(n, eos)]
+    llt = llg_tokenizer(model)
+    texts = tok.raw.decode_batch([[i] for i in range(min(n, tok.raw.get_vocab_size(with_added_tokens=True)))],
+                                 skip_special_tokens=False)
+    ok = np.zeros(n, dtype=bool)
+    for i, t in enumerate(texts):
+        if llt.is_special_token(i):
+            ok[i] = t.startswith("</")
+        else:
+            core = t.strip()
+            ok[i] = bool(core) and set(core) <= _CLOSING_TEXT
+    ok[[i for i in eos if i < n]] = True
+    bits = np.packbits(np.pad(ok, (0, (-n) % 32)), bitorder="little").view("<u4").astype(np.uint32)
+    with _lock:
+        per[(n, eos)] = bits
+    return bits
+
+
 class Constraint:
     """A compiled grammar (llguidance's grammar text) for one model; `field` is the request
-    parameter it came from ("response_format", "grammar", "tool_choice"), named in errors."""
+    parameter it came from ("response_format", "grammar", "tool_choice"), named in errors.
 
-    def __init__(self, model: Any, grammar: str, field: str):
+    `closing`: in the last CLOSE_RESERVE tokens before the limit (Matcher.fill's `left`) the
+    allowed tokens are narrowed to those that close (closer_mask) whenever the grammar allows any,
+    so that an answer that must be one complete JSON value (a forced tool call) ends complete
+    instead of being cut by max_tokens; where nothing closing is allowed (a required property still
+    missing, a literal half written) the grammar's own mask stays."""
+
+    def __init__(self, model: Any, grammar: str, field: str, closing: bool = False):
         self.model = model
         self.grammar = grammar
         self.field = field
         self.tokenizer = llg_tokenizer(model)
         self.vocab_size = int(model.vocab_size)
+        self.closers = closer_mask(model) if closing else None
         self._first: Matcher | None = Matcher(self)  # errors in the grammar surface here, before any generation
 
     def matcher(self) -> "Matcher":
@@ -94,6 +137,7 @@ class Matcher:
     def __init__(self, constraint: Constraint):
         llg = _llg()
         self.field = constraint.field
+        self._closers = constraint.closers
         self._m = llg.LLMatcher(constraint.tokenizer, constraint.grammar, log_level=0)
         if self._m.is_error():
             what = "invalid grammar" if self.field == "grammar" else "invalid JSON schema"
@@ -101,12 +145,18 @@ class Matcher:
         # the native sampler's bitset: ceil(vocab / 32) uint32 words, bit t % 32 of word t // 32 = token t
         self.mask = np.zeros((constraint.vocab_size + 31) // 32, dtype=np.uint32)
 
-    def fill(self) -> np.ndarray:
-        """The allowed tokens of the next step, written into (and returned as) `self.mask`."""
+    def fill(self, left: int | None = None) -> np.ndarray:
+        """The allowed tokens of the next step, written into (and returned as) `self.mask`;
+        `left`: how many tokens the generation may still draw, this one included (None: no
+        limit), which narrows the mask of a closing constraint (Constraint)."""
         self._m.unsafe_compute_mask_ptr(self.mask.ctypes.data, self.mask.nbytes)
         if self._m.is_error():
             raise InvalidConfig(field=self.field, reason="the grammar matcher failed: "
                                                          + _first_line(self._m.get_error()))
+        if self._closers is not None and left is not None and left <= CLOSE_RESERVE:
+            closing = self.mask & self._closers
+            if closing.any():
+                self.mask[:] = closing
         return self.mask
 
     def consume(self, token: int) -> None:
@@ -193,5 +243,5 @@ def lark_literal(model: Any, text: str) -> str:
     return json.dumps(text)
 
 
-__all__ = ["Constraint", "Matcher", "constraint_of", "grammar_text", "llg_tokenizer", "lark_literal",
+__all__ = ["Constraint", "Matcher", "CLOSE_RESERVE", "closer_mask", "constraint_of", "grammar_text", "llg_tokenizer", "lark_literal",
            "RESPONSE_FORMAT_TYPES"]
