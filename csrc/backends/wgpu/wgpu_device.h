@@ -1,0 +1,81 @@
+// The process-wide device of the wgpu+rs backend: the adapter picked, the device and queue, its
+// limits, the pipeline cache, uncaptured errors, host and GPU timing, device memory totals.
+// Private to csrc/backends/wgpu/.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "backends/wgpu/wgpu_api.h"
+#include "backends/wgpu/wgpu_backend.h"
+#include "backends/wgpu/wgpu_loader.h"
+
+namespace cyb {
+namespace wgpu {
+
+struct Pipeline {
+  WGPUComputePipeline pipe = nullptr;
+  WGPUBindGroupLayout layout = nullptr;
+  std::string name;  // the cache key: shader, defines, encodings (GPU profile rows)
+};
+
+// GPU time per pipeline (wgpu_set_gpu_profiling).
+// Host time of the forwards (always on: three clock reads per forward): recording from
+// begin_forward to the submit, finishing + submitting, waiting for read-backs.
+struct HostTimes {
+  std::atomic<uint64_t> forwards{0}, record_ns{0}, submit_ns{0}, wait_ns{0};
+};
+
+struct GpuProfile {
+  std::atomic<bool> on{false};
+  std::mutex mu;
+  std::map<std::string, std::pair<uint64_t, double>> rows;  // name -> (dispatches, ns)
+  uint64_t untimed = 0;
+};
+
+struct Gpu {
+  std::mutex mu;
+  bool tried = false;
+  std::string error;  // why there is no device
+  NativeLib lib;      // the library the procedure table came from
+  WGPUInstance instance = nullptr;
+  WGPUAdapter adapter = nullptr;
+  WGPUDevice device = nullptr;
+  WGPUQueue queue = nullptr;
+  WgpuInfo info;
+  WGPULimits limits = WGPU_LIMITS_INIT;
+  std::unordered_map<std::string, Pipeline> pipelines;
+  std::unordered_set<std::string> over_limit;  // keys of kernels refused for their workgroup memory
+  std::string device_error;  // uncaptured errors since the last check
+  std::mutex err_mu;
+  bool hw_checked = false, hw = false;
+  HostTimes host;
+  bool timestamps = false;  // the device was created with timestamp queries
+  float ts_period = 1.f;    // ns per timestamp tick
+  GpuProfile prof;
+  // Bytes of device buffers alive now and the most alive at once since the last reset.
+  std::atomic<uint64_t> live_bytes{0}, peak_bytes{0};
+};
+
+// The process's device state (never destroyed: drivers dislike teardown at exit).
+Gpu& gpu();
+
+// Loads the library, picks the adapter and creates the device (g.mu held; once: g.tried).
+// On failure g.device stays null and g.error says why.
+void init_device(Gpu& g);
+
+// The device, initialized if needed; BackendInit when there is none, or only a software
+// adapter and allow_software is false.
+Gpu& device_or_throw(bool allow_software);
+
+// Throws BackendInit ("<what>: <message>") when the device reported an uncaptured error.
+void check_device_error(Gpu& g, const char* what);
+
+}  // namespace wgpu
+}  // namespace cyb
