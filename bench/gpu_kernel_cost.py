@@ -2,7 +2,7 @@
 
 The per-dispatch GPU times of `gpu_bench.py --profile` give every dispatch its own compute pass,
 which inflates short kernels. Here each kernel is instead recorded n times where the step records
-it once (`CYB_WGPU_REPEAT=<pipeline name text>:<n>`, wgpu_backend.cc), and the step's time grows
+it once (`CYB_WGPU_REPEAT=<pipeline name text>:<n>`, wgpu_settings.h), and the step's time grows
 by (n - 1) x (dispatches of it per step) x its cost in the stream: the last column.
 `--variant NAME=VAR=VALUE` adds whole-setting variants (e.g. `attn-split=CYB_WGPU_ATTN=split`),
 timed the same way against the default.

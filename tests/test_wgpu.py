@@ -428,7 +428,7 @@ def test_gemm_tile_setting_runs_the_op_cases_on_128_token_tiles():
     """CYB_WGPU_TILE=128 (read once per process: a subprocess) runs every tiled GEMM on 128-token
     tiles (matmul.wgsl T128, 8 tokens x 4 rows a thread) where the device allows its workgroup
     memory: the op matrix's wgpu+rs matmul, SwiGLU and q/k/v cases, judged as for the default tiles
-    (the rule in wgpu_backend.cc `gemm_tile_tokens` picks 64 for their shapes). Fast mode only: both
+    (the rule in wgpu_settings.cc `gemm_tile_tokens` picks 64 for their shapes). Fast mode only: both
     modes run the same f32 kernel (the f16 one is opt-in), and the bit-identity test below covers
     precise mode's products."""
     op_cases_with_setting("CYB_WGPU_TILE", "128", "wgpu and fast and (matmul or swiglu or qkv)")
