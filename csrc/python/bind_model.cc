@@ -12,6 +12,7 @@
 #include "families/families.h"
 #include "format/model_file.h"
 #include "runtime/model.h"
+#include "runtime/pipelines.h"
 
 namespace py = pybind11;
 using namespace cyb;
@@ -90,6 +91,18 @@ py::array_t<float> run_forward_batch(Model& m, const std::vector<Conversation*>&
 }  // namespace
 
 void bind_model(py::module_& m) {
+  m.def(
+      "pipeline_of", [](const std::string& model_type) { return std::string(pipeline_of(model_type).kind); },
+      py::arg("model_type"),
+      "The kind of the pipeline that runs `model_type` (runtime/pipelines.h): 'text', 'encoder', 'speech'.");
+  m.def(
+      "pipelines",
+      []() {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const Pipeline& p : pipelines()) out.emplace_back(p.kind, p.summary);
+        return out;
+      },
+      "The native pipeline registry's rows, in the order they are asked: [(kind, summary)].");
   m.def(
       "curated_model_types",
       []() {

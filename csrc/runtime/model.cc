@@ -1,5 +1,7 @@
 #include "runtime/model.h"
 
+#include "runtime/pipelines.h"
+
 #include <chrono>
 
 #include "core/errors.h"
@@ -42,23 +44,12 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   return m;
 }
 
-std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const toml::Value* mt = file->config().find("model_type");
-  if (!mt || !mt->is_string()) throw_invalid_config("model_type", "required key is missing");
-  const std::string& type = mt->as_string();
-  if (!opts.exec_path.empty() && opts.exec_path != "curated" && opts.exec_path != "graph")
-    throw_invalid_config("exec_path", "'" + opts.exec_path + "' is not an execution path (curated, graph)");
-  if (is_encoder_model_type(type)) {  // the curated encoders (families/encoder.h)
-    std::shared_ptr<Model> m = make_encoder(std::move(file), opts);
-    m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return m;
-  }
-  if (is_whisper_model_type(type)) {  // the curated whisper family (families/whisper.h)
-    std::shared_ptr<Model> m = make_whisper(std::move(file), opts);
-    m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return m;
-  }
+namespace {
+
+// The text pipeline: a curated decoder family, or the graph path (a file's graph
+// section, the curated family's plan emitted as a graph, or nox, which runs only graphs).
+std::shared_ptr<Model> load_text(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  const std::string type = file->config().find("model_type")->as_string();
   const bool nox = opts.backend == "nox";
   const bool has_graph = file->has_section("graph");
   if (nox && opts.exec_path == "curated")
@@ -69,18 +60,11 @@ std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, cons
   const FamilyInfo* factory = find_family(type);
   const bool want_graph = nox || opts.exec_path == "graph" || (!factory && opts.exec_path != "curated");
   if (want_graph) {
-    std::shared_ptr<Model> m;
-    if (has_graph) {
-      m = load_graph_model(file, opts, file->section_text("graph"), "section");
-    } else if (factory) {
-      // the curated family's decoder plan as a graph, built in memory
-      m = load_graph_model(file, opts, build_decoder_graph(*file), "emitted");
-    } else {
-      throw_invalid_config("model_type", "'" + type + "' has no curated family (known: " + curated_model_types() +
-                                             ") and the file has no graph section");
-    }
-    m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return m;
+    if (has_graph) return load_graph_model(file, opts, file->section_text("graph"), "section");
+    // the curated family's decoder plan as a graph, built in memory
+    if (factory) return load_graph_model(file, opts, build_decoder_graph(*file), "emitted");
+    throw_invalid_config("model_type", "'" + type + "' has no curated family (known: " + curated_model_types() +
+                                           ") and the file has no graph section");
   }
   if (!factory)
     throw_invalid_config("model_type", "'" + type + "' has no curated family (known: " + curated_model_types() +
@@ -88,7 +72,51 @@ std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, cons
   DecoderPlan plan = make_decoder_plan(type, file->config(), [&file](const std::string& n) {
     return file->find(n) != nullptr;
   });
-  std::shared_ptr<Model> m = make_curated_decoder(std::move(file), opts, std::move(plan));
+  return make_curated_decoder(std::move(file), opts, std::move(plan));
+}
+
+// Pipelines that have only a curated path.
+std::shared_ptr<Model> curated_only(const char* what, std::shared_ptr<ModelFile> file, const LoadOptions& opts,
+                                    std::shared_ptr<Model> (*make)(std::shared_ptr<ModelFile>, const LoadOptions&)) {
+  if (opts.exec_path == "graph")
+    throw_invalid_config("exec_path", std::string(what) + " models run only the curated path");
+  if (opts.backend == "nox")
+    throw_backend_init("nox", std::string("nox runs only graphs; ") + what + " models have only a curated path");
+  return make(std::move(file), opts);
+}
+
+std::shared_ptr<Model> load_encoder(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  return curated_only("encoder", std::move(file), opts, &make_encoder);
+}
+
+std::shared_ptr<Model> load_speech(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  return curated_only("whisper", std::move(file), opts, &make_whisper);
+}
+
+}  // namespace
+
+const std::vector<Pipeline>& pipelines() {
+  static const std::vector<Pipeline> rows = {
+      {"encoder", "embeddings, classification, rerank (BERT-like encoders)", &is_encoder_model_type, &load_encoder},
+      {"speech", "speech recognition (Whisper)", &is_whisper_model_type, &load_speech},
+      {"text", "text generation (decoder families, or a graph section)", nullptr, &load_text},
+  };
+  return rows;
+}
+
+const Pipeline& pipeline_of(const std::string& model_type) {
+  for (const Pipeline& p : pipelines())
+    if (!p.accepts || p.accepts(model_type)) return p;
+  return pipelines().back();  // not reached: the last row accepts everything
+}
+
+std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const toml::Value* mt = file->config().find("model_type");
+  if (!mt || !mt->is_string()) throw_invalid_config("model_type", "required key is missing");
+  if (!opts.exec_path.empty() && opts.exec_path != "curated" && opts.exec_path != "graph")
+    throw_invalid_config("exec_path", "'" + opts.exec_path + "' is not an execution path (curated, graph)");
+  std::shared_ptr<Model> m = pipeline_of(mt->as_string()).load(std::move(file), opts);
   m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
