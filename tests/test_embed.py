@@ -92,7 +92,7 @@ def test_minilm_precise_matches_sentence_transformers(minilm, texts, reference):
     """Every second sentence in buckets of 64, every fourth in buckets of 7 and of 1 (the fast test
     below runs all of them: the time of the default tier)."""
     m = cyb_llm.load(minilm, precise=True)
-    assert m.is_encoder and m.chat is None
+    assert m.is_encoder and not hasattr(m, "chat")  # a TextModel attribute (cyb_llm.pipelines)
     half = list(range(0, len(texts), 2))
     ours = m.embed([texts[i] for i in half], batch_size=64)
     assert ours.shape == reference[half].shape and ours.dtype == np.float32
@@ -118,7 +118,7 @@ def test_minilm_token_states_and_poolings(minilm, st_model, texts):
     m = cyb_llm.load(minilm, precise=True)
     sample = texts[:12] + texts[-4:]
     ref = st_model.encode(sample, output_value="token_embeddings", convert_to_numpy=False)
-    ids = m._enc().tokenize(sample).ids  # truncated to 256 with [SEP] kept, as s-t
+    ids = m.tokenize_batch(sample).ids  # truncated to 256 with [SEP] kept, as s-t
     states = m.encode(ids, batch_size=5)
     bound = tolerance("precise-vs-transformers")  # relative: max |a - b| / max |reference|
     for h, r in zip(states, ref):
@@ -196,7 +196,7 @@ def test_tiny_encoder_states_vs_transformers(tmp_path, family):
     with torch.no_grad():
         ref = ref_model(**enc).last_hidden_state.double().numpy()
     mask = enc["attention_mask"].numpy()
-    ids = m._enc().tokenize(TEXTS).ids
+    ids = m.tokenize_batch(TEXTS).ids
     assert max(len(x) for x in ids) == 64  # the long text was cut
     states = m.encode(ids)
     for i, h in enumerate(states):
@@ -228,7 +228,7 @@ def test_tiny_classify_as_pipeline(tmp_path, family, problem_type):
     enc = _hf_inputs(folder, [p[0] for p in pairs], [p[1] for p in pairs])
     with torch.no_grad():
         logits = model(**enc).logits.double().numpy()
-    scores = m._enc().scores(logits)
+    scores = m.scores(logits)
     for o, s in zip(m.classify(pairs, top_k=None), scores):
         np.testing.assert_allclose(sorted((x["score"] for x in o), reverse=True), sorted(s, reverse=True), atol=bound)
 
@@ -245,7 +245,7 @@ def test_tiny_classify_tokens(tmp_path, family):
         logits = model(**enc).logits.double().numpy()
     res = m.classify_tokens(TEXTS[:2])
     for i, ents in enumerate(res):
-        p = m._enc().scores(logits[i])
+        p = m.scores(logits[i])
         for e in ents:
             assert e["label"] == model.config.id2label[int(np.argmax(p[e["index"]]))]
             assert abs(e["score"] - p[e["index"]].max()) <= tolerance("precise-vs-transformers")
@@ -265,8 +265,9 @@ def test_tiny_rerank_as_cross_encoder(tmp_path, family):
 
 def test_minilm_is_no_decoder(minilm):
     m = cyb_llm.load(minilm)
-    assert m.is_encoder and m.chat is None and m.family == "bert"
-    with pytest.raises(cyb_llm.InvalidConfig, match="bert"):
-        m.new_conversation()
-    with pytest.raises(cyb_llm.InvalidConfig, match="bert"):
-        list(m.generator().generate("hello", max_tokens=2))
+    assert m.is_encoder and not hasattr(m, "chat") and m.family == "bert"
+    for name in ("new_conversation", "generator", "create_chat_completion"):  # TextModel's (cyb_llm.pipelines)
+        with pytest.raises(AttributeError, match=f"'{name}': that is a TextModel method .* model_type 'bert'"):
+            getattr(m, name)
+    with pytest.raises(cyb_llm.InvalidConfig, match="bert"):  # the native model refuses a conversation too
+        m._native.new_conversation(8)

@@ -2,8 +2,6 @@
 truncation as sentence-transformers, bucketing and input order, argument errors, scores."""
 from __future__ import annotations
 
-import types
-
 import numpy as np
 import pytest
 
@@ -56,8 +54,7 @@ def minilm_file():
 
 def make(mf, config=None, **native_kw):
     native = FakeNative(**native_kw)
-    m = types.SimpleNamespace(config=config or mf.config, tokenizer=mf.tokenizer, _native=native, name="minilm")
-    return Encoder(m), native
+    return Encoder._over(mf, native, config=config or mf.config, name="minilm"), native
 
 
 def corpus(n=150, seed=0):
@@ -92,7 +89,7 @@ def test_truncation_matches_sentence_transformers(minilm_file):
     enc, _ = make(minilm_file)
     texts = corpus(60, seed=1) + ["", "a", "x " * 255, "x " * 254, "y " * 400]
     ref = model.tokenize(texts)
-    ours = enc.tokenize(texts).ids
+    ours = enc.tokenize_batch(texts).ids
     for i, t in enumerate(texts):
         n = int(ref["attention_mask"][i].sum())
         assert ours[i] == ref["input_ids"][i][:n].tolist(), i
@@ -153,7 +150,7 @@ def test_pooling_override(minilm_file):
 def test_token_types_of_pairs(minilm_file):
     cfg = dict(minilm_file.config, architecture=dict(minilm_file.config["architecture"], id2label={"0": "x"}))
     enc, native = make(minilm_file, cfg, num_labels=1, logits=[[0.0]])
-    ref = enc.tokenize([("a cat", "the dog sat")]).types[0]
+    ref = enc.tokenize_batch([("a cat", "the dog sat")]).types[0]
     assert ref == [0, 0, 0, 0, 1, 1, 1, 1]
     emb = enc.embed(["a cat"])  # single texts: token types all 0
     assert emb[0, 5] == 0
@@ -165,7 +162,7 @@ def test_classify_scores_as_pipeline(minilm_file):
                                                       id2label={"0": "neg", "1": "neu", "2": "pos"},
                                                       architectures=["BertForSequenceClassification"]))
     enc, native = make(minilm_file, cfg, num_labels=3, logits=logits)
-    a, b = enc.tokenize(["x", "y"]).ids  # the token before [SEP] picks the logits row
+    a, b = enc.tokenize_batch(["x", "y"]).ids  # the token before [SEP] picks the logits row
     texts = ["x", "y"] if a[-2] % 2 == 0 else ["y", "x"]
     assert a[-2] % 2 != b[-2] % 2
     res = enc.classify(texts, top_k=None)
@@ -191,7 +188,7 @@ def test_classify_scores_as_pipeline(minilm_file):
 def test_rerank_activation(minilm_file):
     cfg = dict(minilm_file.config, architecture=dict(minilm_file.config["architecture"], id2label={"0": "LABEL_0"}))
     enc, native = make(minilm_file, cfg, num_labels=1, logits=[[1.5], [-0.5]])
-    a, b = enc.tokenize(["x", "y"]).ids
+    a, b = enc.tokenize_batch(["x", "y"]).ids
     assert a[-2] % 2 != b[-2] % 2
     s = enc.rerank("q", ["x", "y", "x"])
     assert s.shape == (3,) and s.dtype == np.float32
@@ -235,12 +232,13 @@ def test_decoder_refuses_embeddings():
     import cyb_llm
 
     m = cyb_llm.load(hub.fetch("smollm2", progress=False))
-    assert m.is_encoder is False
-    for call in (lambda: m.embed("x"), lambda: m.classify("x"), lambda: m.rerank("q", ["d"]),
-                 lambda: m.create_embedding("x"), lambda: m.encode([1, 2])):
-        with pytest.raises(InvalidConfig, match="'llama' is a decoder; embeddings need an encoder") as e:
-            call()
-        assert e.value.fields["field"] == "architecture.model_type"
+    assert m.is_encoder is False and isinstance(m, cyb_llm.TextModel) and not isinstance(m, Encoder)
+    for name in ("embed", "classify", "classify_tokens", "rerank", "create_embedding", "encode"):
+        with pytest.raises(AttributeError, match=f"'TextModel' object has no attribute '{name}': that is an "
+                                                 r"Encoder method \(encoder models\); this model is a text "
+                                                 r"model \(.*, model_type 'llama'\)"):
+            getattr(m, name)
+        assert not hasattr(m, name)
 
 
 def test_cli_embed_on_a_decoder(capsys):

@@ -48,11 +48,13 @@ def test_embed_takes_a_known_name(cached, capsys):
 
 
 def test_transcribe_takes_a_known_name(cached, capsys, tmp_path):
-    # the name resolves and the model loads; smollm2 is no whisper model, which is the error
+    # the name resolves and the model loads; smollm2 is no whisper model, which is the error (the
+    # pipeline registry: cyb_llm.pipelines)
     clip = tmp_path / "clip.wav"
     clip.write_bytes(b"")
     assert cli.main(["transcribe", "smollm2", str(clip)]) == 1
-    assert "'smollm2' is not a whisper model" in capsys.readouterr().err
+    assert "'smollm2' is a text model (llama): `cyb-llm transcribe` takes speech recognition models" \
+        in capsys.readouterr().err
 
 
 def test_serve_takes_a_known_name(cached):

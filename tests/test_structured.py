@@ -349,12 +349,12 @@ def test_n_ctx_call_and_signatures():
         m.create_completion("word " * 300, max_tokens=1)
     assert m("The capital of France is", max_tokens=3, temperature=0) ["choices"][0]["text"] == \
         m.create_completion("The capital of France is", max_tokens=3, temperature=0)["choices"][0]["text"]
-    for fn in (cyb_llm.Model.create_chat_completion, cyb_llm.Model.create_completion):
+    for fn in (cyb_llm.TextModel.create_chat_completion, cyb_llm.TextModel.create_completion):
         params = inspect.signature(fn).parameters
         assert not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in params.values())
         assert {"response_format", "grammar", "logit_bias", "temperature", "seed"} <= set(params)
         assert "response_format" in fn.__doc__
-    assert "tool_choice" in inspect.signature(cyb_llm.Model.create_chat_completion).parameters
+    assert "tool_choice" in inspect.signature(cyb_llm.TextModel.create_chat_completion).parameters
 
 
 # --- the server, through the official openai client ----------------------------------------------

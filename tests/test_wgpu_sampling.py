@@ -192,7 +192,7 @@ def byte_llama(tmp_path_factory):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     from cyb_llm.convert import import_model
-    from cyb_llm.generate import _bytes_to_unicode
+    from cyb_llm.ids import _bytes_to_unicode
 
     kwargs = dict(F.BASE, eos_token_id=511, bos_token_id=None)
     torch.manual_seed(7)

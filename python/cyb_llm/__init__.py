@@ -9,15 +9,19 @@ from . import _core  # noqa: E402,F401  (the native core)
 from . import errors, hub
 from .errors import (BackendInit, Error, FormatError, InvalidConfig, MissingTensor, OutOfMemory,
                      ShapeMismatch, TokenizerError, UnsupportedOp, WeightFormatMismatch)
+from .base import Conversation, Model, load
+from .encoder import Encoder
 from .format import ModelFile, describe, write_model
-from .model import Conversation, Model, load
+from .generate import Generator
+from .model import TextModel
+from .whisper import WhisperModel
 
 __version__ = "0.1.0"
 
 __all__ = [
     "load", "hub",
-    "Model",
-    "Conversation",
+    "Model", "TextModel", "Encoder", "WhisperModel",
+    "Generator", "Conversation",
     "ModelFile", "describe", "write_model", "errors",
     "Error", "FormatError", "UnsupportedOp", "ShapeMismatch", "MissingTensor",
     "WeightFormatMismatch", "OutOfMemory", "BackendInit", "InvalidConfig", "TokenizerError",

@@ -8,14 +8,17 @@
     cyb-llm pull hf://ORG/REPO[/FILE.gguf]   download through huggingface_hub, import once
     cyb-llm list | rm NAME          the models in the cache
     cyb-llm embed MODEL TEXT...     sentence embeddings of an encoder model (docs/encoders.md)
+    cyb-llm transcribe MODEL FILE...   speech to text with a whisper model (docs/whisper.md)
     cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
 
 MODEL is a .model or .gguf path, an HF folder, hf://ORG/REPO[/FILE.gguf], a
 known model name or a name `cyb-llm list` shows (default:
 cyb_llm.hub.DEFAULT_MODEL), the same for every command and for cyb_llm.load:
 cyb_llm.hub.resolve reads them all. Names, .gguf files and folders are
-imported into the cache once and reused. Errors of the request or of the model file print one
-line, `error: <Class>: <message>`, and exit with status 1.
+imported into the cache once and reused. Which commands take a model is its pipeline's
+(cyb_llm.pipelines: text models run, chat, serve, bench; encoders embed, serve; whisper models
+transcribe, serve). Errors of the request or of the model file print one line,
+`error: <Class>: <message>`, and exit with status 1.
 """
 from __future__ import annotations
 
@@ -25,7 +28,12 @@ import os
 import sys
 from typing import Any, Sequence
 
-from .errors import Error
+from . import __version__, pipelines
+from .base import load
+from .errors import Error, InvalidConfig
+from .sampling import SamplingParams
+from .serve import command as serve_command
+from .transcript import render
 
 # --- model loading (a seam for tests) -------------------------------------------
 
@@ -40,9 +48,7 @@ def resolve_model_path(arg: str | None) -> str:
 
 def load_model(arg: str | None, backend: str | None = None, precise: bool = False,
                threads: int | None = None, **graph_opts: Any) -> Any:
-    import cyb_llm
-
-    return cyb_llm.load(resolve_model_path(arg), backend=backend, precise=precise, threads=threads, **graph_opts)
+    return load(resolve_model_path(arg), backend=backend, precise=precise, threads=threads, **graph_opts)
 
 
 # --- argument parsing ------------------------------------------------------------
@@ -75,17 +81,8 @@ def _sampling_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--system", help="system message (chat template only)")
 
 
-# The serve extra's packages (pyproject.toml; in the base install too). Named one by one so that a
-# source install adds them without building the wheel again (pip install ".[serve]" would compile the
-# native core anew: docs/install.md).
-_SERVE_INSTALL = ("pip install 'cyb_llm[serve]', or in a source install without compiling again: "
-                  "pip install 'fastapi>=0.110' 'uvicorn>=0.29' 'python-multipart>=0.0.9'")
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="cyb-llm", description="Run .model packages: text generation, chat, import.")
-    from . import __version__
-
     ap.add_argument("--version", action="version", version=f"cyb-llm {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -174,36 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=cmd_transcribe, format="text")
 
     srv = sub.add_parser("serve", help="OpenAI-compatible HTTP server (FastAPI and uvicorn: in the base install)")
-    srv.add_argument("models", nargs="*", metavar="MODEL",
-                     help="models to serve (path or known name; default: the hub's default model); requests "
-                          "name them by this argument (a path by its file stem)")
-    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    srv.add_argument("--port", type=int, default=8080)
-    srv.add_argument("--parallel", "-np", type=int, default=1,
-                     help="slots per text model: requests generating at the same time (default 1)")
-    srv.add_argument("--ctx", type=int, help="context of each slot (default: min(model context, 4096))")
-    srv.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (default: no key; "
-                                       "also read from $CYB_LLM_API_KEY)")
-    srv.add_argument("--max-queue", type=int, default=16,
-                     help="requests waiting for a slot, per model, before 429 (default 16)")
-    srv.add_argument("--request-timeout", type=float, default=600.0,
-                     help="seconds a request may wait for a slot and run (default 600; 0 = none)")
-    srv.add_argument("--max-body", type=int, default=8 * 2**20, help="largest request body in bytes (default 8 MiB)")
-    srv.add_argument("--cors-origin", action="append", help="allowed CORS origin (repeatable; default: CORS off)")
-    srv.add_argument("--shutdown-timeout", type=float, default=10.0,
-                     help="on SIGTERM/SIGINT, seconds to let in-flight requests finish (default 10)")
-    srv.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    r = srv.add_argument_group("scale-out on Ray Serve (the ray extra; docs/serve.md)")
-    r.add_argument("--ray", action="store_true",
-                   help="serve through Ray Serve: --replicas copies of this server behind Ray's HTTP proxy on "
-                        "--host/--port (a running Ray cluster when there is one, else a local Ray instance)")
-    r.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each loading the models once (default 1)")
-    r.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, a cluster started on this "
-                                         "machine with `ray start`, else a new local instance)")
-    g = srv.add_argument_group("model")
-    g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, ...)")
-    g.add_argument("--threads", type=int, help="CPU threads per model (default: all cores)")
-    g.add_argument("--precise", action="store_true", help="f32 activations and KV cache (reference-exact mode)")
+    serve_command.add_arguments(srv)
     srv.set_defaults(func=cmd_serve)
 
     bench = sub.add_parser("bench", help="CPU benchmark against llama.cpp (same GGUF, same threads)",
@@ -214,8 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sampling(model: Any, a: argparse.Namespace):
-    from .sampling import SamplingParams
-
     return SamplingParams.from_model(
         model, temperature=a.temperature, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p,
         repetition_penalty=a.repeat_penalty, penalty_last_n=a.repeat_last_n,
@@ -223,10 +189,9 @@ def _sampling(model: Any, a: argparse.Namespace):
         seed=a.seed, stop=a.stop or None)
 
 
-def _load(a: argparse.Namespace, model_arg: str | None) -> Any:
-    """Checks the numeric flags first (a bad request fails before a slow load), then loads."""
-    from .errors import InvalidConfig
-
+def _load(a: argparse.Namespace, model_arg: str | None, verb: str) -> Any:
+    """Checks the numeric flags first (a bad request fails before a slow load), then loads, then
+    checks that the command `verb` takes the model's pipeline (cyb_llm.pipelines)."""
     for name, lo in (("threads", 0), ("max_tokens", 0), ("ctx", 1)):
         v = getattr(a, name, None)
         if v is not None and v < lo:
@@ -236,7 +201,9 @@ def _load(a: argparse.Namespace, model_arg: str | None) -> Any:
         graph_opts["exec_path"] = a.exec_path
     if getattr(a, "no_fuse", False):
         graph_opts["fuse"] = False
-    return load_model(model_arg, backend=a.backend, precise=a.precise, threads=a.threads, **graph_opts)
+    m = load_model(model_arg, backend=a.backend, precise=a.precise, threads=a.threads, **graph_opts)
+    pipelines.check_verb(m, verb, model_arg)
+    return m
 
 
 def _timing_line(stats: Any) -> str:
@@ -293,7 +260,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     model_arg, prompt = (None, a.args[0]) if len(a.args) == 1 else a.args
     if prompt == "-":
         prompt = sys.stdin.read()
-    model = _load(a, model_arg)
+    model = _load(a, model_arg, "run")
     if a.profile and hasattr(model, "set_profiling"):
         model.set_profiling(True)
     params = _sampling(model, a)
@@ -335,10 +302,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_chat(a: argparse.Namespace) -> int:
-    model = _load(a, a.model)
+    model = _load(a, a.model, "chat")
     if getattr(model, "chat", None) is None:
-        from .errors import InvalidConfig
-
         raise InvalidConfig(field="chat_template", reason=f"model {getattr(model, 'name', '?')!r} has no chat "
                                                           "template; use `cyb-llm run --no-chat`")
     params = _sampling(model, a)
@@ -393,7 +358,7 @@ def cmd_chat(a: argparse.Namespace) -> int:
 
 def cmd_embed(a: argparse.Namespace) -> int:
     texts = [line.rstrip("\n") for line in sys.stdin] if a.texts == ["-"] else a.texts
-    m = _load(a, a.model)
+    m = _load(a, a.model, "embed")
     vecs = m.embed(texts, normalize=a.normalize, pooling=a.pooling, batch_size=a.batch_size, truncate=not a.no_truncate)
     if a.json:
         print(json.dumps({"model": m.name, "dim": int(vecs.shape[1]), "embeddings": vecs.tolist()}))
@@ -405,24 +370,18 @@ def cmd_embed(a: argparse.Namespace) -> int:
 
 
 def cmd_transcribe(a: argparse.Namespace) -> int:
-    from .audio import load_audio
-    from .errors import InvalidConfig
-    from .transcript import render
-
     if a.beam_size < 1:
         raise InvalidConfig(field="beam_size", reason=f"must be >= 1, got {a.beam_size}")
     for f in a.files:
         if not os.path.isfile(f):
             raise InvalidConfig(field="files", reason=f"no such file: {f}")
-    m = _load(a, a.model)
-    if not getattr(m, "is_whisper", False):
-        raise InvalidConfig(field="model", reason=f"{a.model!r} is not a whisper model")
+    m = _load(a, a.model, "transcribe")
     if a.word_timestamps and a.format not in ("json", "verbose_json"):
         raise InvalidConfig(field="word_timestamps", reason="shows in --json or --verbose-json output only")
     task = "translate" if a.translate else "transcribe"
     granularities = ("segment", "word") if a.word_timestamps else ("segment",)
     for f in a.files:
-        result = m.transcribe(load_audio(f), language=a.language, task=task, beam_size=a.beam_size,
+        result = m.transcribe(f, language=a.language, task=task, beam_size=a.beam_size,
                               initial_prompt=a.initial_prompt, without_timestamps=a.no_timestamps,
                               word_timestamps=a.word_timestamps)
         out = render(result, a.format, task=task, granularities=granularities)
@@ -440,71 +399,21 @@ def cmd_transcribe(a: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_id(arg: str) -> str:
-    """The id a served model answers to: a known name as given, a path by its file stem."""
-    base = os.path.basename(os.fspath(arg).rstrip("/\\"))
-    for ext in (".model", ".gguf"):
-        if base.endswith(ext):
-            return base[:-len(ext)]
-    return base
-
-
 def serve_app(a: argparse.Namespace) -> tuple[Any, list[str]]:
-    """The server's ASGI app and its model ids from `cyb-llm serve`'s options (checked, models loaded):
-    what `cyb-llm serve` runs under uvicorn and what each Ray Serve replica builds (cyb_llm.serve.ray)."""
-    try:
-        from .serve.app import create_app
-    except ImportError as e:
-        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): {_SERVE_INSTALL}")
-    from .errors import InvalidConfig
-    from .hub import DEFAULT_MODEL
-
-    for name, v, lo in (("parallel", a.parallel, 1), ("max_queue", a.max_queue, 0), ("port", a.port, 0),
-                        ("max_body", a.max_body, 1)):
-        if v < lo:
-            raise InvalidConfig(field=name, reason=f"must be >= {lo}, got {v}")
-    if a.port > 65535:
-        raise InvalidConfig(field="port", reason=f"must be <= 65535, got {a.port}")
-    args = a.models or [DEFAULT_MODEL]
-    ids = [_serve_id(m) for m in args]
-    if len(set(ids)) != len(ids):
-        raise _Usage(f"two models would be served under one name: {', '.join(ids)}")
-    a.exec_path, a.no_fuse = None, False
-    models = {mid: _load(a, m) for mid, m in zip(ids, args)}
-    app = create_app(models, parallel=a.parallel, api_key=a.api_key or os.environ.get("CYB_LLM_API_KEY"),
-                     max_queue=a.max_queue, ctx=a.ctx, cors_origin=a.cors_origin,
-                     request_timeout=a.request_timeout or None, max_body=a.max_body)
-    return app, ids
+    """The server's ASGI app and its model ids from `cyb-llm serve`'s options, the models loaded as
+    the other commands load them (cyb_llm.serve.command.serve_app)."""
+    return serve_command.serve_app(a, load=lambda a, ref: _load(a, ref, "serve"))
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
     if a.ray:
         try:
-            from .serve.ray import run_cli
+            from .serve.ray import run_cli  # the ray extra
         except ImportError as e:
             raise _Usage(f"serve --ray needs the ray extra ({e.name or e} is not installed): "
                          "pip install 'cyb_llm[ray]'")
         return run_cli(a)
-    try:
-        import uvicorn
-    except ImportError as e:
-        raise _Usage(f"serve needs the serve extra ({e.name or e} is not installed): {_SERVE_INSTALL}")
-    app, ids = serve_app(a)
-    print(f"cyb-llm serve: {', '.join(ids)} on http://{a.host}:{a.port}/v1 ({a.parallel} slot(s) per text model)",
-          file=sys.stderr)
-    import logging
-
-    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # uvicorn handles SIGTERM/SIGINT: it stops accepting, waits up to the shutdown timeout for
-    # in-flight requests (streams are cancelled after it) and runs the app's shutdown. It then
-    # re-raises the signal to the handler it found; these no-op handlers make that an exit 0.
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: None)
-    uvicorn.run(app, host=a.host, port=a.port, log_level=a.log_level, access_log=False,
-                timeout_graceful_shutdown=a.shutdown_timeout)
-    return 0
+    return serve_command.run(a, load=lambda a, ref: _load(a, ref, "serve"))
 
 
 def cmd_import(a: argparse.Namespace) -> int:
@@ -568,8 +477,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return bench_main(list(a.bench_args))
 
 
-class _Usage(Exception):
-    pass
+_Usage = serve_command.Usage
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,9 +1,11 @@
-"""Encoders (BERT family): embeddings, classification, reranking (docs/encoders.md).
+"""The encoder pipeline's model: `Encoder` (BERT family; cyb_llm.pipelines, kind "encoder"):
+embeddings, classification, reranking (docs/encoders.md).
 
-The methods of `cyb_llm.Model` for an encoder `.model` (`m.embed`, `m.classify`, `m.classify_tokens`,
-`m.rerank`, `m.create_embedding`, `m.encode`) are thin wrappers over `Encoder`. Python tokenizes,
-truncates and batches; every forward, the pooling and the normalization run natively
-(`_core.Model.encode/embed/classify/classify_tokens`).
+    m = cyb_llm.load("minilm")           # an Encoder
+    m.embed(["a sentence", "another"])   # float32 [2, 384]
+
+Python tokenizes, truncates and batches; every forward, the pooling and the normalization run
+natively (`_core.Model.encode/embed/classify/classify_tokens`).
 
 Batching: all texts are tokenized, sorted by length (stable), cut into buckets of `batch_size`,
 each bucket padded to its longest member and run in one native call; the results go back in input
@@ -17,20 +19,18 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+from tokenizers import Tokenizer as _HFTokenizer
 
+from .base import Model
 from .errors import InvalidConfig
+from .ids import token_id_array
+from .tokenizer import _check_text
 
 POOLING_MODES = ("cls", "mean", "max")
 #: families whose positions start after the padding id (RoBERTa's create_position_ids_from_input_ids)
 _POSITION_OFFSET_FAMILIES = ("roberta", "xlm-roberta")
 #: families without token types
 _NO_TOKEN_TYPES = ("distilbert", "modernbert")
-
-
-def not_an_encoder(model_type: Any) -> InvalidConfig:
-    """The error of an encoder method called on a decoder model."""
-    return InvalidConfig(field="architecture.model_type",
-                         reason=f"{model_type!r} is a decoder; embeddings need an encoder")
 
 
 def max_length(config: dict) -> int:
@@ -87,13 +87,12 @@ class Batch:
         return [len(x) for x in self.ids]
 
 
-class Encoder:
-    """The encoder side of a loaded Model (`model`: its `config`, `tokenizer` and `_native`)."""
+class Encoder(Model):
+    """A loaded encoder `.model`: embed, classify, classify_tokens, rerank, create_embedding, encode."""
 
-    def __init__(self, model: Any):
-        self.model = model
-        self.config: dict = model.config
-        self.model_type = self.config.get("model_type")
+    kind = "encoder"
+
+    def _setup(self, n_ctx: int | None = None) -> None:
         arch = self.config.get("architecture") or {}
         self.pooling: dict = dict(self.config.get("pooling") or {})
         self.max_length = max_length(self.config)
@@ -108,23 +107,30 @@ class Encoder:
         self.architectures = [str(x) for x in arch.get("architectures") or []]
         self._truncating = None
 
+    @property
+    def hidden_size(self) -> int:
+        return int(self._native.hidden_size)
+
+    @property
+    def num_labels(self) -> int:
+        """Labels of the classification head (0: none, an embedding model)."""
+        return int(self._native.num_labels)
+
     # --- tokenization ---------------------------------------------------------
     def _tokenizer(self, truncate: bool):
-        raw = self.model.tokenizer.raw
+        raw = self.tokenizer.raw
         if not truncate:
             return raw
         if self._truncating is None:
-            from tokenizers import Tokenizer
-
-            t = Tokenizer.from_str(raw.to_str())
+            t = _HFTokenizer.from_str(raw.to_str())
             t.no_padding()
             t.enable_truncation(self.max_length, strategy="longest_first")
             self._truncating = t
         return self._truncating
 
-    def tokenize(self, items: list, truncate: bool = True, what: str = "texts") -> Batch:
-        from .tokenizer import _check_text
-
+    def tokenize_batch(self, items: list, truncate: bool = True, what: str = "texts") -> Batch:
+        """Token ids and types of texts (or (text, text) pairs), truncated as the module docstring
+        says (`truncate=False`: InvalidConfig for an item over the limit)."""
         tok = self._tokenizer(bool(truncate))
         try:
             encs = tok.encode_batch(items, add_special_tokens=True)
@@ -178,6 +184,8 @@ class Encoder:
     # --- public operations ----------------------------------------------------
     def embed(self, texts, normalize: bool | None = None, pooling: str | None = None, batch_size: int = 32,
               truncate: bool = True) -> np.ndarray:
+        """Sentence embeddings: float32 [n, hidden] for a list of texts, [hidden] for one str. Pooling
+        ('cls' | 'mean' | 'max') and normalization default to the file's [pooling] (else mean, off)."""
         items, single, pairs = _check_texts(texts)
         if pairs:
             raise InvalidConfig(field="texts", reason="embed takes single texts, not pairs (pairs are for rerank/classify)")
@@ -190,19 +198,18 @@ class Encoder:
         if not isinstance(norm, (bool, np.bool_)):
             raise TypeError(f"normalize must be a bool or None, got {type(norm).__name__}")
         if not items:
-            return np.zeros((0, int(self.model._native.hidden_size)), dtype=np.float32)
-        out = self._embed(self.tokenize(items, truncate), mode, bool(norm), batch_size)
+            return np.zeros((0, int(self._native.hidden_size)), dtype=np.float32)
+        out = self._embed(self.tokenize_batch(items, truncate), mode, bool(norm), batch_size)
         return out[0] if single else out
 
     def _embed(self, batch: Batch, mode: str, norm: bool, batch_size: int) -> np.ndarray:
-        native = self.model._native
+        native = self._native
         rows = self._run(batch, batch_size, lambda i, m, t: native.embed(i, m, t, mode, norm))
         return np.stack(rows).astype(np.float32, copy=False)
 
     def encode(self, token_ids, batch_size: int = 32):
-        """Final hidden states: one id sequence -> [T, H]; a list of sequences -> a list of [T_i, H]."""
-        from .model import token_id_array
-
+        """Final hidden states of token ids: one sequence -> float32 [T, hidden]; a list of sequences
+        -> a list of [T_i, hidden]."""
         vocab = int((self.config.get("architecture") or {}).get("vocab_size") or 0) or None
         single = isinstance(token_ids, np.ndarray) and token_ids.ndim == 1 or (
             isinstance(token_ids, Sequence) and not isinstance(token_ids, (str, bytes))
@@ -216,7 +223,7 @@ class Encoder:
                 raise InvalidConfig(field=f"token_ids[{i}]", reason=f"{a.size} tokens, more than the model's "
                                     f"{self._positions()} positions")
         batch = Batch([a.tolist() for a in arrs], [[0] * a.size for a in arrs])
-        native = self.model._native
+        native = self._native
         rows = self._run(batch, batch_size, lambda i, m, t: native.encode(i, m, t))
         rows = [np.ascontiguousarray(r[:n]) for r, n in zip(rows, batch.lengths)]
         return rows[0] if single else rows
@@ -235,7 +242,7 @@ class Encoder:
         return any(a.endswith("ForTokenClassification") for a in self.architectures)
 
     def _check_head(self, token: bool) -> None:
-        if int(self.model._native.num_labels) <= 0:
+        if int(self._native.num_labels) <= 0:
             raise InvalidConfig(field="architecture.architectures",
                                 reason=f"this {self.model_type} model has no classification head")
         if token != self._token_head():
@@ -253,6 +260,8 @@ class Encoder:
         return e / e.sum(axis=-1, keepdims=True)
 
     def classify(self, texts, top_k: int | None = 1, batch_size: int = 32, truncate: bool = True):
+        """Sequence classification: per text (or (text, text) pair) the `top_k` best {"label", "score"}
+        (None: all), scores as transformers' text-classification pipeline."""
         items, single, _pairs = _check_texts(texts)
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)):
             raise TypeError(f"top_k must be an int or None, got {type(top_k).__name__}")
@@ -261,8 +270,8 @@ class Encoder:
         self._check_head(token=False)
         if not items:
             return []
-        native = self.model._native
-        logits = self._run(self.tokenize(items, truncate), batch_size, lambda i, m, t: native.classify(i, m, t))
+        native = self._native
+        logits = self._run(self.tokenize_batch(items, truncate), batch_size, lambda i, m, t: native.classify(i, m, t))
         out = []
         for row in logits:
             p = self.scores(np.asarray(row))
@@ -280,8 +289,8 @@ class Encoder:
         self._check_head(token=True)
         if not items:
             return []
-        batch = self.tokenize(items, truncate)
-        native = self.model._native
+        batch = self.tokenize_batch(items, truncate)
+        native = self._native
         logits = self._run(batch, batch_size, lambda i, m, t: native.classify_tokens(i, m, t))
         out = []
         for enc, row, n in zip(batch.encodings, logits, batch.lengths):
@@ -311,11 +320,11 @@ class Encoder:
             if not isinstance(d, str):
                 raise TypeError(f"documents[{i}] must be a str, got {type(d).__name__}")
         self._check_head(token=False)
-        n_labels = int(self.model._native.num_labels)
+        n_labels = int(self._native.num_labels)
         if not docs:
             return np.zeros((0,) if n_labels == 1 else (0, n_labels), dtype=np.float32)
-        native = self.model._native
-        logits = np.stack(self._run(self.tokenize([(query, d) for d in docs], truncate, "documents"), batch_size,
+        native = self._native
+        logits = np.stack(self._run(self.tokenize_batch([(query, d) for d in docs], truncate, "documents"), batch_size,
                                     lambda i, m, t: native.classify(i, m, t))).astype(np.float32, copy=False)
         act = (self.config.get("rerank") or {}).get("activation") or ("sigmoid" if n_labels == 1 else "identity")
         if act == "sigmoid":
@@ -325,19 +334,20 @@ class Encoder:
         return logits[0] if _single else logits
 
     def create_embedding(self, input, model: str | None = None) -> dict:
-        """OpenAI's embeddings response for `input` (a str or a list of str)."""
+        """OpenAI's embeddings response for `input` (a str or a list of str): {"object": "list",
+        "data": [...], "model", "usage"}."""
         items, _single, pairs = _check_texts(input, "input")
         if pairs:
             raise TypeError("input must be a str or a list of str")
         if not items:
             raise InvalidConfig(field="input", reason="an empty list (OpenAI's API refuses it too)")
-        batch = self.tokenize(items, True, "input")
+        batch = self.tokenize_batch(items, True, "input")
         vecs = self._embed(batch, self.pooling.get("mode", "mean"), bool(self.pooling.get("normalize", False)), 32)
         n = int(sum(batch.lengths))
         return {
             "object": "list",
             "data": [{"object": "embedding", "index": i, "embedding": [float(x) for x in v]} for i, v in enumerate(vecs)],
-            "model": model if model is not None else self.model.name,
+            "model": model if model is not None else self.name,
             "usage": {"prompt_tokens": n, "total_tokens": n},
         }
 

@@ -38,7 +38,6 @@ KV cache are forwarded (what `cyb-llm chat` relies on).
 """
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -48,7 +47,11 @@ import numpy as np
 
 from . import _core
 from .errors import InvalidConfig
+from .ids import common_prefix, token_bytes, token_id_array
 from .sampling import SamplingParams
+from .structured import Constraint, constraint_of, grammar_text
+from .toolcalls import (ToolCallStream, check_tool_choice, forced_tools, template_messages, template_takes_tools,
+                        tool_call_grammar, tool_names, with_tool_prompt)
 
 _perf = time.perf_counter
 
@@ -184,8 +187,6 @@ class Generator:
                 raise InvalidConfig(field="chat_template",
                                     reason=f"model {getattr(self.model, 'name', '?')!r} has no chat template; "
                                            "pass a string prompt for raw completion")
-            from .toolcalls import template_messages, template_takes_tools, with_tool_prompt
-
             if tools and not template_takes_tools(chat.source):
                 prompt = with_tool_prompt(prompt, tools)   # the template would leave them out
             text = chat.render(template_messages(prompt), add_generation_prompt=True,
@@ -193,8 +194,6 @@ class Generator:
             ids = self.model.tokenizer.encode(text, add_special_tokens=False)
         elif isinstance(prompt, (Sequence, np.ndarray)) and not isinstance(prompt, (bytes, bytearray)):
             # token ids: checked as Conversation.forward checks them (no coercion, within the vocab)
-            from .model import token_id_array
-
             ids = token_id_array(prompt, getattr(self.model, "vocab_size", None)).tolist()
         else:
             raise TypeError("prompt must be a string, a list of chat messages or a list of token ids, "
@@ -421,17 +420,6 @@ class Generator:
                 and bool(getattr(native, "device_sampling", False)) and _core.device_sampling_ok(sampler))
 
 
-def common_prefix(cache: Sequence[int] | None, ids: Sequence[int]) -> int:
-    """Leading tokens of `ids` a KV cache holding `cache` can keep: their common prefix,
-    short of the last prompt token (its logits are needed, so it is always forwarded)."""
-    if not cache:
-        return 0
-    n, limit = 0, min(len(cache), len(ids) - 1)
-    while n < limit and cache[n] == ids[n]:
-        n += 1
-    return n
-
-
 def _cache_prefix(conv: Any, ids: list[int]) -> int:
     """How many leading prompt tokens the conversation's KV cache already holds: the
     common prefix of what it holds and the prompt; what follows it in the cache is
@@ -476,38 +464,6 @@ def _cut_stop(text: str, stops: Sequence[str], final: bool = False) -> tuple[str
 
 # --- OpenAI-shaped chat completions --------------------------------------------
 
-def _bytes_to_unicode() -> dict[str, int]:
-    """The byte-level BPE alphabet (GPT-2): printable stand-in character -> byte."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
-
-
-_BYTE_OF_CHAR = _bytes_to_unicode()
-_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-
-
-def token_bytes(tokenizer: Any, token: int) -> bytes:
-    """The bytes a token stands for, also when it holds only part of a UTF-8 character."""
-    text = tokenizer.decode([token])
-    if "\ufffd" not in text:
-        return text.encode("utf-8")
-    piece = tokenizer.id_to_token(token) if hasattr(tokenizer, "id_to_token") else None
-    if piece:
-        m = _BYTE_PIECE.fullmatch(piece)
-        if m:
-            return bytes([int(m.group(1), 16)])
-        if all(c in _BYTE_OF_CHAR for c in piece):
-            return bytes(_BYTE_OF_CHAR[c] for c in piece)
-    return text.encode("utf-8")
-
-
 def _logprob_entry(tokenizer: Any, token: int, logprob: float, top: list[tuple[int, float]] | None) -> dict:
     def one(t: int, lp: float) -> dict:
         b = token_bytes(tokenizer, t)
@@ -545,9 +501,6 @@ def chat_constraint(model: Any, response_format: Mapping[str, Any] | None = None
     `parallel_tool_calls` is False; "required" exactly one unless `parallel_tool_calls` is True
     (forced, a small model tends to repeat calls until max_tokens); a named function exactly one.
     InvalidConfig names the field at fault (an invalid schema: "response_format")."""
-    from .structured import Constraint, constraint_of, grammar_text
-    from .toolcalls import check_tool_choice, forced_tools, tool_call_grammar, tool_names
-
     if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
         raise InvalidConfig(field="parallel_tool_calls", reason=f"must be a boolean, got {parallel_tool_calls!r}")
     fns = forced_tools(tool_choice, tools)
@@ -615,8 +568,6 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
     - `generator`, `conversation`: reuse a Generator / a Conversation's KV cache (default: a fresh
       Generator, which keeps a conversation of its own).
     """
-    from .toolcalls import ToolCallStream, check_tool_choice, tool_names
-
     if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
         raise InvalidConfig(field="messages", reason="must be a non-empty list of {role, content} messages")
     for m in messages:
@@ -714,8 +665,6 @@ def create_completion(model: Any, prompt: str | Sequence[int], stream: bool = Fa
     token_logprobs, top_logprobs with k entries (at most 20), text_offset). `response_format`,
     `grammar`, `logit_bias` and the sampling parameters are those of create_chat_completion;
     "timings" is added as there."""
-    from .structured import constraint_of
-
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, Mapping) for m in prompt):
         raise InvalidConfig(field="prompt", reason="a list of messages: use create_chat_completion")
     if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)):

@@ -29,6 +29,8 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 
+from . import _core
+from .convert import import_model
 from .errors import Error
 
 DEFAULT_MODEL = "smollm2"
@@ -250,8 +252,6 @@ def _stamp_ok(model_path: str) -> bool:
 
 
 def _import_cached(source: str, out: str, progress: bool) -> str:
-    from .convert import import_model
-
     if _stamp_ok(out):
         return out
     import_model(source, out, progress=progress)
@@ -440,8 +440,6 @@ def _write_record(model_path: str, source: str) -> None:
 
 def list_models() -> list[CachedModel]:
     """Every `.model` in the cache: known names, pulls and imported files."""
-    from .format import ModelFile
-
     root = cache_dir()
     out = []
     for path in sorted(glob.glob(os.path.join(root, "*.model")) + glob.glob(os.path.join(root, "imported", "*.model"))):
@@ -452,10 +450,10 @@ def list_models() -> list[CachedModel]:
         except (OSError, ValueError, KeyError):
             source = f"pypi:{'+'.join(f'{d}=={v}' for d, v in MODELS[stem].packages)}" if stem in MODELS else "?"
         name = stem if stem in MODELS and os.path.dirname(path) == root else source
-        try:
-            mf = ModelFile(path)
-            family = str(mf.config.get("model_type", "?"))
-            encodings = tuple(sorted({t.encoding for t in mf.tensors.values()}))
+        try:  # the native reader (cyb_llm.format reads through this module's resolve: it sits above it)
+            mf = _core.ModelFile.open(path)
+            family = str(mf.config().get("model_type", "?"))
+            encodings = tuple(sorted({t[2] for t in mf.tensors()}))
         except Error:
             family, encodings = "(unreadable)", ()
         out.append(CachedModel(name, path, os.path.getsize(path), family, encodings, source))

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import InvalidConfig
+from .errors import InvalidConfig, TokenizerError
 
 _lock = threading.Lock()
 _tokenizers: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
@@ -61,8 +61,6 @@ def llg_tokenizer(model: Any) -> Any:
             try:
                 per[key] = llg.LLTokenizer(tok.raw.to_str(), n_vocab=key[0], eos_token=list(key[1]) or None)
             except Exception as e:  # llguidance raises ValueError / RuntimeError with its reason
-                from .errors import TokenizerError
-
                 raise TokenizerError(f"llguidance cannot use this model's tokenizer: {e}") from e
         return per[key]
 

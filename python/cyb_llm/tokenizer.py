@@ -12,7 +12,9 @@ import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers.decoders import DecodeStream
 
-from .errors import FormatError, TokenizerError
+from .convert.gguf_tokenizer import build_from_gguf
+from .errors import FormatError, InvalidConfig, TokenizerError
+from .ids import token_bytes, token_id_array
 
 
 class Tokenizer:
@@ -63,9 +65,6 @@ class Tokenizer:
             raise
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        from .errors import InvalidConfig
-        from .model import token_id_array
-
         try:  # the checks of Conversation.forward: no float/bool coercion, ids within the vocab
             ids = token_id_array(ids if isinstance(ids, (Sequence, np.ndarray)) else list(ids), self.vocab_size)
         except InvalidConfig as e:
@@ -146,8 +145,6 @@ class StreamDecoder:
 
     def _held_bytes(self) -> bytes:
         """The bytes of the tokens held back (those after the last text returned)."""
-        from .generate import token_bytes
-
         held = [t for t in self._ids[self._settled:] if self._tok.decode([t], self._skip)]
         return b"".join(token_bytes(self._tok, t) for t in held)
 
@@ -214,8 +211,6 @@ def tokenizer_json_from_vocab(vocab: dict, config: dict) -> str:
     """Rebuild a tokenizer.json from a cyb `vocab` section (files written without a tokenizer
     section). BPE vocabularies are byte-level with the GPT-2 pre-tokenizer unless `ggml_pre` in the
     config names another; `spm` vocabularies are SentencePiece BPE with byte fallback."""
-    from .convert.gguf_tokenizer import build_from_gguf
-
     tokens = [str(t) for t in _ordered(vocab.get("tokens", {}), "tokens")]
     if not tokens:
         raise TokenizerError("vocab section has no tokens")

@@ -33,6 +33,7 @@ import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import InvalidConfig
+from .structured import lark_literal
 
 _QWEN_OPEN, _QWEN_CLOSE = "<tool_call>", "</tool_call>"
 _PYTHON_TAG = "<|python_tag|>"
@@ -379,8 +380,6 @@ def tool_call_grammar(model: Any, functions: Sequence[Mapping[str, Any]], forced
     special token starts them), the generic form {"response": text} instead of the calls, the
     Llama 3 and json forms an answer that is either calls or text that does not begin as JSON.
     `parallel`: one or more calls, else exactly one."""
-    from .structured import lark_literal
-
     chat = getattr(model, "chat", None)
     form = tool_call_form(getattr(chat, "source", None))
     key = "parameters" if form == "llama3" else "arguments"

@@ -1,8 +1,9 @@
-"""Python face of the native whisper family (csrc/families/whisper.h, docs/whisper.md
-"The whisper family"): load a whisper `.model`, run the encoder on log-mel windows, and
-decode with sessions whose cross-attention K/V are computed once per window.
+"""The speech pipeline's model: `WhisperModel` (cyb_llm.pipelines, kind "speech"), the Python
+face of the native whisper family (csrc/families/whisper.h, docs/whisper.md "The whisper
+family"): load a whisper `.model`, run the encoder on log-mel windows, and decode with sessions
+whose cross-attention K/V are computed once per window.
 
-    m = WhisperModel("tiny.model", precise=True)
+    m = WhisperModel("tiny.model", precise=True)     # or cyb_llm.load("whisper-tiny")
     enc = m.encode(mel)                  # float32 [n_mels, 3000] -> [1500, d_model]
     s = m.new_session()
     s.start(enc)                         # cross K/V of every decoder layer, once
@@ -13,13 +14,15 @@ Every forward runs natively with the GIL released.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import numpy as np
 
-from . import _core
-from .model import Conversation, token_id_array
+from .audio import load_audio
+from .base import Conversation, Model
+from .errors import InvalidConfig
+from .ids import token_id_array
+from .whisper_decode import WhisperPipeline
 
 
 class WhisperSession(Conversation):
@@ -71,31 +74,32 @@ def reorder(sessions: list[WhisperSession], indices: Sequence[int]) -> list[Whis
     return [sessions[j].clone() for j in indices]
 
 
-class WhisperModel:
-    """A loaded whisper `.model`."""
+class WhisperModel(Model):
+    """A loaded whisper `.model`: transcribe, transcribe_stream, and the encoder / decoder sessions
+    underneath."""
 
-    is_whisper = True
-    is_encoder = False
+    kind = "speech"
 
-    def __init__(self, path: "str | os.PathLike", backend: str | None = None, precise: bool = False,
-                 threads: int | None = None, max_memory: int | None = None):
-        from .errors import InvalidConfig
-        from .format import ModelFile
+    def _native_options(self, exec_path: str | None, fuse: bool) -> tuple[str | None, bool]:
+        if exec_path not in (None, "curated"):
+            raise InvalidConfig(field="exec_path", reason="whisper models run only the curated path")
+        return None, True
 
-        self.file = path if isinstance(path, ModelFile) else ModelFile(path)
-        self.path = self.file.path
-        self.config: dict = self.file.config
-        if self.config.get("model_type") != "whisper":
-            raise InvalidConfig(field="model_type", reason=f"{self.config.get('model_type')!r} is not whisper")
-        self._native = _core.load(self.file._native, backend or "", bool(precise),
-                                  0 if threads is None else threads, "", True, max_memory)
+    def _setup(self, n_ctx: int | None = None) -> None:
         dims = self._native.whisper_dims()
         self.n_mels: int = dims["n_mels"]
         self.n_audio_ctx: int = dims["n_audio_ctx"]
         self.d_model: int = dims["d_model"]
         self.n_text_ctx: int = dims["n_text_ctx"]
-        self.vocab_size: int = dims["n_vocab"]
-        self.name: str = os.path.splitext(os.path.basename(self.path))[0]
+        self._n_vocab: int = dims["n_vocab"]
+        self._pipe: Any = None
+
+    def _on_close(self) -> None:
+        self._pipe = None
+
+    @property
+    def vocab_size(self) -> int:
+        return self._n_vocab
 
     # --- transcription (the decoding pipeline of cyb_llm.whisper_decode over this model) -----------
     # The runtime interface (whisper_decode.WhisperRuntime): n_mels, n_vocab, encode, session.
@@ -115,11 +119,9 @@ class WhisperModel:
         `encoder_output` (word timestamps: whisper_decode.find_alignment)."""
         return self.session(encoder_output).cross_attention(tokens, heads, n_frames)
 
-    def _pipeline(self) -> Any:
-        p = getattr(self, "_pipe", None)
+    def _pipeline(self) -> WhisperPipeline:
+        p = self._pipe
         if p is None:
-            from .whisper_decode import WhisperPipeline
-
             p = self._pipe = WhisperPipeline.from_modelfile(self, self.file)
         return p
 
@@ -134,8 +136,6 @@ class WhisperModel:
         [{"id", "seek", "start", "end", "text", "tokens", "temperature", "avg_logprob",
         "compression_ratio", "no_speech_prob"}]} (docs/whisper.md); with word_timestamps each
         segment also has "words": [{"word", "start", "end", "probability"}]."""
-        from .audio import load_audio
-
         samples = load_audio(audio)
         result = self._pipeline().transcribe(samples, **options)
         result["duration"] = len(samples) / 16000.0
@@ -143,8 +143,6 @@ class WhisperModel:
 
     def transcribe_stream(self, audio: Any, **options: Any) -> Any:
         """The segments of `transcribe`, yielded as each 30 s window is decoded."""
-        from .audio import load_audio
-
         return self._pipeline().transcribe_stream(load_audio(audio), **options)
 
     def forward_batch(self, sessions: Sequence[WhisperSession], tokens: Sequence[int]) -> np.ndarray:
@@ -163,12 +161,7 @@ class WhisperModel:
         return WhisperSession(self, self._native.new_conversation(self.n_text_ctx if max_context is None
                                                                   else max_context))
 
-    @property
-    def dispatch_records(self) -> list[dict]:
-        return self._native.dispatch_records()
-
-    def clear_dispatch_records(self) -> None:
-        self._native.clear_dispatch_records()
-
     def __repr__(self) -> str:
+        if self.closed:
+            return super().__repr__()
         return f"WhisperModel({self.path!r}, n_mels={self.n_mels}, d_model={self.d_model})"

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
+from . import audio
 from .errors import InvalidConfig
 
 SAMPLE_RATE = 16000
@@ -813,8 +814,7 @@ def detect_language(runtime: WhisperRuntime, tok: WhisperTokens, mel_window: np.
 
 
 def _default_mel(n_mels: int) -> Callable[[np.ndarray], np.ndarray]:
-    from . import audio  # the native log-mel frontend (docs/whisper.md)
-
+    # the native log-mel frontend (docs/whisper.md)
     return lambda samples: audio.log_mel_spectrogram(samples, n_mels=n_mels, padding=HOP_LENGTH)
 
 

@@ -6,10 +6,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from .. import _core
 from ..errors import FormatError, InvalidConfig
+from ..toml_writer import dumps as toml_dumps
+from ..writer import write_model
 from .common import Progress, make_error, write_atomically
+from .ct2 import CT2Source
+from .gguf import GGUFSource
+from .hf import HFSource
 
 __all__ = ["import_model", "detect_source", "emit_graph"]
 
@@ -17,9 +22,6 @@ __all__ = ["import_model", "detect_source", "emit_graph"]
 def emit_graph(config: dict, tensor_names) -> str:
     """The unfused graph section (TOML text, docs/graph.md) of a curated decoder
     family, built natively from the same family description the curated path runs."""
-    from .. import _core
-    from ..toml_writer import dumps as toml_dumps
-
     model_type = config.get("model_type")
     if not isinstance(model_type, str):
         raise make_error(InvalidConfig, "config has no model_type to emit a graph for", field="model_type", reason="missing")
@@ -54,8 +56,6 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
     """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, or a CTranslate2
     Whisper folder with model.bin) into the
     `.model` file `out`. Nothing is written when the import fails."""
-    from ..format import write_model
-
     kind = detect_source(src)
     if kind == "gguf":
         if quantize:
@@ -63,22 +63,16 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
                 InvalidConfig, "--quantize applies to HF float checkpoints; GGUF blocks are copied as they are",
                 field="quantize", reason="gguf sources are never requantized",
             )
-        from .gguf import GGUFSource
-
         s = GGUFSource(os.fspath(src))
         name, config, vocab, tok_json, chat, card = s.name, s.config, s.tok.vocab, s.tok.tokenizer_json, s.chat(), s.card()
         records = s.tensor_records
         total = sum(int(t.n_bytes) for _, t in s.plan)
     elif kind == "ct2":
-        from .ct2 import CT2Source
-
         s = CT2Source(os.fspath(src), quantize=quantize)
         name, config, vocab, tok_json, chat, card = s.name, s.config, s.vocab, s.tokenizer_json, s.chat(), s.card()
         records = s.tensor_records
         total = s.total_bytes
     else:
-        from .hf import HFSource
-
         s = HFSource(os.fspath(src), quantize=quantize)
         name, config, vocab, tok_json, chat, card = s.name, s.config, s.vocab, s.tokenizer_json, s.chat(), s.card()
         records = s.tensor_records

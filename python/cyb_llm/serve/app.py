@@ -4,9 +4,10 @@
     app = create_app({"smollm2": cyb_llm.load("smollm2")}, parallel=2)
     uvicorn.run(app, port=8080)
 
-Generation, sampling, chat templates, tool-call parsing and embeddings are the
-library's (cyb_llm.generate, cyb_llm.toolcalls, cyb_llm.encoder); this module
-checks requests, schedules them on slots (engine.py) and shapes the answers.
+Generation, sampling, chat templates, tool-call parsing, embeddings and transcription are the
+library's (the model's methods; cyb_llm.text, cyb_llm.encode, cyb_llm.speech); which engine runs
+a model and which endpoints answer for it is the pipeline registry's (cyb_llm.pipelines). This
+module checks requests, schedules them on slots (engine.py) and shapes the answers.
 """
 from __future__ import annotations
 
@@ -34,13 +35,14 @@ except ImportError as e:  # pragma: no cover - exercised by the CLI's message
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, pipelines
+from ..audio import load_audio
 from ..errors import Error, InvalidConfig, OutOfMemory
-from ..generate import (Generator, chat_constraint, create_chat_completion, create_completion,
-                        merge_chat_chunks, merge_completion_chunks)
+from ..generate import chat_constraint, merge_chat_chunks, merge_completion_chunks
 from ..structured import constraint_of
 from ..toolcalls import check_tool_choice, tool_names
-from .engine import DONE, AudioEngine, EncoderEngine, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
+from ..transcript import FORMATS, GRANULARITIES, render
+from .engine import DONE, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
 
 log = logging.getLogger("cyb_llm.serve")
 
@@ -299,22 +301,21 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
                request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
                max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
     """The server over loaded models (id -> cyb_llm.Model; the ids are what requests name in "model";
-    the first is the default). Text models get `parallel` slots of `ctx` positions each (default:
-    min(model context, 4096)) and a queue of `max_queue`; encoder models serve /v1/embeddings and
-    /v1/rerank. `request_timeout` (seconds, None = none) bounds the wait for a slot and the run."""
+    the first is the default). Each model gets the engine of its pipeline (cyb_llm.pipelines) and
+    answers that pipeline's endpoints: text models get `parallel` slots of `ctx` positions each
+    (default: min(model context, 4096)) and a queue of `max_queue`; encoder models serve
+    /v1/embeddings and /v1/rerank; speech models /v1/audio/*. `request_timeout` (seconds, None =
+    none) bounds the wait for a slot and the run."""
     if not models:
         raise InvalidConfig(field="models", reason="give at least one model")
     for name, v, lo in (("parallel", parallel, 1), ("max_queue", max_queue, 0), ("max_body", max_body, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise InvalidConfig(field=name, reason=f"must be an integer >= {lo}, got {v!r}")
-    engines: dict[str, TextEngine | EncoderEngine] = {}
+    engines: dict[str, Any] = {}
+    kinds: dict[str, pipelines.Pipeline] = {}
     for mid, m in models.items():
-        if getattr(m, "is_whisper", False):
-            engines[mid] = AudioEngine(mid, m)
-        elif getattr(m, "is_encoder", False):
-            engines[mid] = EncoderEngine(mid, m)
-        else:
-            engines[mid] = TextEngine(mid, m, parallel=parallel, ctx=ctx, max_queue=max_queue)
+        kinds[mid] = pipelines.of(m)
+        engines[mid] = kinds[mid].load_engine()(mid, m, parallel=parallel, ctx=ctx, max_queue=max_queue)
     default_id = next(iter(models))
     metrics = Metrics()
     started = int(time.time())
@@ -361,7 +362,8 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         return api_error_of(e).response()
 
     # --- helpers ---
-    def engine_for(body: dict, kind: type) -> Any:
+    def engine_for(body: dict, endpoint: str) -> Any:
+        """The engine of the request's model; 400 wrong_model_kind unless its pipeline serves `endpoint`."""
         mid = body.get("model", default_id)
         if mid is None:
             mid = default_id
@@ -371,9 +373,11 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         if e is None:
             raise ApiError(404, f"the model '{mid}' does not exist (served: {', '.join(engines)})", param="model",
                            code="model_not_found")
-        if not isinstance(e, kind) or (kind is EncoderEngine and isinstance(e, AudioEngine)):
-            what = {TextEngine: "a text model", AudioEngine: "a speech model"}.get(kind, "an encoder model")
-            raise ApiError(400, f"the model '{mid}' is not {what}", param="model", code="wrong_model_kind")
+        if endpoint not in kinds[mid].endpoints:
+            what = " or ".join(f"{'an' if p.kind[0] in 'aeiou' else 'a'} {p.kind} model"
+                               for p in pipelines.PIPELINES if endpoint in p.endpoints)
+            raise ApiError(400, f"the model '{mid}' is not {what} (it is a {kinds[mid].kind} model: "
+                                f"{', '.join(kinds[mid].endpoints)})", param="model", code="wrong_model_kind")
         return e
 
     def check_context(eng: TextEngine, ids: list[int], max_tokens: Any, n: int, param: str = "max_tokens") -> None:
@@ -505,7 +509,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         body = await read_json(request, max_body)
-        eng: TextEngine = engine_for(body, TextEngine)
+        eng: TextEngine = engine_for(body, "/v1/chat/completions")
         stream, include_usage = stream_flags(body)
         n = _int(body, "n", 1, 1, MAX_N)
         _unsupported(body)
@@ -526,14 +530,14 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             # an invalid schema, grammar or tool choice: 400 before the request takes a slot
             chat_constraint(eng.model, kw["response_format"], kw["grammar"], rendered_tools, tool_choice,
                             body.get("parallel_tool_calls"))
-            return Generator(eng.model).encode_prompt(messages, tools=rendered_tools)
+            return eng.model.generator().encode_prompt(messages, tools=rendered_tools)
 
         ids = await run_in_threadpool(encode)
         check_context(eng, ids, kw["max_tokens"], n, _max_tokens_param(body))
 
         def make(slot: Any, i: int):
             k = dict(kw, seed=_choice_seed(kw["seed"], i))
-            return create_chat_completion(eng.model, messages, stream=True, logprobs=logprobs,
+            return eng.model.create_chat_completion(messages, stream=True, logprobs=logprobs,
                                           top_logprobs=top_logprobs, tools=tools, tool_choice=tool_choice,
                                           parallel_tool_calls=body.get("parallel_tool_calls"),
                                           generator=slot.generator, conversation=slot.conversation, **k)
@@ -547,7 +551,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await read_json(request, max_body)
-        eng: TextEngine = engine_for(body, TextEngine)
+        eng: TextEngine = engine_for(body, "/v1/completions")
         stream, include_usage = stream_flags(body)
         n = _int(body, "n", 1, 1, MAX_N)
         _unsupported(body)
@@ -563,15 +567,15 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             kw["max_tokens"] = 16  # OpenAI's default for completions
         def encode() -> list[int]:
             constraint_of(eng.model, kw["response_format"], kw["grammar"])  # invalid: 400 before taking a slot
-            return Generator(eng.model).encode_prompt(prompt)
+            return eng.model.generator().encode_prompt(prompt)
 
         ids = await run_in_threadpool(encode)
         check_context(eng, ids, kw["max_tokens"], n, _max_tokens_param(body))
 
         def make(slot: Any, i: int):
             k = dict(kw, seed=_choice_seed(kw["seed"], i))
-            return create_completion(eng.model, prompt, stream=True, logprobs=logprobs, generator=slot.generator,
-                                     conversation=slot.conversation, **k)
+            return eng.model.create_completion(prompt, stream=True, logprobs=logprobs, generator=slot.generator,
+                                               conversation=slot.conversation, **k)
 
         job = await start(eng, ids, make, n)
         if stream:
@@ -582,7 +586,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
         body = await read_json(request, max_body)
-        eng: EncoderEngine = engine_for(body, EncoderEngine)
+        eng = engine_for(body, "/v1/embeddings")
         texts = _str_list(body, "input")
         if not texts:
             raise ApiError(400, "'input' is an empty list", param="input", code="invalid_value")
@@ -603,7 +607,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     @app.post("/v1/rerank")
     async def rerank(request: Request):
         body = await read_json(request, max_body)
-        eng: EncoderEngine = engine_for(body, EncoderEngine)
+        eng = engine_for(body, "/v1/rerank")
         query = body.get("query")
         if not isinstance(query, str):
             raise _type_error("query", "a string", query)
@@ -643,9 +647,6 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         soundfile reads), `model`, `language` (transcriptions), `prompt`, `temperature` (0: the
         fallback sequence 0.0, 0.2, ..., 1.0, as OpenAI's API), `response_format` and
         `timestamp_granularities[]` (segment, word: verbose_json's "words")."""
-        from ..audio import load_audio
-        from ..transcript import FORMATS, GRANULARITIES, render
-
         ctype = request.headers.get("content-type", "")
         if not ctype.startswith("multipart/form-data"):
             raise ApiError(400, "the body must be multipart/form-data with a 'file' part", param="file",
@@ -668,7 +669,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
                 raise _type_error(name, "a form field", str(type(v).__name__))
             return v if v not in ("", None) else None
 
-        eng: AudioEngine = engine_for({"model": field("model")}, AudioEngine)
+        eng = engine_for({"model": field("model")}, f"/v1/audio/{'transcriptions' if task == 'transcribe' else 'translations'}")
         fmt = field("response_format") or "json"
         if fmt not in FORMATS:
             raise ApiError(400, f"'response_format' must be one of {', '.join(FORMATS)}, got {fmt!r}",
@@ -725,12 +726,9 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     def model_card(mid: str) -> dict:
         e = engines[mid]
         card: dict[str, Any] = {"id": mid, "object": "model", "created": started, "owned_by": "cyb_llm"}
+        card["meta"] = {"kind": kinds[mid].kind, "name": e.model.name}
         if isinstance(e, TextEngine):
-            card["meta"] = {"kind": "text", "context": e.ctx, "slots": len(e.slots), "name": e.model.name}
-        elif isinstance(e, AudioEngine):
-            card["meta"] = {"kind": "speech", "name": e.model.name}
-        else:
-            card["meta"] = {"kind": "encoder", "name": e.model.name}
+            card["meta"].update(context=e.ctx, slots=len(e.slots))
         return card
 
     @app.get("/v1/models")
@@ -747,8 +745,7 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     async def health():
         return {"status": "ok",
                 "models": {k: ({"slots": len(e.slots), "active": e.active_slots, "queued": e.queue_length}
-                               if isinstance(e, TextEngine) else
-                               {"kind": "speech" if isinstance(e, AudioEngine) else "encoder"})
+                               if isinstance(e, TextEngine) else {"kind": kinds[k].kind})
                            for k, e in engines.items()}}
 
     @app.get("/metrics")

@@ -26,7 +26,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from .. import _core
-from ..generate import Generator, common_prefix
+from ..ids import common_prefix
 
 #: Tokens per chunk of a prompt's prefill in the server (between chunks, the other slots decode).
 PREFILL_CHUNK = 64
@@ -212,7 +212,7 @@ class BatchedConversation:
 
 
 class Slot:
-    def __init__(self, index: int, conversation: Any, generator: Generator):
+    def __init__(self, index: int, conversation: Any, generator: Any):
         self.index = index
         self.conversation = conversation
         self.generator = generator
@@ -261,7 +261,7 @@ class TextEngine:
         self.model = model
         self.max_queue = max_queue
         self.batcher = Batcher(model)
-        self.slots = [Slot(i, BatchedConversation(model.new_conversation(ctx), self.batcher), Generator(model))
+        self.slots = [Slot(i, BatchedConversation(model.new_conversation(ctx), self.batcher), model.generator())
                       for i in range(parallel)]
         self.ctx = self.slots[0].conversation.max_context
         self._waiters: collections.deque[tuple[asyncio.Future, list[int]]] = collections.deque()
@@ -377,9 +377,10 @@ class TextEngine:
 
 
 class EncoderEngine:
-    """An encoder model: one call at a time (its thread pool runs one job at a time)."""
+    """An encoder model: one call at a time (its thread pool runs one job at a time). The slot
+    options of text models (parallel, ctx, max_queue) do not apply."""
 
-    def __init__(self, model_id: str, model: Any):
+    def __init__(self, model_id: str, model: Any, **_slot_options: Any):
         self.model_id = model_id
         self.model = model
         self.lock = threading.Lock()

@@ -2,7 +2,7 @@
 (docs/serve.md, "Scale out on Ray"). Needs the ray extra (`pip install 'cyb_llm[ray]'`).
 
 Each replica is a process of its own that loads the models once and runs the same app as
-`cyb-llm serve` (cyb_llm.cli.serve_app -> create_app: same options, same answers, same errors);
+`cyb-llm serve` (cyb_llm.serve.command.serve_app -> create_app: same options, same answers, same errors);
 Ray's HTTP proxy spreads requests over the replicas, on one machine or a cluster.
 
     from ray import serve
@@ -33,6 +33,7 @@ except ImportError as e:  # pragma: no cover - exercised by the CLI's message
     raise ImportError("cyb-llm serve --ray needs the ray extra: pip install 'cyb_llm[ray]'") from e
 
 from ..errors import InvalidConfig
+from . import command
 
 #: `cyb-llm serve` options that are not the app's: where to listen is the Ray proxy's (http_options),
 #: and the scale-out options are the deployment's.
@@ -41,19 +42,12 @@ _NOT_APP_OPTIONS = frozenset({"func", "command", "help", "host", "port", "ray", 
 _SPARE_REQUESTS = 8
 
 
-def _serve_parser() -> argparse.ArgumentParser:
-    from ..cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices["serve"]
-
-
 def serve_options(models: Sequence[str] | str | None = None, **options: Any) -> argparse.Namespace:
     """`cyb-llm serve`'s options as its parser reads them (defaults, types and checks are the CLI's):
     `models` (names or paths; a string may list several, separated by commas or spaces) and options
     by their dest name (parallel=4, ctx=2048, threads=2, api_key=..., cors_origin=[...], precise=True).
     Values may be strings (`serve run ... parallel=4`, a config file's `args`)."""
-    parser = _serve_parser()
+    parser = command.parser()
     by_dest = {a.dest: a for a in parser._actions if a.option_strings}
     if isinstance(models, str):
         models = models.replace(",", " ").split()
@@ -89,9 +83,7 @@ class _ReplicaApp:
         self.headers: list[tuple[bytes, bytes]] = []
 
     def _build(self) -> Any:
-        from ..cli import serve_app
-
-        app, _ = serve_app(argparse.Namespace(**self.options))
+        app, _ = command.serve_app(argparse.Namespace(**self.options))
         return app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
