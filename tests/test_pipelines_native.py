@@ -26,3 +26,12 @@ def test_curated_only_pipelines_refuse_the_graph_path(tmp_path):
         _core.load(ModelFile(path)._native, exec_path="graph")
     with pytest.raises(errors.BackendInit, match="nox"):
         _core.load(ModelFile(path)._native, backend="nox")
+
+
+def test_named_array_entry_point_of_a_token_model_is_a_clear_error(tmp_path):
+    import numpy as np
+    from graph_util import write_tiny
+
+    m = _core.load(ModelFile(write_tiny(tmp_path / "dec.model", model_type="llama"))._native, backend="cpu")
+    with pytest.raises(errors.InvalidConfig, match="no named-array entry point"):
+        m.run({"x": np.ones(3, np.float32)})

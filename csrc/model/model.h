@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_array.h"
 #include "core/exec_context.h"
 #include "core/thread_pool.h"
 #include "dispatch/backend.h"
@@ -159,6 +160,12 @@ class Model {
   virtual int64_t num_labels() const { return 0; }
   void encode(const EncoderBatch& batch, const EncoderRequest& req, float* out);
 
+  // The named-array entry point of pipelines that are not token streams (one
+  // call: named inputs in, named outputs out). run checks that the file is
+  // unchanged and serializes device backends like forward; the default
+  // run_arrays is InvalidConfig naming the family.
+  NamedArrays run(const NamedArrays& inputs);
+
   Dispatcher& dispatcher() { return *dispatcher_; }
   const LoadOptions& options() const { return opts_; }
   const ModelFile& file() const { return *file_; }
@@ -191,6 +198,8 @@ class Model {
   virtual int64_t input_vocab() const { return vocab_size(); }
   // The encoder's work behind encode (the default: a decoder's InvalidConfig).
   virtual void encode_batch(const EncoderBatch& batch, const EncoderRequest& req, float* out);
+  // run's work (the default: InvalidConfig(field="architecture.model_type")).
+  virtual NamedArrays run_arrays(const NamedArrays& inputs);
   // Checks `bytes` more against the budget (OutOfMemory naming `what`) and charges them.
   void reserve_memory(int64_t bytes, const std::string& what);
 

@@ -293,6 +293,18 @@ void Model::encode_batch(const EncoderBatch&, const EncoderRequest&, float*) {
                        "distilbert, modernbert)");
 }
 
+NamedArrays Model::run(const NamedArrays& inputs) {
+  file_->check_unchanged();
+  auto dev = device_lock(*dispatcher_);
+  return run_arrays(inputs);
+}
+
+NamedArrays Model::run_arrays(const NamedArrays&) {
+  throw_invalid_config("architecture.model_type", "'" + family() +
+                                                      "' has no named-array entry point (run): it runs through "
+                                                      "its own pipeline's API");
+}
+
 std::unique_ptr<Conversation> Model::new_conversation(int64_t max_context) {
   check_max_context(max_context, max_position());
   const int64_t bytes = conversation_bytes(max_context);

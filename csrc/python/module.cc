@@ -12,6 +12,7 @@ void bind_graph(py::module_& m);
 void bind_encoder(py::module_& m);
 void bind_audio(py::module_& m);
 void bind_whisper(py::module_& m);
+void bind_arrays(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "cyb_llm native core";
@@ -20,7 +21,8 @@ PYBIND11_MODULE(_core, m) {
   bind_ops(m);
   bind_model(m);
   bind_encoder(m);  // methods of Model: after bind_model
-  bind_whisper(m);  // methods of Model: after bind_model
+  bind_whisper(m);
+  bind_arrays(m);  // methods of Model: after bind_model
   bind_sampling(m);
   bind_graph(m);
   bind_audio(m);

@@ -1,0 +1,82 @@
+// Model.run: the named-array entry point (model/model.h) as a dict of numpy
+// arrays in, a dict of numpy arrays out.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "core/errors.h"
+#include "core/host_array.h"
+#include "runtime/model.h"
+
+namespace py = pybind11;
+using namespace cyb;
+
+namespace {
+
+struct NumpyKind {
+  DType dtype;
+  const char* numpy;  // numpy's name of the element type
+};
+// The element types a named-array model exchanges (bool travels as uint8).
+const NumpyKind kKinds[] = {{DType::F32, "float32"}, {DType::F16, "float16"}, {DType::I32, "int32"},
+                            {DType::I64, "int64"},   {DType::U8, "uint8"}};
+
+HostArray to_host(const std::string& name, const py::handle& value) {
+  py::array a = py::array::ensure(value);
+  if (!a) throw_invalid_config("inputs['" + name + "']", "must be an array (numpy or a nested list of numbers)");
+  std::string kind = py::str(a.dtype().attr("name"));
+  if (kind == "bool") {
+    a = a.attr("astype")("uint8");
+    kind = "uint8";
+  }
+  for (const NumpyKind& k : kKinds) {
+    if (kind != k.numpy) continue;
+    a = py::array::ensure(a, py::array::c_style);
+    HostArray h;
+    h.dtype = k.dtype;
+    h.shape.assign(a.shape(), a.shape() + a.ndim());
+    h.data.resize(static_cast<size_t>(a.nbytes()));
+    if (a.nbytes()) std::memcpy(h.data.data(), a.data(), h.data.size());
+    return h;
+  }
+  throw_invalid_config("inputs['" + name + "']",
+                       "dtype " + kind + " is not accepted (float32, float16, int32, int64, uint8, bool)");
+}
+
+py::array to_numpy(const HostArray& h) {
+  for (const NumpyKind& k : kKinds) {
+    if (h.dtype != k.dtype) continue;
+    py::array a(py::dtype(k.numpy), h.shape);
+    if (!h.data.empty()) std::memcpy(a.mutable_data(), h.data.data(), h.data.size());
+    return a;
+  }
+  throw_invalid_config("outputs", std::string("the model returned an array of dtype ") + dtype_info(h.dtype).name);
+}
+
+}  // namespace
+
+void bind_arrays(py::module_& m) {
+  auto cls = py::reinterpret_borrow<py::class_<Model, std::shared_ptr<Model>>>(m.attr("Model"));
+  cls.def(
+      "run",
+      [](Model& mm, const py::dict& feeds) {
+        NamedArrays in;
+        for (auto item : feeds) {
+          const std::string name = py::str(item.first);
+          in.emplace_back(name, to_host(name, item.second));
+        }
+        NamedArrays out;
+        {
+          py::gil_scoped_release nogil;
+          out = mm.run(in);
+        }
+        py::dict result;
+        for (const auto& [name, h] : out) result[py::str(name)] = to_numpy(h);
+        return result;
+      },
+      py::arg("feeds"),
+      "The named-array entry point: {name: array} in, {name: array} out (pipelines that are not "
+      "token streams); InvalidConfig for a model without one.");
+}
