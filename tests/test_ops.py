@@ -793,7 +793,7 @@ ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, T, pos0, window, softcap)
     (4, 2, 80, 6, 11, 4, 0.0),
     (4, 2, 64, 1, 20, 5, 50.0),
     (2, 1, 40, 3, 3, 0, 20.0),
-    # >= 8 query tokens: the f16 cache is widened once per op (kernels_x86.inc)
+    # >= 8 query tokens: the f16 cache is widened once per op (kernels_x86_ops.inc)
     (6, 2, 64, 12, 5, 0, 0.0),
     (4, 2, 128, 9, 3, 6, 0.0),
     (3, 1, 72, 10, 0, 0, 30.0),
@@ -966,7 +966,7 @@ ENC_ATT_CASES = [  # (B, T, S, n_heads, n_kv_heads, head_dim, window): S != T is
     (4, 3, 17, 3, 3, 40, 0),
     (2, 11, 11, 2, 2, 36, 2),   # ModernBERT's local layers: |t - s| <= window
     (3, 20, 20, 4, 2, 16, 5),
-    # one sequence, every key real, 16+ queries: fast mode's two GEMMs per head (kernels_x86.inc
+    # one sequence, every key real, 16+ queries: fast mode's two GEMMs per head (kernels_x86_ops.inc
     # encoder_attention_gemm); 300 queries take two blocks of rows
     (1, 40, 40, 3, 3, 32, 0),
     (1, 300, 24, 4, 2, 20, 0),

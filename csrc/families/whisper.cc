@@ -417,7 +417,7 @@ void Whisper::start(Conversation& base, const float* enc, int64_t rows, int64_t 
     dd.run(make_op(OpKind::Matmul, L_.cross.lv.c_str()), {x, L_.cross.v, L_.cross.bv}, {&v}, ctx);
     // The same K/V in a cache's head-major layout: a one-token step attends over them with the
     // attention op (contiguous rows per head), where encoder_attention would first gather every
-    // key of every head transposed (csrc/backends/cpu/kernels_x86.inc k_encoder_attention), once
+    // key of every head transposed (csrc/backends/cpu/kernels_x86_ops.inc k_encoder_attention), once
     // per call, which dominated beam-search steps.
     const int64_t H = plan_.dec_heads, hd = plan_.d / H;
     Tensor kh = be.alloc(Shape{H, plan_.S, hd}, DType::F32), vh = be.alloc(Shape{H, plan_.S, hd}, DType::F32);

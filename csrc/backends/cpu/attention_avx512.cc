@@ -1,7 +1,7 @@
 // AVX-512 attention for several query tokens over an f32 cache (prefill): a
 // tile of 4 consecutive tokens of one head (2 when head_dim > 64) shares every
 // key and value row it reads. Scores are f32 dot products, then scaled,
-// softcapped and compared in double as in kernels_x86.inc (large logits lose
+// softcapped and compared in double as in kernels_x86_ops.inc (large logits lose
 // nothing before the max is known); exp runs in f32 on s - max.
 #include "backends/cpu/avx512_common.h"
 

@@ -20,7 +20,7 @@ namespace cyb {
 namespace cpu {
 namespace avx512 {
 
-// exp(x) for f32 lanes: Cody-Waite reduction, degree-7 polynomial (as exp8 in kernels_x86.inc).
+// exp(x) for f32 lanes: Cody-Waite reduction, degree-7 polynomial (as exp8 in kernels_x86_matmul.inc).
 inline __m512 exp16(__m512 x) {
   x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-103.0f)), _mm512_set1_ps(88.7f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),

@@ -168,7 +168,7 @@ void composed_rope_kv(const Op& op, const Tensor* in, int, Tensor* out, int, Exe
 }
 
 // fused_qkv as its definition: the level's matmul kernel three times (the x86 levels have their
-// own, kernels_x86.inc k_fused_qkv: one token on K-quant weights shares one parallel region).
+// own, kernels_x86_ops.inc k_fused_qkv: one token on K-quant weights shares one parallel region).
 template <int L>
 void composed_qkv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
   const cpu::KernelTable& t = tables().t[L];

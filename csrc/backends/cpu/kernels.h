@@ -30,7 +30,7 @@ bool x86_q16_encoding(DType t);
 // Vector width of the avx512 and amx levels' SIMD kernels, 512 or 256 bits: env
 // CYB_AVX512_WIDTH=512|256, read once (anything else is an invalid-config error); unset,
 // 512 (docs/cpu-backend.md "AVX-512 vector width"). At 256 those levels take their
-// 256-bit kernels (kernels_x86.inc with vpdpwssd, the avx2 K-quant and packed float
+// 256-bit kernels (kernels_x86_matmul.inc with vpdpwssd, the avx2 K-quant and packed float
 // matmuls) instead of the 512-bit ones (kquant_avx512.cc, q32_avx512.cc,
 // fgemm_avx512.cc, attention_avx512.cc, the 16-lane GELU); AMX tiles are unaffected.
 int avx512_width();

@@ -14,7 +14,8 @@
 #include "backends/cpu/simd_common.h"
 
 namespace cyb_amx {
-#include "backends/cpu/kernels_x86.inc"
+#include "backends/cpu/kernels_x86_matmul.inc"
+#include "backends/cpu/kernels_x86_ops.inc"
 }  // namespace cyb_amx
 
 namespace cyb {

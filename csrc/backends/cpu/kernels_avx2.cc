@@ -11,7 +11,8 @@
 #include "backends/cpu/simd_common.h"
 
 namespace cyb_avx2 {
-#include "backends/cpu/kernels_x86.inc"
+#include "backends/cpu/kernels_x86_matmul.inc"
+#include "backends/cpu/kernels_x86_ops.inc"
 }  // namespace cyb_avx2
 
 namespace cyb {

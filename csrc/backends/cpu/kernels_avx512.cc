@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels: kernels_x86.inc with CYB_VNNI, where the int16 x int16
+// AVX-512 VNNI kernels: kernels_x86_*.inc with CYB_VNNI, where the int16 x int16
 // block dot accumulates with vpdpwssd (not vpdpbusd: activations are 16-bit),
 // plus the 512-bit matmul / attention kernels it hands the big cases to
 // (compiled with the AVX-512 flags only; chosen at run time).
@@ -14,7 +14,8 @@
 #include "backends/cpu/simd_common.h"
 
 namespace cyb_avx512 {
-#include "backends/cpu/kernels_x86.inc"
+#include "backends/cpu/kernels_x86_matmul.inc"
+#include "backends/cpu/kernels_x86_ops.inc"
 }  // namespace cyb_avx512
 
 namespace cyb {

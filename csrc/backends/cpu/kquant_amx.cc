@@ -414,7 +414,7 @@ void run_amx(const float* x, int64_t T, int64_t K, int64_t N, ExecContext& ctx, 
 constexpr int64_t kAmx32MinTokens = 5;
 bool amx_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
   // K-quants from 8 tokens; the 32-value blocks from kAmx32MinTokens (a beam of 5; below, the 256-bit
-  // dot kernels of kernels_x86.inc; the same exact integer sums either way)
+  // dot kernels of kernels_x86_matmul.inc; the same exact integer sums either way)
   const bool blocks32 = W.dtype == DType::Q4_0 || W.dtype == DType::Q4_1 || W.dtype == DType::Q5_0 || W.dtype == DType::Q8_0;
   if (T < (blocks32 ? kAmx32MinTokens : 8)) return false;
   const int64_t N = W.shape.d[0];

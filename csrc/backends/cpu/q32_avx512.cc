@@ -1,6 +1,6 @@
 // AVX-512 (BW, VNNI) fast-mode prefill matmul (several tokens) for the 32-value block encodings
 // Q4_0, Q4_1, Q5_0 and Q8_0. Chosen at run time at the avx512 level only (one token takes the
-// 256-bit dots of kernels_x86.inc).
+// 256-bit dots of kernels_x86_matmul.inc).
 //
 // Activations are quantized exactly as BlockQ16 (int16 per 32-block, d = amax / 32767, q =
 // round-half-even(x * (1 / d))). Blocks go in groups of 8 (256 values; a row's last group padded
@@ -235,7 +235,7 @@ PrefillFn prefill_for(DType t) {
 bool avx512_q32_encoding(DType t) { return prefill_for(t) != nullptr; }
 
 void avx512_q32_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, float* y, ExecContext& ctx) {
-  // one token takes the 256-bit dots (kernels_x86.inc)
+  // one token takes the 256-bit dots (kernels_x86_matmul.inc)
   if (T < 2) throw_unsupported_op("matmul", "cpu avx512 block tiles", "a single token");
   const int64_t N = W.shape.d[0], nb = K / 32, ng = (nb + kGroupBlocks - 1) / kGroupBlocks;
   BlockQ16P* xq = scratch<BlockQ16P>(kScratchXq, static_cast<size_t>((T + 1) / 2 * ng));
