@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import cyb_llm  # noqa: E402
 from cyb_llm import hub  # noqa: E402
-from cyb_llm.sampling import SamplingParams  # noqa: E402
+from cyb_llm.text.sampling import SamplingParams  # noqa: E402
 from tolerances import tolerance  # noqa: E402
 
 

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 import cyb_llm  # noqa: E402
 from cyb_llm import _core  # noqa: E402
-from cyb_llm.structured import constraint_of  # noqa: E402
+from cyb_llm.text.structured import constraint_of  # noqa: E402
 
 SCHEMAS = {
     "person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 24},

@@ -29,7 +29,7 @@ import uvicorn  # noqa: E402
 
 import cyb_llm  # noqa: E402
 from cyb_llm.serve.app import create_app  # noqa: E402
-from cyb_llm.toolcalls import strict_parameters  # noqa: E402
+from cyb_llm.text.toolcalls import strict_parameters  # noqa: E402
 
 
 def fn(name: str, description: str | None, properties: dict, required: list[str] | None = None) -> dict:

@@ -138,7 +138,7 @@ class FakeModel:
         return FakeConversation(self, max_context or self.max_context)
 
     def generator(self):
-        from cyb_llm.generate import Generator
+        from cyb_llm.text.generate import Generator
 
         return Generator(self)
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from cyb_llm import errors
-from cyb_llm.chat import ChatTemplate, chat_from_modelfile
+from cyb_llm.text.chat import ChatTemplate, chat_from_modelfile
 from cyb_llm.format import ModelFile
 
 CONVERSATIONS = [

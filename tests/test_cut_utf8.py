@@ -55,7 +55,7 @@ def test_streamed_chat_completion_cut_never_breaks_a_character(model, full):
 
 
 def test_generate_cut_never_breaks_a_character(model, full):
-    from cyb_llm.sampling import SamplingParams
+    from cyb_llm.text.sampling import SamplingParams
 
     gen = model.generator()
     for n in range(1, 11):

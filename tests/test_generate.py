@@ -5,8 +5,8 @@ import pytest
 from fake_model import ASSISTANT, BOS, EOS, FakeModel
 
 from cyb_llm.errors import InvalidConfig
-from cyb_llm.generate import Generator, create_chat_completion
-from cyb_llm.sampling import DEFAULTS, SamplingParams
+from cyb_llm.text.generate import Generator, create_chat_completion
+from cyb_llm.text.sampling import DEFAULTS, SamplingParams
 
 GREEDY = SamplingParams.greedy()
 

@@ -13,8 +13,8 @@ import pytest
 
 import cyb_llm
 from cyb_llm import hub
-from cyb_llm.generate import create_chat_completion
-from cyb_llm.sampling import SamplingParams
+from cyb_llm.text.generate import create_chat_completion
+from cyb_llm.text.sampling import SamplingParams
 
 from tolerances import tolerance
 

@@ -14,9 +14,9 @@ import pytest
 
 import cyb_llm
 from cyb_llm import _core, errors
-from cyb_llm.chat import ChatTemplate, chat_from_modelfile
+from cyb_llm.text.chat import ChatTemplate, chat_from_modelfile
 from cyb_llm.format import ModelFile, write_model
-from cyb_llm.sampling import SamplingParams
+from cyb_llm.text.sampling import SamplingParams
 
 from graph_util import ARCH, llama_graph, tiny_tensors, write_tiny
 

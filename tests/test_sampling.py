@@ -266,7 +266,7 @@ def smollm2():
 
 
 def _via_sampling_params(path, model, **kw):
-    from cyb_llm.sampling import SamplingParams
+    from cyb_llm.text.sampling import SamplingParams
 
     return model.generator().generate(MESSAGES, max_tokens=N_NEW, sampling=SamplingParams(**kw)).read()
 
@@ -276,7 +276,7 @@ def _via_generate_dict(path, model, **kw):
 
 
 def _via_chat_completion(path, model, **kw):
-    from cyb_llm.generate import create_chat_completion
+    from cyb_llm.text.generate import create_chat_completion
 
     out = create_chat_completion(model, MESSAGES, max_tokens=N_NEW, **kw)
     return out["choices"][0]["message"]["content"]

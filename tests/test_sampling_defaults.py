@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cyb_llm.convert.generation import MODEL_CARD_DEFAULTS, from_generation_config, from_gguf
-from cyb_llm.sampling import DEFAULTS, SamplingParams
+from cyb_llm.text.sampling import DEFAULTS, SamplingParams
 
 QUESTION = "What is the capital of France?"
 

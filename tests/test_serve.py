@@ -24,7 +24,7 @@ import cyb_llm  # noqa: E402
 from cyb_llm.serve.app import create_app  # noqa: E402
 from serve_proc import child_env, free_port, run_held  # noqa: E402
 from tolerances import tolerance  # noqa: E402
-from cyb_llm.toolcalls import ToolCallStream, parse_tool_calls  # noqa: E402
+from cyb_llm.text.toolcalls import ToolCallStream, parse_tool_calls  # noqa: E402
 
 HI = [{"role": "user", "content": "hi"}]
 

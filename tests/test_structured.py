@@ -1,4 +1,4 @@
-"""Structured output (python/cyb_llm/structured.py, docs/generation.md "Structured output"): the
+"""Structured output (python/cyb_llm/text/structured.py, docs/generation.md "Structured output"): the
 native sampler's allowed-token mask and logit bias tested directly; JSON-schema, JSON-mode and
 grammar output of the default model (smollm2) validated with jsonschema, greedy and sampled;
 tool_choice "required" / named with qwen05; the Python API additions (tokenize/detokenize, n_ctx,
@@ -216,7 +216,7 @@ def test_logit_bias_native_and_params():
     with pytest.raises(InvalidConfig, match="outside the vocab") as e:
         _core.Sampler(logit_bias={n: 1.0}).sample(logits)
     assert e.value.field == "logit_bias"
-    from cyb_llm.sampling import SamplingParams
+    from cyb_llm.text.sampling import SamplingParams
 
     assert SamplingParams(logit_bias={"12": 1.5, 4: -2}).logit_bias == {12: 1.5, 4: -2.0}  # JSON keys are strings
     for bad in ({"x": 1}, {-1: 1}, {1: float("inf")}, {1: "a"}, {True: 1}, [1, 2]):
@@ -451,7 +451,7 @@ def test_tool_choice_required_and_named_with_qwen05():
     pytest.importorskip("fastapi")
     from test_serve import serving
 
-    from cyb_llm.toolcalls import tool_call_form
+    from cyb_llm.text.toolcalls import tool_call_form
 
     m = cyb_llm.load("qwen05", threads=2)
     assert tool_call_form(m.chat.source) == "hermes"
@@ -482,8 +482,8 @@ def test_tool_call_forms_and_grammars(model):
     forced call of the default model (generic form) parses back into tool_calls."""
     from types import SimpleNamespace
 
-    from cyb_llm.structured import Constraint
-    from cyb_llm.toolcalls import forced_tools, parse_tool_calls, tool_call_form, tool_call_grammar
+    from cyb_llm.text.structured import Constraint
+    from cyb_llm.text.toolcalls import forced_tools, parse_tool_calls, tool_call_form, tool_call_grammar
 
     llama3 = ('<|start_header_id|>user<|end_header_id|>Respond in the format {"name": function name, '
               '"parameters": dictionary of argument name and its value}.')

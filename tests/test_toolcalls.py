@@ -21,7 +21,7 @@ jsonschema = pytest.importorskip("jsonschema")
 
 import cyb_llm  # noqa: E402
 from cyb_llm.errors import InvalidConfig  # noqa: E402
-from cyb_llm.toolcalls import parse_tool_calls, strict_parameters  # noqa: E402
+from cyb_llm.text.toolcalls import parse_tool_calls, strict_parameters  # noqa: E402
 
 #: A newcomer's weather tool, as OpenAI's guide writes it: descriptions, an optional enum property,
 #: no additionalProperties.
@@ -102,7 +102,7 @@ def test_forced_call_closes_before_max_tokens(client, choice, stream, max_tokens
     """A forced call is one complete call within max_tokens (smollm2 needs about 26 tokens for the
     smallest call here; it writes 32 when free, and repeated array items without end in the sweep of
     bench/bench_tools.py): in its last tokens the grammar's mask is narrowed to the tokens that close
-    (cyb_llm.structured.CLOSE_RESERVE). Without that the 30-token answers are cut ("length")."""
+    (cyb_llm.text.structured.CLOSE_RESERVE). Without that the 30-token answers are cut ("length")."""
     named = {"type": "function", "function": {"name": "create_todo"}}
     finish, content, calls = ask(client, "smollm2", "Add buy milk and call mom to my to-do list.", stream, 0,
                                  tools=[TODO, CALC], tool_choice="required" if choice == "required" else named,
@@ -184,7 +184,7 @@ def test_grammar_refuses_undeclared_keys_and_parses_its_forms():
     """The forced call's grammar refuses a key the schema does not declare (the tokens of the answer
     smollm2 used to give); the generic form's answers parse back (a call, a text reply, a reply or
     a list of calls cut by max_tokens)."""
-    from cyb_llm.generate import chat_constraint
+    from cyb_llm.text.generate import chat_constraint
 
     m = cyb_llm.load("smollm2", threads=1)
     c = chat_constraint(m, tools=TOOLS, tool_choice=NAMED)

@@ -222,7 +222,7 @@ def _models(path):
 
 
 def _run(model, prompt, sampling, gen=None, **kw):
-    from cyb_llm.generate import Generator
+    from cyb_llm.text.generate import Generator
 
     s = (gen or Generator(model)).generate(prompt, max_tokens=40, sampling=sampling, **kw)
     chunks = list(s)
@@ -230,7 +230,7 @@ def _run(model, prompt, sampling, gen=None, **kw):
 
 
 def test_generation_on_device_equals_cpu(byte_llama):
-    from cyb_llm.sampling import SamplingParams
+    from cyb_llm.text.sampling import SamplingParams
 
     cpu, gpu = _models(byte_llama)
     assert gpu.device_sampling and not cpu.device_sampling
@@ -248,8 +248,8 @@ def test_generation_on_device_equals_cpu(byte_llama):
 
 
 def test_json_schema_on_device_equals_cpu(byte_llama):
-    from cyb_llm.sampling import SamplingParams
-    from cyb_llm.structured import constraint_of
+    from cyb_llm.text.sampling import SamplingParams
+    from cyb_llm.text.structured import constraint_of
 
     cpu, gpu = _models(byte_llama)
     rf = {"type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": {
@@ -266,8 +266,8 @@ def test_json_schema_on_device_equals_cpu(byte_llama):
 
 
 def test_host_fallbacks_give_the_same_text(byte_llama):
-    from cyb_llm.generate import Generator
-    from cyb_llm.sampling import SamplingParams
+    from cyb_llm.text.generate import Generator
+    from cyb_llm.text.sampling import SamplingParams
 
     cpu, gpu = _models(byte_llama)
     cases = [(SamplingParams(temperature=0.8, seed=1, logit_bias={65: 3.0}), {}),
@@ -359,8 +359,8 @@ def test_closed_or_stopped_streams_leave_the_serial_position(byte_llama):
     """The overlapped loop submits steps ahead; a consumer closing the stream after k tokens, and
     a stop string, leave the conversation holding what the serial loop would have forwarded (the
     prompt and every yielded token but the last), and the next generation reuses that cache."""
-    from cyb_llm.generate import Generator
-    from cyb_llm.sampling import SamplingParams
+    from cyb_llm.text.generate import Generator
+    from cyb_llm.text.sampling import SamplingParams
 
     cpu, gpu = _models(byte_llama)
     positions = {}
@@ -393,8 +393,8 @@ def test_closed_or_stopped_streams_leave_the_serial_position(byte_llama):
 def test_threads_overlap_their_steps(byte_llama):
     """Generations on two threads (own conversations, one model): each thread's wait for its step
     holds no lock (the other records and submits meanwhile) and each draws what it draws alone."""
-    from cyb_llm.generate import Generator
-    from cyb_llm.sampling import SamplingParams
+    from cyb_llm.text.generate import Generator
+    from cyb_llm.text.sampling import SamplingParams
 
     _, gpu = _models(byte_llama)
     cases = [("Once upon", SamplingParams(temperature=0.9, top_k=50, seed=11)), ("Hello", SamplingParams.greedy()),

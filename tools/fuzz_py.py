@@ -45,7 +45,7 @@ def _import(engine: str):
 
         with atheris.instrument_imports(include=["cyb_llm", "jinja2", "gguf"]):
             import cyb_llm  # noqa: F401
-            import cyb_llm.chat  # noqa: F401
+            import cyb_llm.text.chat  # noqa: F401
             import cyb_llm.convert  # noqa: F401
             import cyb_llm.convert.gguf  # noqa: F401
             import jinja2  # noqa: F401
@@ -89,7 +89,7 @@ class Targets:
 
     def chat(self, data: bytes) -> None:
         import cyb_llm
-        from cyb_llm.chat import ChatTemplate
+        from cyb_llm.text.chat import ChatTemplate
 
         text = data.decode("utf-8", "replace")
         template, *contents = text.split("\0")

@@ -594,7 +594,7 @@ def chat_cases(rng: random.Random) -> list[Case]:
     cases = []
     for name, tmpl in CHAT_TEMPLATES:
         def run(ctx, tmp, tmpl=tmpl):
-            from cyb_llm.chat import ChatTemplate
+            from cyb_llm.text.chat import ChatTemplate
 
             out = ChatTemplate(tmpl).render(from_msgs)
             return f"rendered {len(out)} chars"
@@ -612,7 +612,7 @@ def chat_cases(rng: random.Random) -> list[Case]:
     }
     for name, msgs in msg_sets.items():
         def run(ctx, tmp, msgs=msgs):
-            from cyb_llm.chat import ChatTemplate
+            from cyb_llm.text.chat import ChatTemplate
 
             out = ChatTemplate(CHAT_TEMPLATE).render(msgs)
             return f"rendered {len(out)} chars"

@@ -12,8 +12,7 @@ from .errors import (BackendInit, Error, FormatError, InvalidConfig, MissingTens
 from .base import Conversation, Model, load
 from .encoder import Encoder
 from .format import ModelFile, describe, write_model
-from .generate import Generator
-from .model import TextModel
+from .text import Generator, TextModel
 from .whisper import WhisperModel
 
 __version__ = "0.1.0"

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from . import __version__, pipelines
 from .base import load
 from .errors import Error, InvalidConfig
-from .sampling import SamplingParams
+from .text.sampling import SamplingParams
 from .serve import command as serve_command
 from .transcript import render
 

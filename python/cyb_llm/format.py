@@ -244,7 +244,7 @@ def describe(path: str | os.PathLike | ModelFile) -> str:
         src = f" ({sampling['source']})" if "source" in sampling else ""
         lines.append(f"sampling:    {keys}{src}")
     else:
-        lines.append("sampling:    (none recorded: cyb_llm.sampling.DEFAULTS apply)")
+        lines.append("sampling:    (none recorded: cyb_llm.text.sampling.DEFAULTS apply)")
     sizes = []
     for name in mf.sections:
         n = len(mf.section_text(name).encode("utf-8"))

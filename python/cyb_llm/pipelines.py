@@ -44,7 +44,7 @@ class Pipeline:
 
 
 PIPELINES: tuple[Pipeline, ...] = (
-    Pipeline("text", "cyb_llm.model:TextModel", "decoder models",
+    Pipeline("text", "cyb_llm.text.model:TextModel", "decoder models",
              ("run", "chat", "serve", "bench"),
              ("/v1/chat/completions", "/v1/completions"),
              "cyb_llm.serve.engine:TextEngine"),

@@ -10,7 +10,7 @@ Sources, first match wins per file:
    recommends, or a documented cyb_llm choice where those do not fit a small quantized build.
 
 A file with none of these gets no `[sampling]` section, and generation falls back to
-`cyb_llm.sampling.DEFAULTS`.
+`cyb_llm.text.sampling.DEFAULTS`.
 """
 from __future__ import annotations
 

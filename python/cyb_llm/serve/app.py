@@ -38,9 +38,9 @@ import numpy as np
 from .. import __version__, pipelines
 from ..audio import load_audio
 from ..errors import Error, InvalidConfig, OutOfMemory
-from ..generate import chat_constraint, merge_chat_chunks, merge_completion_chunks
-from ..structured import constraint_of
-from ..toolcalls import check_tool_choice, tool_names
+from ..text.generate import chat_constraint, merge_chat_chunks, merge_completion_chunks
+from ..text.structured import constraint_of
+from ..text.toolcalls import check_tool_choice, tool_names
 from ..transcript import FORMATS, GRANULARITIES, render
 from .engine import DONE, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
 
@@ -277,7 +277,7 @@ def _max_tokens_param(body: dict) -> str:
 
 
 def _sampling_kwargs(body: dict) -> dict:
-    """The generation keywords of cyb_llm.generate from the request (their types and ranges are checked
+    """The generation keywords of cyb_llm.text.generate from the request (their types and ranges are checked
     there: InvalidConfig names the field, answered 400)."""
     name = _max_tokens_param(body)
     max_tokens = body.get(name)

@@ -4,7 +4,7 @@ Per text model: `parallel` slots, each owning a Conversation (its KV cache over
 the model's shared weights) and a Generator. A request takes a free slot (the
 one whose cached tokens share the longest prefix with its prompt, so a follow-up
 turn of a chat skips the prefill of what it repeats) or waits in a bounded
-queue; its work is an iterator of OpenAI chunk dicts (cyb_llm.generate) that a
+queue; its work is an iterator of OpenAI chunk dicts (cyb_llm.text.generate) that a
 thread of its own advances. The slots' one-token decode forwards meet in a
 Batcher, which runs them as one `Model.forward_batch` step (the weights are read
 once per step for all active slots; attention per slot over its own cache);
@@ -195,7 +195,7 @@ class BatchedConversation:
 
     def forward_sample(self, ids: Any, sampler: Any, allowed: Any = None) -> int:
         """forward(ids), then the next token drawn by `sampler` (on the device: the Generator calls
-        this when the model samples there, cyb_llm.generate); one-token steps go through the Batcher."""
+        this when the model samples there, cyb_llm.text.generate); one-token steps go through the Batcher."""
         if len(ids) == 1:
             return self.batcher.step(self.conversation, int(ids[0]), sampler, allowed)
         for i in range(0, len(ids) - PREFILL_CHUNK, PREFILL_CHUNK):  # every chunk but the last
@@ -221,7 +221,7 @@ class Slot:
 
     def prefix_len(self, ids: list[int]) -> int:
         """Prompt tokens this slot's KV cache already holds: the common prefix of its cached tokens
-        and the prompt (generate.py keeps that much and drops the rest)."""
+        and the prompt (text/generate.py keeps that much and drops the rest)."""
         return common_prefix(getattr(self.conversation, "_cyb_cache_tokens", None), ids)
 
 

@@ -14,7 +14,7 @@ What a request can ask for (`constraint_of`):
   schemas with `%json {...}` and special tokens as `<[id]>`).
 
 A `Constraint` is compiled once per request; each generation takes a `Matcher`
-from it. Per step the generation loop (cyb_llm.generate) asks the matcher for
+from it. Per step the generation loop (cyb_llm.text.generate) asks the matcher for
 the allowed-token bitset (`Matcher.fill`), hands it to the native sampler
 (`Sampler.sample(logits, allowed=...)`, which applies it before every other
 stage) and feeds the drawn token back (`Matcher.consume`); the generation ends
@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import InvalidConfig, TokenizerError
+from ..errors import InvalidConfig, TokenizerError
 
 _lock = threading.Lock()
 _tokenizers: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()

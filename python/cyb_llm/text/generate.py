@@ -25,7 +25,7 @@ logprobs need the logits on the host: those generations sample on the CPU
 (`stats.sampled_on` says which; `Generator(model, device_sampling=False)` forces
 the host).
 
-Structured output (`constraint=`, a cyb_llm.structured.Constraint): each step
+Structured output (`constraint=`, a cyb_llm.text.structured.Constraint): each step
 the grammar's allowed-token bitset goes to the native sampler, which applies it
 (right after the logit bias) before the penalties, temperature, top-k, top-p
 and min-p, so greedy and sampled decoding only draw tokens the grammar allows;
@@ -45,9 +45,9 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import _core
-from .errors import InvalidConfig
-from .ids import common_prefix, token_bytes, token_id_array
+from .. import _core
+from ..errors import InvalidConfig
+from ..ids import common_prefix, token_bytes, token_id_array
 from .sampling import SamplingParams
 from .structured import Constraint, constraint_of, grammar_text
 from .toolcalls import (ToolCallStream, check_tool_choice, forced_tools, template_messages, template_takes_tools,
@@ -215,7 +215,7 @@ class Generator:
         request (empty prompt, negative max_tokens, a prompt longer than the
         context, a logit_bias id outside the vocab, a grammar that does not
         compile) raise here, before any work. `tools`: see `encode_prompt`.
-        `constraint`: a cyb_llm.structured.Constraint (structured output) or None."""
+        `constraint`: a cyb_llm.text.structured.Constraint (structured output) or None."""
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
             raise InvalidConfig(field="max_tokens", reason=f"must be an integer >= 0 or None, got {max_tokens!r}")
         if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 0 <= top_logprobs <= 20:
@@ -495,9 +495,9 @@ def chat_constraint(model: Any, response_format: Mapping[str, Any] | None = None
                     tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None,
                     parallel_tool_calls: bool | None = None) -> Any:
     """The structured-output Constraint of a chat request (None: unconstrained): `response_format`
-    or `grammar` (cyb_llm.structured); for `tool_choice` "required" / a named function the grammar
+    or `grammar` (cyb_llm.text.structured); for `tool_choice` "required" / a named function the grammar
     of calls only, for "auto" (with tools, without response_format / grammar) the grammar of text
-    or calls (cyb_llm.toolcalls.tool_call_grammar). How many calls: "auto" one or more unless
+    or calls (cyb_llm.text.toolcalls.tool_call_grammar). How many calls: "auto" one or more unless
     `parallel_tool_calls` is False; "required" exactly one unless `parallel_tool_calls` is True
     (forced, a small model tends to repeat calls until max_tokens); a named function exactly one.
     InvalidConfig names the field at fault (an invalid schema: "response_format")."""
@@ -556,9 +556,9 @@ def create_chat_completion(model: Any, messages: Sequence[Mapping[str, Any]], st
     - `response_format`: {"type": "text"} (default), {"type": "json_object"} (any JSON object) or
       {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}; `grammar`: a grammar in
       llguidance's Lark syntax. Both constrain decoding through the native sampler's token mask
-      (cyb_llm.structured); an invalid schema or grammar is InvalidConfig(field=...).
+      (cyb_llm.text.structured); an invalid schema or grammar is InvalidConfig(field=...).
     - `tools` (OpenAI function tools) go to the chat template (or, when it ignores them, to the
-      system message: cyb_llm.toolcalls.tool_prompt). `tool_choice`: "auto" (the default with
+      system message: cyb_llm.text.toolcalls.tool_prompt). `tool_choice`: "auto" (the default with
       tools; the answer is constrained to text or calls), "none" (tools left out of the prompt),
       "required" or {"type": "function", "function": {"name": ...}} (the answer is constrained to
       one call, of any tool or of the named one). Call arguments follow the tool's `parameters`

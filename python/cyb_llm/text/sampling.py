@@ -20,8 +20,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from . import _core
-from .errors import InvalidConfig
+from .. import _core
+from ..errors import InvalidConfig
 
 #: Used for every key the model's [sampling] section does not set (llama.cpp's defaults).
 DEFAULTS: dict[str, Any] = {

@@ -32,7 +32,7 @@ import re
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import InvalidConfig
+from ..errors import InvalidConfig
 from .structured import lark_literal
 
 _QWEN_OPEN, _QWEN_CLOSE = "<tool_call>", "</tool_call>"

@@ -20,7 +20,7 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import Error, InvalidConfig
+from ..errors import Error, InvalidConfig
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 

@@ -14,11 +14,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..base import Conversation, Model
+from ..errors import InvalidConfig
+from ..ids import token_id_array
 from . import generate as _generate
-from .base import Conversation, Model
 from .chat import chat_from_modelfile
-from .errors import InvalidConfig
-from .ids import token_id_array
 
 DEFAULT_MAX_CONTEXT = 4096
 
@@ -28,7 +28,7 @@ class TextModel(Model):
     generation (see `cyb_llm.load`)."""
 
     kind = "text"
-    #: The file's chat template (cyb_llm.chat.ChatTemplate), None when it has none.
+    #: The file's chat template (cyb_llm.text.chat.ChatTemplate), None when it has none.
     chat: Any = None
     bos_token_id: int | None = None
 
@@ -128,7 +128,7 @@ class TextModel(Model):
     def generator(self) -> _generate.Generator:
         return _generate.Generator(self)
 
-    # cyb_llm.generate's functions, as methods (their signatures and docstrings): the model is `self`
+    # cyb_llm.text.generate's functions, as methods (their signatures and docstrings): the model is `self`
     create_chat_completion = _generate.create_chat_completion
     create_completion = _generate.create_completion
     #: As llama-cpp-python's Llama: `model(prompt, ...)` is `model.create_completion(prompt, ...)`.
