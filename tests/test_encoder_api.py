@@ -1,4 +1,4 @@
-"""The Python side of the encoder API (cyb_llm/encoder.py) over a stand-in native model: tokenizing,
+"""The Python side of the encoder API (cyb_llm/encode/model.py) over a stand-in native model: tokenizing,
 truncation as sentence-transformers, bucketing and input order, argument errors, scores."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cyb_llm import hub
-from cyb_llm.encoder import Encoder, max_length
+from cyb_llm.encode.model import Encoder, max_length
 from cyb_llm.errors import InvalidConfig, TokenizerError
 from cyb_llm.format import ModelFile
 

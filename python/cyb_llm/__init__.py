@@ -10,7 +10,7 @@ from . import errors, hub
 from .errors import (BackendInit, Error, FormatError, InvalidConfig, MissingTensor, OutOfMemory,
                      ShapeMismatch, TokenizerError, UnsupportedOp, WeightFormatMismatch)
 from .base import Conversation, Model, load
-from .encoder import Encoder
+from .encode import Encoder
 from .format import ModelFile, describe, write_model
 from .text import Generator, TextModel
 from .whisper import WhisperModel

@@ -48,7 +48,7 @@ PIPELINES: tuple[Pipeline, ...] = (
              ("run", "chat", "serve", "bench"),
              ("/v1/chat/completions", "/v1/completions"),
              "cyb_llm.serve.engine:TextEngine"),
-    Pipeline("encoder", "cyb_llm.encoder:Encoder", "encoder models",
+    Pipeline("encoder", "cyb_llm.encode.model:Encoder", "encoder models",
              ("embed", "serve"),
              ("/v1/embeddings", "/v1/rerank"),
              "cyb_llm.serve.engine:EncoderEngine"),

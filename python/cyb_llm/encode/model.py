@@ -21,10 +21,10 @@ from typing import Any, Sequence
 import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 
-from .base import Model
-from .errors import InvalidConfig
-from .ids import token_id_array
-from .tokenizer import _check_text
+from ..base import Model
+from ..errors import InvalidConfig
+from ..ids import token_id_array
+from ..tokenizer import _check_text
 
 POOLING_MODES = ("cls", "mean", "max")
 #: families whose positions start after the padding id (RoBERTa's create_position_ids_from_input_ids)
