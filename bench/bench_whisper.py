@@ -152,7 +152,7 @@ def main(argv=None) -> int:
         os.environ["CYB_CPU_LEVEL"] = a.cpu_level
 
     from cyb_llm import _core, hub
-    from cyb_llm.audio import load_audio
+    from cyb_llm.speech.audio import load_audio
 
     skip = set(filter(None, a.skip.split(",")))
     path, folder = hub.fetch(a.model, progress=False), hub.fetch_source(a.model, progress=False)

@@ -1,5 +1,5 @@
 """The native log-mel frontend (csrc/audio/mel.cc, _core.log_mel) and audio input
-(python/cyb_llm/audio.py) against the reference recipes (docs/whisper.md, "Audio frontend").
+(python/cyb_llm/speech/audio.py) against the reference recipes (docs/whisper.md, "Audio frontend").
 
 References:
 - transformers' WhisperFeatureExtractor, numpy path (`_np_extract_fbank_features`):
@@ -24,7 +24,8 @@ import sys
 import numpy as np
 import pytest
 
-from cyb_llm import _core, audio
+from cyb_llm import _core
+from cyb_llm.speech import audio
 from cyb_llm.errors import InvalidConfig, ShapeMismatch
 from tolerances import tolerance
 

@@ -1,11 +1,11 @@
-"""Transcript formats (python/cyb_llm/transcript.py): SRT and WebVTT parsed back by a subtitle
+"""Transcript formats (python/cyb_llm/speech/transcript.py): SRT and WebVTT parsed back by a subtitle
 reader written here from the two formats' rules, timestamps, OpenAI verbose_json keys."""
 import json
 import re
 
 import pytest
 
-from cyb_llm.transcript import format_timestamp, render, to_srt, to_vtt, verbose_json
+from cyb_llm.speech.transcript import format_timestamp, render, to_srt, to_vtt, verbose_json
 
 SEGS = [
     {"id": 0, "start": 0.0, "end": 2.5, "text": " Hello world."},

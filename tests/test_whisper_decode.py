@@ -1,4 +1,4 @@
-"""The Whisper decoding pipeline (python/cyb_llm/whisper_decode.py).
+"""The Whisper decoding pipeline (python/cyb_llm/speech/pipeline.py).
 
 (a) each logits rule against transformers' processors on random logits and token histories;
 (b) on the real whisper-tiny (English-only) and whisper-base (multilingual) weights, with the
@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 from transformers.generation.logits_process import (  # noqa: E402
     SuppressTokensAtBeginLogitsProcessor, SuppressTokensLogitsProcessor, WhisperTimeStampLogitsProcessor)
 
-from cyb_llm.whisper_decode import (LogitRules, build_prompt, compression_ratio,  # noqa: E402
+from cyb_llm.speech.pipeline import (LogitRules, build_prompt, compression_ratio,  # noqa: E402
                              split_segments_by_timestamps)
 
 # a tiny.en-shaped vocabulary layout (the real ids: eot 50256, notimestamps 50362, timestamps 50363..51863)
@@ -135,7 +135,7 @@ def test_window_tokens_match_ctranslate2_tiny():
     score."""
     pipe, mf, folder = wo.load("whisper-tiny")
     ct2, model = _ct2(folder)
-    from cyb_llm.whisper_decode import DecodeOptions, WindowDecoder, pad_or_trim
+    from cyb_llm.speech.pipeline import DecodeOptions, WindowDecoder, pad_or_trim
 
     audio = wo.english_clip(wo.ENGLISH[:2])
     mel = pipe._mel(audio)
@@ -209,7 +209,7 @@ LANG_TEXTS = {
 def check_language_detection_base():  # collected in tests/slow/test_whisper_decode_slow.py
     pipe, mf, folder = wo.load("whisper-base")
     ct2, model = _ct2(folder)
-    from cyb_llm.whisper_decode import N_FRAMES, detect_language, pad_or_trim
+    from cyb_llm.speech.pipeline import N_FRAMES, detect_language, pad_or_trim
 
     clips = {"en": wo.english_clip(wo.ENGLISH[:2])}
     for code, (voice, text) in LANG_TEXTS.items():

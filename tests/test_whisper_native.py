@@ -1,6 +1,6 @@
 """Whisper end to end on the native runtime (`cyb_llm.load("whisper-tiny")`, a
-cyb_llm.whisper.WhisperModel: native encoder/decoder, native log-mel, the pipeline of
-python/cyb_llm/whisper_decode.py) against the oracles of tests/whisper_oracle.py, on real
+cyb_llm.speech.model.WhisperModel: native encoder/decoder, native log-mel, the pipeline of
+python/cyb_llm/speech/pipeline.py) against the oracles of tests/whisper_oracle.py, on real
 weights (issue 16, "What it must show"; docs/whisper.md):
 
 - precise mode: encoder output and the first-step decoder logits within `precise-vs-transformers`
@@ -33,8 +33,9 @@ from tolerances import tolerance
 wo = pytest.importorskip("whisper_oracle")  # skips without torch / transformers (the f32 oracle)
 
 import cyb_llm  # noqa: E402
-from cyb_llm import audio, errors  # noqa: E402
-from cyb_llm.whisper_decode import (N_FRAMES, DecodeOptions, WhisperTokens, WindowDecoder,  # noqa: E402
+from cyb_llm import errors  # noqa: E402
+from cyb_llm.speech import audio  # noqa: E402
+from cyb_llm.speech.pipeline import (N_FRAMES, DecodeOptions, WhisperTokens, WindowDecoder,  # noqa: E402
                                     build_prompt, pad_or_trim)
 
 TOL = tolerance("precise-vs-transformers")
@@ -124,7 +125,7 @@ def test_precise_tiny_encoder_and_first_logits_match_transformers():
 @pytest.mark.parametrize("precise", [False, True], ids=["fast", "precise"])
 def test_transcribe_short_matches_faster_whisper(precise):
     """~16 s clip, beam 1, every option explicit. Catches a wrong timestamp rule (verified: without
-    the forced-timestamp rule of whisper_decode.LogitRules._timestamp_rules, patched in a scratch
+    the forced-timestamp rule of speech.pipeline.LogitRules._timestamp_rules, patched in a scratch
     copy, this test, the window-token test and the stream test fail), the blank suppression, the
     segment split and the encoder/decoder numerics."""
     m = native("whisper-tiny", precise)
@@ -355,7 +356,7 @@ def test_peak_rss_3_minutes_vs_1_minute(tmp_path):
     """A 3-minute quiet-noise file against a 1-minute one (a 30 s one is a single window whose
     decode is skipped as no speech: it never runs the seek loop whose per-window state is in
     question). Catches a session (its cross K/V) kept per window (verified in a scratch copy of
-    whisper_decode.py keeping one per window: 90.6 MiB > 70 MiB)."""
+    speech/pipeline.py keeping one per window: 90.6 MiB > 70 MiB)."""
     check_peak_rss(tmp_path, 60, 180)
 
 

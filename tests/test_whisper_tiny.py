@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from cyb_llm import _core, errors
-from cyb_llm.whisper import WhisperModel, reorder
+from cyb_llm.speech.model import WhisperModel, reorder
 from placement import assert_ran_on, wgpu_skip_reason
 from tolerances import tolerance
 

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from cyb_llm import _core, errors
-from cyb_llm import whisper_decode as wd
-from cyb_llm.whisper import WhisperModel
+from cyb_llm.speech import pipeline as wd
+from cyb_llm.speech.model import WhisperModel
 from placement import assert_ran_on, wgpu_skip_reason
 from tolerances import tolerance
 

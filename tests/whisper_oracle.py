@@ -1,4 +1,4 @@
-"""Test helpers for the Whisper decoding pipeline (python/cyb_llm/whisper_decode.py): a WhisperRuntime
+"""Test helpers for the Whisper decoding pipeline (python/cyb_llm/speech/pipeline.py): a WhisperRuntime
 built from transformers' WhisperForConditionalGeneration loaded with a `.model` file's tensors
 (float32, proj_out tied to embed_tokens), the log-mel as the pipeline expects it (transformers'
 WhisperFeatureExtractor recipe over the whole input + one hop of zeros), speech synthesis
@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 
 from cyb_llm import hub  # noqa: E402
 from cyb_llm.format import ModelFile  # noqa: E402
-from cyb_llm.whisper_decode import HOP_LENGTH, WhisperPipeline  # noqa: E402
+from cyb_llm.speech.pipeline import HOP_LENGTH, WhisperPipeline  # noqa: E402
 
 import whisper_speech as _speech  # noqa: E402
 from oracles import peer_import, peer_missing  # noqa: E402

@@ -13,7 +13,7 @@ from .base import Conversation, Model, load
 from .encode import Encoder
 from .format import ModelFile, describe, write_model
 from .text import Generator, TextModel
-from .whisper import WhisperModel
+from .speech import WhisperModel
 
 __version__ = "0.1.0"
 

@@ -33,7 +33,7 @@ from .base import load
 from .errors import Error, InvalidConfig
 from .text.sampling import SamplingParams
 from .serve import command as serve_command
-from .transcript import render
+from .speech.transcript import render
 
 # --- model loading (a seam for tests) -------------------------------------------
 

@@ -52,7 +52,7 @@ PIPELINES: tuple[Pipeline, ...] = (
              ("embed", "serve"),
              ("/v1/embeddings", "/v1/rerank"),
              "cyb_llm.serve.engine:EncoderEngine"),
-    Pipeline("speech", "cyb_llm.whisper:WhisperModel", "speech recognition models (whisper)",
+    Pipeline("speech", "cyb_llm.speech.model:WhisperModel", "speech recognition models (whisper)",
              ("transcribe", "serve"),
              ("/v1/audio/transcriptions", "/v1/audio/translations"),
              "cyb_llm.serve.engine:AudioEngine"),

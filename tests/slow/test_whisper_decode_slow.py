@@ -22,7 +22,7 @@ test_transcribe_base_short_matches_faster_whisper = base.check_transcribe_base_s
 def test_window_beam5_matches_ctranslate2(name):
     pipe, mf, folder = wo.load(name)
     ct2, model = _ct2(folder)
-    from cyb_llm.whisper_decode import DecodeOptions, WindowDecoder, build_prompt, pad_or_trim
+    from cyb_llm.speech.pipeline import DecodeOptions, WindowDecoder, build_prompt, pad_or_trim
 
     audio = wo.english_clip(wo.ENGLISH[3:6])
     mel = pipe._mel(audio)

@@ -36,12 +36,12 @@ except ImportError as e:  # pragma: no cover - exercised by the CLI's message
 import numpy as np
 
 from .. import __version__, pipelines
-from ..audio import load_audio
+from ..speech.audio import load_audio
 from ..errors import Error, InvalidConfig, OutOfMemory
 from ..text.generate import chat_constraint, merge_chat_chunks, merge_completion_chunks
 from ..text.structured import constraint_of
 from ..text.toolcalls import check_tool_choice, tool_names
-from ..transcript import FORMATS, GRANULARITIES, render
+from ..speech.transcript import FORMATS, GRANULARITIES, render
 from .engine import DONE, Job, QueueFull, QueueTimeout, RequestTimeout, TextEngine
 
 log = logging.getLogger("cyb_llm.serve")

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
+from ..errors import InvalidConfig
 from . import audio
-from .errors import InvalidConfig
 
 SAMPLE_RATE = 16000
 HOP_LENGTH = 160
@@ -301,7 +301,7 @@ def greedy(session: Session, logits: np.ndarray, rules: LogitRules, eot: int, ma
 
 def forward_step(sessions: Sequence[Session], tokens: Sequence[int]) -> np.ndarray:
     """float32 logits [n, n_vocab]: one token fed to each session (each advances by one). Sessions
-    of one model that offers forward_batch(sessions, tokens) (python/cyb_llm/whisper.py
+    of one model that offers forward_batch(sessions, tokens) (python/cyb_llm/speech/model.py
     WhisperModel.forward_batch) run as one batched forward (the native forward_batch: the weights are read once for all n rows and beams that
     share a window's cross K/V take one cross-attention call); others one forward each."""
     model = getattr(sessions[0], "model", None)

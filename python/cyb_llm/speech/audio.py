@@ -21,8 +21,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import _core
-from .errors import InvalidConfig, ShapeMismatch
+from .. import _core
+from ..errors import InvalidConfig, ShapeMismatch
 
 #: The rate every speech model here takes.
 SAMPLE_RATE = 16000

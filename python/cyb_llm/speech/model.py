@@ -18,11 +18,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..base import Conversation, Model
+from ..errors import InvalidConfig
+from ..ids import token_id_array
 from .audio import load_audio
-from .base import Conversation, Model
-from .errors import InvalidConfig
-from .ids import token_id_array
-from .whisper_decode import WhisperPipeline
+from .pipeline import WhisperPipeline
 
 
 class WhisperSession(Conversation):
@@ -101,8 +101,8 @@ class WhisperModel(Model):
     def vocab_size(self) -> int:
         return self._n_vocab
 
-    # --- transcription (the decoding pipeline of cyb_llm.whisper_decode over this model) -----------
-    # The runtime interface (whisper_decode.WhisperRuntime): n_mels, n_vocab, encode, session.
+    # --- transcription (the decoding pipeline of cyb_llm.speech.pipeline over this model) ------
+    # The runtime interface (pipeline.WhisperRuntime): n_mels, n_vocab, encode, session.
     @property
     def n_vocab(self) -> int:
         return self.vocab_size
@@ -116,7 +116,7 @@ class WhisperModel(Model):
     def cross_attention(self, encoder_output: np.ndarray, tokens: Sequence[int], heads: Sequence[Sequence[int]],
                         n_frames: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """WhisperSession.cross_attention of `tokens` from position 0 on a new session over
-        `encoder_output` (word timestamps: whisper_decode.find_alignment)."""
+        `encoder_output` (word timestamps: pipeline.find_alignment)."""
         return self.session(encoder_output).cross_attention(tokens, heads, n_frames)
 
     def _pipeline(self) -> WhisperPipeline:
