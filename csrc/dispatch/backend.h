@@ -38,6 +38,12 @@ class Backend {
   virtual const char* name() const = 0;
   // True if this backend implements `op` for these inputs (dtypes/shapes).
   virtual bool supports(const Op& op, const Tensor* inputs, int n_inputs) const = 0;
+  // Bytes this backend keeps, at the most, in a model's weight cache (core/weight_cache.h,
+  // ExecContext::set_weight_cache) for the matmul weight `w` in fast mode (precise: false) or
+  // in precise mode: its own layout of the weight, built on first use (the cpu's amx level packs
+  // float weights into bf16 hi / lo panels). A family charges it to the memory budget at load.
+  // 0 (the default): the backend keeps nothing there.
+  virtual int64_t weight_cache_bytes(const Tensor& /*w*/, bool /*precise*/) const { return 0; }
   virtual void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs,
                        int n_outputs, ExecContext& ctx) = 0;
   // Tensors of this backend. The defaults are host memory (64-byte aligned, zeroed), what

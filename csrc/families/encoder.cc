@@ -5,7 +5,6 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
 #include "core/config_check.h"
 #include "core/rope.h"
 #include "core/errors.h"
@@ -246,8 +245,8 @@ class Encoder : public Model {
   }
   void bind_weights();
   void bind_modernbert();
-  // The fast mode on the cpu at the amx level keeps its bf16 hi / lo panels of the
-  // float matmul weights (fgemm_amx.cc) in wcache_: charged to the budget here.
+  // What the primary backend keeps in wcache_ (its own layout of the matmul weights, e.g. the
+  // cpu amx level's bf16 panels: Backend::weight_cache_bytes), charged to the budget here.
   void reserve_weight_cache();
   void check_batch(const EncoderBatch& b) const;
 
@@ -267,18 +266,15 @@ class Encoder : public Model {
 };
 
 void Encoder::reserve_weight_cache() {
-  if (opts_.precise || std::string(dispatcher_->chain().front()->name()) != "cpu") return;
+  const Backend& be = *dispatcher_->chain().front();
   int64_t bytes = 0;
-  auto add = [&](const Tensor& t) {
-    if (!t.data || t.shape.ndim != 2 || !cpu_level_bf16_split(cpu_backend().level(), t.dtype, 1 << 20)) return;
-    const int64_t n = (t.shape.d[0] + 15) / 16 * 16, k = (t.shape.d[1] + 31) / 32 * 32;
-    bytes += n * k * (t.dtype == DType::BF16 ? 2 : 4);
-  };
+  auto add = [&](const Tensor& t) { bytes += be.weight_cache_bytes(t, opts_.precise); };
   for (const EncLayer& L : layers_)
     for (const Tensor* t : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.gate, &L.down}) add(*t);
   add(head_dense_);
   add(head_out_);
-  if (bytes > 0) reserve_memory(bytes, "bf16 weight panels of the fast amx matmul");
+  if (bytes > 0)
+    reserve_memory(bytes, std::string("the weight cache of the ") + be.name() + " backend (its layout of the matmul weights)");
 }
 
 void Encoder::bind_modernbert() {

@@ -30,6 +30,9 @@ class CpuBackend : public Backend {
   explicit CpuBackend(CpuLevel level);
   const char* name() const override { return "cpu"; }
   bool supports(const Op& op, const Tensor* inputs, int n_inputs) const override;
+  // The amx level's fast float GEMM keeps bf16 hi / lo panels of F32 / F16 / BF16 weights
+  // (fgemm_amx.cc, cpu_level_bf16_split); every other level and precise mode keep nothing.
+  int64_t weight_cache_bytes(const Tensor& w, bool precise) const override;
   void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
                ExecContext& ctx) override;
   void download_f32(const Tensor& t, float* out) override;
