@@ -1,4 +1,4 @@
-"""The Whisper decoding pipeline (python/cyb_llm/speech/pipeline.py).
+"""The Whisper decoding pipeline (python/cyb_llm/speech/: search.py, pipeline.py).
 
 (a) each logits rule against transformers' processors on random logits and token histories;
 (b) on the real whisper-tiny (English-only) and whisper-base (multilingual) weights, with the
@@ -18,8 +18,8 @@ transformers = pytest.importorskip("transformers")
 from transformers.generation.logits_process import (  # noqa: E402
     SuppressTokensAtBeginLogitsProcessor, SuppressTokensLogitsProcessor, WhisperTimeStampLogitsProcessor)
 
-from cyb_llm.speech.pipeline import (LogitRules, build_prompt, compression_ratio,  # noqa: E402
-                             split_segments_by_timestamps)
+from cyb_llm.speech.pipeline import split_segments_by_timestamps  # noqa: E402
+from cyb_llm.speech.search import LogitRules, build_prompt, compression_ratio  # noqa: E402
 
 # a tiny.en-shaped vocabulary layout (the real ids: eot 50256, notimestamps 50362, timestamps 50363..51863)
 EOT, SOT, NO_TS, TB, V = 50256, 50257, 50362, 50363, 51864
@@ -135,7 +135,8 @@ def test_window_tokens_match_ctranslate2_tiny():
     score."""
     pipe, mf, folder = wo.load("whisper-tiny")
     ct2, model = _ct2(folder)
-    from cyb_llm.speech.pipeline import DecodeOptions, WindowDecoder, pad_or_trim
+    from cyb_llm.speech.pipeline import pad_or_trim
+    from cyb_llm.speech.search import DecodeOptions, WindowDecoder
 
     audio = wo.english_clip(wo.ENGLISH[:2])
     mel = pipe._mel(audio)
@@ -209,7 +210,8 @@ LANG_TEXTS = {
 def check_language_detection_base():  # collected in tests/slow/test_whisper_decode_slow.py
     pipe, mf, folder = wo.load("whisper-base")
     ct2, model = _ct2(folder)
-    from cyb_llm.speech.pipeline import N_FRAMES, detect_language, pad_or_trim
+    from cyb_llm.speech.common import N_FRAMES
+    from cyb_llm.speech.pipeline import detect_language, pad_or_trim
 
     clips = {"en": wo.english_clip(wo.ENGLISH[:2])}
     for code, (voice, text) in LANG_TEXTS.items():

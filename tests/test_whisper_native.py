@@ -1,6 +1,6 @@
 """Whisper end to end on the native runtime (`cyb_llm.load("whisper-tiny")`, a
 cyb_llm.speech.model.WhisperModel: native encoder/decoder, native log-mel, the pipeline of
-python/cyb_llm/speech/pipeline.py) against the oracles of tests/whisper_oracle.py, on real
+python/cyb_llm/speech/) against the oracles of tests/whisper_oracle.py, on real
 weights (issue 16, "What it must show"; docs/whisper.md):
 
 - precise mode: encoder output and the first-step decoder logits within `precise-vs-transformers`
@@ -35,8 +35,9 @@ wo = pytest.importorskip("whisper_oracle")  # skips without torch / transformers
 import cyb_llm  # noqa: E402
 from cyb_llm import errors  # noqa: E402
 from cyb_llm.speech import audio  # noqa: E402
-from cyb_llm.speech.pipeline import (N_FRAMES, DecodeOptions, WhisperTokens, WindowDecoder,  # noqa: E402
-                                    build_prompt, pad_or_trim)
+from cyb_llm.speech.common import N_FRAMES, WhisperTokens  # noqa: E402
+from cyb_llm.speech.pipeline import pad_or_trim  # noqa: E402
+from cyb_llm.speech.search import DecodeOptions, WindowDecoder, build_prompt  # noqa: E402
 
 TOL = tolerance("precise-vs-transformers")
 TIME_TOL = tolerance("whisper-time")  # seconds: one timestamp step
@@ -125,7 +126,7 @@ def test_precise_tiny_encoder_and_first_logits_match_transformers():
 @pytest.mark.parametrize("precise", [False, True], ids=["fast", "precise"])
 def test_transcribe_short_matches_faster_whisper(precise):
     """~16 s clip, beam 1, every option explicit. Catches a wrong timestamp rule (verified: without
-    the forced-timestamp rule of speech.pipeline.LogitRules._timestamp_rules, patched in a scratch
+    the forced-timestamp rule of speech.search.LogitRules._timestamp_rules, patched in a scratch
     copy, this test, the window-token test and the stream test fail), the blank suppression, the
     segment split and the encoder/decoder numerics."""
     m = native("whisper-tiny", precise)

@@ -25,7 +25,9 @@ import numpy as np
 import pytest
 
 from cyb_llm import _core, errors
-from cyb_llm.speech import pipeline as wd
+from cyb_llm.speech import alignment as wa
+from cyb_llm.speech import common as wc
+from cyb_llm.speech import pipeline as wp
 from cyb_llm.speech.model import WhisperModel
 from placement import assert_ran_on, wgpu_skip_reason
 from tolerances import tolerance
@@ -133,11 +135,11 @@ def _run():
     path, folder = wo.fetch_or_skip("whisper-tiny")  # a failure under CYB_REQUIRE_PEERS=1
     m = WhisperModel(path)
     audio = wo.english_clip(wo.ENGLISH[:4])
-    ours = m.transcribe(audio, word_timestamps=True, prepend_punctuations=wd.PREPEND_PUNCTUATIONS,
-                        append_punctuations=wd.APPEND_PUNCTUATIONS, **wo.ours_options(1))
+    ours = m.transcribe(audio, word_timestamps=True, prepend_punctuations=wa.PREPEND_PUNCTUATIONS,
+                        append_punctuations=wa.APPEND_PUNCTUATIONS, **wo.ours_options(1))
     segs, _ = wo.faster_whisper_transcribe(folder, audio, **{**wo.fw_options(1), "word_timestamps": True,
-                                                             "prepend_punctuations": wd.PREPEND_PUNCTUATIONS,
-                                                             "append_punctuations": wd.APPEND_PUNCTUATIONS})
+                                                             "prepend_punctuations": wa.PREPEND_PUNCTUATIONS,
+                                                             "append_punctuations": wa.APPEND_PUNCTUATIONS})
     return m, audio, ours, segs
 
 
@@ -166,7 +168,7 @@ def test_words_match_faster_whisper():
     assert "".join(w["word"] for w in words).strip() == ours["text"]
 
 
-def _window_words(m, audio, ours, *, width=wd.MEDIAN_FILTER_WIDTH, full_softmax=False):
+def _window_words(m, audio, ours, *, width=wa.MEDIAN_FILTER_WIDTH, full_softmax=False):
     """The words of the clip's one window recomputed from our tokens (the segments as split
     before the word rules moved them), with a chosen median filter width or with the softmax
     taken over all 1500 frames and cut to the window's frames afterwards."""
@@ -174,10 +176,10 @@ def _window_words(m, audio, ours, *, width=wd.MEDIAN_FILTER_WIDTH, full_softmax=
     tok = pipe.tok
     mel = pipe._mel(audio)
     content = mel.shape[-1] - 1
-    assert content <= wd.N_FRAMES and {s["seek"] for s in ours["segments"]} == {0}
+    assert content <= wc.N_FRAMES and {s["seek"] for s in ours["segments"]} == {0}
     tokens = [t for s in ours["segments"] for t in s["tokens"]]
-    segments, _, _ = wd.split_segments_by_timestamps(tok, tokens, 0.0, content, content * wd.TIME_PER_FRAME, 0)
-    enc = m.encode(wd.pad_or_trim(mel[:, :content]))
+    segments, _, _ = wp.split_segments_by_timestamps(tok, tokens, 0.0, content, content * wc.TIME_PER_FRAME, 0)
+    enc = m.encode(wp.pad_or_trim(mel[:, :content]))
 
     class Runtime:
         def cross_attention(self, e, toks, heads, n_frames):
@@ -187,8 +189,8 @@ def _window_words(m, audio, ours, *, width=wd.MEDIAN_FILTER_WIDTH, full_softmax=
             return logits, attn[:, :, :n_frames]
 
     segments = copy.deepcopy(segments)
-    wd.add_word_timestamps(Runtime(), tok, segments, enc, tok.sot_sequence("en", "transcribe"), content,
-                           pipe.alignment_heads, "en", wd.PREPEND_PUNCTUATIONS, wd.APPEND_PUNCTUATIONS, 0.0,
+    wa.add_word_timestamps(Runtime(), tok, segments, enc, tok.sot_sequence("en", "transcribe"), content,
+                           pipe.alignment_heads, "en", wa.PREPEND_PUNCTUATIONS, wa.APPEND_PUNCTUATIONS, 0.0,
                            median_filter_width=width)
     return [w for s in segments for w in s["words"]]
 
@@ -205,7 +207,7 @@ def test_mutations_fail_the_comparison():
 
 def test_word_timestamps_need_alignment_heads():
     m, audio, _, _ = _run()
-    pipe = wd.WhisperPipeline(m, m._pipeline().tok)            # no alignment heads given
+    pipe = wp.WhisperPipeline(m, m._pipeline().tok)            # no alignment heads given
     with pytest.raises(errors.InvalidConfig):
         pipe.transcribe(audio[:16000], word_timestamps=True, beam_size=1)
 
@@ -214,19 +216,19 @@ def test_word_timestamps_need_alignment_heads():
 
 def test_median_filter_and_dtw():
     x = np.array([[5, 1, 9, 2, 7, 3, 8, 4, 6, 0]], np.float32)
-    got = wd.median_filter(x, 3)
+    got = wa.median_filter(x, 3)
     # reflected edges: [1, 5, 1, ...] and [..., 6, 0, 6]
     assert got.tolist() == [[1, 5, 2, 7, 3, 7, 4, 6, 4, 6]]
-    assert wd.median_filter(x[:, :1], 3).tolist() == x[:, :1].tolist()   # shorter than the radius + 1
+    assert wa.median_filter(x[:, :1], 3).tolist() == x[:, :1].tolist()   # shorter than the radius + 1
     # the path follows the largest values: rows 0, 1, 2 at columns 0-1, 2-3, 4
     v = np.full((3, 5), -1, np.float32)
     v[0, :2] = v[1, 2:4] = v[2, 4] = 1
-    rows, cols = wd.negative_dtw(v)
+    rows, cols = wa.negative_dtw(v)
     assert rows.tolist() == [0, 0, 1, 1, 2] and cols.tolist() == [0, 1, 2, 3, 4]
 
 
 def test_merge_punctuations():
     al = [dict(word=w, tokens=[i]) for i, w in enumerate([" (", "Hello", ",", " world", ".", "\""])]
-    wd.merge_punctuations(al, wd.PREPEND_PUNCTUATIONS, wd.APPEND_PUNCTUATIONS)
+    wa.merge_punctuations(al, wa.PREPEND_PUNCTUATIONS, wa.APPEND_PUNCTUATIONS)
     assert [a["word"] for a in al] == ["", " (Hello,", "", " world.\"", "", ""]
     assert al[1]["tokens"] == [0, 1, 2] and al[3]["tokens"] == [3, 4, 5]

@@ -21,7 +21,8 @@ transformers = pytest.importorskip("transformers")
 
 from cyb_llm import hub  # noqa: E402
 from cyb_llm.format import ModelFile  # noqa: E402
-from cyb_llm.speech.pipeline import HOP_LENGTH, WhisperPipeline  # noqa: E402
+from cyb_llm.speech.common import HOP_LENGTH  # noqa: E402
+from cyb_llm.speech.pipeline import WhisperPipeline  # noqa: E402
 
 import whisper_speech as _speech  # noqa: E402
 from oracles import peer_import, peer_missing  # noqa: E402

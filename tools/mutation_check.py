@@ -157,7 +157,7 @@ MUTATIONS = [
              ("tests/test_ops.py -k 'test_matmul_every_encoding and q8_0 and wgpu'",)),
     Mutation("whisper-timestamps-decrease", "Whisper decoder: after text, the last timestamp may repeat "
              "(the 'timestamps never decrease' rule masks one token too few)",
-             "python/cyb_llm/speech/pipeline.py",
+             "python/cyb_llm/speech/search.py",
              "                        logits[tb:t + 1] = NEG_INF",
              "                        logits[tb:t] = NEG_INF",
              ("tests/test_whisper_decode.py -k 'test_rules_match_transformers_processors'",)),

@@ -22,7 +22,8 @@ test_transcribe_base_short_matches_faster_whisper = base.check_transcribe_base_s
 def test_window_beam5_matches_ctranslate2(name):
     pipe, mf, folder = wo.load(name)
     ct2, model = _ct2(folder)
-    from cyb_llm.speech.pipeline import DecodeOptions, WindowDecoder, build_prompt, pad_or_trim
+    from cyb_llm.speech.pipeline import pad_or_trim
+    from cyb_llm.speech.search import DecodeOptions, WindowDecoder, build_prompt
 
     audio = wo.english_clip(wo.ENGLISH[3:6])
     mel = pipe._mel(audio)

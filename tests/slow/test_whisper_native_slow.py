@@ -61,7 +61,8 @@ def test_language_detection_base_matches_ctranslate2():
     """The native runtime's detect_language (softmax over the language tokens after sot, on the
     first 30 s of the native mel) against CTranslate2's detect_language on the same window: the
     same language and probability (within 1e-3: a probability, not logits) on 4 languages."""
-    from cyb_llm.speech.pipeline import N_FRAMES, detect_language, pad_or_trim
+    from cyb_llm.speech.common import N_FRAMES
+    from cyb_llm.speech.pipeline import detect_language, pad_or_trim
 
     m = native("whisper-base")
     ct2, model = wo.ct2_whisper(base.folder_of("whisper-base"))

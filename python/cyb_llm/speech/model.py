@@ -102,7 +102,7 @@ class WhisperModel(Model):
         return self._n_vocab
 
     # --- transcription (the decoding pipeline of cyb_llm.speech.pipeline over this model) ------
-    # The runtime interface (pipeline.WhisperRuntime): n_mels, n_vocab, encode, session.
+    # The runtime interface (common.WhisperRuntime): n_mels, n_vocab, encode, session.
     @property
     def n_vocab(self) -> int:
         return self.vocab_size
@@ -116,7 +116,7 @@ class WhisperModel(Model):
     def cross_attention(self, encoder_output: np.ndarray, tokens: Sequence[int], heads: Sequence[Sequence[int]],
                         n_frames: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """WhisperSession.cross_attention of `tokens` from position 0 on a new session over
-        `encoder_output` (word timestamps: pipeline.find_alignment)."""
+        `encoder_output` (word timestamps: alignment.find_alignment)."""
         return self.session(encoder_output).cross_attention(tokens, heads, n_frames)
 
     def _pipeline(self) -> WhisperPipeline:
