@@ -18,17 +18,19 @@ namespace cyb {
 std::vector<Backend*> select_backends(const LoadOptions& opts, std::vector<std::unique_ptr<Backend>>* owned) {
   const std::string& b = opts.backend;
   if (b == "cpu") return {&cpu_backend()};
-  const bool asked = b == "wgpu+rs" || b == "wgpu";
+  const bool dawn = b == "webgpu:dawn";  // the same backend on Dawn (docs/webgpu-dawn.md)
+  const bool asked = b == "wgpu+rs" || b == "wgpu" || dawn;
   // The platform default takes wgpu+rs only on a hardware adapter; asking for it
   // by name also accepts a software adapter (lavapipe in CI).
   if (asked || (b.empty() && wgpu_hardware_available())) {
-    owned->push_back(make_wgpu_backend(/*allow_software=*/asked));
+    const WgpuImpl impl = dawn ? WgpuImpl::Dawn : asked ? WgpuImpl::Native : WgpuImpl::Any;
+    owned->push_back(make_wgpu_backend(/*allow_software=*/asked, impl));
     return {owned->back().get(), &cpu_backend()};
   }
   if (b.empty()) return {&cpu_backend()};
   if (b == "honeycrisp") throw_backend_init("honeycrisp", "honeycrisp runs only on macOS with Apple Silicon");
   if (b == "nox") return {&nox_backend()};  // graph-only (Model::load checks), no fallback
-  throw_backend_init(b, "unknown backend (known: cpu, wgpu+rs, honeycrisp, nox)");
+  throw_backend_init(b, "unknown backend (known: cpu, wgpu+rs, webgpu:dawn, honeycrisp, nox)");
 }
 
 void init_model_runtime(const LoadOptions& opts, int threads, std::unique_ptr<ThreadPool>* pool,

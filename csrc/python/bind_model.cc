@@ -17,6 +17,8 @@
 namespace py = pybind11;
 using namespace cyb;
 
+void attach_webgpu_dawn();  // bind_ops.cc: Dawn's procedures handed over for backend="webgpu:dawn"
+
 namespace {
 
 // A Python integer argument as int64: TypeError for anything that is not an
@@ -219,6 +221,7 @@ void bind_model(py::module_& m) {
         if (!max_memory.is_none() && o.max_memory <= 0)
           throw_invalid_config("max_memory", "must be a positive byte count or None (available memory), got " +
                                                  std::to_string(o.max_memory));
+        if (backend == "webgpu:dawn") attach_webgpu_dawn();  // bind_ops.cc
         py::gil_scoped_release release;
         return Model::load(std::move(file), o);
       },

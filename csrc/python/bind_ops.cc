@@ -117,6 +117,24 @@ ThreadPool& test_pool() {
 
 std::string g_last_backend;
 
+WgpuImpl parse_wgpu_impl(const std::string& impl) {
+  if (impl == "wgpu-native") return WgpuImpl::Native;
+  if (impl == "dawn") return WgpuImpl::Dawn;
+  throw_invalid_config("impl", "'" + impl + "' is neither 'wgpu-native' nor 'dawn'");
+}
+
+}  // namespace
+
+// webgpu:dawn: Dawn's procedures come from the wgpudawn Python package, handed over by
+// cyb_llm.webgpu_dawn.attach() (which raises BackendInit naming the extra to install when the
+// package is missing) before the backend starts. GIL held. Also used by bind_model.cc (load).
+void attach_webgpu_dawn() {
+  if (wgpu_dawn_handed()) return;
+  py::module_::import("cyb_llm.webgpu_dawn").attr("attach")();
+}
+
+namespace {
+
 // Runs the op through a dispatcher [backend] (cpu) or [backend, cpu] (others), as
 // a model does: the op is validated once (validate_op, from the op schema), the
 // first backend whose supports() says yes runs it, and an op the backend lacks
@@ -137,10 +155,14 @@ py::list run_on(const std::string& backend_name, const std::string& level, const
   if (backend_name == "wgpu+rs" || backend_name == "wgpu") {
     owned = make_wgpu_backend(true);
     be = owned.get();
+  } else if (backend_name == "webgpu:dawn") {
+    attach_webgpu_dawn();
+    owned = make_wgpu_backend(true, WgpuImpl::Dawn);
+    be = owned.get();
   } else if (backend_name == "nox") {
     be = &nox_backend();
   } else if (!backend_name.empty() && backend_name != "cpu") {
-    throw_backend_init(backend_name, "run_op knows the backends cpu, wgpu+rs and nox");
+    throw_backend_init(backend_name, "run_op knows the backends cpu, wgpu+rs and nox (and webgpu:dawn: wgpu+rs on Dawn)");
   }
   std::vector<Backend*> chain = {be};
   if (be != &cpu) chain.push_back(&cpu);
@@ -407,9 +429,33 @@ void bind_ops(py::module_& m) {
     d["max_buffer"] = i.max_buffer;
     d["max_workgroup_storage"] = i.max_workgroup_storage;
     d["library"] = i.library;
+    d["impl"] = i.impl;
+    d["subgroup_matrix"] = i.subgroup_matrix;
+    d["subgroup_matrix_configs"] = i.subgroup_matrix_configs;
     return d;
   }, py::arg("allow_software") = true,
      "Initializes the wgpu+rs device and describes the adapter (BackendInit when there is none).");
+  m.def("wgpu_use_dawn", [](uint64_t address) { wgpu_use_dawn(static_cast<uintptr_t>(address)); },
+        py::arg("get_proc_address"),
+        "Hands Dawn's WebGPU procedures over (the address of its wgpuGetProcAddress): the process's device then "
+        "runs on Dawn (webgpu:dawn). cyb_llm.webgpu_dawn.attach() calls it; BackendInit once the process runs "
+        "on wgpu-native.");
+  m.def("wgpu_dawn_handed", &wgpu_dawn_handed, "True once Dawn's procedures were handed over (wgpu_use_dawn).");
+  m.def("wgpu_process_impl", &wgpu_process_impl,
+        "The WebGPU implementation the process's device runs on: 'wgpu-native', 'dawn', '' before the first probe.");
+  m.def("wgpu_proc_names", [](const std::string& impl) { return wgpu_proc_names(parse_wgpu_impl(impl)); },
+        py::arg("impl"), "The WebGPU procedures the backend takes from 'wgpu-native' or 'dawn', in table order.");
+  m.def("wgpu_fill_check", [](const std::string& impl, const std::vector<std::string>& absent) {
+          return wgpu_fill_check(parse_wgpu_impl(impl), absent);
+        }, py::arg("impl"), py::arg("absent"),
+        "Tests: fills a scratch procedure table for 'wgpu-native' or 'dawn' from a resolver that lacks the names "
+        "in `absent`; returns the procedures the fill reports missing.");
+  m.def("wgpu_abi", [] {
+          py::dict d;
+          for (const auto& kv : wgpu_abi()) d[py::str(kv.first)] = kv.second;
+          return d;
+        }, "The struct sizes, field offsets and enum values the wgpu backend passes across its procedure table "
+           "({'sizeof S' | 'offsetof S.F' | constant: value}; empty without the backend).");
   m.def("wgpu_take_host_times", &wgpu_take_host_times,
         "Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, "
         "submit_ms, wait_ms} (recording the ops, submitting, waiting for read-backs).");

@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_compiled', 'wgpu_info', 'wgpu_memory', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_abi', 'wgpu_compiled', 'wgpu_dawn_handed', 'wgpu_fill_check', 'wgpu_info', 'wgpu_memory', 'wgpu_proc_names', 'wgpu_process_impl', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times', 'wgpu_use_dawn']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -398,9 +398,21 @@ def top_logprobs(logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]
     """
     log-softmax of a [vocab] row: (logprob of token, top-k ids, their logprobs), descending.
     """
+def wgpu_abi() -> dict:
+    """
+    The struct sizes, field offsets and enum values the wgpu backend passes across its procedure table ({'sizeof S' | 'offsetof S.F' | constant: value}; empty without the backend).
+    """
 def wgpu_compiled() -> bool:
     """
     True when the wgpu+rs backend is compiled in.
+    """
+def wgpu_dawn_handed() -> bool:
+    """
+    True once Dawn's procedures were handed over (wgpu_use_dawn).
+    """
+def wgpu_fill_check(impl: str, absent: collections.abc.Sequence[str]) -> list[str]:
+    """
+    Tests: fills a scratch procedure table for 'wgpu-native' or 'dawn' from a resolver that lacks the names in `absent`; returns the procedures the fill reports missing.
     """
 def wgpu_info(allow_software: bool = True) -> dict:
     """
@@ -409,6 +421,14 @@ def wgpu_info(allow_software: bool = True) -> dict:
 def wgpu_memory(reset_peak: bool = False) -> dict[str, int]:
     """
     Device buffer bytes held now and at most since the last reset: {'live_bytes', 'peak_bytes'} (empty without the backend); reset_peak sets the peak to the live bytes after reading.
+    """
+def wgpu_proc_names(impl: str) -> list[str]:
+    """
+    The WebGPU procedures the backend takes from 'wgpu-native' or 'dawn', in table order.
+    """
+def wgpu_process_impl() -> str:
+    """
+    The WebGPU implementation the process's device runs on: 'wgpu-native', 'dawn', '' before the first probe.
     """
 def wgpu_report() -> dict[str, int]:
     """
@@ -430,4 +450,8 @@ def wgpu_take_gpu_profile() -> dict:
 def wgpu_take_host_times() -> dict[str, float]:
     """
     Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, submit_ms, wait_ms} (recording the ops, submitting, waiting for read-backs).
+    """
+def wgpu_use_dawn(get_proc_address: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Hands Dawn's WebGPU procedures over (the address of its wgpuGetProcAddress): the process's device then runs on Dawn (webgpu:dawn). cyb_llm.webgpu_dawn.attach() calls it; BackendInit once the process runs on wgpu-native.
     """

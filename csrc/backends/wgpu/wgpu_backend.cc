@@ -13,10 +13,16 @@ WgpuInfo wgpu_info(bool) {
   throw_backend_init("wgpu+rs", "this build has no wgpu+rs backend (the `wgpu` package was not "
                                 "found when the native core was configured)");
 }
-std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
+std::unique_ptr<Backend> make_wgpu_backend(bool allow_software, WgpuImpl) {
   wgpu_info(allow_software);
   return nullptr;
 }
+void wgpu_use_dawn(uintptr_t) { wgpu_info(true); }
+bool wgpu_dawn_handed() { return false; }
+std::string wgpu_process_impl() { return ""; }
+std::vector<std::string> wgpu_proc_names(WgpuImpl) { return {}; }
+std::vector<std::string> wgpu_fill_check(WgpuImpl, const std::vector<std::string>&) { return {}; }
+std::vector<std::pair<std::string, uint64_t>> wgpu_abi() { return {}; }
 std::map<std::string, uint64_t> wgpu_report() { return {}; }
 std::map<std::string, double> wgpu_take_host_times() { return {}; }
 std::map<std::string, uint64_t> wgpu_memory(bool) { return {}; }
@@ -296,8 +302,8 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
 
 }  // namespace wgpu
 
-std::unique_ptr<Backend> make_wgpu_backend(bool allow_software) {
-  wgpu::Gpu& g = wgpu::device_or_throw(allow_software);
+std::unique_ptr<Backend> make_wgpu_backend(bool allow_software, WgpuImpl impl) {
+  wgpu::Gpu& g = wgpu::device_or_throw(allow_software, impl);
   return std::unique_ptr<Backend>(new wgpu::WgpuBackend(g));
 }
 

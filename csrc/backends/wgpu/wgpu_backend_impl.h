@@ -48,7 +48,7 @@ class WgpuBackend : public Backend {
  public:
   explicit WgpuBackend(Gpu& g) : g_(g) {}
   ~WgpuBackend() override;
-  const char* name() const override { return "wgpu+rs"; }
+  const char* name() const override { return g_.impl->backend; }  // wgpu+rs, webgpu:dawn
   bool host_memory() const override { return false; }
 
   // The context's State (created at its first use); remembered as the last one recording.

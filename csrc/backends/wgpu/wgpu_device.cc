@@ -38,6 +38,7 @@ const char* backend_type_name(WGPUBackendType t) {
     case WGPUBackendType_D3D12: return "dx12";
     case WGPUBackendType_OpenGL: return "gl";
     case WGPUBackendType_OpenGLES: return "gles";
+    case WGPUBackendType_Null: return "null";
     default: return "other";
   }
 }
@@ -87,44 +88,15 @@ class QuietStderr {
 
 void init_device_probe(Gpu& g) {
   g.tried = true;
-  if (!load_wgpu_native(&g.lib, &g.error)) return;
-  WGPUInstanceExtras extras = {};
-  extras.chain.sType = static_cast<WGPUSType>(WGPUSType_InstanceExtras);
-  extras.backends = WGPUInstanceBackend_Primary;
-  WGPUInstanceDescriptor idesc = {};
-  idesc.nextInChain = &extras.chain;
-  g.instance = A.wgpuCreateInstance(&idesc);
+  g.impl = &caps_of(g.dawn_gpa ? Impl::Dawn : Impl::WgpuNative);
+  if (!impl_load(g, &g.error)) return;
+  g.instance = impl_create_instance(g);
   if (!g.instance) {
     g.error = "wgpuCreateInstance failed";
     return;
   }
-  WGPUInstanceEnumerateAdapterOptions eo = {};
-  eo.backends = WGPUInstanceBackend_Primary;
-  const size_t n = A.wgpuInstanceEnumerateAdapters(g.instance, &eo, nullptr);
-  std::vector<WGPUAdapter> ads(n);
-  if (n) A.wgpuInstanceEnumerateAdapters(g.instance, &eo, ads.data());
-  auto rank = [](WGPUAdapterType t) {
-    return t == WGPUAdapterType_DiscreteGPU ? 0 : t == WGPUAdapterType_IntegratedGPU ? 1
-                                                : t == WGPUAdapterType_CPU ? 3 : 2;
-  };
-  int best = -1, best_rank = 99;
-  for (size_t i = 0; i < n; ++i) {
-    WGPUAdapterInfo ai = {};
-    if (A.wgpuAdapterGetInfo(ads[i], &ai) != WGPUStatus_Success) continue;
-    const int r = rank(ai.adapterType);
-    if (r < best_rank) {
-      best_rank = r;
-      best = static_cast<int>(i);
-    }
-    A.wgpuAdapterInfoFreeMembers(ai);
-  }
-  for (size_t i = 0; i < n; ++i)
-    if (static_cast<int>(i) != best) A.wgpuAdapterRelease(ads[i]);
-  if (best < 0) {
-    g.error = "no Vulkan/Metal/DX12 adapter found (on Linux CI: apt-get install mesa-vulkan-drivers)";
-    return;
-  }
-  g.adapter = ads[static_cast<size_t>(best)];
+  g.adapter = impl_pick_adapter(g, &g.error);
+  if (!g.adapter) return;
   WGPUAdapterInfo ai = {};
   A.wgpuAdapterGetInfo(g.adapter, &ai);
   g.info.adapter = sv(ai.device);
@@ -133,11 +105,13 @@ void init_device_probe(Gpu& g) {
   g.info.description = sv(ai.description);
   g.info.backend_type = backend_type_name(ai.backendType);
   g.info.adapter_type = adapter_type_name(ai.adapterType);
-  g.info.software = ai.adapterType == WGPUAdapterType_CPU;
+  // Dawn's Null backend (asked for by name only) computes nothing: never a platform default.
+  g.info.software = ai.adapterType == WGPUAdapterType_CPU || ai.backendType == WGPUBackendType_Null;
   g.info.subgroup_min = ai.subgroupMinSize;
   g.info.subgroup_max = ai.subgroupMaxSize;
   A.wgpuAdapterInfoFreeMembers(ai);
-  g.info.library = g.lib.path;
+  g.info.library = g.impl->impl == Impl::Dawn ? "Dawn (wgpudawn)" : g.lib.path;
+  g.info.impl = g.impl->name;
 
   WGPULimits lim = WGPU_LIMITS_INIT;
   A.wgpuAdapterGetLimits(g.adapter, &lim);
@@ -147,7 +121,7 @@ void init_device_probe(Gpu& g) {
     feats.push_back(WGPUFeatureName_ShaderF16);
     g.info.shader_f16 = true;
   }
-  const WGPUFeatureName sub = static_cast<WGPUFeatureName>(WGPUNativeFeature_Subgroup);
+  const WGPUFeatureName sub = g.impl->subgroup_feature;
   if (A.wgpuAdapterHasFeature(g.adapter, sub)) {
     feats.push_back(sub);
     g.info.subgroups = true;
@@ -156,7 +130,11 @@ void init_device_probe(Gpu& g) {
     feats.push_back(WGPUFeatureName_TimestampQuery);
     g.timestamps = true;
   }
+  DeviceRequest more;
+  impl_device_request(g, &more);
+  feats.insert(feats.end(), more.features.begin(), more.features.end());
   WGPUDeviceDescriptor dd = {};
+  dd.nextInChain = more.chain;
   dd.label = sv("cyb_llm");
   dd.requiredFeatureCount = feats.size();
   dd.requiredFeatures = feats.data();
@@ -185,7 +163,14 @@ void init_device_probe(Gpu& g) {
   }
   g.device = req.dev;
   g.queue = A.wgpuDeviceGetQueue(g.device);
-  if (g.timestamps) g.ts_period = A.wgpuQueueGetTimestampPeriod(g.queue);
+  impl_device_ready(g);
+  for (const DawnSubgroupMatrixConfig& c : g.sm_configs) {
+    auto ty = [](uint32_t t) { return t == kDawnSubgroupMatrixF16 ? "f16" : t == kDawnSubgroupMatrixF32 ? "f32" : "int"; };
+    g.info.subgroup_matrix_configs.push_back(std::string(ty(c.componentType)) + "->" + ty(c.resultComponentType) + " " +
+                                             std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                                             std::to_string(c.K));
+  }
+  g.info.subgroup_matrix = g.subgroup_matrix;
   g.limits = lim;
   g.info.max_storage_binding = lim.maxStorageBufferBindingSize;
   g.info.max_buffer = lim.maxBufferSize;
@@ -199,14 +184,38 @@ void init_device(Gpu& g) {
   init_device_probe(g);
 }
 
-Gpu& device_or_throw(bool allow_software) {
+namespace {
+
+const char* kNoDawn =
+    "webgpu:dawn runs on the WebGPU procedures of the wgpudawn Python package, handed over when a model "
+    "is loaded from Python (pip install \"cyb_llm[gpu-dawn]\"); C and C++ programs use wgpu+rs (wgpu-native)";
+
+}  // namespace
+
+const char* backend_name() {
+  const Gpu& g = gpu();
+  return g.impl ? g.impl->backend : "wgpu+rs";
+}
+
+Gpu& device_or_throw(bool allow_software, WgpuImpl want) {
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lk(g.mu);
-  if (!g.tried) init_device(g);
-  if (!g.device) throw_backend_init("wgpu+rs", g.error);
+  const char* asked = want == WgpuImpl::Dawn ? "webgpu:dawn" : "wgpu+rs";
+  if (!g.tried) {
+    if (want == WgpuImpl::Dawn && !g.dawn_gpa) throw_backend_init(asked, kNoDawn);
+    if (want == WgpuImpl::Native && g.dawn_gpa)
+      throw_backend_init(asked, "this process handed Dawn's procedures over (webgpu:dawn); one WebGPU "
+                                "implementation a process: run wgpu+rs (wgpu-native) in another process");
+    init_device(g);
+  }
+  if (want != WgpuImpl::Any && g.impl->impl != (want == WgpuImpl::Dawn ? Impl::Dawn : Impl::WgpuNative))
+    throw_backend_init(asked, std::string("this process's WebGPU device runs on ") + g.impl->name + " (" +
+                                  g.impl->backend + " was used first); one WebGPU implementation a process: run " +
+                                  asked + " in another process");
+  if (!g.device) throw_backend_init(g.impl->backend, g.error);
   if (g.info.software && !allow_software)
-    throw_backend_init("wgpu+rs", "only a software adapter ('" + g.info.adapter +
-                                      "', type cpu) exists; it is not a platform default");
+    throw_backend_init(g.impl->backend, "only a software adapter ('" + g.info.adapter +
+                                            "', type cpu) exists; it is not a platform default");
   return g;
 }
 
@@ -216,7 +225,7 @@ void check_device_error(Gpu& g, const char* what) {
     std::lock_guard<std::mutex> lk(g.err_mu);
     e.swap(g.device_error);
   }
-  if (!e.empty()) throw_backend_init("wgpu+rs", std::string(what) + ": " + e);
+  if (!e.empty()) throw_backend_init(g.impl->backend, std::string(what) + ": " + e);
 }
 
 }  // namespace wgpu
@@ -233,6 +242,53 @@ bool wgpu_hardware_available() {
 }
 
 WgpuInfo wgpu_info(bool allow_software) { return wgpu::device_or_throw(allow_software).info; }
+
+void wgpu_use_dawn(uintptr_t get_proc_address) {
+  wgpu::Gpu& g = wgpu::gpu();
+  std::lock_guard<std::mutex> lk(g.mu);
+  if (g.tried && g.impl->impl != wgpu::Impl::Dawn)
+    throw_backend_init("webgpu:dawn", "this process's WebGPU device already runs on wgpu-native (wgpu+rs was used "
+                                      "first); one WebGPU implementation a process: run webgpu:dawn in another process");
+  if (!g.tried) g.dawn_gpa = get_proc_address;
+}
+
+bool wgpu_dawn_handed() {
+  wgpu::Gpu& g = wgpu::gpu();
+  std::lock_guard<std::mutex> lk(g.mu);
+  return g.dawn_gpa != 0;
+}
+
+std::string wgpu_process_impl() {
+  wgpu::Gpu& g = wgpu::gpu();
+  std::lock_guard<std::mutex> lk(g.mu);
+  return g.impl ? g.impl->name : "";
+}
+
+namespace {
+
+wgpu::Impl table_impl(WgpuImpl i) { return i == WgpuImpl::Dawn ? wgpu::Impl::Dawn : wgpu::Impl::WgpuNative; }
+
+}  // namespace
+
+std::vector<std::string> wgpu_proc_names(WgpuImpl impl) { return wgpu::api_names(table_impl(impl)); }
+
+std::vector<std::string> wgpu_fill_check(WgpuImpl impl, const std::vector<std::string>& absent) {
+  // A scratch table filled from a resolver that knows every name but `absent` (the process's
+  // table is not touched).
+  struct Fake {
+    const std::vector<std::string>* absent;
+    char dummy = 0;
+  } fake{&absent};
+  wgpu::Api scratch;
+  return wgpu::fill_api(scratch, table_impl(impl), [](void* ctx, const char* name) -> void* {
+    Fake& f = *static_cast<Fake*>(ctx);
+    for (const std::string& a : *f.absent)
+      if (a == name) return nullptr;
+    return &f.dummy;
+  }, &fake);
+}
+
+std::vector<std::pair<std::string, uint64_t>> wgpu_abi() { return wgpu::abi_table(); }
 
 bool wgpu_set_gpu_profiling(bool on) {
   wgpu::Gpu& g = wgpu::gpu();
@@ -265,9 +321,8 @@ std::map<std::string, double> wgpu_take_host_times() {
 std::map<std::string, uint64_t> wgpu_report() {
   wgpu::Gpu& g = wgpu::gpu();
   std::map<std::string, uint64_t> r;
-  if (!g.instance) return r;
   WGPUGlobalReport rep = {};
-  wgpu::A.wgpuGenerateReport(g.instance, &rep);
+  if (!wgpu::impl_report(g, &rep)) return r;
   auto add = [&](const char* k, const WGPURegistryReport& x) {
     r[std::string(k) + ".allocated"] = x.numAllocated;
     r[std::string(k) + ".kept"] = x.numKeptFromUser;

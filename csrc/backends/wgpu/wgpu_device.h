@@ -11,9 +11,11 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "backends/wgpu/wgpu_api.h"
 #include "backends/wgpu/wgpu_backend.h"
+#include "backends/wgpu/wgpu_impl.h"
 #include "backends/wgpu/wgpu_loader.h"
 
 namespace cyb {
@@ -43,7 +45,16 @@ struct Gpu {
   std::mutex mu;
   bool tried = false;
   std::string error;  // why there is no device
-  NativeLib lib;      // the library the procedure table came from
+  // The implementation, fixed by the first probe: Dawn where its wgpuGetProcAddress was handed
+  // over before (wgpu_use_dawn), else wgpu-native.
+  const ImplCaps* impl = nullptr;
+  uintptr_t dawn_gpa = 0;  // Dawn's wgpuGetProcAddress (0: none handed over)
+  NativeLib lib;           // wgpu-native: the library the procedure table came from
+  bool timed_wait = false;          // Dawn: the instance blocks in wgpuInstanceWaitAny
+  WGPUSubmissionIndex submits = 0;  // Dawn: submits so far (its submits return no index)
+  // Dawn: the adapter's subgroup matrix configurations; whether the device has the feature.
+  std::vector<DawnSubgroupMatrixConfig> sm_configs;
+  bool subgroup_matrix = false;
   WGPUInstance instance = nullptr;
   WGPUAdapter adapter = nullptr;
   WGPUDevice device = nullptr;
@@ -71,8 +82,11 @@ Gpu& gpu();
 void init_device(Gpu& g);
 
 // The device, initialized if needed; BackendInit when there is none, or only a software
-// adapter and allow_software is false.
-Gpu& device_or_throw(bool allow_software);
+// adapter and allow_software is false, or the process runs another implementation than `want`.
+Gpu& device_or_throw(bool allow_software, WgpuImpl want = WgpuImpl::Any);
+
+// The name errors give the backend: the process's implementation's (wgpu+rs, webgpu:dawn).
+const char* backend_name();
 
 // Throws BackendInit ("<what>: <message>") when the device reported an uncaptured error.
 void check_device_error(Gpu& g, const char* what);

@@ -109,11 +109,42 @@ bool load_wgpu_native(NativeLib* lib, std::string* error) {
              CYB_WGPU_NATIVE_VERSION + " (pip install 'cyb_llm[gpu]' installs the matching wgpu package)";
     return false;
   }
-  if (const char* missing = fill_api(A, resolve_in_lib, lib->handle)) {
-    *error = std::string("libwgpu_native at ") + lib->path + " lacks " + missing;
+  const std::vector<std::string> missing = fill_api(A, Impl::WgpuNative, resolve_in_lib, lib->handle);
+  if (!missing.empty()) {
+    *error = std::string("libwgpu_native at ") + lib->path + " lacks " + join_names(missing);
     return false;
   }
   return true;
+}
+
+namespace {
+
+using GetProcAddress = WGPUProc (*)(WGPUStringView);
+
+void* resolve_in_dawn(void* gpa, const char* name) {
+  return reinterpret_cast<void*>(reinterpret_cast<GetProcAddress>(gpa)(sv(name)));
+}
+
+}  // namespace
+
+bool load_dawn(uintptr_t get_proc_address, std::string* error) {
+  if (!get_proc_address) {
+    *error = "no wgpuGetProcAddress was handed over";
+    return false;
+  }
+  const std::vector<std::string> missing =
+      fill_api(A, Impl::Dawn, resolve_in_dawn, reinterpret_cast<void*>(get_proc_address));
+  if (!missing.empty()) {
+    *error = "Dawn's wgpuGetProcAddress does not know " + join_names(missing);
+    return false;
+  }
+  return true;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string r;
+  for (const std::string& n : names) r += (r.empty() ? "" : ", ") + n;
+  return r;
 }
 
 }  // namespace wgpu

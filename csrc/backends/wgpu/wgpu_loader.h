@@ -1,8 +1,11 @@
-// libwgpu_native, found and opened at run time (no link-time dependency): the source that
-// fills the procedure table of wgpu_api.h today. Private to csrc/backends/wgpu/.
+// The two sources of the procedure table of wgpu_api.h: libwgpu_native, found and opened at run
+// time (no link-time dependency), and Dawn, through the wgpuGetProcAddress the `wgpudawn` Python
+// package hands over. Private to csrc/backends/wgpu/.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cyb {
 namespace wgpu {
@@ -18,6 +21,14 @@ struct NativeLib {
 // CYB_WGPU_NATIVE_VERSION) and fills the table A from it. False, with *error saying why, when
 // none opens, the version differs or a procedure is missing.
 bool load_wgpu_native(NativeLib* lib, std::string* error);
+
+// Fills the table A from Dawn: every procedure through get_proc_address (the address of Dawn's
+// `WGPUProc wgpuGetProcAddress(WGPUStringView)`). False, with *error naming every procedure
+// Dawn does not know, when one is missing.
+bool load_dawn(uintptr_t get_proc_address, std::string* error);
+
+// "a, b, c".
+std::string join_names(const std::vector<std::string>& names);
 
 }  // namespace wgpu
 }  // namespace cyb

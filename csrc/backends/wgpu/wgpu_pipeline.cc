@@ -76,6 +76,12 @@ Pipeline* pipeline_impl(Gpu& g, const char* name, const std::vector<std::string>
   }
   // f16 arithmetic (matmul.wgsl H16): the directive leads the module.
   if (std::find(defs.begin(), defs.end(), "H16") != defs.end()) src = "enable f16;\n" + src;
+  // The subgroup-matrix GEMM (webgpu:dawn): its extensions lead the module too, and Tint's rule
+  // that subgroup matrix offsets be uniform is off (each subgroup's offsets come from its index in
+  // the workgroup, uniform within the subgroup, which the analysis cannot see; an error otherwise).
+  if (std::strcmp(name, "matmul_sm") == 0)
+    src = "enable f16;\nenable chromium_experimental_subgroup_matrix;\n"
+          "diagnostic(off, chromium.subgroup_matrix_uniformity);\n" + src;
   std::vector<std::string> seen;
   std::string body = unroll(preprocess(include(wgsl_source(name), &seen), defs));
   const DType all[3] = {deq3, deq2, deq};  // DEQ3 / MV3 -> the third weight's decoders, ...
@@ -94,17 +100,17 @@ Pipeline* pipeline_impl(Gpu& g, const char* name, const std::vector<std::string>
     return nullptr;
   }
   if (wg_bytes > wg_limit)
-    throw_backend_init("wgpu+rs", "shader '" + key + "' declares " + std::to_string(wg_bytes) +
+    throw_backend_init(g.impl->backend, "shader '" + key + "' declares " + std::to_string(wg_bytes) +
                                       " bytes of workgroup memory; the device allows " + std::to_string(wg_limit) +
                                       " (maxComputeWorkgroupStorageSize)");
+  src = wgsl_dialect(*g.impl, src);  // Tint's directives on Dawn (wgpu_impl.h)
   WGPUShaderSourceWGSL wgsl = {};
   wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
   wgsl.code = WGPUStringView{src.data(), src.size()};
   WGPUShaderModuleDescriptor md = {};
   md.nextInChain = &wgsl.chain;
   md.label = sv(name);
-  WGPUShaderModule mod = shader_checks() ? A.wgpuDeviceCreateShaderModule(g.device, &md)
-                                          : A.wgpuDeviceCreateShaderModuleTrusted(g.device, &md, WGPUShaderRuntimeChecks_None);
+  WGPUShaderModule mod = impl_shader_module(g, md, shader_checks());
   WGPUComputePipelineDescriptor pd = {};
   pd.label = sv(name);
   pd.compute.module = mod;
@@ -119,7 +125,7 @@ Pipeline* pipeline_impl(Gpu& g, const char* name, const std::vector<std::string>
       std::lock_guard<std::mutex> lk2(g.err_mu);
       e.swap(g.device_error);
     }
-    if (!e.empty() || !p.pipe) throw_backend_init("wgpu+rs", "shader '" + key + "' failed: " + e);
+    if (!e.empty() || !p.pipe) throw_backend_init(g.impl->backend, "shader '" + key + "' failed: " + e);
   }
   p.layout = A.wgpuComputePipelineGetBindGroupLayout(p.pipe, 0);
   return &g.pipelines.emplace(key, p).first->second;

@@ -242,7 +242,7 @@ void State::submit(WGPUBuffer copy_src, uint64_t src_off, WGPUBuffer copy_dst, u
   A.wgpuCommandEncoderRelease(enc_);
   enc_ = nullptr;
   flush_params();
-  last_sub_ = A.wgpuQueueSubmitForIndex(g->queue, 1, &cb);
+  last_sub_ = impl_submit(*g, cb);
   A.wgpuCommandBufferRelease(cb);
   g->host.submit_ns += ns_since(sub0);
   ++submits_;
@@ -284,29 +284,11 @@ void State::take_staged(void* dst, uint64_t n, int64_t rows, bool newest) {
 
 void State::map_copy(WGPUBuffer st, void* dst, uint64_t n, WGPUSubmissionIndex sub) {
   const uint64_t n4 = (n + 3) & ~uint64_t(3);
-  struct Done {
-    bool done = false;
-    WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Success;
-    std::string msg;
-  } done;
-  WGPUBufferMapCallbackInfo ci = {};
-  ci.mode = WGPUCallbackMode_AllowSpontaneous;
-  ci.callback = [](WGPUMapAsyncStatus s, WGPUStringView m, void* u1, void*) {
-    Done& d = *static_cast<Done*>(u1);
-    d.status = s;
-    d.msg = sv(m);
-    d.done = true;
-  };
-  ci.userdata1 = &done;
   const auto w0 = std::chrono::steady_clock::now();
-  A.wgpuBufferMapAsync(st, WGPUMapMode_Read, 0, n4, ci);
-  while (!done.done) {
-    A.wgpuDevicePoll(g->device, 1, &sub);
-    if (!done.done) A.wgpuInstanceProcessEvents(g->instance);
-  }
+  std::string err;
+  const bool ok = impl_map_read(*g, st, n4, sub, &err);
   g->host.wait_ns += ns_since(w0);
-  if (done.status != WGPUMapAsyncStatus_Success)
-    throw_backend_init("wgpu+rs", "reading back a buffer failed: " + done.msg);
+  if (!ok) throw_backend_init(g->impl->backend, "reading back a buffer failed: " + err);
   const void* p = A.wgpuBufferGetConstMappedRange(st, 0, n4);
   std::memcpy(dst, p, n);
   A.wgpuBufferUnmap(st);
