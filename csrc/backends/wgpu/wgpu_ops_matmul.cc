@@ -118,6 +118,23 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   }
 }
 
+namespace {
+
+// The device runs matmul_sm.wgsl: subgroup matrices with 16 x 16 x 16 f16 x f16 -> f32, subgroups
+// of exactly 32 lanes (the kernel's 4 subgroups are its 128 invocations in fours of 32), f16.
+bool sm_gemm_ok(const Gpu& g) {
+  if (!g.subgroup_matrix || !g.info.shader_f16 || g.info.subgroup_min != 32 || g.info.subgroup_max != 32 ||
+      !sm_setting())
+    return false;
+  for (const DawnSubgroupMatrixConfig& c : g.sm_configs)
+    if (c.componentType == kDawnSubgroupMatrixF16 && c.resultComponentType == kDawnSubgroupMatrixF32 && c.M == 16 &&
+        c.N == 16 && c.K == 16)
+      return true;
+  return false;
+}
+
+}  // namespace
+
 void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2,
                          Tensor& y, const char* epilogue, const Tensor* residual) {
   const int64_t K = W.shape.d[1], N = W.shape.d[0];
@@ -145,7 +162,10 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // adding the parts, the bias and the epilogue, or SwiGLU's silu(gate) * up (matmul.wgsl
   // SPLITK, SPLITK_SUM).
   // The sum dispatch's grid has a row of workgroups per token; the parts fit one binding.
-  const bool h16 = tiled && gemm_f16_setting() && !st.precise && g_.info.shader_f16 &&
+  // webgpu:dawn with subgroup matrices, fast mode: the tiled GEMM on the tensor cores (matmul_sm.wgsl:
+  // the same grid, parts of K and outputs; wgpu_settings.h sm_setting).
+  const bool sm = tiled && !st.precise && T >= kSmMinTokens && sm_gemm_ok(g_);
+  const bool h16 = tiled && !sm && gemm_f16_setting() && !st.precise && g_.info.shader_f16 &&
                    block_encoding(W.dtype) && (!W2 || block_encoding(W2->dtype));
   int64_t splits = 1, tm = 64;  // parts of K; tokens a tile
   const int64_t nw = w2 ? 2 : 1;  // weights whose parts the split writes
@@ -155,7 +175,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (nw * T * N);
     const int64_t smax = std::max<int64_t>(1, std::min<int64_t>((K + 31) / 32 / kSplitKMinChunks, fit));
     tm = gemm_tile_tokens(N, T, smax, splittable, !h16, &splits);
-    if (tm == 128) {  // where the device allows its workgroup memory (SwiGLU: 34304 bytes)
+    if (tm == 128 && !sm) {  // where the device allows its workgroup memory (SwiGLU: 34304 bytes)
       std::vector<std::string> d128 = splits > 1 ? std::vector<std::string>{"SPLITK"} : defs;
       if (splits > 1 && w2) d128.push_back("SWIGLU");
       d128.push_back("TILED");
@@ -178,8 +198,14 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     matvec_variant(K, T, N, ks_encoding(W.dtype) && (!W2 || ks_encoding(W2->dtype)), defs, &rows_per_wg,
                    &tokens_per_wg);
   }
+  if (sm) {  // matmul_sm.wgsl: TILED's defines but its own tile size switch
+    defs.erase(std::remove(defs.begin(), defs.end(), std::string("TILED")), defs.end());
+    defs.erase(std::remove(defs.begin(), defs.end(), std::string("T128")), defs.end());
+    if (tm == 128) defs.push_back("SM_T128");
+  }
   const bool ks = std::find(defs.begin(), defs.end(), "KS") != defs.end();
-  Pipeline& pl = pipeline(g_, mv ? "matvec" : "matmul", defs, W.dtype, w2 ? W2->dtype : DType::COUNT);
+  Pipeline& pl = pipeline(g_, sm ? "matmul_sm" : mv ? "matvec" : "matmul", defs, W.dtype,
+                          w2 ? W2->dtype : DType::COUNT);
   const uint32_t r_off = residual ? u(residual->offset / 4) : 0u;
   for (size_t c = 0; c < w->bufs.size(); ++c) {
     const int64_t r0 = w->row0[c];

@@ -18,6 +18,11 @@ bool shader_checks() {
   return on;
 }
 
+bool sm_setting() {
+  static const bool on = env_switch("CYB_WGPU_SM", "1", "0", true);
+  return on;
+}
+
 uint64_t workgroup_limit(const Gpu& g) {
   static const int64_t cap =
       env_int("CYB_WGPU_WORKGROUP_LIMIT", 1, std::numeric_limits<int64_t>::max(), -1, "a byte count (> 0)");

@@ -107,6 +107,14 @@ bool gemm_f16_setting();
 constexpr int64_t kFlashMinTokens = 16;
 bool flash_setting();
 
+// The subgroup-matrix GEMM (shaders/wgsl/matmul_sm.wgsl: webgpu:dawn with
+// chromium-experimental-subgroup-matrix, 16 x 16 x 16 f16 x f16 -> f32 matrices and subgroups of
+// exactly 32 lanes): in fast mode, for tiled GEMMs of kSmMinTokens tokens or more, in place of the
+// FMA kernels (f16 operands: activations rounded to f16 as the H16 kernel does). CYB_WGPU_SM=0
+// (read once) turns it off, for A/B runs (bench/dawn_check.py).
+constexpr int64_t kSmMinTokens = 64;
+bool sm_setting();
+
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;
