@@ -166,7 +166,8 @@ def w_gemm(args):
 
     _attach(args.backend)
     info = _core.wgpu_info(True)
-    if not info.get("subgroup_matrix"):
+    if not info.get("subgroup_matrix") or "f16->f32 16x16x16" not in (info.get("subgroup_matrix_configs") or []) \
+            or (info.get("subgroup_min"), info.get("subgroup_max")) != (32, 32):  # matmul_sm.wgsl's needs
         raise RuntimeError(f"the device has no subgroup matrices ({info.get('impl')}, "
                            f"{info.get('subgroup_matrix_configs')}): nothing to check")
     path = _model_path(args)
