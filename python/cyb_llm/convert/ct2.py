@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import FormatError, InvalidConfig, TokenizerError
 from .common import TensorRecord, make_error
+from .gguf_tokenizer import vocab_section
 from .hf import QUANTIZE_TYPES
 from .whisper_common import check_tensors, complete_tokenizer_json, quantizable, special_ids, whisper_config
 
@@ -383,8 +384,6 @@ class CT2Source:
 
     def _tokenizer(self, tokens: list[str]) -> None:
         from tokenizers import Tokenizer
-
-        from .gguf_tokenizer import vocab_section
 
         path = os.path.join(self.folder, "tokenizer.json")
         if not os.path.isfile(path):
