@@ -90,19 +90,20 @@ class Model:
         if cls is not Model:
             return super().__new__(cls)
         mf = path if isinstance(path, ModelFile) else ModelFile(path)
-        self = super().__new__(pipelines.model_class(mf.config.get("model_type")))
-        self._opened = mf  # __init__ takes it instead of opening `path` again
+        kind = pipelines.kind_of(mf.config.get("model_type"))
+        self = super().__new__(pipelines.get(kind).load_class())
+        self._opened = (mf, kind)  # __init__ takes them instead of opening `path` and routing again
         return self
 
     def __init__(self, path: "str | os.PathLike | ModelFile", backend: str | None = None, precise: bool = False,
                  threads: int | None = None, exec_path: str | None = None, fuse: bool = True,
                  max_memory: int | None = None, n_ctx: int | None = None):
         t0 = time.perf_counter()
-        mf = self.__dict__.pop("_opened", None)
-        if mf is None:
+        mf, kind = self.__dict__.pop("_opened", (None, None))
+        if mf is None:  # a pipeline's class called directly: the file must be of its kind
             mf = path if isinstance(path, ModelFile) else ModelFile(path)
+            kind = pipelines.kind_of(mf.config.get("model_type"))
         model_type = mf.config.get("model_type")
-        kind = pipelines.kind_of(model_type)
         if kind != self.kind:
             raise InvalidConfig(field="model_type", reason=(
                 f"{model_type!r} is {pipelines.get(kind).what}, not {pipelines.get(self.kind).what}: "

@@ -669,7 +669,8 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
                 raise _type_error(name, "a form field", str(type(v).__name__))
             return v if v not in ("", None) else None
 
-        eng = engine_for({"model": field("model")}, f"/v1/audio/{'transcriptions' if task == 'transcribe' else 'translations'}")
+        endpoint = "/v1/audio/transcriptions" if task == "transcribe" else "/v1/audio/translations"
+        eng = engine_for({"model": field("model")}, endpoint)
         fmt = field("response_format") or "json"
         if fmt not in FORMATS:
             raise ApiError(400, f"'response_format' must be one of {', '.join(FORMATS)}, got {fmt!r}",
