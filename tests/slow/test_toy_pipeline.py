@@ -46,16 +46,18 @@ def test_the_toy_pipeline_builds_loads_and_runs(tmp_path):
         if rel.startswith(COPIED) and (ROOT / rel).is_file():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, src / rel)
-    subprocess.run(["git", "apply", str(PATCH)], cwd=src, check=True)
+    # -C1: one line of context each side, so rows and includes added since (other pipelines) do not break it
+    subprocess.run(["git", "apply", "-C1", str(PATCH)], cwd=src, check=True)
     build = src / "build" / "toy"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CYB_")}
     env["CCACHE_BASEDIR"] = str(src)  # the copy's paths relative: repeated runs hit ccache
     pybind11_dir = subprocess.run([sys.executable, "-m", "pybind11", "--cmakedir"], capture_output=True,
                                   text=True, check=True).stdout.strip()
-    subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                    "-DCYB_BUILD_TESTS=OFF", f"-DPython_EXECUTABLE={sys.executable}",
-                    f"-Dpybind11_DIR={pybind11_dir}"], check=True, env=env, stdout=subprocess.DEVNULL)
-    subprocess.run(["ninja", "-C", str(build), "-j", "2", "_core"], check=True, env=env, stdout=subprocess.DEVNULL)
+    for cmd in (["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                 "-DCYB_BUILD_TESTS=OFF", f"-DPython_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11_dir}"],
+                ["ninja", "-C", str(build), "-j", "2", "_core"]):
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, f"{cmd[0]} failed:\n" + (r.stdout + r.stderr)[-4000:]
     script = """
 import numpy as np, cyb_llm
 from cyb_llm.writer import write_model
