@@ -73,6 +73,13 @@ except AttributeError as e:
     assert "TextModel" in str(e), e
 else:
     raise AssertionError("an identity model has create_chat_completion")
+from cyb_llm.serve.app import create_app
+try:
+    create_app({"toy": m})
+except cyb_llm.errors.InvalidConfig as e:
+    assert "does not serve" in str(e), e
+else:
+    raise AssertionError("the server took a pipeline without an engine")
 print("ok")
 """
     r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,

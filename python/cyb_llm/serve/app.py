@@ -315,6 +315,10 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     kinds: dict[str, pipelines.Pipeline] = {}
     for mid, m in models.items():
         kinds[mid] = pipelines.of(m)
+        if not kinds[mid].engine:
+            served = ", ".join(p.what for p in pipelines.PIPELINES if p.engine)
+            raise InvalidConfig(field="model", reason=f"{mid!r} is one of the {kinds[mid].what}, which the server "
+                                                      f"does not serve (it serves {served})")
         engines[mid] = kinds[mid].load_engine()(mid, m, parallel=parallel, ctx=ctx, max_queue=max_queue)
     default_id = next(iter(models))
     metrics = Metrics()
