@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "dispatch/op.h"
 #include "families/decoder_plan.h"
+#include "families/emit.h"
 #include "model/model_base.h"
 
 namespace cyb {
@@ -252,6 +253,10 @@ class Decoder : public Model {
   // with sample[r] into draw[r]; ids == nullptr: the one input is the backend's sampled token.
   void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_rows, float* logits,
                     const DeviceSampling* sample = nullptr, DeviceDraw* draw = nullptr);
+  // Layer l's position-dependent work for each segment's rows of q, k, v: RoPE, the KV cache
+  // write (one fused op where the backend has it), attention into att.
+  void attend(const Emitter& e, const Segment* segs, size_t nseg, int64_t l, const Tensor& q, const Tensor& k,
+              const Tensor& v, const Tensor& att);
 
  protected:
 
@@ -337,11 +342,6 @@ void Decoder::ensure_rope(int64_t positions) {
   rope_built_.store(n);
 }
 
-Op make_op(OpKind k, const char* label) {
-  Op op{k, OpAttrs{}, label};
-  return op;
-}
-
 void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
                             float* logits) {
   auto& conv = static_cast<DecoderConversation&>(base);
@@ -370,54 +370,73 @@ void Decoder::forward_batch_step_sample(Conversation* const* convs, const int32_
   forward_rows(segs.data(), segs.size(), ids, n, true, nullptr, s, draws);  // one row a conversation
 }
 
+void Decoder::attend(const Emitter& e, const Segment* segs, size_t nseg, int64_t l, const Tensor& q, const Tensor& k,
+                     const Tensor& v, const Tensor& att) {
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  const int H = static_cast<int>(plan_.n_heads), KV = static_cast<int>(plan_.n_kv_heads);
+  const int hd = static_cast<int>(plan_.head_dim);
+  const RopeTable* rope = rope_cur_[w.rope].load(std::memory_order_acquire);
+  AttnHeads heads;
+  heads.n_heads = H;
+  heads.n_kv_heads = KV;
+  heads.head_dim = hd;
+  heads.scale = static_cast<float>(plan_.attn_scale);
+  heads.softcap = plan_.attn_softcap;
+  heads.window = w.window;
+  for (size_t si = 0; si < nseg; ++si) {  // position-dependent work, per conversation
+    const Segment& sg = segs[si];
+    const int64_t pos0 = sg.conv->position();
+    Tensor qs = q.rows(sg.row0, sg.n), ks = k.rows(sg.row0, sg.n), vs = v.rows(sg.row0, sg.n);
+    Tensor as = att.rows(sg.row0, sg.n);
+    Tensor& kc = sg.conv->caches[static_cast<size_t>(2 * l)];
+    Tensor& vc = sg.conv->caches[static_cast<size_t>(2 * l + 1)];
+    Op fused = make_op(OpKind::FusedRopeKv, w.label[kRope].c_str());
+    fused.a.pos0 = pos0;
+    fused.a.head_dim = hd;
+    fused.a.rope = rope;
+    fused.a.n_heads = H;
+    fused.a.n_kv_heads = KV;
+    const Tensor fused_in[3] = {qs, ks, vs};
+    if (e.backend().supports(fused, fused_in, 3)) {  // the four ops below in one (one dispatch on wgpu+rs)
+      e.run(fused, {qs, ks, vs}, {&qs, &ks, &kc, &vc});
+    } else {
+      e.rope(qs, rope, pos0, H, hd, w.label[kRope].c_str());
+      e.rope(ks, rope, pos0, KV, hd, w.label[kRope].c_str());
+      e.kv_write(ks, &kc, pos0, KV, hd, w.label[kKv].c_str());
+      e.kv_write(vs, &vc, pos0, KV, hd, w.label[kKv].c_str());
+    }
+    e.attention(qs, kc, vc, pos0, heads, &as, w.label[kAttn].c_str());
+  }
+}
+
 void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits,
                            float* logits, const DeviceSampling* sample, DeviceDraw* draw) {
   // Frames come from the first conversation's context (every conversation of the
   // step is held by the caller); caches and positions are each segment's own.
-  ExecContext& ctx = segs[0].conv->ctx();
-  Dispatcher& d = *dispatcher_;
   // Activations live where the primary backend computes (host memory for cpu).
-  Backend& be = *d.chain().front();
+  const Emitter e(*dispatcher_, segs[0].conv->ctx());
+  Backend& be = e.backend();
+  ExecContext& ctx = e.ctx();
   be.begin_forward(ctx);
-  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
   const int64_t D = plan_.hidden, hd = plan_.head_dim, H = plan_.n_heads, KV = plan_.n_kv_heads;
   const int64_t I = plan_.intermediate;
   const float eps = static_cast<float>(plan_.eps);
+  const bool plus_one = spec_.norm_plus_one;
 
-  auto norm_op = [&](const char* label) {
-    Op op = make_op(OpKind::RmsNorm, label);
-    op.a.eps = eps;
-    op.a.norm_plus_one = spec_.norm_plus_one;
-    return op;
-  };
-  auto skip_norm_op = [&](const char* label) {
-    Op op = norm_op(label);
-    op.kind = OpKind::FusedSkipNorm;
-    return op;
-  };
-
-  Tensor ids_t;
-  if (ids) {
-    ids_t.dtype = DType::I32;
-    ids_t.shape = Shape{T};
-    ids_t.data = const_cast<int32_t*>(ids);
-  } else {
-    ids_t = be.sampled_token(ctx);  // the last draw, still on the device
-  }
+  // ids, or the last draw, still on the device
+  const Tensor ids_t = ids ? host_i32(ids, Shape{T}) : be.sampled_token(ctx);
 
   // x = embed(ids) [* sqrt(d)]
-  Tensor x = frame(Shape{T, D});
+  Tensor x = e.frame(Shape{T, D});
   {
     Op op = make_op(OpKind::Embedding, "embed_tokens");
     // Gemma multiplies by sqrt(hidden) rounded to the activation dtype (f32 here).
     op.a.scale = static_cast<float>(plan_.embed_scale);
-    d.run(op, {ids_t, embed_}, {&x}, ctx);
+    e.run(op, {ids_t, embed_}, {&x});
   }
   // h = input_layernorm(x) of layer 0
-  Tensor h = frame(Shape{T, D});
-  d.run(norm_op(layers_[0].label[kAttnNorm].c_str()), {x, layers_[0].attn_norm}, {&h}, ctx);
-
-  const float attn_scale = static_cast<float>(plan_.attn_scale);
+  Tensor h = e.frame(Shape{T, D});
+  e.rms_norm(x, layers_[0].attn_norm, eps, plus_one, &h, layers_[0].label[kAttnNorm].c_str());
 
   // Per-layer activations, one set for all layers (a layer's values are dead once
   // the next layer begins, and every backend runs a forward's ops in the order
@@ -425,119 +444,67 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   // intermediates, not n_layers of them.
   Tensor q, k, v, att, o, xa, xb, act, g, u, f;
   {
-    q = frame(Shape{T, H * hd});
-    k = frame(Shape{T, KV * hd});
-    v = frame(Shape{T, KV * hd});
-    att = frame(Shape{T, H * hd});
-    o = frame(Shape{T, D});
-    xa = frame(Shape{T, D});
-    xb = frame(Shape{T, D});
-    act = frame(Shape{T, I});
+    q = e.frame(Shape{T, H * hd});
+    k = e.frame(Shape{T, KV * hd});
+    v = e.frame(Shape{T, KV * hd});
+    att = e.frame(Shape{T, H * hd});
+    o = e.frame(Shape{T, D});
+    xa = e.frame(Shape{T, D});
+    xb = e.frame(Shape{T, D});
+    act = e.frame(Shape{T, I});
     if (spec_.gelu_tanh) {
-      g = frame(Shape{T, I});
-      u = frame(Shape{T, I});
+      g = e.frame(Shape{T, I});
+      u = e.frame(Shape{T, I});
     }
-    f = frame(Shape{T, D});
+    f = e.frame(Shape{T, D});
   }
   // the residual stream alternates between xa and xb (an op never writes its input)
   auto next_x = [&](const Tensor& cur) { return cur.data == xa.data ? xb : xa; };
 
   for (int64_t l = 0; l < plan_.n_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    auto matmul = [&](const Tensor& in, const Tensor& W, const Tensor& b, Tensor* out, int label) {
-      Op op = make_op(OpKind::Matmul, w.label[label].c_str());
-      if (b.data) d.run(op, {in, W, b}, {out}, ctx);
-      else d.run(op, {in, W}, {out}, ctx);
-    };
     // q, k, v: one op where the backend takes it (one dispatch on wgpu+rs for few tokens)
     const bool biases = w.bq.data && w.bk.data && w.bv.data;
     const Op qkv = make_op(OpKind::FusedQkv, w.label[kQ].c_str());
     const Tensor qkv_in[7] = {h, w.q, w.k, w.v, w.bq, w.bk, w.bv};
     if ((biases || (!w.bq.data && !w.bk.data && !w.bv.data)) && be.supports(qkv, qkv_in, biases ? 7 : 4)) {
-      if (biases) d.run(qkv, {h, w.q, w.k, w.v, w.bq, w.bk, w.bv}, {&q, &k, &v}, ctx);
-      else d.run(qkv, {h, w.q, w.k, w.v}, {&q, &k, &v}, ctx);
+      if (biases) e.run(qkv, {h, w.q, w.k, w.v, w.bq, w.bk, w.bv}, {&q, &k, &v});
+      else e.run(qkv, {h, w.q, w.k, w.v}, {&q, &k, &v});
     } else {
-      matmul(h, w.q, w.bq, &q, kQ);
-      matmul(h, w.k, w.bk, &k, kK);
-      matmul(h, w.v, w.bv, &v, kV);
+      e.matmul(h, w.q, w.bq, &q, w.label[kQ].c_str());
+      e.matmul(h, w.k, w.bk, &k, w.label[kK].c_str());
+      e.matmul(h, w.v, w.bv, &v, w.label[kV].c_str());
     }
     if (spec_.qk_norm) {
       // RMSNorm over each head: view q as [T*H, hd], k as [T*KV, hd].
       Tensor qv = q, kv = k;
       qv.shape = Shape{T * H, hd};
       kv.shape = Shape{T * KV, hd};
-      d.run(norm_op(w.label[kQkNorm].c_str()), {qv, w.q_norm}, {&qv}, ctx);
-      d.run(norm_op(w.label[kQkNorm].c_str()), {kv, w.k_norm}, {&kv}, ctx);
+      e.rms_norm(qv, w.q_norm, eps, plus_one, &qv, w.label[kQkNorm].c_str());
+      e.rms_norm(kv, w.k_norm, eps, plus_one, &kv, w.label[kQkNorm].c_str());
     }
-    const RopeTable* rope = rope_cur_[w.rope].load(std::memory_order_acquire);
-    for (size_t si = 0; si < nseg; ++si) {  // position-dependent work, per conversation
-      const Segment& sg = segs[si];
-      const int64_t pos0 = sg.conv->position();
-      Tensor qs = q.rows(sg.row0, sg.n), ks = k.rows(sg.row0, sg.n), vs = v.rows(sg.row0, sg.n);
-      Tensor as = att.rows(sg.row0, sg.n);
-      Tensor& kc = sg.conv->caches[static_cast<size_t>(2 * l)];
-      Tensor& vc = sg.conv->caches[static_cast<size_t>(2 * l + 1)];
-      Op fused = make_op(OpKind::FusedRopeKv, w.label[kRope].c_str());
-      fused.a.pos0 = pos0;
-      fused.a.head_dim = static_cast<int>(hd);
-      fused.a.rope = rope;
-      fused.a.n_heads = static_cast<int>(H);
-      fused.a.n_kv_heads = static_cast<int>(KV);
-      const Tensor fused_in[3] = {qs, ks, vs};
-      if (be.supports(fused, fused_in, 3)) {  // the four ops below in one (one dispatch on wgpu+rs)
-        d.run(fused, {qs, ks, vs}, {&qs, &ks, &kc, &vc}, ctx);
-      } else {
-        {
-          Op op = make_op(OpKind::Rope, w.label[kRope].c_str());
-          op.a.pos0 = pos0;
-          op.a.head_dim = static_cast<int>(hd);
-          op.a.rope = rope;
-          op.a.n_heads = static_cast<int>(H);
-          d.run(op, {qs}, {&qs}, ctx);
-          op.a.n_heads = static_cast<int>(KV);
-          d.run(op, {ks}, {&ks}, ctx);
-        }
-        Op op = make_op(OpKind::KvWrite, w.label[kKv].c_str());
-        op.a.pos0 = pos0;
-        op.a.n_kv_heads = static_cast<int>(KV);
-        op.a.head_dim = static_cast<int>(hd);
-        d.run(op, {ks}, {&kc}, ctx);
-        d.run(op, {vs}, {&vc}, ctx);
-      }
-      {
-        Op op = make_op(OpKind::Attention, w.label[kAttn].c_str());
-        op.a.pos0 = pos0;
-        op.a.n_heads = static_cast<int>(H);
-        op.a.n_kv_heads = static_cast<int>(KV);
-        op.a.head_dim = static_cast<int>(hd);
-        op.a.scale = attn_scale;
-        op.a.softcap = plan_.attn_softcap;
-        op.a.window = w.window;
-        d.run(op, {qs, kc, vc}, {&as}, ctx);
-      }
-    }
-    matmul(att, w.o, Tensor{}, &o, kO);
-    if (spec_.sandwich_norm) d.run(norm_op(w.label[kO].c_str()), {o, w.post_attn_norm}, {&o}, ctx);
+    attend(e, segs, nseg, l, q, k, v, att);
+    e.matmul(att, w.o, Tensor{}, &o, w.label[kO].c_str());
+    if (spec_.sandwich_norm) e.rms_norm(o, w.post_attn_norm, eps, plus_one, &o, w.label[kO].c_str());
     // x = x + o; h = ffn_norm(x)
     Tensor x2 = next_x(x);
-    d.run(skip_norm_op(w.label[kFfnNorm].c_str()), {o, x, w.ffn_norm}, {&h, &x2}, ctx);
+    e.skip_norm(o, x, w.ffn_norm, eps, plus_one, &h, &x2, w.label[kFfnNorm].c_str());
     x = x2;
     if (spec_.gelu_tanh) {
-      matmul(h, w.gate, Tensor{}, &g, kFfn);
-      matmul(h, w.up, Tensor{}, &u, kFfn);
-      d.run(make_op(OpKind::GeGlu, w.label[kFfn].c_str()), {g, u}, {&act}, ctx);
+      e.matmul(h, w.gate, Tensor{}, &g, w.label[kFfn].c_str());
+      e.matmul(h, w.up, Tensor{}, &u, w.label[kFfn].c_str());
+      e.run(make_op(OpKind::GeGlu, w.label[kFfn].c_str()), {g, u}, {&act});
     } else {
-      d.run(make_op(OpKind::FusedSwiGlu, w.label[kFfn].c_str()), {h, w.gate, w.up}, {&act}, ctx);
+      e.run(make_op(OpKind::FusedSwiGlu, w.label[kFfn].c_str()), {h, w.gate, w.up}, {&act});
     }
-    matmul(act, w.down, Tensor{}, &f, kDown);
-    if (spec_.sandwich_norm)
-      d.run(norm_op(w.label[kDown].c_str()), {f, w.post_ffn_norm}, {&f}, ctx);
+    e.matmul(act, w.down, Tensor{}, &f, w.label[kDown].c_str());
+    if (spec_.sandwich_norm) e.rms_norm(f, w.post_ffn_norm, eps, plus_one, &f, w.label[kDown].c_str());
     // x = x + f; h = next layer's input norm (or the final norm)
     const bool last = l + 1 == plan_.n_layers;
     const Tensor& next_norm = last ? final_norm_ : layers_[static_cast<size_t>(l + 1)].attn_norm;
     const char* next_label = last ? "final_norm" : layers_[static_cast<size_t>(l + 1)].label[kAttnNorm].c_str();
     Tensor x3 = next_x(x);
-    d.run(skip_norm_op(next_label), {f, x, next_norm}, {&h, &x3}, ctx);
+    e.skip_norm(f, x, next_norm, eps, plus_one, &h, &x3, next_label);
     x = x3;
   }
 
@@ -546,21 +513,19 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   Tensor hin = all_logits ? h : h.rows(T - 1, 1);
   Tensor out;
   if (be.host_memory() && !sample) {  // the cpu path writes the caller's buffer directly
-    out.dtype = DType::F32;
-    out.shape = Shape{rows, plan_.vocab};
-    out.data = logits;
+    out = host_f32(logits, Shape{rows, plan_.vocab});
   } else {
-    out = frame(Shape{rows, plan_.vocab});
+    out = e.frame(Shape{rows, plan_.vocab});
   }
-  d.run(make_op(OpKind::Matmul, "lm_head"), {hin, lm_head_}, {&out}, ctx);
+  e.matmul(hin, lm_head_, Tensor{}, &out, "lm_head");
   if (plan_.final_softcap > 0.f) {
     Op op = make_op(OpKind::Softcap, "final_softcap");
     op.a.softcap = plan_.final_softcap;
-    d.run(op, {out}, {&out}, ctx);
+    e.run(op, {out}, {&out});
   }
   if (sample) {
     be.sample_rows(out, sample, draw, rows, ctx);  // the forward's one read-back: the draws (later if !draw)
-    d.record("sample", "sample", &be);
+    dispatcher_->record("sample", "sample", &be);
   } else if (!be.host_memory()) {
     be.download_f32(out, logits);  // the forward's one read-back
   }

@@ -10,6 +10,7 @@
 #include "core/errors.h"
 #include "dispatch/op.h"
 #include "families/decoder.h"  // config_arch, config_int, config_*_or
+#include "families/emit.h"
 #include "model/model_base.h"
 
 namespace cyb {
@@ -203,7 +204,12 @@ class Names {
 
 // ----------------------------------------------------------------- model ---
 
-Op make_op(OpKind k, const char* label) { return Op{k, OpAttrs{}, label}; }
+struct EncoderInputs;
+// One layer's attention frames, reused by every layer: q..att in the padded [B*T] layout, qr..attr
+// the rows [N] (the same tensors when the rows are not packed).
+struct LayerFrames {
+  Tensor q, k, v, att, qr, kr, vr, attr;
+};
 
 class Encoder : public Model {
  public:
@@ -249,6 +255,15 @@ class Encoder : public Model {
   // cpu amx level's bf16 panels: Backend::weight_cache_bytes), charged to the budget here.
   void reserve_weight_cache();
   void check_batch(const EncoderBatch& b) const;
+  // encode_batch's parts: the host inputs, the embeddings (and their norm), the layers (x in
+  // place), the requested output (n_out values).
+  void prepare_inputs(const EncoderBatch& b, const EncoderRequest& req, EncoderInputs& in) const;
+  Tensor embed(const Emitter& e, const EncoderInputs& in) const;
+  void run_layers(const Emitter& e, const EncoderInputs& in, Tensor& x) const;
+  // f.attr = attention(h Wq, h Wk, h Wv) of layer L (RoPE first for ModernBERT)
+  void attend(const Emitter& e, const EncoderInputs& in, const EncLayer& L, const Tensor& h, LayerFrames& f) const;
+  Tensor outputs(const Emitter& e, const EncoderInputs& in, const EncoderRequest& req, const Tensor& x,
+                 int64_t* n_out) const;
 
   EncoderPlan plan_;
   WeightBinder binder_;
@@ -465,6 +480,254 @@ void Encoder::check_batch(const EncoderBatch& b) const {
   }
 }
 
+// The host inputs of one encode call (ids, positions, token types, masks) as op inputs. Packed
+// rows: for pooled and sequence outputs the padding positions take no part in any matmul, norm or
+// activation: the N real tokens are the rows, and attention gathers its q / k / v into the padded
+// [B, T] layout of encoder_attention and its output back (embedding ops on the activations).
+// Hidden and token outputs keep every position, as the reference computes padding positions too.
+struct EncoderInputs {
+  int64_t B = 0, T = 0, BT = 0, N = 0;  // N: the rows (BT, or the real tokens when packed)
+  bool packed = false;
+  // to_row: padded position -> row; to_pos: row -> padded position
+  std::vector<int32_t> pos, zeros, to_row, to_pos, ids_p, pos_p, types_p;
+  std::vector<float> maskf;
+  const int32_t *ids_rows = nullptr, *pos_rows = nullptr, *types = nullptr;  // per row
+  Tensor ids_t, to_row_t, to_pos_t, mask_t, maskf_t;
+};
+
+void Encoder::prepare_inputs(const EncoderBatch& b, const EncoderRequest& req, EncoderInputs& in) const {
+  const int64_t B = b.batch, T = b.len, BT = B * T;
+  in.B = B;
+  in.T = T;
+  in.BT = BT;
+  if (plan_.kind != EncKind::ModernBert) {
+    in.pos.resize(static_cast<size_t>(BT));
+    for (int64_t r = 0; r < B; ++r) {
+      if (plan_.kind == EncKind::Roberta) {  // transformers' create_position_ids_from_input_ids
+        int32_t c = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          const bool real = b.ids[r * T + t] != plan_.pad_id;
+          c += real ? 1 : 0;
+          in.pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(real ? c + plan_.pad_id : plan_.pad_id);
+        }
+      } else {
+        for (int64_t t = 0; t < T; ++t) in.pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(t);
+      }
+    }
+  }
+  const int32_t* types = plan_.type_vocab > 0 ? b.token_types : nullptr;
+  if (!types && plan_.type_vocab > 0) {
+    in.zeros.assign(static_cast<size_t>(BT), 0);
+    types = in.zeros.data();
+  }
+  in.to_row.resize(static_cast<size_t>(BT));
+  for (int64_t i = 0; i < BT; ++i)
+    if (b.mask[i] != 0) {
+      in.to_row[static_cast<size_t>(i)] = static_cast<int32_t>(in.to_pos.size());
+      in.to_pos.push_back(static_cast<int32_t>(i));
+    }
+  in.packed = (req.what == EncoderOutput::Pooled || req.what == EncoderOutput::SequenceLogits) &&
+              !in.to_pos.empty() && static_cast<int64_t>(in.to_pos.size()) < BT;
+  const int64_t N = in.packed ? static_cast<int64_t>(in.to_pos.size()) : BT;
+  in.N = N;
+  auto rows_of = [&](const int32_t* a, std::vector<int32_t>& dst) -> const int32_t* {
+    if (!in.packed || !a) return a;
+    dst.resize(static_cast<size_t>(N));
+    for (int64_t r = 0; r < N; ++r) dst[static_cast<size_t>(r)] = a[in.to_pos[static_cast<size_t>(r)]];
+    return dst.data();
+  };
+  in.ids_rows = rows_of(b.ids, in.ids_p);
+  in.pos_rows = rows_of(in.pos.empty() ? nullptr : in.pos.data(), in.pos_p);
+  in.types = rows_of(types, in.types_p);
+  in.ids_t = host_i32(in.ids_rows, Shape{N});
+  in.to_row_t = host_i32(in.to_row.data(), Shape{BT});
+  in.to_pos_t = host_i32(in.to_pos.data(), Shape{N});
+  in.mask_t = host_i32(b.mask, Shape{B, T});
+  in.maskf.resize(static_cast<size_t>(BT));
+  for (int64_t i = 0; i < BT; ++i) in.maskf[static_cast<size_t>(i)] = b.mask[i] != 0 ? 1.f : 0.f;
+  in.maskf_t = host_f32(in.maskf.data(), Shape{B, T});
+}
+
+Tensor Encoder::embed(const Emitter& e, const EncoderInputs& in) const {
+  const int64_t N = in.N, H = plan_.hidden;
+  const float eps = static_cast<float>(plan_.eps);
+  Tensor x = e.frame(Shape{N, H}), em = e.frame(Shape{N, H});
+  if (plan_.kind == EncKind::ModernBert) {
+    e.run(make_op(OpKind::Embedding, "embeddings.word"), {in.ids_t, word_}, {&em});
+  } else {
+    Tensor e2 = e.frame(Shape{N, H});
+    e.run(make_op(OpKind::Embedding, "embeddings.word"), {in.ids_t, word_}, {&em});
+    e.run(make_op(OpKind::Embedding, "embeddings.position"), {host_i32(in.pos_rows, Shape{N}), pos_}, {&e2});
+    e.run(make_op(OpKind::Add, "embeddings.add"), {em, e2}, {&x});
+    if (in.types) {
+      e.run(make_op(OpKind::Embedding, "embeddings.token_type"), {host_i32(in.types, Shape{N}), types_}, {&e2});
+      e.run(make_op(OpKind::Add, "embeddings.add"), {x, e2}, {&em});
+    } else {
+      std::swap(x, em);
+    }
+  }
+  e.layer_norm(em, emb_ln_, emb_lnb_, eps, &x, "embeddings.norm");
+  return x;
+}
+
+void Encoder::attend(const Emitter& e, const EncoderInputs& in, const EncLayer& L, const Tensor& h,
+                     LayerFrames& f) const {
+  const bool modern = plan_.kind == EncKind::ModernBert;
+  e.matmul(h, L.q, L.bq, &f.qr, L.label[kQ].c_str());
+  e.matmul(h, L.k, L.bk, &f.kr, L.label[kK].c_str());
+  e.matmul(h, L.v, L.bv, &f.vr, L.label[kV].c_str());
+  if (in.packed) {  // rows picked by to_row: an embedding op over the activations
+    e.run(make_op(OpKind::Embedding, L.label[kQ].c_str()), {in.to_row_t, f.qr}, {&f.q});
+    e.run(make_op(OpKind::Embedding, L.label[kK].c_str()), {in.to_row_t, f.kr}, {&f.k});
+    e.run(make_op(OpKind::Embedding, L.label[kV].c_str()), {in.to_row_t, f.vr}, {&f.v});
+  }
+  const int nh = static_cast<int>(plan_.n_heads), hd = static_cast<int>(plan_.head_dim);
+  if (modern) {  // RoPE per sequence (positions 0..T-1 in each)
+    const RopeTable* table = L.global ? &rope_global_.table : &rope_local_.table;
+    for (int64_t r = 0; r < in.B; ++r)
+      for (Tensor* t : {&f.q, &f.k}) {
+        Tensor rows = t->rows(r * in.T, in.T);
+        e.rope(rows, table, 0, nh, hd, L.label[kQ].c_str());
+      }
+  }
+  AttnHeads heads;
+  heads.n_heads = heads.n_kv_heads = nh;
+  heads.head_dim = hd;
+  heads.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  heads.window = modern && !L.global ? plan_.window : 0;
+  e.encoder_attention(f.q, f.k, f.v, in.mask_t, heads, &f.att, L.label[kAttn].c_str());
+  if (in.packed) e.run(make_op(OpKind::Embedding, L.label[kAttn].c_str()), {in.to_pos_t, f.att}, {&f.attr});
+}
+
+void Encoder::run_layers(const Emitter& e, const EncoderInputs& in, Tensor& x) const {
+  const bool modern = plan_.kind == EncKind::ModernBert;
+  const int64_t N = in.N, BT = in.BT, H = plan_.hidden, I = plan_.intermediate;
+  const float eps = static_cast<float>(plan_.eps);
+  // one layer's frames for all layers (every backend runs a forward's ops in the order issued:
+  // dispatch/backend.h)
+  LayerFrames f;
+  f.q = e.frame(Shape{BT, H});
+  f.k = e.frame(Shape{BT, H});
+  f.v = e.frame(Shape{BT, H});
+  f.att = e.frame(Shape{BT, H});
+  if (in.packed) {
+    f.qr = e.frame(Shape{N, H});
+    f.kr = e.frame(Shape{N, H});
+    f.vr = e.frame(Shape{N, H});
+    f.attr = e.frame(Shape{N, H});
+  } else {
+    f.qr = f.q, f.kr = f.k, f.vr = f.v, f.attr = f.att;
+  }
+  Tensor s = e.frame(Shape{N, H}), x1 = e.frame(Shape{N, H}), up = e.frame(Shape{N, I}), gt, act;
+  if (modern) {
+    gt = e.frame(Shape{N, I});
+    act = e.frame(Shape{N, I});
+  }
+  for (const EncLayer& L : layers_) {
+    Tensor xn = x;  // the layer's output, in place of x
+    if (modern) {  // pre-norm: x += attn(attn_norm(x)); x += Wo(act(h Wi_in) * (h Wi_gate)), h = mlp_norm(x)
+      if (L.ln1.data) e.layer_norm(x, L.ln1, L.ln1b, eps, &x1, L.label[kLn1].c_str());
+      attend(e, in, L, L.ln1.data ? x1 : x, f);
+      e.matmul_add(f.attr, L.o, L.bo, x, &s, L.label[kO].c_str());
+      e.layer_norm(s, L.ln2, L.ln2b, eps, &x1, L.label[kLn2].c_str());
+      e.matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
+      e.matmul(x1, L.gate, L.bgate, &gt, L.label[kFfn].c_str());
+      Op g = make_op(OpKind::GeGlu, L.label[kFfn].c_str());
+      g.a.gelu_erf = plan_.act == OpKind::Gelu;
+      e.run(g, {up, gt}, {&act});
+      e.matmul_add(act, L.down, L.bdown, s, &xn, L.label[kFfn].c_str());
+    } else {  // post-norm: x = ln1(x + attn(x)); x = ln2(x + ffn(x))
+      attend(e, in, L, x, f);
+      e.matmul_add(f.attr, L.o, L.bo, x, &s, L.label[kO].c_str());
+      e.layer_norm(s, L.ln1, L.ln1b, eps, &x1, L.label[kLn1].c_str());
+      e.matmul_act(x1, L.up, L.bup, plan_.act, &up, L.label[kFfn].c_str());
+      e.matmul_add(up, L.down, L.bdown, x1, &s, L.label[kFfn].c_str());
+      e.layer_norm(s, L.ln2, L.ln2b, eps, &xn, L.label[kLn2].c_str());
+    }
+    x = xn;
+  }
+  if (modern) {
+    Tensor xf = e.frame(Shape{N, H});
+    e.layer_norm(x, final_norm_, final_norm_b_, eps, &xf, "final_norm");
+    x = xf;
+  }
+  if (in.packed) {  // back to the padded layout for pooling (padding positions: a copy of row 0, masked out)
+    Tensor xp = e.frame(Shape{BT, H});
+    e.run(make_op(OpKind::Embedding, "pooling"), {in.to_row_t, x}, {&xp});
+    x = xp;
+  }
+}
+
+Tensor Encoder::outputs(const Emitter& e, const EncoderInputs& in, const EncoderRequest& req, const Tensor& x,
+                        int64_t* n_out) const {
+  const int64_t B = in.B, T = in.T, BT = in.BT, H = plan_.hidden;
+  const Head hk = plan_.head;
+  const float eps = static_cast<float>(plan_.eps);
+  Tensor x3 = x;
+  x3.shape = Shape{B, T, H};
+  auto pool = [&](int mode, const char* label) {
+    Tensor c = e.frame(Shape{B, H});
+    Op op = make_op(OpKind::MaskedPool, label);
+    op.a.pool_mode = mode;
+    e.run(op, {x3, in.maskf_t}, {&c});
+    return c;
+  };
+  // ModernBERT's prediction head: norm(act(dense(h)))
+  auto modern_head = [&](const Tensor& h, int64_t rows) {
+    Tensor h1 = e.frame(Shape{rows, H}), h2 = e.frame(Shape{rows, H});
+    e.matmul(h, head_dense_, head_dense_b_, &h1, "head.dense");
+    e.run(make_op(plan_.head_act, "head.act"), {h1}, {&h1});
+    e.layer_norm(h1, head_norm_, head_norm_b_, eps, &h2, "head.norm");
+    return h2;
+  };
+  Tensor result;
+  switch (req.what) {
+    case EncoderOutput::Hidden:
+      *n_out = BT * H;
+      return x;
+    case EncoderOutput::Pooled: {
+      result = pool(req.pool_mode, "pooling");
+      if (req.normalize) {
+        Tensor y = e.frame(Shape{B, H});
+        Op op = make_op(OpKind::L2Normalize, "normalize");
+        op.a.eps = 1e-12f;
+        e.run(op, {result}, {&y});
+        result = y;
+      }
+      *n_out = B * H;
+      return result;
+    }
+    case EncoderOutput::SequenceLogits: {
+      Tensor h1;
+      if (hk == Head::ModernSeq) {
+        h1 = modern_head(pool(plan_.pool_mode, "head.pool"), B);
+      } else {
+        const Tensor c = pool(0, "head.cls");
+        h1 = e.frame(Shape{B, H});
+        e.matmul(c, head_dense_, head_dense_b_, &h1, "head.dense");
+        if (hk == Head::DistilSeq) {
+          e.run(make_op(OpKind::Relu, "head.act"), {h1}, {&h1});
+        } else {
+          Op op = make_op(OpKind::Softcap, "head.act");  // 1 * tanh(x / 1): tanh
+          op.a.softcap = 1.f;
+          e.run(op, {h1}, {&h1});
+        }
+      }
+      result = e.frame(Shape{B, plan_.num_labels});
+      e.matmul(h1, head_out_, head_out_b_, &result, "head.out");
+      *n_out = B * plan_.num_labels;
+      return result;
+    }
+    case EncoderOutput::TokenLogits:
+      result = e.frame(Shape{BT, plan_.num_labels});
+      e.matmul(hk == Head::ModernToken ? modern_head(x, BT) : x, head_out_, head_out_b_, &result, "head.out");
+      *n_out = BT * plan_.num_labels;
+      return result;
+  }
+  *n_out = 0;
+  return result;
+}
+
 void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, float* out) {
   check_batch(b);
   const Head hk = plan_.head;
@@ -480,298 +743,25 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
                          "the model has a sequence classification head: use classify");
   if (req.what == EncoderOutput::Pooled && (req.pool_mode < 0 || req.pool_mode > 2))
     throw_invalid_config("pooling", "must be cls, mean or max");
-  const bool modern = plan_.kind == EncKind::ModernBert;
   const int64_t B = b.batch, T = b.len, BT = B * T, H = plan_.hidden, I = plan_.intermediate;
-  const int64_t nh = plan_.n_heads, hd = plan_.head_dim;
   {  // what this call allocates (activations of one layer, reused by every layer; host inputs)
     const int64_t bytes = 4 * (BT * (5 * H + 8 * H + 3 * I) + 3 * BT) +
                           4 * std::max<int64_t>(plan_.num_labels, 1) * BT;
     check_memory_budget(opts_.max_memory, charged_bytes(), bytes,
                         "encode(batch=" + std::to_string(B) + ", length=" + std::to_string(T) + "): activations");
   }
-
-  // Host inputs of the ops (ids, positions, types, masks): sized per call.
-  std::vector<int32_t> pos;
-  if (!modern) {
-    pos.resize(static_cast<size_t>(BT));
-    for (int64_t r = 0; r < B; ++r) {
-      if (plan_.kind == EncKind::Roberta) {  // transformers' create_position_ids_from_input_ids
-        int32_t c = 0;
-        for (int64_t t = 0; t < T; ++t) {
-          const bool real = b.ids[r * T + t] != plan_.pad_id;
-          c += real ? 1 : 0;
-          pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(real ? c + plan_.pad_id : plan_.pad_id);
-        }
-      } else {
-        for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(r * T + t)] = static_cast<int32_t>(t);
-      }
-    }
-  }
-  std::vector<int32_t> zeros;
-  const int32_t* types = plan_.type_vocab > 0 ? b.token_types : nullptr;
-  if (!types && plan_.type_vocab > 0) {
-    zeros.assign(static_cast<size_t>(BT), 0);
-    types = zeros.data();
-  }
-  auto host_i32 = [](const int32_t* p, Shape s) {
-    Tensor t;
-    t.dtype = DType::I32;
-    t.shape = s;
-    t.data = const_cast<int32_t*>(p);
-    return t;
-  };
-  // Packed rows: for pooled and sequence outputs the padding positions take no part in
-  // any matmul, norm or activation: the N real tokens are the rows, and attention
-  // gathers its q / k / v into the padded [B, T] layout of encoder_attention and its
-  // output back (embedding ops on the activations). Hidden and token outputs keep every
-  // position, as the reference computes padding positions too.
-  std::vector<int32_t> to_row(static_cast<size_t>(BT)), to_pos;  // padded position -> row; row -> position
-  for (int64_t i = 0; i < BT; ++i)
-    if (b.mask[i] != 0) {
-      to_row[static_cast<size_t>(i)] = static_cast<int32_t>(to_pos.size());
-      to_pos.push_back(static_cast<int32_t>(i));
-    }
-  const bool packed = (req.what == EncoderOutput::Pooled || req.what == EncoderOutput::SequenceLogits) &&
-                      !to_pos.empty() && static_cast<int64_t>(to_pos.size()) < BT;
-  const int64_t N = packed ? static_cast<int64_t>(to_pos.size()) : BT;
-  std::vector<int32_t> ids_p, pos_p, types_p;
-  auto rows_of = [&](const int32_t* a, std::vector<int32_t>& dst) -> const int32_t* {
-    if (!packed || !a) return a;
-    dst.resize(static_cast<size_t>(N));
-    for (int64_t r = 0; r < N; ++r) dst[static_cast<size_t>(r)] = a[to_pos[static_cast<size_t>(r)]];
-    return dst.data();
-  };
-  const int32_t* ids_rows = rows_of(b.ids, ids_p);
-  const int32_t* pos_rows = rows_of(pos.empty() ? nullptr : pos.data(), pos_p);
-  types = rows_of(types, types_p);
-  const Tensor ids_t = host_i32(ids_rows, Shape{N});
-  const Tensor to_row_t = host_i32(to_row.data(), Shape{BT});
-  const Tensor to_pos_t = host_i32(to_pos.data(), Shape{N});
-  const Tensor mask_t = host_i32(b.mask, Shape{B, T});
-  std::vector<float> maskf(static_cast<size_t>(BT));
-  for (int64_t i = 0; i < BT; ++i) maskf[static_cast<size_t>(i)] = b.mask[i] != 0 ? 1.f : 0.f;
-  Tensor maskf_t;
-  maskf_t.dtype = DType::F32;
-  maskf_t.shape = Shape{B, T};
-  maskf_t.data = maskf.data();
+  EncoderInputs in;  // host inputs of the ops, sized per call
+  prepare_inputs(b, req, in);
 
   ExecContext ctx(pool_.get(), opts_.precise);
   ctx.set_weight_cache(&wcache_);
-  Dispatcher& d = *dispatcher_;
-  Backend& be = *d.chain().front();
+  const Emitter e(*dispatcher_, ctx);
+  Backend& be = e.backend();
   be.begin_forward(ctx);
-  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
-  const float eps = static_cast<float>(plan_.eps);
-  auto layer_norm = [&](const Tensor& x, const Tensor& g, const Tensor& bb, Tensor* y, const char* label) {
-    Op op = make_op(OpKind::LayerNorm, label);
-    op.a.eps = eps;
-    if (bb.data) d.run(op, {x, g, bb}, {y}, ctx);
-    else d.run(op, {x, g}, {y}, ctx);
-  };
-  auto matmul = [&](const Tensor& x, const Tensor& W, const Tensor& bias, Tensor* y, const char* label) {
-    if (bias.data) d.run(make_op(OpKind::Matmul, label), {x, W, bias}, {y}, ctx);
-    else d.run(make_op(OpKind::Matmul, label), {x, W}, {y}, ctx);
-  };
-
-  // y = x W^T (+ bias) + residual, and y = act(x W^T (+ bias)): one fused op where the
-  // backend has it (the CPU: the epilogue runs on each block of y while it is in cache),
-  // else the matmul and then the add / activation op.
-  auto matmul_add = [&](const Tensor& x, const Tensor& W, const Tensor& bias, const Tensor& residual, Tensor* y,
-                        const char* label) {
-    const Op op = make_op(OpKind::FusedMatmulAdd, label);
-    const Tensor in[4] = {x, W, residual, bias};
-    const int n = bias.data ? 4 : 3;
-    if (be.supports(op, in, n)) return d.run(op, in, n, y, 1, ctx);
-    Tensor t = frame(y->shape);
-    matmul(x, W, bias, &t, label);
-    d.run(make_op(OpKind::Add, label), {t, residual}, {y}, ctx);
-  };
-  auto matmul_act = [&](const Tensor& x, const Tensor& W, const Tensor& bias, OpKind act, Tensor* y,
-                        const char* label) {
-    Op op = make_op(OpKind::FusedMatmulGelu, label);
-    op.a.gelu_erf = act == OpKind::Gelu;
-    const Tensor in[3] = {x, W, bias};
-    const int n = bias.data ? 3 : 2;
-    if ((act == OpKind::Gelu || act == OpKind::GeluTanh) && be.supports(op, in, n)) return d.run(op, in, n, y, 1, ctx);
-    matmul(x, W, bias, y, label);
-    d.run(make_op(act, label), {*y}, {y}, ctx);
-  };
-
-  // rows of src picked by the indices idx (an embedding op over the activations)
-  auto gather = [&](const Tensor& idx, const Tensor& src, Tensor* dst, const char* label) {
-    d.run(make_op(OpKind::Embedding, label), {idx, src}, {dst}, ctx);
-  };
-
-  // embeddings
-  Tensor x = frame(Shape{N, H}), e = frame(Shape{N, H});
-  if (modern) {
-    d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
-  } else {
-    Tensor e2 = frame(Shape{N, H});
-    d.run(make_op(OpKind::Embedding, "embeddings.word"), {ids_t, word_}, {&e}, ctx);
-    d.run(make_op(OpKind::Embedding, "embeddings.position"), {host_i32(pos_rows, Shape{N}), pos_}, {&e2}, ctx);
-    d.run(make_op(OpKind::Add, "embeddings.add"), {e, e2}, {&x}, ctx);
-    if (types) {
-      d.run(make_op(OpKind::Embedding, "embeddings.token_type"), {host_i32(types, Shape{N}), types_}, {&e2}, ctx);
-      d.run(make_op(OpKind::Add, "embeddings.add"), {x, e2}, {&e}, ctx);
-    } else {
-      std::swap(x, e);
-    }
-  }
-  layer_norm(e, emb_ln_, emb_lnb_, &x, "embeddings.norm");
-
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  // one layer's frames for all layers (every backend runs a forward's ops in the order issued:
-  // dispatch/backend.h)
-  Tensor q, k, v, att, qr, kr, vr, attr, s, x1, up, gt, act;  // q..att: padded [B*T]; the rest: rows [N]
-  {
-    q = frame(Shape{BT, H});
-    k = frame(Shape{BT, H});
-    v = frame(Shape{BT, H});
-    att = frame(Shape{BT, H});
-    if (packed) {
-      qr = frame(Shape{N, H});
-      kr = frame(Shape{N, H});
-      vr = frame(Shape{N, H});
-      attr = frame(Shape{N, H});
-    } else {
-      qr = q, kr = k, vr = v, attr = att;
-    }
-    s = frame(Shape{N, H});
-    x1 = frame(Shape{N, H});
-    up = frame(Shape{N, I});
-    if (modern) {
-      gt = frame(Shape{N, I});
-      act = frame(Shape{N, I});
-    }
-  }
-  auto attention = [&](const EncLayer& L, const Tensor& h) {  // attr = attention(h Wq, h Wk, h Wv)
-    matmul(h, L.q, L.bq, &qr, L.label[kQ].c_str());
-    matmul(h, L.k, L.bk, &kr, L.label[kK].c_str());
-    matmul(h, L.v, L.bv, &vr, L.label[kV].c_str());
-    if (packed) {
-      gather(to_row_t, qr, &q, L.label[kQ].c_str());
-      gather(to_row_t, kr, &k, L.label[kK].c_str());
-      gather(to_row_t, vr, &v, L.label[kV].c_str());
-    }
-    if (modern) {  // RoPE per sequence (positions 0..T-1 in each)
-      Op op = make_op(OpKind::Rope, L.label[kQ].c_str());
-      op.a.rope = L.global ? &rope_global_.table : &rope_local_.table;
-      op.a.n_heads = static_cast<int>(nh);
-      op.a.head_dim = static_cast<int>(hd);
-      for (int64_t r = 0; r < B; ++r)
-        for (Tensor* t : {&q, &k}) {
-          Tensor rows = t->rows(r * T, T);
-          d.run(op, {rows}, {&rows}, ctx);
-        }
-    }
-    Op op = make_op(OpKind::EncoderAttention, L.label[kAttn].c_str());
-    op.a.n_heads = static_cast<int>(nh);
-    op.a.n_kv_heads = static_cast<int>(nh);
-    op.a.head_dim = static_cast<int>(hd);
-    op.a.scale = scale;
-    op.a.window = modern && !L.global ? plan_.window : 0;
-    d.run(op, {q, k, v, mask_t}, {&att}, ctx);
-    if (packed) gather(to_pos_t, att, &attr, L.label[kAttn].c_str());
-  };
-  for (const EncLayer& L : layers_) {
-    Tensor xn = x;  // the layer's output, in place of x
-    if (modern) {  // pre-norm: x += attn(attn_norm(x)); x += Wo(act(h Wi_in) * (h Wi_gate)), h = mlp_norm(x)
-      if (L.ln1.data) layer_norm(x, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
-      attention(L, L.ln1.data ? x1 : x);
-      matmul_add(attr, L.o, L.bo, x, &s, L.label[kO].c_str());
-      layer_norm(s, L.ln2, L.ln2b, &x1, L.label[kLn2].c_str());
-      matmul(x1, L.up, L.bup, &up, L.label[kFfn].c_str());
-      matmul(x1, L.gate, L.bgate, &gt, L.label[kFfn].c_str());
-      Op g = make_op(OpKind::GeGlu, L.label[kFfn].c_str());
-      g.a.gelu_erf = plan_.act == OpKind::Gelu;
-      d.run(g, {up, gt}, {&act}, ctx);
-      matmul_add(act, L.down, L.bdown, s, &xn, L.label[kFfn].c_str());
-    } else {  // post-norm: x = ln1(x + attn(x)); x = ln2(x + ffn(x))
-      attention(L, x);
-      matmul_add(attr, L.o, L.bo, x, &s, L.label[kO].c_str());
-      layer_norm(s, L.ln1, L.ln1b, &x1, L.label[kLn1].c_str());
-      matmul_act(x1, L.up, L.bup, plan_.act, &up, L.label[kFfn].c_str());
-      matmul_add(up, L.down, L.bdown, x1, &s, L.label[kFfn].c_str());
-      layer_norm(s, L.ln2, L.ln2b, &xn, L.label[kLn2].c_str());
-    }
-    x = xn;
-  }
-  if (modern) {
-    Tensor xf = frame(Shape{N, H});
-    layer_norm(x, final_norm_, final_norm_b_, &xf, "final_norm");
-    x = xf;
-  }
-  if (packed) {  // back to the padded layout for pooling (padding positions: a copy of row 0, masked out)
-    Tensor xp = frame(Shape{BT, H});
-    gather(to_row_t, x, &xp, "pooling");
-    x = xp;
-  }
-
-  // outputs
-  Tensor result;
+  Tensor x = embed(e, in);
+  run_layers(e, in, x);
   int64_t n_out = 0;
-  Tensor x3 = x;
-  x3.shape = Shape{B, T, H};
-  auto pool = [&](int mode, const char* label) {
-    Tensor c = frame(Shape{B, H});
-    Op op = make_op(OpKind::MaskedPool, label);
-    op.a.pool_mode = mode;
-    d.run(op, {x3, maskf_t}, {&c}, ctx);
-    return c;
-  };
-  // ModernBERT's prediction head: norm(act(dense(h)))
-  auto modern_head = [&](const Tensor& h, int64_t rows) {
-    Tensor h1 = frame(Shape{rows, H}), h2 = frame(Shape{rows, H});
-    matmul(h, head_dense_, head_dense_b_, &h1, "head.dense");
-    d.run(make_op(plan_.head_act, "head.act"), {h1}, {&h1}, ctx);
-    layer_norm(h1, head_norm_, head_norm_b_, &h2, "head.norm");
-    return h2;
-  };
-  switch (req.what) {
-    case EncoderOutput::Hidden:
-      result = x;
-      n_out = BT * H;
-      break;
-    case EncoderOutput::Pooled: {
-      result = pool(req.pool_mode, "pooling");
-      if (req.normalize) {
-        Tensor y = frame(Shape{B, H});
-        Op op = make_op(OpKind::L2Normalize, "normalize");
-        op.a.eps = 1e-12f;
-        d.run(op, {result}, {&y}, ctx);
-        result = y;
-      }
-      n_out = B * H;
-      break;
-    }
-    case EncoderOutput::SequenceLogits: {
-      Tensor h1;
-      if (hk == Head::ModernSeq) {
-        h1 = modern_head(pool(plan_.pool_mode, "head.pool"), B);
-      } else {
-        const Tensor c = pool(0, "head.cls");
-        h1 = frame(Shape{B, H});
-        matmul(c, head_dense_, head_dense_b_, &h1, "head.dense");
-        if (hk == Head::DistilSeq) {
-          d.run(make_op(OpKind::Relu, "head.act"), {h1}, {&h1}, ctx);
-        } else {
-          Op op = make_op(OpKind::Softcap, "head.act");  // 1 * tanh(x / 1): tanh
-          op.a.softcap = 1.f;
-          d.run(op, {h1}, {&h1}, ctx);
-        }
-      }
-      result = frame(Shape{B, plan_.num_labels});
-      matmul(h1, head_out_, head_out_b_, &result, "head.out");
-      n_out = B * plan_.num_labels;
-      break;
-    }
-    case EncoderOutput::TokenLogits:
-      result = frame(Shape{BT, plan_.num_labels});
-      matmul(hk == Head::ModernToken ? modern_head(x, BT) : x, head_out_, head_out_b_, &result, "head.out");
-      n_out = BT * plan_.num_labels;
-      break;
-  }
+  const Tensor result = outputs(e, in, req, x, &n_out);
   if (be.host_memory()) std::memcpy(out, result.data, static_cast<size_t>(n_out) * sizeof(float));
   else be.download_f32(result, out);
   be.end_forward(ctx);

@@ -10,6 +10,7 @@
 #include "core/weight_cache.h"
 #include "dispatch/op.h"
 #include "families/decoder.h"  // config_arch, config_int, config_*_or, RowSegment
+#include "families/emit.h"
 #include "model/model_base.h"
 
 namespace cyb {
@@ -17,8 +18,6 @@ namespace cyb {
 bool is_whisper_model_type(const std::string& model_type) { return model_type == "whisper"; }
 
 namespace {
-
-Op make_op(OpKind k, const char* label) { return Op{k, OpAttrs{}, label}; }
 
 struct Plan {
   int64_t d = 0, n_mels = 0, S = 0, text_ctx = 0, vocab = 0;
@@ -197,6 +196,15 @@ class Whisper : public WhisperModel {
   // The forward of T rows in segments (one session's chunk, or one row per session of a
   // batched step); logits of every row when all_logits, else of the last one.
   void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits, float* logits);
+  // Layer l's self-attention of each segment's rows (KV cache write, then attention over it).
+  void self_attend(const Emitter& e, const Segment* segs, size_t nseg, size_t l, const Tensor& q, const Tensor& k,
+                   const Tensor& v, const Tensor& att) const;
+  // Layer l's cross-attention of q over each run's window K/V (runs: consecutive segments of one
+  // window, cmasks their masks) into att.
+  void cross_attend(const Emitter& e, const Segment* segs, const std::vector<std::pair<size_t, size_t>>& runs,
+                    const std::vector<Tensor>& cmasks, size_t l, const Tensor& q, const Tensor& att) const;
+  // y = x + fc2(act(fc1(final_layer_norm(x)))): a block's MLP with its residual, in fr's frames.
+  void mlp(const Emitter& e, const Block& b, const Tensor& x, LayerFrames& fr, Tensor* y) const;
   void bind_weights();
   void capture_cross(WhisperConversation& conv, size_t layer, const Tensor& q, int64_t T, int64_t pos0);
   Tensor w(const std::string& name, std::vector<int64_t> shape) {
@@ -281,21 +289,6 @@ void Whisper::bind_weights() {
   }
 }
 
-Tensor host_f32(const float* p, Shape s) {
-  Tensor t;
-  t.dtype = DType::F32;
-  t.shape = s;
-  t.data = const_cast<float*>(p);
-  return t;
-}
-Tensor host_i32(const int32_t* p, Shape s) {
-  Tensor t;
-  t.dtype = DType::I32;
-  t.shape = s;
-  t.data = const_cast<int32_t*>(p);
-  return t;
-}
-
 void check_finite(const float* p, int64_t n, const ModelFile& f, const char* what) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i])) {
@@ -305,51 +298,59 @@ void check_finite(const float* p, int64_t n, const ModelFile& f, const char* wha
     }
 }
 
+// Heads of d / H dims each, one query head per key head, scaled by 1 / sqrt(head_dim).
+AttnHeads heads_of(int64_t d, int64_t H) {
+  AttnHeads a;
+  a.n_heads = a.n_kv_heads = static_cast<int>(H);
+  a.head_dim = static_cast<int>(d / H);
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d / H)));
+  return a;
+}
+
+void Whisper::mlp(const Emitter& e, const Block& b, const Tensor& x, LayerFrames& fr, Tensor* y) const {
+  e.layer_norm(x, b.ln, b.lnb, plan_.eps, &fr.hn, b.lln.c_str());
+  e.matmul(fr.hn, b.fc1, b.bfc1, &fr.up, b.lfc1.c_str());
+  e.run(make_op(plan_.act, b.lact.c_str()), {fr.up}, {&fr.up});
+  e.matmul(fr.up, b.fc2, b.bfc2, &fr.f, b.lfc2.c_str());
+  e.run(make_op(OpKind::Add, b.ladd.c_str()), {x, fr.f}, {y});
+}
+
 void Whisper::encode_audio(const float* mel, int64_t B, int64_t n_mels, int64_t frames, float* out) {
   if (B < 1) throw_shape_mismatch("encode (mel batch)", {1}, {B});
   if (n_mels != plan_.n_mels || frames != 2 * plan_.S)
     throw_shape_mismatch("encode (mel)", {plan_.n_mels, 2 * plan_.S}, {n_mels, frames});
   file_->check_unchanged();
-  const int64_t d = plan_.d, S = plan_.S, L = 2 * S, BS = B * S, H = plan_.enc_heads, hd = d / H, I = plan_.enc_ffn;
+  const int64_t d = plan_.d, S = plan_.S, L = 2 * S, BS = B * S, H = plan_.enc_heads, I = plan_.enc_ffn;
   check_memory_budget(opts_.max_memory, charged_bytes(), 4 * (B * L * d + BS * (10 * d + I)) + 4 * BS * d,
                       "encode(mel batch=" + std::to_string(B) + "): activations");
   auto lock = device_lock(*dispatcher_);
   ExecContext ctx(pool_.get(), opts_.precise);
   ctx.set_weight_cache(&wcache_);
-  Dispatcher& dd = *dispatcher_;
-  Backend& be = *dd.chain().front();
+  const Emitter e(*dispatcher_, ctx);
+  Backend& be = e.backend();
   be.begin_forward(ctx);
-  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
-  auto matmul = [&](const Tensor& x, const Tensor& W, const Tensor& bias, Tensor* y, const std::string& label) {
-    if (bias.data) dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W, bias}, {y}, ctx);
-    else dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W}, {y}, ctx);
-  };
-  auto layer_norm = [&](const Tensor& x, const Tensor& g, const Tensor& b, Tensor* y, const std::string& label) {
-    Op op = make_op(OpKind::LayerNorm, label.c_str());
-    op.a.eps = plan_.eps;
-    dd.run(op, {x, g, b}, {y}, ctx);
-  };
+  const float eps = plan_.eps;
   // stem
-  Tensor h1 = frame(Shape{B, L, d});
+  Tensor h1 = e.frame(Shape{B, L, d});
   {
     Op op = make_op(OpKind::Conv1d, "encoder.conv1");
     op.a.stride = 1;
     op.a.padding = 1;
     op.a.channels_first = true;
-    dd.run(op, {host_f32(mel, Shape{B, n_mels, L}), conv1_, conv1b_}, {&h1}, ctx);
-    dd.run(make_op(OpKind::Gelu, "encoder.conv1.act"), {h1}, {&h1}, ctx);
+    e.run(op, {host_f32(mel, Shape{B, n_mels, L}), conv1_, conv1b_}, {&h1});
+    e.run(make_op(OpKind::Gelu, "encoder.conv1.act"), {h1}, {&h1});
   }
-  Tensor h2 = frame(Shape{B, S, d});
+  Tensor h2 = e.frame(Shape{B, S, d});
   {
     Op op = make_op(OpKind::Conv1d, "encoder.conv2");
     op.a.stride = 2;
     op.a.padding = 1;
     op.a.channels_first = false;
-    dd.run(op, {h1, conv2_, conv2b_}, {&h2}, ctx);
-    dd.run(make_op(OpKind::Gelu, "encoder.conv2.act"), {h2}, {&h2}, ctx);
+    e.run(op, {h1, conv2_, conv2b_}, {&h2});
+    e.run(make_op(OpKind::Gelu, "encoder.conv2.act"), {h2}, {&h2});
   }
   h2.shape = Shape{BS, d};
-  Tensor x = frame(Shape{BS, d});
+  Tensor x = e.frame(Shape{BS, d});
   std::vector<float> tiled;  // positions repeated per window (add broadcasts one row only)
   Tensor pos = enc_pos_;
   if (B > 1) {
@@ -358,33 +359,26 @@ void Whisper::encode_audio(const float* mel, int64_t B, int64_t n_mels, int64_t 
       std::memcpy(tiled.data() + b * S * d, enc_pos_.data, static_cast<size_t>(S * d) * sizeof(float));
     pos = host_f32(tiled.data(), Shape{BS, d});
   }
-  dd.run(make_op(OpKind::Add, "encoder.embed_positions"), {h2, pos}, {&x}, ctx);
+  e.run(make_op(OpKind::Add, "encoder.embed_positions"), {h2, pos}, {&x});
   std::vector<int32_t> mask(static_cast<size_t>(BS), 1);
   const Tensor mask_t = host_i32(mask.data(), Shape{B, S});
   LayerFrames fr;
-  Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &up = fr.up, &f = fr.f, &xs = fr.xs;
-  fr.take(frame, BS, d, I);
+  Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &xs = fr.xs;
+  fr.take([&](const Shape& sh) { return e.frame(sh); }, BS, d, I);
+  const AttnHeads heads = heads_of(d, H);
   for (const Block& L_ : enc_) {
     const Attn& A = L_.self;
-    layer_norm(x, A.ln, A.lnb, &hn, A.lln);
-    matmul(hn, A.q, A.bq, &q, A.lq);
-    matmul(hn, A.k, Tensor{}, &k, A.lk);
-    matmul(hn, A.v, A.bv, &v, A.lv);
-    Op op = make_op(OpKind::EncoderAttention, A.la.c_str());
-    op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
-    op.a.head_dim = static_cast<int>(hd);
-    op.a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-    dd.run(op, {q, k, v, mask_t}, {&att}, ctx);
-    matmul(att, A.o, A.bo, &o, A.lo);
-    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {x, o}, {&xs}, ctx);
-    layer_norm(xs, L_.ln, L_.lnb, &hn, L_.lln);
-    matmul(hn, L_.fc1, L_.bfc1, &up, L_.lfc1);
-    dd.run(make_op(plan_.act, L_.lact.c_str()), {up}, {&up}, ctx);
-    matmul(up, L_.fc2, L_.bfc2, &f, L_.lfc2);
-    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, f}, {&x}, ctx);
+    e.layer_norm(x, A.ln, A.lnb, eps, &hn, A.lln.c_str());
+    e.matmul(hn, A.q, A.bq, &q, A.lq.c_str());
+    e.matmul(hn, A.k, Tensor{}, &k, A.lk.c_str());
+    e.matmul(hn, A.v, A.bv, &v, A.lv.c_str());
+    e.encoder_attention(q, k, v, mask_t, heads, &att, A.la.c_str());
+    e.matmul(att, A.o, A.bo, &o, A.lo.c_str());
+    e.run(make_op(OpKind::Add, L_.ladd.c_str()), {x, o}, {&xs});
+    mlp(e, L_, xs, fr, &x);
   }
-  Tensor y = frame(Shape{BS, d});
-  layer_norm(x, enc_ln_, enc_lnb_, &y, "encoder.layer_norm");
+  Tensor y = e.frame(Shape{BS, d});
+  e.layer_norm(x, enc_ln_, enc_lnb_, eps, &y, "encoder.layer_norm");
   if (be.host_memory()) std::memcpy(out, y.data, static_cast<size_t>(BS * d) * sizeof(float));
   else be.download_f32(y, out);
   be.end_forward(ctx);
@@ -401,20 +395,20 @@ void Whisper::start(Conversation& base, const float* enc, int64_t rows, int64_t 
     if (!std::isfinite(enc[i]))
       throw_invalid_config("encoder_output", "value " + std::to_string(i) + " is not finite");
   auto lock = device_lock(*dispatcher_);
-  Dispatcher& dd = *dispatcher_;
-  Backend& be = *dd.chain().front();
+  const Emitter e(*dispatcher_, conv.ctx());
+  Backend& be = e.backend();
   auto cross = std::make_shared<CrossKV>();
   cross->be = &be;
   cross->mask.assign(static_cast<size_t>(plan_.S), 1);
-  ExecContext& ctx = conv.ctx();
+  ExecContext& ctx = e.ctx();
   be.begin_forward(ctx);
   const Tensor x = host_f32(enc, Shape{plan_.S, plan_.d});
   for (const Block& L_ : dec_) {
     Tensor k = be.alloc(Shape{plan_.S, plan_.d}, DType::F32), v = be.alloc(Shape{plan_.S, plan_.d}, DType::F32);
     cross->k.push_back(k);
     cross->v.push_back(v);
-    dd.run(make_op(OpKind::Matmul, L_.cross.lk.c_str()), {x, L_.cross.k}, {&k}, ctx);
-    dd.run(make_op(OpKind::Matmul, L_.cross.lv.c_str()), {x, L_.cross.v, L_.cross.bv}, {&v}, ctx);
+    e.matmul(x, L_.cross.k, Tensor{}, &k, L_.cross.lk.c_str());
+    e.matmul(x, L_.cross.v, L_.cross.bv, &v, L_.cross.lv.c_str());
     // The same K/V in a cache's head-major layout: a one-token step attends over them with the
     // attention op (contiguous rows per head), where encoder_attention would first gather every
     // key of every head transposed (csrc/backends/cpu/kernels_x86_ops.inc k_encoder_attention), once
@@ -423,12 +417,8 @@ void Whisper::start(Conversation& base, const float* enc, int64_t rows, int64_t 
     Tensor kh = be.alloc(Shape{H, plan_.S, hd}, DType::F32), vh = be.alloc(Shape{H, plan_.S, hd}, DType::F32);
     cross->kh.push_back(kh);
     cross->vh.push_back(vh);
-    Op op = make_op(OpKind::KvWrite, L_.lkv.c_str());
-    op.a.pos0 = 0;
-    op.a.n_kv_heads = static_cast<int>(H);
-    op.a.head_dim = static_cast<int>(hd);
-    dd.run(op, {k}, {&kh}, ctx);
-    dd.run(op, {v}, {&vh}, ctx);
+    e.kv_write(k, &kh, 0, static_cast<int>(H), static_cast<int>(hd), L_.lkv.c_str());
+    e.kv_write(v, &vh, 0, static_cast<int>(H), static_cast<int>(hd), L_.lkv.c_str());
   }
   be.end_forward(ctx);
   conv.cross = std::move(cross);
@@ -486,26 +476,81 @@ void Whisper::forward_batch_step(Conversation* const* convs, const int32_t* ids,
   forward_rows(segs.data(), segs.size(), ids, n, true, logits);
 }
 
+void Whisper::self_attend(const Emitter& e, const Segment* segs, size_t nseg, size_t l, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& att) const {
+  const Block& L_ = dec_[l];
+  const AttnHeads heads = heads_of(plan_.d, plan_.dec_heads);
+  for (size_t si = 0; si < nseg; ++si) {  // position-dependent work, per session
+    const Segment& sg = segs[si];
+    const int64_t pos0 = sg.conv->position();
+    Tensor& kc = sg.conv->caches[2 * l];
+    Tensor& vc = sg.conv->caches[2 * l + 1];
+    const Tensor qs = q.rows(sg.row0, sg.n), ks = k.rows(sg.row0, sg.n), vs = v.rows(sg.row0, sg.n);
+    Tensor as = att.rows(sg.row0, sg.n);
+    e.kv_write(ks, &kc, pos0, heads.n_kv_heads, heads.head_dim, L_.lkv.c_str());
+    e.kv_write(vs, &vc, pos0, heads.n_kv_heads, heads.head_dim, L_.lkv.c_str());
+    e.attention(qs, kc, vc, pos0, heads, &as, L_.self.la.c_str());
+  }
+}
+
+void Whisper::cross_attend(const Emitter& e, const Segment* segs, const std::vector<std::pair<size_t, size_t>>& runs,
+                           const std::vector<Tensor>& cmasks, size_t l, const Tensor& q, const Tensor& att) const {
+  const char* label = dec_[l].cross.la.c_str();
+  const int64_t d = plan_.d, H = plan_.dec_heads, hd = d / H;
+  const AttnHeads heads = heads_of(d, H);
+  for (size_t ri = 0; ri < runs.size(); ++ri) {  // no mask between queries: the rows of a run are one query block
+    const Segment &s0 = segs[runs[ri].first], &s1 = segs[runs[ri].second - 1];
+    bool one_row = true;
+    for (size_t si = runs[ri].first; si < runs[ri].second; ++si) one_row = one_row && segs[si].n == 1;
+    const int64_t nr = static_cast<int64_t>(runs[ri].second - runs[ri].first);
+    if (one_row && nr > 1 && e.backend().host_memory()) {
+      // one-token rows of sessions sharing this K/V (a beam's clones): one attention call with
+      // the rows' heads as query heads grouped per K/V head (query head h * nr + i = row i's
+      // head h), so each head's keys and values are read once for all rows, not once per row
+      const int64_t r0 = s0.row0;
+      Tensor qg = e.frame(Shape{1, nr * d}), ag = e.frame(Shape{1, nr * d});
+      for (int64_t i = 0; i < nr; ++i)
+        for (int64_t h = 0; h < H; ++h)
+          std::memcpy(qg.f32() + (h * nr + i) * hd, q.f32() + (r0 + i) * d + h * hd,
+                      static_cast<size_t>(hd) * sizeof(float));
+      const CrossKV& kv = *s0.conv->cross;
+      AttnHeads grouped = heads;
+      grouped.n_heads = static_cast<int>(H * nr);
+      e.attention(qg, kv.kh[l], kv.vh[l], plan_.S - 1, grouped, &ag, label);
+      for (int64_t i = 0; i < nr; ++i)
+        for (int64_t h = 0; h < H; ++h)
+          std::memcpy(att.f32() + (r0 + i) * d + h * hd, ag.f32() + (h * nr + i) * hd,
+                      static_cast<size_t>(hd) * sizeof(float));
+      continue;
+    }
+    if (one_row) {
+      // one-token rows: the attention op at position S - 1 sees all S keys of the head-major copy
+      for (size_t si = runs[ri].first; si < runs[ri].second; ++si) {
+        const CrossKV& kv = *segs[si].conv->cross;
+        const Tensor qs = q.rows(segs[si].row0, 1);
+        Tensor as = att.rows(segs[si].row0, 1);
+        e.attention(qs, kv.kh[l], kv.vh[l], plan_.S - 1, heads, &as, label);
+      }
+      continue;
+    }
+    const int64_t r0 = s0.row0, rn = s1.row0 + s1.n - s0.row0;
+    const CrossKV& kv = *s0.conv->cross;
+    const Tensor qs = q.rows(r0, rn);
+    Tensor as = att.rows(r0, rn);
+    e.encoder_attention(qs, kv.k[l], kv.v[l], cmasks[ri], heads, &as, label);
+  }
+}
+
 void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits,
                            float* logits) {
   // Frames come from the first session's context (every session of the step is held by the
   // caller); self caches, positions and cross K/V are each segment's own.
-  ExecContext& ctx = segs[0].conv->ctx();
-  Dispatcher& dd = *dispatcher_;
-  Backend& be = *dd.chain().front();
+  const Emitter e(*dispatcher_, segs[0].conv->ctx());
+  Backend& be = e.backend();
+  ExecContext& ctx = e.ctx();
   be.begin_forward(ctx);
-  auto frame = [&](const Shape& s) { return be.alloc_frame(ctx, s); };
-  auto matmul = [&](const Tensor& x, const Tensor& W, const Tensor& bias, Tensor* y, const std::string& label) {
-    if (bias.data) dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W, bias}, {y}, ctx);
-    else dd.run(make_op(OpKind::Matmul, label.c_str()), {x, W}, {y}, ctx);
-  };
-  auto layer_norm = [&](const Tensor& x, const Tensor& g, const Tensor& b, Tensor* y, const std::string& label) {
-    Op op = make_op(OpKind::LayerNorm, label.c_str());
-    op.a.eps = plan_.eps;
-    dd.run(op, {x, g, b}, {y}, ctx);
-  };
-  const int64_t d = plan_.d, H = plan_.dec_heads, hd = d / H, I = plan_.dec_ffn;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const float eps = plan_.eps;
+  const int64_t d = plan_.d, I = plan_.dec_ffn;
   std::vector<int32_t> pos(static_cast<size_t>(T));
   for (size_t si = 0; si < nseg; ++si)
     for (int64_t t = 0; t < segs[si].n; ++t)
@@ -518,138 +563,56 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   }
   std::vector<Tensor> cmasks;
   for (const auto& r : runs) cmasks.push_back(host_i32(segs[r.first].conv->cross->mask.data(), Shape{1, plan_.S}));
-  Tensor x = frame(Shape{T, d}), e2 = frame(Shape{T, d});
+  Tensor x = e.frame(Shape{T, d}), e2 = e.frame(Shape{T, d});
   {
-    Tensor e1 = frame(Shape{T, d});
+    Tensor e1 = e.frame(Shape{T, d});
     Op op = make_op(OpKind::Embedding, "decoder.embed_tokens");
     op.a.scale = static_cast<float>(plan_.embed_scale);
-    dd.run(op, {host_i32(ids, Shape{T}), tok_}, {&e1}, ctx);
-    dd.run(make_op(OpKind::Embedding, "decoder.embed_positions"), {host_i32(pos.data(), Shape{T}), dec_pos_}, {&e2},
-           ctx);
-    dd.run(make_op(OpKind::Add, "decoder.embed"), {e1, e2}, {&x}, ctx);
+    e.run(op, {host_i32(ids, Shape{T}), tok_}, {&e1});
+    e.run(make_op(OpKind::Embedding, "decoder.embed_positions"), {host_i32(pos.data(), Shape{T}), dec_pos_}, {&e2});
+    e.run(make_op(OpKind::Add, "decoder.embed"), {e1, e2}, {&x});
   }
   LayerFrames fr;
-  Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &up = fr.up, &f = fr.f, &xs = fr.xs;
-  fr.take(frame, T, d, I);
+  Tensor &hn = fr.hn, &q = fr.q, &k = fr.k, &v = fr.v, &att = fr.att, &o = fr.o, &xs = fr.xs;
+  fr.take([&](const Shape& sh) { return e.frame(sh); }, T, d, I);
   for (size_t l = 0; l < dec_.size(); ++l) {
     const Block& L_ = dec_[l];
     // masked self-attention over the cache
     const Attn& A = L_.self;
-    layer_norm(x, A.ln, A.lnb, &hn, A.lln);
-    matmul(hn, A.q, A.bq, &q, A.lq);
-    matmul(hn, A.k, Tensor{}, &k, A.lk);
-    matmul(hn, A.v, A.bv, &v, A.lv);
-    for (size_t si = 0; si < nseg; ++si) {  // position-dependent work, per session
-      const Segment& sg = segs[si];
-      const int64_t pos0 = sg.conv->position();
-      Tensor& kc = sg.conv->caches[2 * l];
-      Tensor& vc = sg.conv->caches[2 * l + 1];
-      const Tensor qs = q.rows(sg.row0, sg.n), ks = k.rows(sg.row0, sg.n), vs = v.rows(sg.row0, sg.n);
-      Tensor as = att.rows(sg.row0, sg.n);
-      {
-        Op op = make_op(OpKind::KvWrite, L_.lkv.c_str());
-        op.a.pos0 = pos0;
-        op.a.n_kv_heads = static_cast<int>(H);
-        op.a.head_dim = static_cast<int>(hd);
-        dd.run(op, {ks}, {&kc}, ctx);
-        dd.run(op, {vs}, {&vc}, ctx);
-      }
-      {
-        Op op = make_op(OpKind::Attention, A.la.c_str());
-        op.a.pos0 = pos0;
-        op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
-        op.a.head_dim = static_cast<int>(hd);
-        op.a.scale = scale;
-        dd.run(op, {qs, kc, vc}, {&as}, ctx);
-      }
-    }
-    matmul(att, A.o, A.bo, &o, A.lo);
-    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {x, o}, {&xs}, ctx);
+    e.layer_norm(x, A.ln, A.lnb, eps, &hn, A.lln.c_str());
+    e.matmul(hn, A.q, A.bq, &q, A.lq.c_str());
+    e.matmul(hn, A.k, Tensor{}, &k, A.lk.c_str());
+    e.matmul(hn, A.v, A.bv, &v, A.lv.c_str());
+    self_attend(e, segs, nseg, l, q, k, v, att);
+    e.matmul(att, A.o, A.bo, &o, A.lo.c_str());
+    e.run(make_op(OpKind::Add, L_.ladd.c_str()), {x, o}, {&xs});
     // cross-attention over the window's cached K/V
     const Attn& C = L_.cross;
-    layer_norm(xs, C.ln, C.lnb, &hn, C.lln);
-    matmul(hn, C.q, C.bq, &q, C.lq);
-    for (size_t ri = 0; ri < runs.size(); ++ri) {  // no mask between queries: the rows of a run are one query block
-      const Segment &s0 = segs[runs[ri].first], &s1 = segs[runs[ri].second - 1];
-      bool one_row = true;
-      for (size_t si = runs[ri].first; si < runs[ri].second; ++si) one_row = one_row && segs[si].n == 1;
-      const int64_t nr = static_cast<int64_t>(runs[ri].second - runs[ri].first);
-      if (one_row && nr > 1 && be.host_memory()) {
-        // one-token rows of sessions sharing this K/V (a beam's clones): one attention call with
-        // the rows' heads as query heads grouped per K/V head (query head h * nr + i = row i's
-        // head h), so each head's keys and values are read once for all rows, not once per row
-        const int64_t r0 = s0.row0;
-        Tensor qg = frame(Shape{1, nr * d}), ag = frame(Shape{1, nr * d});
-        for (int64_t i = 0; i < nr; ++i)
-          for (int64_t h = 0; h < H; ++h)
-            std::memcpy(qg.f32() + (h * nr + i) * hd, q.f32() + (r0 + i) * d + h * hd,
-                        static_cast<size_t>(hd) * sizeof(float));
-        const CrossKV& kv = *s0.conv->cross;
-        Op op = make_op(OpKind::Attention, C.la.c_str());
-        op.a.pos0 = plan_.S - 1;
-        op.a.n_heads = static_cast<int>(H * nr);
-        op.a.n_kv_heads = static_cast<int>(H);
-        op.a.head_dim = static_cast<int>(hd);
-        op.a.scale = scale;
-        dd.run(op, {qg, kv.kh[l], kv.vh[l]}, {&ag}, ctx);
-        for (int64_t i = 0; i < nr; ++i)
-          for (int64_t h = 0; h < H; ++h)
-            std::memcpy(att.f32() + (r0 + i) * d + h * hd, ag.f32() + (h * nr + i) * hd,
-                        static_cast<size_t>(hd) * sizeof(float));
-        continue;
-      }
-      if (one_row) {
-        // one-token rows: the attention op at position S - 1 sees all S keys of the head-major copy
-        for (size_t si = runs[ri].first; si < runs[ri].second; ++si) {
-          const CrossKV& kv = *segs[si].conv->cross;
-          const Tensor qs = q.rows(segs[si].row0, 1);
-          Tensor as = att.rows(segs[si].row0, 1);
-          Op op = make_op(OpKind::Attention, C.la.c_str());
-          op.a.pos0 = plan_.S - 1;
-          op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
-          op.a.head_dim = static_cast<int>(hd);
-          op.a.scale = scale;
-          dd.run(op, {qs, kv.kh[l], kv.vh[l]}, {&as}, ctx);
-        }
-        continue;
-      }
-      const int64_t r0 = s0.row0, rn = s1.row0 + s1.n - s0.row0;
-      const CrossKV& kv = *s0.conv->cross;
-      const Tensor qs = q.rows(r0, rn);
-      Tensor as = att.rows(r0, rn);
-      Op op = make_op(OpKind::EncoderAttention, C.la.c_str());
-      op.a.n_heads = op.a.n_kv_heads = static_cast<int>(H);
-      op.a.head_dim = static_cast<int>(hd);
-      op.a.scale = scale;
-      dd.run(op, {qs, kv.k[l], kv.v[l], cmasks[ri]}, {&as}, ctx);
-    }
+    e.layer_norm(xs, C.ln, C.lnb, eps, &hn, C.lln.c_str());
+    e.matmul(hn, C.q, C.bq, &q, C.lq.c_str());
+    cross_attend(e, segs, runs, cmasks, l, q, att);
     for (size_t si = 0; si < nseg; ++si)  // cross_attention(): one session, all rows
       if (segs[si].conv->capture)
         capture_cross(*segs[si].conv, l, nseg == 1 ? q : q.rows(segs[si].row0, segs[si].n), segs[si].n,
                       segs[si].conv->position());
-    matmul(att, C.o, C.bo, &o, C.lo);
-    Tensor xc = frame(Shape{T, d});
-    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, o}, {&xc}, ctx);
-    // MLP
-    layer_norm(xc, L_.ln, L_.lnb, &hn, L_.lln);
-    matmul(hn, L_.fc1, L_.bfc1, &up, L_.lfc1);
-    dd.run(make_op(plan_.act, L_.lact.c_str()), {up}, {&up}, ctx);
-    matmul(up, L_.fc2, L_.bfc2, &f, L_.lfc2);
-    Tensor xn = frame(Shape{T, d});
-    dd.run(make_op(OpKind::Add, L_.ladd.c_str()), {xc, f}, {&xn}, ctx);
+    e.matmul(att, C.o, C.bo, &o, C.lo.c_str());
+    Tensor xc = e.frame(Shape{T, d});
+    e.run(make_op(OpKind::Add, L_.ladd.c_str()), {xs, o}, {&xc});
+    Tensor xn = e.frame(Shape{T, d});
+    mlp(e, L_, xc, fr, &xn);
     x = xn;
   }
   const int64_t rows = all_logits ? T : 1;
-  Tensor hin = frame(Shape{T, d});
-  layer_norm(x, dec_ln_, dec_lnb_, &hin, "decoder.layer_norm");
+  Tensor hin = e.frame(Shape{T, d});
+  e.layer_norm(x, dec_ln_, dec_lnb_, eps, &hin, "decoder.layer_norm");
   if (!all_logits) hin = hin.rows(T - 1, 1);
   Tensor out;
   if (be.host_memory()) {
     out = host_f32(logits, Shape{rows, plan_.vocab});
   } else {
-    out = frame(Shape{rows, plan_.vocab});
+    out = e.frame(Shape{rows, plan_.vocab});
   }
-  dd.run(make_op(OpKind::Matmul, "lm_head"), {hin, lm_head_}, {&out}, ctx);
+  e.matmul(hin, lm_head_, Tensor{}, &out, "lm_head");
   if (!be.host_memory()) be.download_f32(out, logits);
   be.end_forward(ctx);
   advance_segments(segs, nseg);
