@@ -81,13 +81,14 @@ def test_close_and_the_context_manager(real_model):
 
 def test_the_registry_and_the_native_core_agree():
     kinds = [p.kind for p in pipelines.PIPELINES]
-    assert kinds == ["text", "encoder", "speech"]
+    assert kinds == ["text", "encoder", "speech", "graph"]
     if hasattr(_core, "pipelines"):  # the native registry: every native kind has its Python row
         assert {k for k, _ in _core.pipelines()} == set(kinds)
     if hasattr(_core, "pipeline_of"):
         for t, kind in pipelines._FALLBACK_KINDS.items():  # the fallback (cores without pipeline_of) agrees
             assert _core.pipeline_of(t) == kind, t
-    for t, kind in (("llama", "text"), ("no-such-type", "text"), ("bert", "encoder"), ("whisper", "speech")):
+    for t, kind in (("llama", "text"), ("no-such-type", "text"), ("bert", "encoder"), ("whisper", "speech"),
+                    ("onnx-graph", "graph")):
         assert pipelines.kind_of(t) == kind
     with pytest.raises(InvalidConfig, match="model_type"):
         pipelines.kind_of(None)

@@ -84,6 +84,23 @@ enum class OpKind : uint16_t {
   // in: x [T, K], Wq, Wk, Wv (, bq, bk, bv: all three or none); out: q, k, v.  Exactly the
   // three matmuls x @ W^T (+ b) (one dispatch on a device backend for few tokens).
   FusedQkv = 32,
+  // Element-wise, like x (graph v2, docs/graph.md): 1 / (1 + exp(-x)), tanh(x), sqrt(x).
+  Sigmoid = 33,
+  Tanh = 34,
+  Sqrt = 35,
+  // out = x with its dims permuted: out.shape[i] = x.shape[perm[i]] (attr perm, ints[0..ndim)).
+  Transpose = 36,
+  // out = x[.., start:end:step, ..] along one axis (attr axis, negative from the end; range =
+  // [start, end, step] in ints[0..3), ONNX bounds: negative from the end, clamped, step >= 1).
+  Slice = 37,
+  // out = x padded by ints[i] before and ints[ndim + i] after dim i (attr pads), with `value`
+  // (mode constant), the mirror without the edge (reflect) or the edge value (edge).
+  Pad = 38,
+  // One-directional LSTM (ONNX gate order i, o, f, c): x [S, B, I], W [4H, I], R [4H, H],
+  // bias [8H] (Wb then Rb), h0, c0 [B, H]; out: Y [S, B, H], h_S, c_S [B, H].  For each step s:
+  // g = x_s W^T + h R^T + Wb + Rb; i, o, f = sigmoid(g_i, g_o, g_f); c = f c + i tanh(g_c);
+  // h = o tanh(c) (sums in double).
+  Lstm = 39,
   COUNT_PLUS_ONE
 };
 
@@ -115,6 +132,11 @@ struct OpAttrs {
   int stride = 1;              // Conv1d
   int padding = 0;             // Conv1d
   bool channels_first = false; // Conv1d: x is [C_in, L] (else [L, C_in])
+  int axis = 0;                // Slice (negative: from the end)
+  int mode = 0;                // Pad: 0 constant, 1 reflect, 2 edge
+  float value = 0.f;           // Pad (mode constant)
+  int n_ints = 0;              // Transpose perm, Slice range, Pad pads
+  int64_t ints[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   const RopeTable* rope = nullptr;
 };
 

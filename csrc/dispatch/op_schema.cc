@@ -190,6 +190,69 @@ void check_conv1d(const Op& op, const Tensor* in, int, const Tensor* out, int) {
   if (out[0].shape.numel() != B * L_out * ws.d[0]) bad_shape(op, {B, L_out, ws.d[0]}, out[0].shape, "out");
 }
 
+
+// ---- graph v2 ops (docs/graph.md "version 2"): shapes from the attributes.
+
+std::string attr_field(const Op& op, const char* key) {
+  return std::string(op.label ? op.label : op_name(op.kind)) + ".attrs." + key;
+}
+
+std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
+  const Shape& xs = in[0].shape;
+  const int nd = xs.ndim;
+  switch (op.kind) {
+    case OpKind::Transpose: {
+      if (op.a.n_ints != nd) throw_invalid_config(attr_field(op, "perm"), "has " + std::to_string(op.a.n_ints) +
+                                                              " entries for an input of " + std::to_string(nd) + " dims");
+      Shape o;
+      o.ndim = nd;
+      bool seen[4] = {false, false, false, false};
+      for (int i = 0; i < nd; ++i) {
+        const int64_t p = op.a.ints[i];
+        if (p < 0 || p >= nd || seen[p]) throw_invalid_config(attr_field(op, "perm"), "is not a permutation of 0.." + std::to_string(nd - 1));
+        seen[p] = true;
+        o.d[i] = xs.d[p];
+      }
+      return {o};
+    }
+    case OpKind::Slice: {
+      int ax = 0;
+      int64_t start = 0, count = 0;
+      slice_bounds(op, xs, &ax, &start, &count);
+      Shape o = xs;
+      o.d[ax] = count;
+      return {o};
+    }
+    case OpKind::Pad: {
+      if (op.a.n_ints != 2 * nd) throw_invalid_config(attr_field(op, "pads"), "needs " + std::to_string(2 * nd) + " entries (before, after per dim)");
+      Shape o = xs;
+      for (int i = 0; i < nd; ++i) {
+        const int64_t b = op.a.ints[i], e = op.a.ints[nd + i];
+        if (b < 0 || e < 0) throw_invalid_config(attr_field(op, "pads"), "negative pads are not supported");
+        if (op.a.mode == 1 && (b >= xs.d[i] || e >= xs.d[i]))
+          throw_invalid_config(attr_field(op, "pads"), "reflect pads must be smaller than the dim (" + std::to_string(xs.d[i]) + ")");
+        if (op.a.mode == 2 && xs.d[i] == 0 && (b || e)) throw_invalid_config(attr_field(op, "pads"), "edge pads of an empty dim");
+        o.d[i] = xs.d[i] + b + e;
+      }
+      return {o};
+    }
+    case OpKind::Lstm: {
+      if (nd != 3) bad_shape(op, {-1, -1, -1}, xs, "x");
+      const int64_t S = xs.d[0], B = xs.d[1], I = xs.d[2];
+      const Shape& ws = in[1].shape;
+      if (ws.ndim != 2 || ws.d[0] % 4 != 0 || ws.d[0] == 0 || ws.d[1] != I) bad_shape(op, {-1, I}, ws, "W");
+      const int64_t H = ws.d[0] / 4;
+      if (!(in[2].shape == Shape{4 * H, H})) bad_shape(op, {4 * H, H}, in[2].shape, "R");
+      if (in[3].shape.numel() != 8 * H) bad_shape(op, {8 * H}, in[3].shape, "bias");
+      if (n_in > 4 && in[4].shape.numel() != B * H) bad_shape(op, {B, H}, in[4].shape, "h0");
+      if (n_in > 5 && in[5].shape.numel() != B * H) bad_shape(op, {B, H}, in[5].shape, "c0");
+      return {Shape{S, B, H}, Shape{B, H}, Shape{B, H}};
+    }
+    default: break;
+  }
+  bad_shape(op, {-1}, xs, "x");
+}
+
 // ------------------------------------------------------------- the table
 
 AttrSpec A(const char* key, AttrType t, bool req, F f = F::None) { return AttrSpec{key, t, req, f}; }
@@ -288,6 +351,20 @@ std::vector<OpSchema> build_table() {
       {"v weight", kDtWeight, IS::WeightK0}, {"q bias", kDtF32, IS::RowsOf, 1}, {"k bias", kDtF32, IS::RowsOf, 2},
       {"v bias", kDtF32, IS::RowsOf, 3}},
      {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}}, ShapeRule::Given, 0, check_fused_qkv},
+    {OpKind::Sigmoid, "sigmoid", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::Tanh, "tanh", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::Sqrt, "sqrt", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
+    {OpKind::Transpose, "transpose", 1, 1, 1, false, {A("perm", AttrType::IntArray, true, F::Ints)},
+     {x}, {out}, ShapeRule::Computed},
+    {OpKind::Slice, "slice", 1, 1, 1, false,
+     {Ai("axis", true, F::Axis, -4, 3), A("range", AttrType::IntArray, true, F::Ints)}, {x}, {out}, ShapeRule::Computed},
+    {OpKind::Pad, "pad", 1, 1, 1, false,
+     {A("pads", AttrType::IntArray, true, F::Ints), Ae("mode", false, F::Mode, "constant|reflect|edge"),
+      A("value", Fl, false, F::Value)},
+     {x}, {out}, ShapeRule::Computed},
+    {OpKind::Lstm, "lstm", 4, 6, 3, false, {},
+     {x, {"W", kDtF32}, {"R", kDtF32}, {"bias", kDtF32}, {"h0", kDtF32}, {"c0", kDtF32}},
+     {{"Y", kDtF32}, {"h", kDtF32}, {"c", kDtF32}}, ShapeRule::Computed},
   };
   // clang-format on
   return t;
@@ -381,7 +458,18 @@ void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool f
     case F::Stride: a.stride = static_cast<int>(integer); break;
     case F::Padding: a.padding = static_cast<int>(integer); break;
     case F::ChannelsFirst: a.channels_first = flag; break;
+    case F::Axis: a.axis = static_cast<int>(integer); break;
+    case F::Mode: a.mode = static_cast<int>(integer); break;
+    case F::Value: a.value = static_cast<float>(num); break;
+    case F::Ints: break;  // set_attr_ints
   }
+}
+
+void set_attr_ints(OpAttrs& a, const AttrSpec& s, const std::vector<int64_t>& v, const std::string& field) {
+  if (s.field != F::Ints) return;
+  if (v.size() > 8) throw_invalid_config(field, "at most 8 integers, got " + std::to_string(v.size()));
+  a.n_ints = static_cast<int>(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a.ints[i] = v[i];
 }
 
 int attr_choice(const AttrSpec& s, const char* value) {
@@ -453,12 +541,16 @@ void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, in
   const int nin = n_in < 8 ? n_in : 8;
   for (int i = 0; i < nin; ++i) ins[i] = in[i].shape;
   const bool has_shape = apply_shape_rule(s.rule, s.rule_arg, ins, nin, &want);
-  if (!has_shape && s.rule != ShapeRule::Given) bad_shape(op, {-1}, s0, "x");
+  if (!has_shape && s.rule != ShapeRule::Given && s.rule != ShapeRule::Computed) bad_shape(op, {-1}, s0, "x");
+  std::vector<Shape> computed;
+  if (s.rule == ShapeRule::Computed) computed = shapes_of(op, in, n_in);
   for (int i = 0; i < n_out; ++i) {
     const InputSpec& os = s.outputs[static_cast<size_t>(i)];
     need_dtype(op, out[i], os.dtypes, os.name);
     need_data(op, out[i], os.name);
     if (has_shape && out[i].shape.numel() != want.numel()) bad_shape(op, want.vec(), out[i].shape, os.name);
+    if (!computed.empty() && !(out[i].shape == computed[static_cast<size_t>(i)]))
+      bad_shape(op, computed[static_cast<size_t>(i)].vec(), out[i].shape, os.name);
   }
   if (s.check) s.check(op, in, n_in, out, n_out);
 }
@@ -470,9 +562,34 @@ std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in)
   for (int i = 0; i < nin; ++i) ins[i] = in[i].shape;
   Shape o;
   if (s.rule == ShapeRule::Given) return {};
+  if (s.rule == ShapeRule::Computed) return shapes_of(op, in, n_in);
   if (!apply_shape_rule(s.rule, s.rule_arg, ins, nin, &o))
     throw_shape_mismatch(op_name(op.kind), {-1}, nin > 0 ? ins[0].vec() : std::vector<int64_t>{});
   return std::vector<Shape>(static_cast<size_t>(s.n_out), o);
+}
+
+void slice_bounds(const Op& op, const Shape& x, int* axis, int64_t* start, int64_t* count) {
+  const int nd = x.ndim;
+  int ax = op.a.axis < 0 ? op.a.axis + nd : op.a.axis;
+  if (ax < 0 || ax >= nd)
+    throw_invalid_config(attr_field(op, "axis"), std::to_string(op.a.axis) + " is not an axis of an input of " +
+                                                     std::to_string(nd) + " dims");
+  if (op.a.n_ints != 3) throw_invalid_config(attr_field(op, "range"), "must be [start, end, step]");
+  const int64_t dim = x.d[ax], step = op.a.ints[2];
+  if (step < 1) throw_invalid_config(attr_field(op, "range"), "step must be >= 1, got " + std::to_string(step));
+  auto norm = [dim](int64_t v) {
+    if (v < 0) v += dim;
+    return v < 0 ? int64_t{0} : (v > dim ? dim : v);
+  };
+  const int64_t st = norm(op.a.ints[0]), en = norm(op.a.ints[1]);
+  *axis = ax;
+  *start = st;
+  *count = en > st ? (en - st + step - 1) / step : 0;
+}
+
+std::vector<Shape> computed_output_shapes(const Op& op, const Tensor* in, int n_in) {
+  if (n_in < 1) throw_shape_mismatch(op_name(op.kind), {-1}, {});
+  return shapes_of(op, in, n_in);
 }
 
 }  // namespace cyb

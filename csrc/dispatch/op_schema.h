@@ -6,6 +6,7 @@
 // (attribute parsing, _core.op_names()). Backends only say what they can run.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -20,7 +21,7 @@ enum class AttrType : uint8_t { Float, Int, Bool, IntArray, Table, Enum };
 struct AttrSpec {
   enum class Field : uint8_t {
     None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode, Stride, Padding,
-    ChannelsFirst
+    ChannelsFirst, Axis, Mode, Value, Ints
   };
   const char* key;
   AttrType type;
@@ -67,6 +68,7 @@ enum class ShapeRule : uint8_t {
   DropRow,     // out = in[0] without its second-to-last dim  ([.., S, D] -> [.., D])
   Given,       // the caller passes the output (kv_write writes the cache)
   View,        // graph-only views (reshape, last_rows): the executor resolves them
+  Computed,    // per-op shapes from the attributes (transpose, slice, pad, lstm): computed_output_shapes
 };
 
 using OpCheck = void (*)(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out);
@@ -98,6 +100,16 @@ const char* attr_type_word(AttrType t);  // "a number", "an integer", ...
 
 // Stores a parsed attribute value into OpAttrs (no-op for Field::None).
 void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool flag);
+// Stores an IntArray attribute (Field::Ints: OpAttrs::ints, at most 8 values; InvalidConfig naming
+// `field` when longer).
+void set_attr_ints(OpAttrs& a, const AttrSpec& s, const std::vector<int64_t>& v, const std::string& field);
+// The output shapes of a ShapeRule::Computed op (ShapeMismatch / InvalidConfig naming the op when the
+// attributes do not fit the inputs).
+std::vector<Shape> computed_output_shapes(const Op& op, const Tensor* in, int n_in);
+// Slice on x: the axis (a negative one counts from the end) and the range [start, end, step] of
+// ints[0..3) as ONNX reads them (negative start / end count from the end, then clamped to [0, dim];
+// step >= 1): the first index and the count. InvalidConfig naming the op otherwise.
+void slice_bounds(const Op& op, const Shape& x, int* axis, int64_t* start, int64_t* count);
 // Enum attributes: index of `value` in s.choices, -1 when it is not one of them.
 int attr_choice(const AttrSpec& s, const char* value);
 
@@ -157,6 +169,7 @@ bool apply_shape_rule(ShapeRule r, int arg, const S* in, int n_in, S* out) {
       return true;
     case ShapeRule::Given:
     case ShapeRule::View:
+    case ShapeRule::Computed:
       return false;
   }
   return false;

@@ -259,6 +259,7 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
           set_attr(op.a, *a, 0.0, c, false);
           break;
         }
+        case AttrType::IntArray: set_attr_ints(op.a, *a, v.cast<std::vector<int64_t>>(), "attrs." + k); break;
         default: throw_invalid_config("attrs." + k, "not settable from run_op");
       }
     }

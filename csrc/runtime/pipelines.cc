@@ -9,6 +9,7 @@
 #include "families/encoder.h"
 #include "families/families.h"
 #include "families/whisper.h"
+#include "model/array_graph_model.h"
 #include "model/graph_model.h"
 
 namespace cyb {
@@ -68,6 +69,8 @@ const std::vector<Pipeline>& pipelines() {
   static const std::vector<Pipeline> rows = {
       {"encoder", "embeddings, classification, rerank (BERT-like encoders)", &is_encoder_model_type, &load_encoder},
       {"speech", "speech recognition (Whisper)", &is_whisper_model_type, &load_speech},
+      {"graph", "named arrays in, named arrays out (graphs imported from ONNX, graph section version 2)",
+       &is_array_graph_model_type, &load_array_graph_model},
       {"text", "text generation (decoder families, or a graph section)", nullptr, &load_text},
   };
   return rows;

@@ -105,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--quiet", "-q", action="store_true", help="no timing line after each answer")
     chat.set_defaults(func=cmd_chat)
 
-    imp = sub.add_parser("import", help="convert a GGUF file or an HF checkpoint into a .model")
-    imp.add_argument("src", help="a .gguf file, an HF / CTranslate2 folder, hf://ORG/REPO[/FILE.gguf] or a known "
+    imp = sub.add_parser("import", help="convert a GGUF file, an HF checkpoint or an ONNX file into a .model")
+    imp.add_argument("src", help="a .gguf or .onnx file, an HF / CTranslate2 folder, hf://ORG/REPO[/FILE.gguf] or a known "
                                  "name (its source, fetched once)")
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--quantize", help="weight encoding to quantize to (names in docs/format.md)")

@@ -5,6 +5,7 @@ Python class that runs it, the `cyb-llm` commands that take it and the server en
     text      cyb_llm.text.model:TextModel         run, chat, serve, bench        chat/completions, completions
     encoder   cyb_llm.encode.model:Encoder         embed, serve                   embeddings, rerank
     speech    cyb_llm.speech.model:WhisperModel    transcribe, serve              audio/transcriptions, translations
+    graph     cyb_llm.graph.model:GraphModel       (Python only: run(feeds))      -
 
 Which kind a model type is decides the native core (`_core.pipeline_of`: the families it was
 built with); `kind_of` asks it. `cyb_llm.load`, `cyb_llm.Model(path)`, the CLI and the server
@@ -56,6 +57,8 @@ PIPELINES: tuple[Pipeline, ...] = (
              ("transcribe", "serve"),
              ("/v1/audio/transcriptions", "/v1/audio/translations"),
              "cyb_llm.serve.engine:AudioEngine"),
+    Pipeline("graph", "cyb_llm.graph.model:GraphModel", "named-array graphs (imported from ONNX)",
+             (), (), ""),
 )
 
 _BY_KIND = {p.kind: p for p in PIPELINES}

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "dispatch/op_schema.h"
 #include "core/quant.h"
 #include "backends/cpu/simd_common.h"
 
@@ -452,6 +453,131 @@ void k_conv1d(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecCo
   });
 }
 
+
+// ---- graph v2 ops (op.h tags 33..39)
+void k_sigmoid(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) { unary(in, out, sigmoid); }
+void k_tanh(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  unary(in, out, [](double a) { return std::tanh(a); });
+}
+void k_sqrt(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  unary(in, out, [](double a) { return std::sqrt(a); });
+}
+
+// Row-major strides of a shape (elements).
+void strides_of(const Shape& s, int64_t* st) {
+  int64_t acc = 1;
+  for (int i = s.ndim - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= s.d[i];
+  }
+}
+
+// Walks every output index in row-major order; src(idx) gives the input element offset (or -1: `fill`).
+template <class F>
+void gather_out(const Shape& os, float* y, F src, const float* x, float fill) {
+  const int64_t n = os.numel();
+  int64_t idx[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t o = src(idx);
+    y[i] = o < 0 ? fill : x[o];
+    for (int d = os.ndim - 1; d >= 0; --d) {
+      if (++idx[d] < os.d[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void k_transpose(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  const Shape& xs = in[0].shape;
+  int64_t st[4];
+  strides_of(xs, st);
+  const int nd = xs.ndim;
+  gather_out(out[0].shape, out[0].f32(), [&](const int64_t* idx) {
+    int64_t o = 0;
+    for (int i = 0; i < nd; ++i) o += idx[i] * st[op.a.ints[i]];
+    return o;
+  }, in[0].f32(), 0.f);
+}
+
+void k_slice(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  const Shape& xs = in[0].shape;
+  int64_t st[4];
+  strides_of(xs, st);
+  const int nd = xs.ndim;
+  int ax = 0;
+  int64_t start = 0, count = 0;
+  slice_bounds(op, xs, &ax, &start, &count);
+  const int64_t step = op.a.ints[2];
+  gather_out(out[0].shape, out[0].f32(), [&](const int64_t* idx) {
+    int64_t o = 0;
+    for (int i = 0; i < nd; ++i) o += (i == ax ? start + idx[i] * step : idx[i]) * st[i];
+    return o;
+  }, in[0].f32(), 0.f);
+}
+
+void k_pad(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  const Shape& xs = in[0].shape;
+  int64_t st[4];
+  strides_of(xs, st);
+  const int nd = xs.ndim, mode = op.a.mode;
+  gather_out(out[0].shape, out[0].f32(), [&](const int64_t* idx) {
+    int64_t o = 0;
+    for (int i = 0; i < nd; ++i) {
+      int64_t j = idx[i] - op.a.ints[i];
+      const int64_t n = xs.d[i];
+      if (j < 0 || j >= n) {
+        if (mode == 0) return int64_t{-1};
+        if (mode == 1) j = j < 0 ? -j : 2 * (n - 1) - j;  // reflect: pads < n (checked)
+        else j = j < 0 ? 0 : n - 1;                        // edge
+      }
+      o += j * st[i];
+    }
+    return o;
+  }, in[0].f32(), op.a.value);
+}
+
+// lstm: the ONNX gate order i, o, f, c; every gate pre-activation summed in double.
+void k_lstm(const Op&, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
+  const int64_t S = in[0].shape.d[0], B = in[0].shape.d[1], I = in[0].shape.d[2], H = in[1].shape.d[0] / 4;
+  const float* x = in[0].f32();
+  const float* W = in[1].f32();
+  const float* R = in[2].f32();
+  const float* bias = in[3].f32();
+  float* Y = out[0].f32();
+  std::vector<double> h(static_cast<size_t>(B * H), 0.0), c(static_cast<size_t>(B * H), 0.0), g(static_cast<size_t>(4 * H));
+  if (n_in > 4)
+    for (int64_t i = 0; i < B * H; ++i) h[i] = in[4].f32()[i];
+  if (n_in > 5)
+    for (int64_t i = 0; i < B * H; ++i) c[i] = in[5].f32()[i];
+  std::vector<double> hprev(h);
+  for (int64_t s = 0; s < S; ++s) {
+    hprev = h;
+    for (int64_t b = 0; b < B; ++b) {
+      const float* xs = x + (s * B + b) * I;
+      const double* hp = hprev.data() + b * H;
+      for (int64_t r = 0; r < 4 * H; ++r) {
+        double acc = static_cast<double>(bias[r]) + bias[4 * H + r];
+        for (int64_t k = 0; k < I; ++k) acc += static_cast<double>(xs[k]) * W[r * I + k];
+        for (int64_t k = 0; k < H; ++k) acc += hp[k] * static_cast<double>(R[r * H + k]);
+        g[r] = acc;
+      }
+      for (int64_t j = 0; j < H; ++j) {
+        const double ig = sigmoid(g[j]), og = sigmoid(g[H + j]), fg = sigmoid(g[2 * H + j]), cg = std::tanh(g[3 * H + j]);
+        // The state is carried in f32 between steps, as a caller carrying hn/cn across calls sees it.
+        const double cn = static_cast<float>(fg * c[b * H + j] + ig * cg);
+        const double hn = static_cast<float>(og * std::tanh(cn));
+        c[b * H + j] = cn;
+        h[b * H + j] = hn;
+        Y[(s * B + b) * H + j] = static_cast<float>(hn);
+      }
+    }
+  }
+  for (int64_t i = 0; i < B * H; ++i) {
+    out[1].f32()[i] = static_cast<float>(h[i]);
+    out[2].f32()[i] = static_cast<float>(c[i]);
+  }
+}
+
 }  // namespace
 
 void fill_reference_kernels(KernelTable& t) {
@@ -481,6 +607,13 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::EncoderAttention] = k_encoder_attention;
   t[OpKind::Relu] = k_relu;
   t[OpKind::Conv1d] = k_conv1d;
+  t[OpKind::Sigmoid] = k_sigmoid;
+  t[OpKind::Tanh] = k_tanh;
+  t[OpKind::Sqrt] = k_sqrt;
+  t[OpKind::Transpose] = k_transpose;
+  t[OpKind::Slice] = k_slice;
+  t[OpKind::Pad] = k_pad;
+  t[OpKind::Lstm] = k_lstm;
 }
 
 }  // namespace cpu

@@ -29,8 +29,11 @@ def emit_graph(config: dict, tensor_names) -> str:
 
 
 def detect_source(src: str) -> str:
-    """'gguf', 'hf' or 'ct2' (a CTranslate2 Whisper folder) for an importable source, else a FormatError."""
+    """'gguf', 'hf', 'ct2' (a CTranslate2 Whisper folder) or 'onnx' (a .onnx file) for an importable
+    source, else a FormatError."""
     src = os.fspath(src)
+    if os.path.isfile(src) and src.lower().endswith(".onnx"):
+        return "onnx"
     if os.path.isfile(src):
         with open(src, "rb") as f:
             magic = f.read(4)
@@ -53,10 +56,17 @@ def detect_source(src: str) -> str:
 
 
 def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False) -> None:
-    """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, or a CTranslate2
-    Whisper folder with model.bin) into the
+    """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, a CTranslate2
+    Whisper folder with model.bin, or a .onnx file: docs/import.md, "ONNX") into the
     `.model` file `out`. Nothing is written when the import fails."""
     kind = detect_source(src)
+    if kind == "onnx":  # a graph of named arrays (graph section version 2): convert/onnx_graph.py
+        if quantize:
+            raise make_error(InvalidConfig, "--quantize does not apply to ONNX graphs (their f32 weights are kept)",
+                             field="quantize", reason="onnx sources are not requantized")
+        from .onnx_graph import import_onnx
+        import_onnx(src, out, progress=progress)
+        return
     if kind == "gguf":
         if quantize:
             raise make_error(

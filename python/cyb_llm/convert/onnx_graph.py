@@ -1,0 +1,603 @@
+"""ONNX -> `.model` with a graph section of version 2 (docs/import.md, "ONNX"; docs/graph.md,
+"Version 2"). Needs the `onnx` package (the `cyb_llm[onnx]` extra); only this importer uses it.
+
+    import_onnx("silero_vad_v6.onnx", "vad.model")
+
+What it does:
+- float initializers read by ops go to the weights section as f32 (LSTM weights squeezed to
+  [4H, I], [4H, H], [8H]); integer ones (shapes, axes, pads) are only read at import;
+- Constant nodes, Shape of known shapes and the small integer ops over constants (Cast, Gather,
+  Concat, Unsqueeze, Squeeze, Reshape, Add, Sub, Mul, Div) are folded;
+- every other node becomes one or a few ops of the op schema (the table in docs/import.md:
+  Pow 2 -> mul, Pow 0.5 -> sqrt, Conv -> conv1d + transpose, LSTM -> the fused lstm op,
+  Squeeze/Unsqueeze/Reshape/Flatten -> reshape views, Identity -> an alias);
+- ops it cannot translate are reported together, with their counts and node names
+  (UnsupportedOp), before anything is written.
+Shapes are tracked symbolically (sizes or the graph's dim names) to write reshape targets and the
+outputs' dims. State pairs (an output fed back as an input on the next call): `state=` or, by
+default, an output named like an input plus "n" ("hn" -> "h") of the same dtype and dims.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError, InvalidConfig, UnsupportedOp
+from ..writer import write_model
+from .common import Progress, make_error, write_atomically
+
+MODEL_TYPE = "onnx-graph"
+
+# ONNX elem_type -> (.model dtype name, numpy dtype)
+_DTYPES = {1: ("f32", np.float32), 6: ("i32", np.int32), 7: ("i64", np.int64), 10: ("f16", np.float16),
+           9: ("u8", np.uint8), 2: ("u8", np.uint8)}
+
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Softmax": None}
+_FOLDABLE = {"Constant", "Shape", "Cast", "Gather", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Add", "Sub", "Mul",
+             "Div", "Identity", "ConstantOfShape", "Range"}
+_SUPPORTED = {"Relu", "Sigmoid", "Tanh", "Sqrt", "Add", "Mul", "Pow", "Conv", "Transpose", "Slice", "Pad",
+              "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "LSTM", "Constant", "Shape", "Cast",
+              "Gather", "Concat", "Sub", "Div", "ConstantOfShape", "Range"}
+
+Dim = Any  # int (a known size) or str (a symbolic size)
+
+
+def _need_onnx():
+    try:
+        import onnx  # noqa: F401  (the importer's own dependency: the cyb_llm[onnx] extra)
+        from onnx import numpy_helper
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise make_error(InvalidConfig, "importing .onnx files needs the onnx package: pip install 'cyb_llm[onnx]'",
+                         field="source", reason="the onnx package is not installed") from e
+    return onnx, numpy_helper
+
+
+class _Importer:
+    def __init__(self, model: Any, state: dict[str, str] | None):
+        onnx, self.nh = _need_onnx()
+        self.onnx = onnx
+        self.model = model
+        self.g = model.graph
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        self.state_arg = state
+        self.consts: dict[str, np.ndarray] = {}     # values known at import (initializers, folded)
+        self.shapes: dict[str, list[Dim]] = {}       # symbolic shapes of run-time values
+        self.alias: dict[str, str] = {}              # Identity outputs -> their input
+        self.weights: dict[str, np.ndarray] = {}     # tensors of the weights section (f32)
+        self.nodes: list[dict] = []
+        self.constants: list[dict] = []
+        self.n_sym = 0
+        self.fresh_names: set[str] = set()  # sizes this inference could not name
+        self.used: set[str] = set()
+        for t in self.g.initializer:
+            self.consts[t.name] = self.nh.to_array(t)
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def name(self, v: str) -> str:
+        while v in self.alias:
+            v = self.alias[v]
+        return v
+
+    def fresh(self) -> str:
+        self.n_sym += 1
+        name = f"d{self.n_sym}"
+        self.fresh_names.add(name)
+        return name
+
+    def attrs(self, node: Any) -> dict[str, Any]:
+        return {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    def const(self, node: Any, i: int, what: str) -> np.ndarray:
+        if i >= len(node.input) or not node.input[i]:
+            raise self.unsupported(node, f"its {what} input is absent")
+        v = self.name(node.input[i])
+        if v not in self.consts:
+            raise self.unsupported(node, f"its {what} must be known at import (a constant), "
+                                         f"'{node.input[i]}' is computed at run time")
+        return self.consts[v]
+
+    def unsupported(self, node: Any, why: str) -> Exception:
+        return make_error(UnsupportedOp, f"ONNX node '{node.name or node.output[0]}' ({node.op_type}): {why}",
+                          op=f"{node.op_type} (node '{node.name or node.output[0]}': {why})", backend="onnx import",
+                          dtype="")
+
+    def value(self, node: Any, v: str) -> str:
+        """A run-time value's name for the graph; a float constant becomes an initializer."""
+        v = self.name(v)
+        if v in self.shapes:
+            return v
+        if v in self.consts:
+            arr = self.consts[v]
+            if arr.dtype.kind != "f":
+                raise self.unsupported(node, f"integer tensor '{v}' is read as data at run time")
+            if v not in self.weights:
+                if arr.ndim > 4:
+                    raise self.unsupported(node, f"'{v}' has {arr.ndim} dims (at most 4)")
+                self.weights[v] = np.ascontiguousarray(arr, dtype=np.float32)
+            return v
+        raise make_error(FormatError, f"ONNX node '{node.name}' reads '{v}', which nothing defines before it",
+                         section="onnx", key=v)
+
+    def shape(self, v: str) -> list[Dim]:
+        v = self.name(v)
+        if v in self.shapes:
+            return self.shapes[v]
+        return list(self.consts[v].shape)
+
+    def emit(self, name: str, op: str, inputs: list[str], outputs: list[str], shapes: list[list[Dim]],
+             **attrs: Any) -> None:
+        node = {"name": name, "op": op, "inputs": inputs, "outputs": outputs}
+        if attrs:
+            node["attrs"] = attrs
+        self.nodes.append(node)
+        for o, s in zip(outputs, shapes):
+            self.shapes[o] = list(s)
+
+    def reshape(self, name: str, x: str, out: str, target: list[Dim]) -> None:
+        """A reshape view of x to `target` (sizes or names): names equal to x's dim at the same
+        index become 0, one remaining name becomes -1."""
+        src = self.shape(x)
+        spec: list[int] = []
+        unknown = 0
+        for i, d in enumerate(target):
+            if isinstance(d, (int, np.integer)):
+                spec.append(int(d))
+            elif i < len(src) and src[i] == d:
+                spec.append(0)
+            else:
+                spec.append(-1)
+                unknown += 1
+        if unknown > 1:
+            raise make_error(UnsupportedOp, f"reshape '{name}': more than one dim unknown at import ({target})",
+                             op=f"reshape (node '{name}')", backend="onnx import", dtype="")
+        # a 0 meant for a size 0 would copy the input's dim: sizes 0 are not supported
+        if any(isinstance(d, (int, np.integer)) and d == 0 for d in target):
+            raise make_error(UnsupportedOp, f"reshape '{name}': empty dims", op=f"reshape (node '{name}')",
+                             backend="onnx import", dtype="")
+        self.emit(name, "reshape", [x], [out], [target], shape=spec)
+
+    # ---- folding ----------------------------------------------------------------------------
+    def try_fold(self, node: Any) -> bool:
+        op = node.op_type
+        if op not in _FOLDABLE:
+            return False
+        a = self.attrs(node)
+        if op == "Constant":
+            if "value" in a:
+                val = self.nh.to_array(a["value"])
+            elif "value_float" in a:
+                val = np.array(a["value_float"], np.float32)
+            elif "value_floats" in a:
+                val = np.array(a["value_floats"], np.float32)
+            elif "value_int" in a:
+                val = np.array(a["value_int"], np.int64)
+            elif "value_ints" in a:
+                val = np.array(a["value_ints"], np.int64)
+            else:
+                raise self.unsupported(node, "a Constant without a tensor or number value")
+            self.consts[node.output[0]] = val
+            return True
+        if op == "Shape":
+            s = self.shape(node.input[0])
+            start, end = a.get("start", 0), a.get("end", None)
+            s = s[start:end]
+            if all(isinstance(d, (int, np.integer)) for d in s):
+                self.consts[node.output[0]] = np.array(s, np.int64)
+                return True
+            return False
+        ins = [self.name(i) for i in node.input if i]
+        if not all(i in self.consts for i in ins):
+            return False
+        x = [self.consts[i] for i in ins]
+        if op == "Cast":
+            to = a["to"]
+            val = x[0].astype(_DTYPES[to][1]) if to in _DTYPES else None
+            if val is None:
+                return False
+        elif op == "Identity":
+            val = x[0]
+        elif op == "Gather":
+            val = np.take(x[0], x[1], axis=a.get("axis", 0))
+        elif op == "Concat":
+            val = np.concatenate(x, axis=a["axis"])
+        elif op == "Unsqueeze":
+            axes = list(x[1]) if len(x) > 1 else a["axes"]
+            val = x[0]
+            nd = val.ndim + len(axes)
+            for ax in sorted(int(v) % nd for v in axes):
+                val = np.expand_dims(val, ax)
+        elif op == "Squeeze":
+            axes = list(x[1]) if len(x) > 1 else a.get("axes")
+            val = np.squeeze(x[0], axis=None if axes is None else tuple(int(v) for v in axes))
+        elif op == "Reshape":
+            shape = [int(d) if d != 0 else x[0].shape[i] for i, d in enumerate(x[1])]
+            val = x[0].reshape(shape)
+        elif op in ("Add", "Sub", "Mul", "Div"):
+            f = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}.get(op)
+            if op == "Div":
+                val = x[0] // x[1] if x[0].dtype.kind == "i" else x[0] / x[1]
+            else:
+                val = f(x[0], x[1])
+        elif op == "ConstantOfShape":
+            fill = self.nh.to_array(a["value"]) if "value" in a else np.zeros(1, np.float32)
+            val = np.full(tuple(int(d) for d in x[0]), fill.reshape(-1)[0], dtype=fill.dtype)
+        elif op == "Range":
+            val = np.arange(x[0], x[1], x[2])
+        else:
+            return False
+        self.consts[node.output[0]] = np.asarray(val)
+        return True
+
+    # ---- translation --------------------------------------------------------------------------
+    def check_supported(self) -> None:
+        bad: dict[str, list[str]] = {}
+        for n in self.g.node:
+            if n.domain not in ("", "ai.onnx") or n.op_type not in _SUPPORTED:
+                key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+                bad.setdefault(key, []).append(n.name or n.output[0])
+        if bad:
+            parts = [f"{op} x{len(names)} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"
+                     for op, names in sorted(bad.items())]
+            raise make_error(UnsupportedOp, "the ONNX graph has ops this importer does not translate: " +
+                             "; ".join(parts), op=", ".join(parts), backend="onnx import", dtype="")
+
+    def run(self) -> tuple[dict, dict[str, np.ndarray]]:
+        self.check_supported()
+        inputs = []
+        init_names = {t.name for t in self.g.initializer}
+        for i in self.g.input:
+            if i.name in init_names:
+                continue
+            tt = i.type.tensor_type
+            if tt.elem_type not in _DTYPES:
+                raise make_error(UnsupportedOp, f"input '{i.name}': ONNX element type {tt.elem_type}",
+                                 op=f"input '{i.name}'", backend="onnx import", dtype=str(tt.elem_type))
+            dims: list[Dim] = []
+            for k, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value"):
+                    dims.append(int(d.dim_value))
+                else:
+                    dims.append(d.dim_param or f"{i.name}_{k}")
+            self.shapes[i.name] = dims
+            inputs.append({"name": i.name, "dtype": _DTYPES[tt.elem_type][0], "shape": dims})
+        for node in self.g.node:
+            if self.try_fold(node):
+                continue
+            self.translate(node)
+        outputs = []
+        for o in self.g.output:
+            v = self.name(o.name)
+            if v not in self.shapes:
+                raise make_error(UnsupportedOp, f"output '{o.name}' is a constant of the graph",
+                                 op=f"output '{o.name}'", backend="onnx import", dtype="")
+            if v != o.name:  # an output that is another value (Identity): a reshape view under its own name
+                self.reshape(f"{o.name}.identity", v, o.name, self.shapes[v])
+            dims = self.shapes[o.name]
+            declared = o.type.tensor_type.shape.dim
+            if len(declared) == len(dims):  # the file's dim names where this inference has none of its own
+                dims = [d.dim_param if (x in self.fresh_names and d.dim_param) else x for x, d in zip(dims, declared)]
+            outputs.append({"name": o.name, "dtype": "f32", "shape": dims})
+        state = self.state_pairs(inputs, outputs)
+        graph: dict[str, Any] = {"version": 2, "inputs": inputs, "outputs": outputs}
+        if self.weights:
+            graph["initializers"] = [{"name": n} for n in self.weights]
+        if self.constants:
+            graph["constants"] = self.constants
+        graph["nodes"] = self.nodes
+        if state:
+            graph["state"] = [{"output": o, "input": i} for o, i in state]
+        return graph, self.weights
+
+    def state_pairs(self, inputs: list[dict], outputs: list[dict]) -> list[tuple[str, str]]:
+        ins = {i["name"]: i for i in inputs}
+        outs = {o["name"]: o for o in outputs}
+        if self.state_arg is not None:
+            for o, i in self.state_arg.items():
+                if o not in outs or i not in ins:
+                    raise make_error(InvalidConfig, f"state pair {o} -> {i}: needs an output and an input of the graph",
+                                     field="state", reason=f"{o} -> {i} is not an output -> input pair")
+            return list(self.state_arg.items())
+        pairs = []
+        for o in outputs:
+            for i in inputs:
+                if o["name"].lower() in (i["name"].lower() + "n", i["name"].lower() + "_out") \
+                        and o["dtype"] == i["dtype"] and o["shape"] == i["shape"]:
+                    pairs.append((o["name"], i["name"]))
+        return pairs
+
+    def translate(self, node: Any) -> None:
+        op = node.op_type
+        a = self.attrs(node)
+        nm = node.name or node.output[0]
+        out = node.output[0]
+        if op in ("Relu", "Sigmoid", "Tanh", "Sqrt"):
+            x = self.value(node, node.input[0])
+            self.emit(nm, _UNARY[op], [x], [out], [self.shape(x)])
+        elif op in ("Add", "Mul"):
+            self.binary(node, "add" if op == "Add" else "mul")
+        elif op == "Pow":
+            e = self.const(node, 1, "exponent")
+            x = self.value(node, node.input[0])
+            if e.size != 1:
+                raise self.unsupported(node, "only a scalar exponent")
+            e = float(e.reshape(-1)[0])
+            if e == 2.0:
+                self.emit(nm, "mul", [x, x], [out], [self.shape(x)])
+            elif e == 0.5:
+                self.emit(nm, "sqrt", [x], [out], [self.shape(x)])
+            elif e == 1.0:
+                self.alias[out] = x
+            else:
+                raise self.unsupported(node, f"exponent {e} (2, 0.5 and 1 are translated)")
+        elif op == "Identity" or (op == "Cast" and self.shape_dtype_float(node, a)):
+            self.alias[out] = self.value(node, node.input[0])
+        elif op == "Transpose":
+            x = self.value(node, node.input[0])
+            s = self.shape(x)
+            perm = list(a.get("perm", reversed(range(len(s)))))
+            self.emit(nm, "transpose", [x], [out], [[s[p] for p in perm]], perm=perm)
+        elif op == "Slice":
+            self.slice(node, nm)
+        elif op == "Pad":
+            self.pad(node, a, nm)
+        elif op in ("Unsqueeze", "Squeeze", "Reshape", "Flatten"):
+            self.view(node, a, nm)
+        elif op == "Conv":
+            self.conv(node, a, nm)
+        elif op == "LSTM":
+            self.lstm(node, a, nm)
+        else:
+            raise self.unsupported(node, "its inputs are not all known at import and it has no run-time translation")
+
+    def shape_dtype_float(self, node: Any, a: dict) -> bool:
+        return a.get("to") == 1 and self.name(node.input[0]) in self.shapes
+
+    def binary(self, node: Any, op: str) -> None:
+        nm, out = node.name or node.output[0], node.output[0]
+        x, y = self.value(node, node.input[0]), self.value(node, node.input[1])
+        sx, sy = self.shape(x), self.shape(y)
+        if sx == sy:
+            self.emit(nm, op, [x, y], [out], [sx])
+            return
+        # one row broadcast over the other's rows (bias-like): [.., C] with [C] / [1, .., C]
+        def is_row(s: list[Dim], full: list[Dim]) -> bool:
+            return len(s) >= 1 and s[-1] == full[-1] and all(d == 1 for d in s[:-1]) and len(s) <= len(full)
+        if sx and sy and is_row(sy, sx):
+            self.emit(nm, op, [x, y], [out], [sx])
+        elif sx and sy and is_row(sx, sy):
+            self.emit(nm, op, [y, x], [out], [sy])
+        else:
+            raise self.unsupported(node, f"broadcasting {sx} with {sy} (same shapes or one trailing row)")
+
+    def slice(self, node: Any, nm: str) -> None:
+        if self.opset < 10:
+            raise self.unsupported(node, "Slice of opset < 10 (attributes)")
+        x = self.value(node, node.input[0])
+        s = list(self.shape(x))
+        starts = [int(v) for v in self.const(node, 1, "starts")]
+        ends = [int(v) for v in self.const(node, 2, "ends")]
+        axes = [int(v) for v in self.const(node, 3, "axes")] if len(node.input) > 3 and node.input[3] \
+            else list(range(len(starts)))
+        steps = [int(v) for v in self.const(node, 4, "steps")] if len(node.input) > 4 and node.input[4] \
+            else [1] * len(starts)
+        cur = x
+        for k, (st, en, ax, sp) in enumerate(zip(starts, ends, axes, steps)):
+            if sp < 1:
+                raise self.unsupported(node, f"step {sp} (steps >= 1 are translated)")
+            ax = ax + len(s) if ax < 0 else ax
+            d = s[ax]
+            en = min(en, 2 ** 62)
+            st = max(st, -2 ** 62)
+            if isinstance(d, int):
+                b, e = (st + d if st < 0 else st), (en + d if en < 0 else en)
+                b, e = min(max(b, 0), d), min(max(e, 0), d)
+                s[ax] = max(0, (e - b + sp - 1) // sp)
+            elif not (st == 0 and en >= 2 ** 62 and sp == 1):
+                s[ax] = self.fresh()
+            o = node.output[0] if k == len(starts) - 1 else f"{nm}.{k}"
+            self.emit(nm if k == len(starts) - 1 else f"{nm}.{k}", "slice", [cur], [o], [s], axis=ax,
+                      range=[st, en, sp])
+            cur = o
+
+    def pad(self, node: Any, a: dict, nm: str) -> None:
+        x = self.value(node, node.input[0])
+        s = self.shape(x)
+        if self.opset >= 11:
+            pads = [int(v) for v in self.const(node, 1, "pads")]
+            value = float(self.const(node, 2, "constant_value").reshape(-1)[0]) if len(node.input) > 2 and \
+                node.input[2] else 0.0
+            if len(node.input) > 3 and node.input[3]:
+                axes = [int(v) % len(s) for v in self.const(node, 3, "axes")]
+                full = [0] * (2 * len(s))
+                for k, ax in enumerate(axes):
+                    full[ax], full[len(s) + ax] = pads[k], pads[len(axes) + k]
+                pads = full
+        else:
+            pads, value = list(a["pads"]), float(a.get("value", 0.0))
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode not in ("constant", "reflect", "edge"):
+            raise self.unsupported(node, f"mode {mode!r}")
+        if any(p < 0 for p in pads):
+            raise self.unsupported(node, "negative pads (cropping)")
+        n = len(s)
+        o = [d + pads[i] + pads[n + i] if isinstance(d, int) else (d if pads[i] + pads[n + i] == 0 else self.fresh())
+             for i, d in enumerate(s)]
+        attrs: dict[str, Any] = {"pads": pads, "mode": mode}
+        if value:
+            attrs["value"] = value
+        self.emit(nm, "pad", [x], [node.output[0]], [o], **attrs)
+
+    def view(self, node: Any, a: dict, nm: str) -> None:
+        op = node.op_type
+        x = self.value(node, node.input[0])
+        s = list(self.shape(x))
+        if op == "Unsqueeze":
+            axes = [int(v) for v in (self.const(node, 1, "axes") if self.opset >= 13 else a["axes"])]
+            nd = len(s) + len(axes)
+            t = list(s)
+            for ax in sorted(v % nd for v in axes):
+                t.insert(ax, 1)
+        elif op == "Squeeze":
+            axes = None
+            if self.opset >= 13 and len(node.input) > 1 and node.input[1]:
+                axes = [int(v) for v in self.const(node, 1, "axes")]
+            elif "axes" in a:
+                axes = list(a["axes"])
+            if axes is None:
+                if any(isinstance(d, str) for d in s):
+                    raise self.unsupported(node, "Squeeze without axes over dims unknown at import")
+                axes = [i for i, d in enumerate(s) if d == 1]
+            axes = [v % len(s) for v in axes]
+            for ax in axes:
+                if s[ax] != 1:
+                    raise self.unsupported(node, f"squeezing axis {ax} of size {s[ax]}")
+            t = [d for i, d in enumerate(s) if i not in axes]
+        elif op == "Flatten":
+            ax = a.get("axis", 1) % (len(s) + 1) if s else 0
+            def prod(ds: list[Dim]) -> Dim:
+                p = 1
+                for d in ds:
+                    if isinstance(d, str):
+                        return self.fresh()
+                    p *= d
+                return p
+            t = [prod(s[:ax]), prod(s[ax:])]
+        else:  # Reshape
+            spec = [int(v) for v in self.const(node, 1, "shape")]
+            if a.get("allowzero", 0) and 0 in spec:
+                raise self.unsupported(node, "allowzero with a 0 in the shape")
+            t = []
+            for i, d in enumerate(spec):
+                t.append(s[i] if d == 0 else d)
+            if -1 in t:  # the -1 from x's sizes: names cancel against those the target keeps
+                left = [d for d in s if isinstance(d, str)]
+                for d in t:
+                    if isinstance(d, str) and d in left:
+                        left.remove(d)
+                known_x = int(np.prod([d for d in s if not isinstance(d, str)], dtype=np.int64))
+                known_t = int(np.prod([d for d in t if not isinstance(d, str) and d != -1], dtype=np.int64))
+                idx = t.index(-1)
+                if not left and known_t and known_x % known_t == 0:
+                    t[idx] = known_x // known_t
+                elif len(left) == 1 and known_x == known_t:
+                    t[idx] = left[0]
+                else:
+                    t[idx] = self.fresh()
+        self.reshape(nm, x, node.output[0], t)
+
+    def conv(self, node: Any, a: dict, nm: str) -> None:
+        x = self.value(node, node.input[0])
+        s = self.shape(x)
+        w = self.const(node, 1, "weight")
+        if len(s) != 3 or w.ndim != 3:
+            raise self.unsupported(node, f"only 1-D convolutions ([N, C, L] input), got input dims {s}")
+        if a.get("group", 1) != 1:
+            raise self.unsupported(node, f"group = {a['group']} (only 1)")
+        if any(d != 1 for d in a.get("dilations", [1])):
+            raise self.unsupported(node, f"dilations {a['dilations']} (only 1)")
+        ap = a.get("auto_pad", b"NOTSET")
+        if (ap.decode() if isinstance(ap, bytes) else ap) != "NOTSET":
+            raise self.unsupported(node, "auto_pad (explicit pads only)")
+        pads = list(a.get("pads", [0, 0]))
+        stride = int(a.get("strides", [1])[0])
+        wname = self.value(node, node.input[1])
+        ins = [x, wname]
+        if len(node.input) > 2 and node.input[2]:
+            ins.append(self.value(node, node.input[2]))
+        k, O = int(w.shape[2]), int(w.shape[0])
+        if pads[0] != pads[1]:  # asymmetric: a pad op first
+            L = s[2]
+            padded = L + pads[0] + pads[1] if isinstance(L, int) else self.fresh()
+            self.emit(f"{nm}.pad", "pad", [x], [f"{nm}.padded"], [[s[0], s[1], padded]],
+                      pads=[0, 0, pads[0], 0, 0, pads[1]], mode="constant")
+            ins[0], s, pads = f"{nm}.padded", [s[0], s[1], padded], [0, 0]
+        L = s[2]
+        L_out = (L + 2 * pads[0] - k) // stride + 1 if isinstance(L, int) else self.fresh()
+        self.emit(f"{nm}.conv1d", "conv1d", ins, [f"{nm}.rows"], [[s[0], L_out, O]], stride=stride,
+                  padding=int(pads[0]), channels_first=True)
+        self.emit(nm, "transpose", [f"{nm}.rows"], [node.output[0]], [[s[0], O, L_out]], perm=[0, 2, 1])
+
+    def lstm(self, node: Any, a: dict, nm: str) -> None:
+        direction = a.get("direction", b"forward")
+        direction = direction.decode() if isinstance(direction, bytes) else direction
+        if direction != "forward":
+            raise self.unsupported(node, f"direction {direction!r} (forward only)")
+        for key in ("activations", "clip", "activation_alpha", "activation_beta"):
+            if key in a:
+                raise self.unsupported(node, f"attribute {key} (the default activations only)")
+        if a.get("input_forget", 0) or a.get("layout", 0):
+            raise self.unsupported(node, "input_forget / layout (the defaults only)")
+        if (len(node.input) > 4 and node.input[4]) or (len(node.input) > 7 and node.input[7]):
+            raise self.unsupported(node, "sequence_lens or peepholes (P)")
+        x = self.value(node, node.input[0])
+        s = self.shape(x)
+        W, R = self.const(node, 1, "W"), self.const(node, 2, "R")
+        H = int(a.get("hidden_size", R.shape[-1]))
+        B = self.const(node, 3, "B") if len(node.input) > 3 and node.input[3] else np.zeros((1, 8 * H), np.float32)
+        base = nm.strip("/").replace("/", ".") or "lstm"
+        names = []
+        for suffix, arr in (("W", W.reshape(4 * H, -1)), ("R", R.reshape(4 * H, H)), ("B", B.reshape(8 * H))):
+            n = f"{base}.{suffix}"
+            self.weights[n] = np.ascontiguousarray(arr, dtype=np.float32)
+            names.append(n)
+        S, N = s[0], s[1]
+        ins = [x] + names
+        given = [len(node.input) > k and bool(node.input[k]) for k in (5, 6)]
+        if given[1] and not given[0]:
+            raise self.unsupported(node, "initial_c without initial_h")
+        for k, what, g in ((5, "h0", given[0]), (6, "c0", given[1])):
+            if g:
+                v = self.value(node, node.input[k])
+                flat = f"{nm}.{what}"
+                self.reshape(f"{nm}.{what}", v, flat, [N, H])
+                ins.append(flat)
+        outs = [f"{nm}.Y", f"{nm}.h", f"{nm}.c"]
+        self.emit(nm, "lstm", ins, outs, [[S, N, H], [N, H], [N, H]])
+        want = list(node.output) + [""] * (3 - len(node.output))
+        if want[0]:
+            self.reshape(f"{nm}.Y.view", outs[0], want[0], [S, 1, N, H])
+        for k in (1, 2):
+            if want[k]:
+                self.reshape(f"{nm}.{'hc'[k - 1]}.view", outs[k], want[k], [1, N, H])
+
+
+def onnx_to_graph(path: str, state: dict[str, str] | None = None) -> tuple[dict, dict[str, np.ndarray], dict]:
+    """(graph section as a dict, weights {name: f32 array}, config) of an ONNX file."""
+    onnx, _ = _need_onnx()
+    try:
+        model = onnx.load(os.fspath(path))
+    except Exception as e:  # noqa: BLE001 - the onnx package's own parse errors
+        raise make_error(FormatError, f"{path}: not a readable ONNX file ({e})", section="onnx", key="model") from None
+    imp = _Importer(model, state)
+    graph, weights = imp.run()
+    config = {"model_type": MODEL_TYPE,
+              "onnx": {"opset": int(imp.opset), "producer": model.producer_name or "",
+                       "source": os.path.basename(os.fspath(path))}}
+    return graph, weights, config
+
+
+def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, progress: bool = True) -> None:
+    """Writes `out` (a .model with a version-2 graph section) from the ONNX file `src`; nothing is
+    written when the import fails."""
+    graph, weights, config = onnx_to_graph(src, state)
+    name = os.path.splitext(os.path.basename(os.fspath(src)))[0]
+    total = sum(int(w.nbytes) for w in weights.values())
+
+    def write(tmp: str) -> None:
+        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
+        done = False
+        try:
+            write_model(tmp, name=name, config=config,
+                        tensors=[(n, "f32", list(w.shape), w) for n, w in weights.items()],
+                        graph=graph, progress=bar)
+            done = True
+        finally:
+            bar.close(done)
+
+    write_atomically(out, write)
+
+
+__all__ = ["import_onnx", "onnx_to_graph", "MODEL_TYPE"]

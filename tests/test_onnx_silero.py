@@ -1,0 +1,175 @@
+"""ONNX import + the graph path of version 2 (docs/graph.md, docs/import.md "ONNX"): the Silero VAD
+v6 model of the faster-whisper package imported with `cyb-llm import`, run on the cpu against
+onnxruntime (the test-only oracle) on random audio-like chunks, with the LSTM state carried over
+three calls; tolerance `onnx-vs-onnxruntime` of docs/runtime.md. Hostile cases: unknown ops are
+reported together by name, wrong input dtype / shape / names are clear errors, nox refuses to
+load a graph whose ops it has no kernel for."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import cyb_llm
+from cyb_llm.errors import BackendInit, InvalidConfig, ShapeMismatch, UnsupportedOp
+from tolerances import tolerance
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+TOL = tolerance("onnx-vs-onnxruntime")
+
+
+def _silero_path() -> str:
+    fw = pytest.importorskip("faster_whisper")
+    p = os.path.join(os.path.dirname(fw.__file__), "assets", "silero_vad_v6.onnx")
+    if not os.path.isfile(p):
+        pytest.skip("faster_whisper has no assets/silero_vad_v6.onnx")
+    return p
+
+
+@pytest.fixture(scope="module")
+def silero(tmp_path_factory):
+    src = _silero_path()
+    out = str(tmp_path_factory.mktemp("onnx") / "vad.model")
+    from cyb_llm.cli import main
+
+    assert main(["import", src, "-o", out]) == 0
+    return src, out
+
+
+def _err(ref: np.ndarray, got: np.ndarray) -> float:
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    return float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def _chunks(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Audio-like 576-sample chunks (64 of context + 512): a few tones and noise at speech levels."""
+    t = np.arange(n * 576) / 16000.0
+    sig = sum(a * np.sin(2 * np.pi * f * t + rng.uniform(0, 6.3)) for a, f in
+              ((0.3, rng.uniform(100, 300)), (0.15, rng.uniform(500, 2000)), (0.05, rng.uniform(2000, 6000))))
+    sig = sig * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t)) + 0.02 * rng.standard_normal(t.size)
+    return sig.reshape(n, 576).astype(np.float32)
+
+
+def test_silero_matches_onnxruntime(silero):
+    src, path = silero
+    m = cyb_llm.load(path, backend="cpu")
+    assert type(m).__name__ == "GraphModel" and m.kind == "graph"
+    assert [(i.name, i.dtype, i.shape) for i in m.inputs] == [
+        ("input", "f32", ("seq_len", 576)), ("h", "f32", (1, 1, 128)), ("c", "f32", (1, 1, 128))]
+    assert [o.name for o in m.outputs] == ["speech_probs", "hn", "cn"]
+    assert m.state == {"hn": "h", "cn": "c"}
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(44)
+    worst = 0.0
+    for n in (1, 3, 8):  # seq_len: one chunk, odd, several
+        h = np.zeros((1, 1, 128), np.float32)
+        c = np.zeros((1, 1, 128), np.float32)
+        mine = m.session()
+        for _ in range(3):  # the state carried over 3 calls (the session feeds hn/cn back)
+            x = _chunks(rng, n)
+            ref = dict(zip(["speech_probs", "hn", "cn"], sess.run(None, {"input": x, "h": h, "c": c})))
+            got = mine.run({"input": x})
+            for k in ref:
+                e = _err(ref[k], got[k])
+                worst = max(worst, e)
+                assert e <= TOL, (n, k, e)
+            h, c = ref["hn"], ref["cn"]
+    # onnxruntime's call shapes: a list in the order asked
+    x = _chunks(rng, 2)
+    feeds = {"input": x, "h": h, "c": c}
+    probs, hn = m.run(["speech_probs", "hn"], feeds)
+    ref = sess.run(["speech_probs", "hn"], feeds)
+    assert _err(ref[0], probs) <= TOL and _err(ref[1], hn) <= TOL
+    print(f"max error vs onnxruntime: {worst:.3g}")
+
+
+def test_silero_bad_inputs(silero):
+    _, path = silero
+    m = cyb_llm.load(path, backend="cpu")
+    h = np.zeros((1, 1, 128), np.float32)
+    x = np.zeros((2, 576), np.float32)
+    with pytest.raises(InvalidConfig, match="inputs\\['input'\\].*dtype f64|dtype"):
+        m.run({"input": x.astype(np.int32), "h": h, "c": h})
+    with pytest.raises(ShapeMismatch, match="input 'input'"):
+        m.run({"input": np.zeros((2, 512), np.float32), "h": h, "c": h})
+    with pytest.raises(ShapeMismatch, match="input 'h'"):
+        m.run({"input": x, "h": np.zeros((1, 128), np.float32), "c": h})
+    with pytest.raises(InvalidConfig, match="missing"):
+        m.run({"input": x, "h": h})
+    with pytest.raises(InvalidConfig, match="no input 'state'"):
+        m.run({"input": x, "h": h, "c": h, "state": h})
+    with pytest.raises(InvalidConfig, match="not outputs"):
+        m.run(["nope"], {"input": x, "h": h, "c": h})
+
+
+def test_nox_refuses_by_node(silero):
+    _, path = silero
+    with pytest.raises(BackendInit, match="node '.*' \\(op (pad|conv1d|transpose|slice|lstm|sqrt|sigmoid|relu)\\)"):
+        cyb_llm.load(path, backend="nox")
+
+
+def test_unknown_ops_reported_together(tmp_path):
+    from onnx import TensorProto, helper
+
+    from cyb_llm.convert import import_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
+             helper.make_node("Erf", ["a"], ["b"], name="erf_1"),
+             helper.make_node("Erf", ["b"], ["c"], name="erf_2"),
+             helper.make_node("HardSwish", ["c"], ["y"], name="hs")]
+    g = helper.make_graph(nodes, "g", [x], [y])
+    src = str(tmp_path / "bad.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
+    out = tmp_path / "bad.model"
+    with pytest.raises(UnsupportedOp) as e:
+        import_model(src, str(out), progress=False)
+    msg = str(e.value)
+    assert "Erf x2 (erf_1, erf_2)" in msg and "HardSwish x1 (hs)" in msg
+    assert not out.exists()
+
+
+def test_small_graph_broadcast_and_views(tmp_path):
+    """A hand-made graph over the translated ops: row broadcast, Pow 2, Slice with a negative axis
+    and start, Transpose, Unsqueeze/Squeeze/Flatten, Tanh, Pad (edge), against onnxruntime."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    b = rng.standard_normal(5).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(b, "bias"), numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             numpy_helper.from_array(np.array([-4], np.int64), "st"),
+             numpy_helper.from_array(np.array([-1], np.int64), "en"),
+             numpy_helper.from_array(np.array([-1], np.int64), "ax"),
+             numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 2], np.int64), "pads")]
+    nodes = [helper.make_node("Add", ["x", "bias"], ["a"]),
+             helper.make_node("Pow", ["a", "two"], ["p"]),
+             helper.make_node("Slice", ["p", "st", "en", "ax"], ["s"]),
+             helper.make_node("Transpose", ["s"], ["t"], perm=[2, 0, 1]),
+             helper.make_node("Unsqueeze", ["t", "one"], ["u"]),
+             helper.make_node("Squeeze", ["u", "one"], ["q"]),
+             helper.make_node("Tanh", ["q"], ["th"]),
+             helper.make_node("Pad", ["th", "pads"], ["y"], mode="edge"),
+             helper.make_node("Flatten", ["a"], ["z"], axis=1)]
+    g = helper.make_graph(nodes, "g", [x], [y, z], initializer=inits)
+    src = str(tmp_path / "small.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
+    out = str(tmp_path / "small.model")
+    from cyb_llm.convert import import_model
+
+    import_model(src, out, progress=False)
+    m = cyb_llm.load(out, backend="cpu")
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    for n in (1, 4):
+        xv = rng.standard_normal((n, 3, 5)).astype(np.float32)
+        ref = sess.run(None, {"x": xv})
+        got = m.run(None, {"x": xv})
+        for r, o in zip(ref, got):
+            assert _err(r, o) <= TOL
