@@ -7,9 +7,16 @@
 // sin): StdRopeMath (libm) for the cpu / wgpu+rs paths, and the nox backend
 // instantiates it with its own deterministic functions (nox_math.h) in a file
 // compiled with -ffp-contract=off. Every path therefore computes the same steps.
+//
+// The tables a model's ops read (RopeTable) live in one RopeCache per model: the
+// curated decoder, the graph executor and the ModernBERT encoder all keep theirs there.
 #pragma once
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,6 +67,65 @@ void rope_inv_freq(int rot_dims, double theta, const RopeScaling& sc, std::vecto
                    float* attention_factor);
 void build_rope_table(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,
                       std::vector<float>& cos, std::vector<float>& sin);
+
+// Cos/sin tables of one rope: cos[p * (rot_dims/2) + i], sin likewise, p < max_pos (the `rope`
+// attribute of the Rope / FusedRopeKv ops, dispatch/op.h).
+struct RopeTable {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int rot_dims = 0;   // rotated dims per head (partial rotary: < head_dim)
+  int64_t max_pos = 0;
+  bool neox = true;   // true: pairs (i, i + rot_dims/2); false: adjacent pairs (2i, 2i+1)
+};
+
+// The RoPE tables of a model, one per distinct rope (the curated decoder's plan ropes, the
+// graph's rope specs, ModernBERT's global and local theta), shared by every path that needs
+// them. Built for the most positions asked so far (ensure), never for all of
+// max_position_embeddings up front (2**24 positions took 20 s and 4.4 GB at load) and never past
+// max_pos; growth is geometric (a few rebuilds at most). Growing publishes new tables and keeps
+// the old ones: a forward running meanwhile still reads valid ones (values at a position never
+// change). ensure / growth_bytes / table may be called from any thread.
+class RopeCache {
+ public:
+  struct Spec {
+    int rot_dims = 0;
+    double theta = 10000.0;
+    RopeScaling scaling;
+    bool neox = true;
+  };
+  // Fills the tables of spec `i` for `n` positions (cos and sin as build_rope_table writes them).
+  using Builder = std::function<void(size_t i, int64_t n, std::vector<float>& cos, std::vector<float>& sin)>;
+
+  RopeCache() = default;
+  RopeCache(const RopeCache&) = delete;
+  RopeCache& operator=(const RopeCache&) = delete;
+  // The ropes, the most positions and how tables are built (empty: build_rope_table of the spec,
+  // libm). Called once, before any other member.
+  void init(std::vector<Spec> specs, int64_t max_pos, Builder build = {});
+  // Every table covers at least min(positions, max_pos) positions afterwards: grown to
+  // min(max_pos, max(positions, 2 * built())) when shorter.
+  void ensure(int64_t positions);
+  // Bytes ensure(positions) would allocate (0 when the tables suffice).
+  int64_t growth_bytes(int64_t positions) const;
+  // Positions the current tables cover (0 before the first ensure).
+  int64_t built() const { return built_.load(); }
+  // The current table of rope i (null before the first ensure).
+  const RopeTable* table(size_t i) const { return cur_[i].load(std::memory_order_acquire); }
+
+ private:
+  struct Gen {
+    std::vector<float> cos, sin;
+    RopeTable table;
+  };
+  int64_t grown_size(int64_t positions) const;
+  std::vector<Spec> specs_;
+  int64_t max_pos_ = 0;
+  Builder build_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Gen>> gens_;
+  std::unique_ptr<std::atomic<const RopeTable*>[]> cur_;  // one per spec
+  std::atomic<int64_t> built_{0};
+};
 
 // ------------------------------------------------------------------ definitions
 

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/rope.h"
 #include "core/tensor.h"
 
 namespace cyb {
@@ -108,14 +109,7 @@ enum class OpKind : uint16_t {
 const char* op_name(OpKind k);  // "matmul", "rms_norm", ... (snake_case, stable)
 bool parse_op_name(const char* s, OpKind* out);  // inverse of op_name
 
-// Cos/sin cache computed at load: cos[p * (rot_dims/2) + i], sin likewise, p < max_pos.
-struct RopeTable {
-  const float* cos = nullptr;
-  const float* sin = nullptr;
-  int rot_dims = 0;   // rotated dims per head (partial rotary: < head_dim)
-  int64_t max_pos = 0;
-  bool neox = true;   // true: pairs (i, i + rot_dims/2); false: adjacent pairs (2i, 2i+1)
-};
+// OpAttrs::rope: a RopeTable (core/rope.h), the cos/sin tables of a model's RopeCache.
 
 struct OpAttrs {
   float eps = 0.f;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 
 #include "core/config_check.h"
 #include "core/errors.h"
@@ -151,7 +150,7 @@ struct LayerWeights {
   Tensor attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, q_norm, k_norm;
   Tensor q, k, v, o, bq, bk, bv;
   Tensor gate, up, down;
-  size_t rope = 0;  // index of the plan's rope spec (tables: Decoder::rope_cur_)
+  size_t rope = 0;  // index of the plan's rope spec (tables: Decoder::rope_)
   int64_t window = 0;
   std::string label[12];
 };
@@ -186,8 +185,9 @@ class Decoder : public Model {
     init_model_runtime(opts, opts.threads, &pool_, &dispatcher_);
     binder_.reset(file_.get());
     family_ = plan_.family;
-    rope_cur_.reset(new std::atomic<const RopeTable*>[plan_.ropes.size()]);
-    for (size_t i = 0; i < plan_.ropes.size(); ++i) rope_cur_[i].store(nullptr);
+    std::vector<RopeCache::Spec> ropes;
+    for (const RopePlan& r : plan_.ropes) ropes.push_back({r.rot_dims, r.theta, r.scaling, r.neox});
+    rope_.init(std::move(ropes), plan_.max_position);
     bind_weights();
     for (const LayerWeights& w : layers_) key_bias_ = key_bias_ || w.bk.data;
   }
@@ -204,7 +204,7 @@ class Decoder : public Model {
 
   std::unique_ptr<Conversation> make_conversation(int64_t max_context) override {
     check_max_context(max_context, plan_.max_position);
-    ensure_rope(max_context);
+    rope_.ensure(max_context);
     auto conv = std::make_unique<DecoderConversation>(pool_.get(), opts_.precise, max_context);
     Backend* be = dispatcher_->chain().front();
     conv->backend = be;
@@ -227,9 +227,7 @@ class Decoder : public Model {
     const int64_t D = plan_.hidden, I = plan_.intermediate, H = plan_.n_heads, hd = plan_.head_dim;
     const int64_t act = T * (5 * D + 2 * H * hd + 2 * plan_.n_kv_heads * hd + (spec_.gelu_tanh ? 3 : 1) * I) * 4;
     const int64_t scores = static_cast<int64_t>(threads()) * max_context * 4;
-    int64_t rope = 0;  // the RoPE tables still to grow to max_context positions
-    if (max_context > rope_built_.load())
-      for (const RopePlan& r : plan_.ropes) rope += (max_context - rope_built_.load()) * r.rot_dims * 4;
+    const int64_t rope = rope_.growth_bytes(max_context);  // the RoPE tables still to grow to max_context
     return kv + act + scores + rope;
   }
 
@@ -263,7 +261,6 @@ class Decoder : public Model {
  private:
   Tensor bind(const WeightRef& r);
   void bind_weights();
-  void ensure_rope(int64_t positions);
 
   DecoderPlan plan_;
   FamilySpec spec_;
@@ -272,18 +269,9 @@ class Decoder : public Model {
   Tensor embed_, final_norm_, lm_head_;
   std::vector<LayerWeights> layers_;
   bool key_bias_ = false;  // some layer's keys carry a bias: f32 KV cache (f32_cache)
-  // RoPE tables, built for the largest max_context asked so far (never for all of
-  // max_position_embeddings up front: 2**24 positions took 20 s and 4.4 GB at load).
-  // Growing publishes new tables and keeps the old ones: a forward running
-  // meanwhile still reads valid ones (values at a position never change).
-  struct RopeGen {
-    std::vector<float> cos, sin;
-    RopeTable table;
-  };
-  std::mutex rope_mu_;
-  std::vector<std::unique_ptr<RopeGen>> rope_gens_;
-  std::unique_ptr<std::atomic<const RopeTable*>[]> rope_cur_;  // one per plan rope spec
-  std::atomic<int64_t> rope_built_{0};
+  // RoPE tables, one per plan rope spec, built for the largest max_context asked so far
+  // (core/rope.h RopeCache).
+  RopeCache rope_;
 };
 
 Tensor Decoder::bind(const WeightRef& r) {
@@ -325,23 +313,6 @@ void Decoder::bind_weights() {
   }
 }
 
-void Decoder::ensure_rope(int64_t positions) {
-  std::lock_guard<std::mutex> lk(rope_mu_);
-  const int64_t built = rope_built_.load();
-  if (positions <= built) return;
-  // grow geometrically (a few rebuilds at most), never past max_position
-  const int64_t n = std::min(plan_.max_position, std::max(positions, 2 * built));
-  for (size_t i = 0; i < plan_.ropes.size(); ++i) {
-    const RopePlan& r = plan_.ropes[i];
-    auto g = std::make_unique<RopeGen>();
-    build_rope_table(r.rot_dims, n, r.theta, r.scaling, g->cos, g->sin);
-    g->table = RopeTable{g->cos.data(), g->sin.data(), r.rot_dims, n, r.neox};
-    rope_cur_[i].store(&g->table, std::memory_order_release);
-    rope_gens_.push_back(std::move(g));
-  }
-  rope_built_.store(n);
-}
-
 void Decoder::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, bool all_logits,
                             float* logits) {
   auto& conv = static_cast<DecoderConversation&>(base);
@@ -375,7 +346,7 @@ void Decoder::attend(const Emitter& e, const Segment* segs, size_t nseg, int64_t
   const LayerWeights& w = layers_[static_cast<size_t>(l)];
   const int H = static_cast<int>(plan_.n_heads), KV = static_cast<int>(plan_.n_kv_heads);
   const int hd = static_cast<int>(plan_.head_dim);
-  const RopeTable* rope = rope_cur_[w.rope].load(std::memory_order_acquire);
+  const RopeTable* rope = rope_.table(w.rope);
   AttnHeads heads;
   heads.n_heads = H;
   heads.n_kv_heads = KV;

@@ -45,6 +45,7 @@ struct EncLayer {
   std::string label[8];
 };
 enum Label { kQ, kK, kV, kAttn, kO, kLn1, kFfn, kLn2 };
+enum RopeIndex : size_t { kGlobalRope = 0, kLocalRope = 1 };  // ModernBERT's tables in Encoder::rope_
 const char* kLabelNames[8] = {"query", "key", "value", "attention", "attention_out", "attention_norm", "ffn",
                               "output_norm"};
 
@@ -271,12 +272,9 @@ class Encoder : public Model {
   std::vector<EncLayer> layers_;
   Tensor head_dense_, head_dense_b_, head_out_, head_out_b_;
   Tensor final_norm_, final_norm_b_, head_norm_, head_norm_b_;  // ModernBERT
-  // ModernBERT's RoPE tables (global and local theta), max_position_embeddings rows, built at load.
-  struct Rope {
-    std::vector<float> cos, sin;
-    RopeTable table;
-  };
-  Rope rope_global_, rope_local_;
+  // ModernBERT's RoPE tables (kGlobalRope, kLocalRope: global and local theta),
+  // max_position_embeddings rows, built at load.
+  RopeCache rope_;
   WeightCache wcache_;
 };
 
@@ -358,11 +356,9 @@ void Encoder::bind_modernbert() {
     head_out_ = w(cls, {plan_.num_labels, H});
     head_out_b_ = vec_opt(n.head("classifier.bias"), plan_.num_labels);
   }
-  for (Rope* r : {&rope_global_, &rope_local_}) {
-    build_rope_table(static_cast<int>(p.head_dim), p.max_position, r == &rope_global_ ? p.theta_global : p.theta_local,
-                     RopeScaling{}, r->cos, r->sin);
-    r->table = RopeTable{r->cos.data(), r->sin.data(), static_cast<int>(p.head_dim), p.max_position, true};
-  }
+  const int rot = static_cast<int>(p.head_dim);
+  rope_.init({{rot, p.theta_global, RopeScaling{}, true}, {rot, p.theta_local, RopeScaling{}, true}}, p.max_position);
+  rope_.ensure(p.max_position);
 }
 
 void Encoder::bind_weights() {
@@ -583,7 +579,7 @@ void Encoder::attend(const Emitter& e, const EncoderInputs& in, const EncLayer& 
   }
   const int nh = static_cast<int>(plan_.n_heads), hd = static_cast<int>(plan_.head_dim);
   if (modern) {  // RoPE per sequence (positions 0..T-1 in each)
-    const RopeTable* table = L.global ? &rope_global_.table : &rope_local_.table;
+    const RopeTable* table = rope_.table(L.global ? kGlobalRope : kLocalRope);
     for (int64_t r = 0; r < in.B; ++r)
       for (Tensor* t : {&f.q, &f.k}) {
         Tensor rows = t->rows(r * in.T, in.T);

@@ -26,15 +26,20 @@ Executor::Executor(Graph g, FusionReport report, const WeightFn& weight, const R
   for (size_t v = 0; v < V; ++v)
     if (g_.values[v].kind == ValueKind::Weight) weights_[v] = weight(g_.values[v]);
 
-  // RoPE tables: one per distinct spec, built when a conversation needs them (ensure_rope).
-  rope_cur_.reset(new std::atomic<const RopeTable*>[g_.ropes.size()]);
+  // RoPE tables: one per distinct spec, built when a conversation needs them (new_state).
   max_pos_ = 0;
-  for (size_t i = 0; i < g_.ropes.size(); ++i) {
-    rope_cur_[i].store(nullptr);
-    const RopeSpec& r = g_.ropes[i];
+  std::vector<RopeCache::Spec> specs;
+  for (const RopeSpec& r : g_.ropes) {
     max_pos_ = max_pos_ == 0 ? r.max_pos : std::min(max_pos_, r.max_pos);
+    specs.push_back({r.rot_dims, r.theta, r.scaling, r.neox});
   }
   if (max_pos_ == 0) max_pos_ = int64_t(1) << 24;
+  rope_.init(std::move(specs), max_pos_,
+             [this](size_t i, int64_t n, std::vector<float>& cos, std::vector<float>& sin) {
+               RopeSpec r = g_.ropes[i];
+               r.max_pos = n;
+               rope_fn_(r, cos, sin);
+             });
 
   ops_.resize(N);
   for (size_t i = 0; i < N; ++i) {
@@ -74,32 +79,7 @@ Executor::Executor(Graph g, FusionReport report, const WeightFn& weight, const R
   vocab_ = out.shape[1].c;
 }
 
-void Executor::ensure_rope(int64_t positions) const {
-  std::lock_guard<std::mutex> lk(rope_mu_);
-  const int64_t built = rope_built_.load();
-  if (positions <= built) return;
-  // grow geometrically (a few rebuilds at most), never past max_position
-  const int64_t n = std::min(max_pos_, std::max(positions, 2 * built));
-  for (size_t i = 0; i < g_.ropes.size(); ++i) {
-    RopeSpec r = g_.ropes[i];
-    r.max_pos = n;
-    auto gen = std::make_unique<RopeGen>();
-    rope_fn_(r, gen->cos, gen->sin);
-    gen->table = RopeTable{gen->cos.data(), gen->sin.data(), r.rot_dims, n, r.neox};
-    rope_cur_[i].store(&gen->table, std::memory_order_release);
-    rope_gens_.push_back(std::move(gen));
-  }
-  rope_built_.store(n);
-}
-
-int64_t Executor::rope_growth_bytes(int64_t positions) const {
-  const int64_t built = rope_built_.load();
-  if (positions <= built) return 0;
-  const int64_t n = std::min(max_pos_, std::max(positions, 2 * built));
-  int64_t bytes = 0;
-  for (const RopeSpec& r : g_.ropes) bytes += 2 * n * (r.rot_dims / 2) * static_cast<int64_t>(sizeof(float));
-  return bytes;
-}
+int64_t Executor::rope_growth_bytes(int64_t positions) const { return rope_.growth_bytes(positions); }
 
 int64_t Executor::state_bytes(int64_t max_context, DType cache_dtype) const {
   int64_t bytes = 0;
@@ -111,7 +91,7 @@ int64_t Executor::state_bytes(int64_t max_context, DType cache_dtype) const {
 }
 
 std::unique_ptr<ExecState> Executor::new_state(Backend& b, int64_t max_context, DType cache_dtype) const {
-  ensure_rope(max_context);
+  rope_.ensure(max_context);
   auto st = std::make_unique<ExecState>();
   st->owner = &b;
   for (int id : state_ids_)
@@ -200,7 +180,7 @@ void Executor::forward(ExecState& st, ExecContext& ctx, Dispatcher& d, const int
       }
       Op op = ops_[i];
       op.a.pos0 = pos0;
-      if (n.rope >= 0) op.a.rope = rope_cur_[static_cast<size_t>(n.rope)].load(std::memory_order_acquire);
+      if (n.rope >= 0) op.a.rope = rope_.table(static_cast<size_t>(n.rope));
       d.run(op, in, ni, out, no, ctx);
     }
     for (int k = 0; k < no; ++k) vals[static_cast<size_t>(n.outputs[static_cast<size_t>(k)])] = out[k];

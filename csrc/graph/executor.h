@@ -4,10 +4,8 @@
 // and dispatches every node through the model's Dispatcher (labels = node names).
 // Reshape and last_rows are views: resolved here, no kernel runs.
 #pragma once
-#include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,20 +68,10 @@ class Executor {
   Graph g_;
   FusionReport report_;
   std::vector<Tensor> weights_;  // by value id
-  // RoPE tables, built for the largest max_context asked so far (never for all of
-  // max_position_embeddings up front). Growing publishes new tables and keeps the old
-  // ones, so a forward running meanwhile still reads valid ones (values at a position
-  // never change).
-  struct RopeGen {
-    std::vector<float> cos, sin;
-    RopeTable table;
-  };
-  void ensure_rope(int64_t positions) const;
+  // RoPE tables, one per graph rope spec, grown to the largest max_context asked so far
+  // (core/rope.h RopeCache; built by rope_fn_).
   RopeFn rope_fn_;
-  mutable std::mutex rope_mu_;
-  mutable std::vector<std::unique_ptr<RopeGen>> rope_gens_;
-  std::unique_ptr<std::atomic<const RopeTable*>[]> rope_cur_;  // one per graph rope spec
-  mutable std::atomic<int64_t> rope_built_{0};
+  mutable RopeCache rope_;
   std::vector<Op> ops_;                        // per node, label = node name
   std::vector<int> root_;                      // view -> the value owning the memory
   std::vector<std::vector<int>> free_after_;   // per node: roots dead after it
