@@ -16,8 +16,8 @@ error and the script goes on. Steps:
   speed  decode tok/s (--gen greedy steps) and prompt tok/s (--prompts, one bulk forward each,
          gpu_bench.py's method), fast mode
   gemm   (Dawn with subgroup matrices only) the subgroup-matrix prompt GEMMs: the prompt logits
-         with them against cpu precise and against Dawn without them (CYB_WGPU_SM=0), and pp
-         with and without them (--sm-prompts)
+         with them (CYB_WGPU_SM=1: off by default) against cpu precise and against Dawn without
+         them (CYB_WGPU_SM=0), and pp with and without them (--sm-prompts)
 
     python bench/dawn_check.py [--steps info,ops,model,speed,gemm] [--out DIR]
 
@@ -156,8 +156,8 @@ def w_speed(args):
 
 
 def w_gemm(args):
-    """Dawn only: the prompt logits with the subgroup-matrix GEMMs (the default where the device has
-    them) against cpu precise and against Dawn without them; pp with and without (a worker each
+    """Dawn only: the prompt logits with the subgroup-matrix GEMMs (CYB_WGPU_SM=1 where the device
+    has them) against cpu precise and against Dawn without them; pp with and without (a worker each
     way: CYB_WGPU_SM is read once)."""
     import numpy as np
 
@@ -321,7 +321,7 @@ def step_gemm(args, report):
 
     b = "webgpu:dawn"
     runs = {}
-    for label, env in (("with", {}), ("without", {"CYB_WGPU_SM": "0"})):
+    for label, env in (("with", {"CYB_WGPU_SM": "1"}), ("without", {"CYB_WGPU_SM": "0"})):
         r = run_worker(args, "gemm", b, env_extra=env, timeout=1200)
         runs[label] = r
         if not r["ok"]:

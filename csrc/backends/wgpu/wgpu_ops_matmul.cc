@@ -164,7 +164,11 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // The sum dispatch's grid has a row of workgroups per token; the parts fit one binding.
   // webgpu:dawn with subgroup matrices, fast mode: the tiled GEMM on the tensor cores (matmul_sm.wgsl:
   // the same grid, parts of K and outputs; wgpu_settings.h sm_setting).
-  const bool sm = tiled && !st.precise && T >= kSmMinTokens && sm_gemm_ok(g_);
+  // Its activations are prepared first (SM_PREP: per-token scaling, hi and lo f16 planes of sm_s
+  // halves a row, sm_tp rows: whole 128-token tiles).
+  const int64_t sm_s = (K + 31) / 32 * 32, sm_tp = (T + 127) / 128 * 128;
+  const bool sm = tiled && !st.precise && T >= kSmMinTokens && T <= 65535 &&
+                  uint64_t(4 * sm_tp * sm_s) <= g_.limits.maxStorageBufferBindingSize && sm_gemm_ok(g_);
   const bool h16 = tiled && !sm && gemm_f16_setting() && !st.precise && g_.info.shader_f16 &&
                    block_encoding(W.dtype) && (!W2 || block_encoding(W2->dtype));
   int64_t splits = 1, tm = 64;  // parts of K; tokens a tile
@@ -174,7 +178,9 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     const bool splittable = w->bufs.size() == 1 && T <= 65535;
     const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 8) / (nw * T * N);
     const int64_t smax = std::max<int64_t>(1, std::min<int64_t>((K + 31) / 32 / kSplitKMinChunks, fit));
-    tm = gemm_tile_tokens(N, T, smax, splittable, !h16, &splits);
+    // matmul_sm.wgsl's SwiGLU keeps 64-token tiles: 128 would hold 16 result matrices a subgroup
+    // beside the hi and lo inputs, past the registers of a thread.
+    tm = gemm_tile_tokens(N, T, smax, splittable, !h16 && !(sm && w2), &splits);
     if (tm == 128 && !sm) {  // where the device allows its workgroup memory (SwiGLU: 34304 bytes)
       std::vector<std::string> d128 = splits > 1 ? std::vector<std::string>{"SPLITK"} : defs;
       if (splits > 1 && w2) d128.push_back("SWIGLU");
@@ -207,6 +213,16 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   Pipeline& pl = pipeline(g_, sm ? "matmul_sm" : mv ? "matvec" : "matmul", defs, W.dtype,
                           w2 ? W2->dtype : DType::COUNT);
   const uint32_t r_off = residual ? u(residual->offset / 4) : 0u;
+  WGPUBuffer sm_x = nullptr, sm_u = nullptr;  // SM_PREP's planes and factors
+  if (sm) {
+    sm_x = st.scratch(State::kSmActs, uint64_t(4 * sm_tp * sm_s))->bufs[0];
+    sm_u = st.scratch(State::kSmScale, uint64_t(4 * sm_tp))->bufs[0];
+    uint32_t pp[16] = {u(K), u(T), 0, u(x.offset / 4), 0, 0, 0, 0, 0, 0, 0, 0, 0, u(sm_s), u(sm_tp * sm_s), 0};
+    Bind bp[] = {{2, xb, 0, WGPU_WHOLE_SIZE}, {3, sm_x, 0, WGPU_WHOLE_SIZE}, {7, sm_u, 0, WGPU_WHOLE_SIZE}};
+    const uint32_t gx = u(std::min<int64_t>(sm_tp, 65535)), gy = u((sm_tp + 65534) / 65535);
+    st.dispatch(pipeline(g_, "matmul_sm", {"SM_PREP"}), pp, sizeof(pp), bp, 3, gx, gy, 1);
+    xb = sm_x;  // the GEMM's binding 2
+  }
   for (size_t c = 0; c < w->bufs.size(); ++c) {
     const int64_t r0 = w->row0[c];
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : N) - r0;
@@ -218,11 +234,17 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
                       w2 ? u(dev_row_bytes(W2->dtype, K)) : 0u, mv ? 0u : r_off};
     if (mv) p[16] = r_off;
     else p[12] = u(splits);
+    if (sm) {
+      p[13] = u(sm_s);
+      p[14] = u(sm_tp * sm_s);
+    }
     if (splits > 1) {
       WGPUBuffer parts = st.scratch(State::kSplitKParts, uint64_t(nw * splits * T * N) * 4)->bufs[0];
-      Bind b1[] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, parts, 0, WGPU_WHOLE_SIZE},
-                   {5, w2 ? w2->bufs[c] : nullptr, 0, WGPU_WHOLE_SIZE}};
-      st.dispatch(pl, p, 16 * sizeof(uint32_t), b1, w2 ? 4 : 3, nx, ny, u(splits));
+      Bind b1[5] = {{1, w->bufs[c], 0, WGPU_WHOLE_SIZE}, {2, xb, 0, WGPU_WHOLE_SIZE}, {3, parts, 0, WGPU_WHOLE_SIZE}};
+      size_t n1 = 3;
+      if (w2) b1[n1++] = {5, w2->bufs[c], 0, WGPU_WHOLE_SIZE};
+      if (sm) b1[n1++] = {7, sm_u, 0, WGPU_WHOLE_SIZE};
+      st.dispatch(pl, p, 16 * sizeof(uint32_t), b1, n1, nx, ny, u(splits));
       std::vector<std::string> sdefs = {"SPLITK_SUM"};
       if (bias) sdefs.push_back("BIAS");
       if (w2) sdefs.push_back("SWIGLU");
@@ -237,7 +259,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
       continue;
     }
     const uint32_t nz = tiled ? 1u : u((T + tokens_per_wg - 1) / tokens_per_wg);
-    Bind b[6];
+    Bind b[7];
     size_t n = 0;
     b[n++] = {mv_weight_binding(0, W.dtype, ks), w->bufs[c], 0, WGPU_WHOLE_SIZE};
     b[n++] = {2, xb, 0, WGPU_WHOLE_SIZE};
@@ -245,6 +267,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     if (bias) b[n++] = {4, bb, 0, WGPU_WHOLE_SIZE};
     if (w2) b[n++] = {mv_weight_binding(1, W2->dtype, ks), w2->bufs[c], 0, WGPU_WHOLE_SIZE};
     if (residual) b[n++] = {mv ? 11u : 6u, rb, 0, WGPU_WHOLE_SIZE};
+    if (sm) b[n++] = {7, sm_u, 0, WGPU_WHOLE_SIZE};
     st.dispatch(pl, p, mv ? sizeof(p) : 16 * sizeof(uint32_t), b, n, nx, ny, nz);
   }
 }

@@ -19,7 +19,7 @@ bool shader_checks() {
 }
 
 bool sm_setting() {
-  static const bool on = env_switch("CYB_WGPU_SM", "1", "0", true);
+  static const bool on = env_switch("CYB_WGPU_SM", "1", "0", false);
   return on;
 }
 

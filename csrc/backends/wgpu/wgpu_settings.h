@@ -110,8 +110,10 @@ bool flash_setting();
 // The subgroup-matrix GEMM (shaders/wgsl/matmul_sm.wgsl: webgpu:dawn with
 // chromium-experimental-subgroup-matrix, 16 x 16 x 16 f16 x f16 -> f32 matrices and subgroups of
 // exactly 32 lanes): in fast mode, for tiled GEMMs of kSmMinTokens tokens or more, in place of the
-// FMA kernels (f16 operands: activations rounded to f16 as the H16 kernel does). CYB_WGPU_SM=0
-// (read once) turns it off, for A/B runs (bench/dawn_check.py).
+// FMA kernels (each operand as hi + lo f16 values, activations scaled per token). Off by default:
+// on the H100 it was slower than the FMA kernel at every prompt shape measured (0.71-0.91x) and
+// 1.0-1.8x op-f32 on the op matrix (docs/webgpu-dawn.md); CYB_WGPU_SM=1 (read once) turns it on,
+// for A/B runs (bench/dawn_check.py).
 constexpr int64_t kSmMinTokens = 64;
 bool sm_setting();
 
