@@ -34,6 +34,18 @@ double check_domain(double v, Domain d, const std::string& field) {
   return v;
 }
 
+int64_t check_int_range(int64_t v, int64_t lo, int64_t hi, const std::string& field) {
+  if (v < lo || v > hi)
+    throw_invalid_config(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                                    std::to_string(v) + ")");
+  return v;
+}
+
+int64_t check_positive_int(int64_t v, int64_t hi, const std::string& field) {
+  if (v <= 0 || v > hi) throw_invalid_config(field, "must be a positive integer (got " + std::to_string(v) + ")");
+  return v;
+}
+
 void check_rope_domain(double theta, const RopeScaling& sc, const std::string& theta_field,
                        const std::string& scaling_field) {
   check_domain(theta, Domain::Positive, theta_field);

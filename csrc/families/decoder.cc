@@ -49,12 +49,6 @@ bool config_bool_or(const toml::Value& arch, const char* key, bool dflt) {
   return v->as_bool();
 }
 
-static void require_positive(int64_t v, const char* key, int64_t limit = int64_t(1) << 40) {
-  if (v <= 0 || v > limit)
-    throw_invalid_config(std::string("architecture.") + key,
-                         "must be a positive integer (got " + std::to_string(v) + ")");
-}
-
 DecoderConfig parse_decoder_config(const toml::Value& config) {
   const toml::Value& a = config_arch(config);
   DecoderConfig c;
@@ -65,15 +59,15 @@ DecoderConfig parse_decoder_config(const toml::Value& config) {
   c.intermediate = config_int(a, "intermediate_size");
   c.vocab = config_int(a, "vocab_size");
   c.max_position = config_int_or(a, "max_position_embeddings", 4096);
-  require_positive(c.hidden, "hidden_size", 1 << 20);
-  require_positive(c.n_heads, "num_attention_heads", 1 << 12);
-  require_positive(c.n_kv_heads, "num_key_value_heads", 1 << 12);
-  require_positive(c.n_layers, "num_hidden_layers", 1 << 12);
-  require_positive(c.intermediate, "intermediate_size", 1 << 22);
-  require_positive(c.vocab, "vocab_size", 1 << 24);
-  require_positive(c.max_position, "max_position_embeddings", int64_t(1) << 24);
+  check_positive_int(c.hidden, 1 << 20, "architecture.hidden_size");
+  check_positive_int(c.n_heads, 1 << 12, "architecture.num_attention_heads");
+  check_positive_int(c.n_kv_heads, 1 << 12, "architecture.num_key_value_heads");
+  check_positive_int(c.n_layers, 1 << 12, "architecture.num_hidden_layers");
+  check_positive_int(c.intermediate, 1 << 22, "architecture.intermediate_size");
+  check_positive_int(c.vocab, 1 << 24, "architecture.vocab_size");
+  check_positive_int(c.max_position, int64_t(1) << 24, "architecture.max_position_embeddings");
   c.head_dim = config_int_or(a, "head_dim", c.hidden / c.n_heads);
-  require_positive(c.head_dim, "head_dim", 1 << 12);
+  check_positive_int(c.head_dim, 1 << 12, "architecture.head_dim");
   if (c.n_heads % c.n_kv_heads != 0)
     throw_invalid_config("architecture.num_key_value_heads",
                          "num_attention_heads must be a multiple of num_key_value_heads");

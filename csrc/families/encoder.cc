@@ -78,13 +78,6 @@ OpKind parse_act(const std::string& a) {
   throw_invalid_config("architecture.hidden_act", "'" + a + "' is not supported (" + act_words + ")");
 }
 
-void require_range(int64_t v, const char* key, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi)
-    throw_invalid_config(std::string("architecture.") + key,
-                         "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
-                             std::to_string(v) + ")");
-}
-
 std::string arch_string_or(const toml::Value& arch, const char* key, const std::string& dflt) {
   const toml::Value* v = arch.find(key);
   if (!v || v->is_null()) return dflt;
@@ -105,12 +98,12 @@ EncoderPlan parse_encoder_config(const std::string& type, const toml::Value& con
   p.intermediate = config_int(a, "intermediate_size");
   p.vocab = config_int(a, "vocab_size");
   p.max_position = config_int(a, "max_position_embeddings");
-  require_range(p.hidden, "hidden_size", 1, 1 << 20);
-  require_range(p.n_heads, "num_attention_heads", 1, 1 << 12);
-  require_range(p.n_layers, "num_hidden_layers", 1, 1 << 12);
-  require_range(p.intermediate, "intermediate_size", 1, 1 << 22);
-  require_range(p.vocab, "vocab_size", 1, 1 << 24);
-  require_range(p.max_position, "max_position_embeddings", 1, 1 << 24);
+  check_int_range(p.hidden, 1, 1 << 20, "architecture.hidden_size");
+  check_int_range(p.n_heads, 1, 1 << 12, "architecture.num_attention_heads");
+  check_int_range(p.n_layers, 1, 1 << 12, "architecture.num_hidden_layers");
+  check_int_range(p.intermediate, 1, 1 << 22, "architecture.intermediate_size");
+  check_int_range(p.vocab, 1, 1 << 24, "architecture.vocab_size");
+  check_int_range(p.max_position, 1, 1 << 24, "architecture.max_position_embeddings");
   if (p.hidden % p.n_heads != 0)
     throw_invalid_config("architecture.num_attention_heads", "hidden_size " + std::to_string(p.hidden) +
                                                                  " is not a multiple of num_attention_heads " +
@@ -148,7 +141,7 @@ EncoderPlan parse_encoder_config(const std::string& type, const toml::Value& con
       }
     } else {
       const int64_t every = config_int_or(a, "global_attn_every_n_layers", 3);
-      require_range(every, "global_attn_every_n_layers", 1, 1 << 12);
+      check_int_range(every, 1, 1 << 12, "architecture.global_attn_every_n_layers");
       for (int64_t l = 0; l < p.n_layers; ++l) p.layer_global[static_cast<size_t>(l)] = l % every == 0;
     }
     p.pad_id = config_int_or(a, "pad_token_id", 0);
@@ -159,10 +152,10 @@ EncoderPlan parse_encoder_config(const std::string& type, const toml::Value& con
     throw_invalid_config("architecture.position_embedding_type",
                          "'" + pos_type + "' is not supported (absolute position embeddings only)");
   p.type_vocab = p.kind == EncKind::DistilBert ? 0 : config_int_or(a, "type_vocab_size", 2);
-  require_range(p.type_vocab, "type_vocab_size", 0, 1 << 16);
+  check_int_range(p.type_vocab, 0, 1 << 16, "architecture.type_vocab_size");
   p.pad_id = config_int_or(a, "pad_token_id", p.kind == EncKind::Roberta ? 1 : 0);
   if (p.kind == EncKind::Roberta) {
-    require_range(p.pad_id, "pad_token_id", 0, p.vocab - 1);
+    check_int_range(p.pad_id, 0, p.vocab - 1, "architecture.pad_token_id");
     p.pos_offset = p.pad_id + 1;
     if (p.pos_offset >= p.max_position)
       throw_invalid_config("architecture.max_position_embeddings",

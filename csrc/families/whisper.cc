@@ -27,13 +27,6 @@ struct Plan {
   float eps = 1e-5f;  // torch.nn.LayerNorm's default (the config has no key for it)
 };
 
-void need_range(int64_t v, const char* key, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi)
-    throw_invalid_config(std::string("architecture.") + key, "must be in [" + std::to_string(lo) + ", " +
-                                                                  std::to_string(hi) + "] (got " + std::to_string(v) +
-                                                                  ")");
-}
-
 Plan parse_config(const toml::Value& config) {
   const toml::Value& a = config_arch(config);
   Plan p;
@@ -48,17 +41,17 @@ Plan parse_config(const toml::Value& config) {
   p.dec_layers = config_int(a, "decoder_layers");
   p.dec_heads = config_int(a, "decoder_attention_heads");
   p.dec_ffn = config_int(a, "decoder_ffn_dim");
-  need_range(p.d, "d_model", 1, 1 << 16);
-  need_range(p.n_mels, "num_mel_bins", 1, 1 << 12);
-  need_range(p.S, "max_source_positions", 1, 1 << 16);
-  need_range(p.text_ctx, "max_target_positions", 1, 1 << 16);
-  need_range(p.vocab, "vocab_size", 1, 1 << 24);
-  need_range(p.enc_layers, "encoder_layers", 1, 1 << 10);
-  need_range(p.dec_layers, "decoder_layers", 1, 1 << 10);
-  need_range(p.enc_heads, "encoder_attention_heads", 1, 1 << 10);
-  need_range(p.dec_heads, "decoder_attention_heads", 1, 1 << 10);
-  need_range(p.enc_ffn, "encoder_ffn_dim", 1, 1 << 20);
-  need_range(p.dec_ffn, "decoder_ffn_dim", 1, 1 << 20);
+  check_int_range(p.d, 1, 1 << 16, "architecture.d_model");
+  check_int_range(p.n_mels, 1, 1 << 12, "architecture.num_mel_bins");
+  check_int_range(p.S, 1, 1 << 16, "architecture.max_source_positions");
+  check_int_range(p.text_ctx, 1, 1 << 16, "architecture.max_target_positions");
+  check_int_range(p.vocab, 1, 1 << 24, "architecture.vocab_size");
+  check_int_range(p.enc_layers, 1, 1 << 10, "architecture.encoder_layers");
+  check_int_range(p.dec_layers, 1, 1 << 10, "architecture.decoder_layers");
+  check_int_range(p.enc_heads, 1, 1 << 10, "architecture.encoder_attention_heads");
+  check_int_range(p.dec_heads, 1, 1 << 10, "architecture.decoder_attention_heads");
+  check_int_range(p.enc_ffn, 1, 1 << 20, "architecture.encoder_ffn_dim");
+  check_int_range(p.dec_ffn, 1, 1 << 20, "architecture.decoder_ffn_dim");
   if (p.d % p.enc_heads || p.d % p.dec_heads)
     throw_invalid_config("architecture.encoder_attention_heads",
                          "d_model " + std::to_string(p.d) + " is not a multiple of the attention heads");
