@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_abi', 'wgpu_compiled', 'wgpu_dawn_handed', 'wgpu_fill_check', 'wgpu_info', 'wgpu_memory', 'wgpu_proc_names', 'wgpu_process_impl', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times', 'wgpu_use_dawn']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'pipeline_of', 'pipelines', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_abi', 'wgpu_compiled', 'wgpu_dawn_handed', 'wgpu_fill_check', 'wgpu_info', 'wgpu_memory', 'wgpu_proc_names', 'wgpu_process_impl', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times', 'wgpu_use_dawn']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -123,6 +123,10 @@ class Model:
         ...
     def new_conversation(self, max_context: typing.Any) -> typing.Any:
         ...
+    def run(self, feeds: dict) -> dict:
+        """
+        The named-array entry point: {name: array} in, {name: array} out (pipelines that are not token streams); InvalidConfig for a model without one.
+        """
     def set_profiling(self, arg0: bool) -> None:
         ...
     def whisper_clone(self, conversation: Conversation) -> typing.Any:
@@ -374,6 +378,14 @@ def pending_draws(conversation: Conversation) -> int:
     """
 def physical_cores() -> int:
     ...
+def pipeline_of(model_type: str) -> str:
+    """
+    The kind of the pipeline that runs `model_type` (runtime/pipelines.h): 'text', 'encoder', 'speech'.
+    """
+def pipelines() -> list[tuple[str, str]]:
+    """
+    The native pipeline registry's rows, in the order they are asked: [(kind, summary)].
+    """
 def quantizes_activations(level: str, encoding: str) -> bool:
     """
     True when a fast-mode (precise=False) matmul at this level quantizes its activations to 16 bits for weights of this encoding.
