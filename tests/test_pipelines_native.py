@@ -10,8 +10,9 @@ from cyb_llm.format import ModelFile
 
 def test_rows_and_routing():
     kinds = [k for k, _ in _core.pipelines()]
-    assert kinds == ["encoder", "speech", "text"]  # the catch-all (text: decoders and graphs) last
+    assert kinds == ["encoder", "speech", "graph", "text"]  # the catch-all (text: decoders and graphs) last
     assert _core.pipeline_of("whisper") == "speech"
+    assert _core.pipeline_of("onnx-graph") == "graph"
     assert _core.pipeline_of("bert") == "encoder"
     for t in ("llama", "qwen2", "no-such-family"):
         assert _core.pipeline_of(t) == "text"

@@ -54,12 +54,21 @@ def test_package_follows_the_module_dag():
     assert {n for n in files if chk.is_shim(n, files)} == {f"cyb_llm.{old}" for old in ALIASES}
 
 
+def _core_env() -> dict:
+    """The environment of a child that imports the source tree's package (python/cyb_llm): its _core
+    is the one this session imported (CYB_LLM_CORE_DIR), since `pip install .` keeps the module in
+    site-packages, not in python/cyb_llm."""
+    from cyb_llm import _core
+
+    return dict(os.environ, CYB_LLM_CORE_DIR=os.environ.get("CYB_LLM_CORE_DIR") or os.path.dirname(_core.__file__))
+
+
 def test_every_module_imports_alone():
     """Each module of the package imported in a state with no cyb_llm module loaded (a child of a
     fresh interpreter per module): none needs another to be imported first, none imports an alias."""
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "check_py_imports.py"), ROOT, "--fresh"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, env=_core_env())
     assert p.returncode == 0, p.stdout + p.stderr
     n_modules = len(_checker().modules(ROOT))
     skipped = [line.split()[1].rstrip(":") for line in p.stdout.splitlines() if line.startswith("skipped ")]
@@ -189,7 +198,7 @@ def test_normal_use_warns_nothing(real_model):
             "assert isinstance(m, cyb_llm.TextModel)\n"
             "print(m.create_completion('The capital of France is', max_tokens=2, temperature=0)"
             "['choices'][0]['text'])\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(_core_env(), PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code, real_model("smollm2")],
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr
