@@ -4,21 +4,12 @@
 
 #include "core/errors.h"
 #include "dispatch/op_schema.h"
+#include "graph/graph.h"
 
 namespace cyb {
 namespace graph2 {
 
 namespace {
-
-const toml::Value::Array& tables(const toml::Value& doc, const char* key) {
-  static const toml::Value::Array empty;
-  const toml::Value* v = doc.find(key);
-  if (!v) return empty;
-  if (!v->is_array()) throw_format("graph", key, std::string("'") + key + "' must be an array of tables");
-  for (const toml::Value& e : v->as_array())
-    if (!e.is_table()) throw_format("graph", key, std::string("'") + key + "' must be an array of tables");
-  return v->as_array();
-}
 
 std::string need_str(const toml::Value& t, const char* key, const std::string& where, bool allow_empty = false) {
   const toml::Value* v = t.find(key);
@@ -140,14 +131,14 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
   auto define = [&](const std::string& name, const std::string& where) {
     if (!defined.insert(name).second) throw_format("graph", where, "name '" + name + "' is defined twice");
   };
-  for (const toml::Value& t : tables(doc, "inputs")) {
+  for (const toml::Value& t : graph::table_array(doc, "inputs")) {
     only_keys(t, {"name", "dtype", "shape"}, "inputs");
     IoSpec io{need_str(t, "name", "inputs"), need_dtype(t, "inputs"), need_dims(t, "inputs")};
     define(io.name, "inputs");
     g.inputs.push_back(io);
   }
   if (g.inputs.empty()) throw_format("graph", "inputs", "a version-2 graph declares at least one input");
-  for (const toml::Value& t : tables(doc, "initializers")) {
+  for (const toml::Value& t : graph::table_array(doc, "initializers")) {
     only_keys(t, {"name", "tensor"}, "initializers");
     Initializer in{need_str(t, "name", "initializers"), ""};
     const toml::Value* tv = t.find("tensor");
@@ -156,7 +147,7 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
     define(in.name, "initializers");
     g.initializers.push_back(in);
   }
-  for (const toml::Value& t : tables(doc, "constants")) {
+  for (const toml::Value& t : graph::table_array(doc, "constants")) {
     only_keys(t, {"name", "dtype", "shape", "values"}, "constants");
     Constant c;
     c.name = need_str(t, "name", "constants");
@@ -182,7 +173,7 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
     g.constants.push_back(std::move(c));
   }
   std::set<std::string> node_names;
-  for (const toml::Value& t : tables(doc, "nodes")) {
+  for (const toml::Value& t : graph::table_array(doc, "nodes")) {
     only_keys(t, {"name", "op", "inputs", "outputs", "attrs"}, "nodes");
     Node n;
     n.name = need_str(t, "name", "nodes");
@@ -232,7 +223,7 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
     }
     g.nodes.push_back(std::move(n));
   }
-  for (const toml::Value& t : tables(doc, "outputs")) {
+  for (const toml::Value& t : graph::table_array(doc, "outputs")) {
     only_keys(t, {"name", "dtype", "shape"}, "outputs");
     IoSpec io{need_str(t, "name", "outputs"), need_dtype(t, "outputs"), need_dims(t, "outputs")};
     if (!defined.count(io.name)) throw_format("graph", "outputs", "output '" + io.name + "' is never produced");
@@ -241,7 +232,7 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
     g.outputs.push_back(io);
   }
   if (g.outputs.empty()) throw_format("graph", "outputs", "a version-2 graph declares at least one output");
-  for (const toml::Value& t : tables(doc, "state")) {
+  for (const toml::Value& t : graph::table_array(doc, "state")) {
     only_keys(t, {"output", "input"}, "state");
     StatePair p{need_str(t, "output", "state"), need_str(t, "input", "state")};
     const IoSpec* o = nullptr;

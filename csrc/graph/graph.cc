@@ -12,6 +12,16 @@
 namespace cyb {
 namespace graph {
 
+const toml::Value::Array& table_array(const toml::Value& doc, const char* key) {
+  static const toml::Value::Array empty;
+  const toml::Value* v = doc.find(key);
+  if (!v) return empty;
+  if (!v->is_array()) throw_format("graph", key, std::string("'") + key + "' must be an array of tables");
+  for (const toml::Value& e : v->as_array())
+    if (!e.is_table()) throw_format("graph", key, std::string("'") + key + "' must be an array of tables");
+  return v->as_array();
+}
+
 std::string sym_shape_str(const SymShape& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -316,16 +326,6 @@ std::vector<std::string> string_list(const toml::Value& t, const char* key, cons
     r.push_back(e.as_string());
   }
   return r;
-}
-
-const toml::Value::Array& table_array(const toml::Value& doc, const char* key) {
-  static const toml::Value::Array empty;
-  const toml::Value* v = doc.find(key);
-  if (!v) return empty;
-  if (!v->is_array()) throw_format("graph", key, std::string("'") + key + "' must be an array of tables");
-  for (const toml::Value& e : v->as_array())
-    if (!e.is_table()) throw_format("graph", key, std::string("'") + key + "' must be an array of tables");
-  return v->as_array();
 }
 
 RopeScaling parse_scaling(const toml::Value& t, const std::string& field) {

@@ -18,6 +18,10 @@
 namespace cyb {
 namespace graph {
 
+// The array of tables `key` of a graph section (empty when absent); FormatError naming the key when
+// it is not an array of tables. Shared by the version-1 and version-2 parsers.
+const toml::Value::Array& table_array(const toml::Value& doc, const char* key);
+
 // A dimension: c, or c * T (sequence length of the forward), c * R (output rows:
 // T when all logits are requested, else 1), c * C (max context of the conversation).
 enum class Sym : uint8_t { None = 0, T = 1, R = 2, C = 3 };
