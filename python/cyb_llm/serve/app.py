@@ -650,7 +650,9 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
         """/v1/audio/transcriptions and /translations: a multipart form with `file` (any format
         soundfile reads), `model`, `language` (transcriptions), `prompt`, `temperature` (0: the
         fallback sequence 0.0, 0.2, ..., 1.0, as OpenAI's API), `response_format` and
-        `timestamp_granularities[]` (segment, word: verbose_json's "words")."""
+        `timestamp_granularities[]` (segment, word: verbose_json's "words"); extensions:
+        `vad_filter` (true/false: transcribe only the speech the Silero VAD finds) and
+        `vad_parameters` (a JSON object of its options)."""
         ctype = request.headers.get("content-type", "")
         if not ctype.startswith("multipart/form-data"):
             raise ApiError(400, "the body must be multipart/form-data with a 'file' part", param="file",
@@ -698,6 +700,24 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
                            code="invalid_value")
         temps = tuple(round(0.2 * i, 1) for i in range(6)) if temperature == 0.0 else (temperature,)
         language = field("language") if task == "transcribe" else None
+        vf = (field("vad_filter") or "false").strip().lower()
+        if vf not in ("true", "false", "1", "0"):
+            raise ApiError(400, f"'vad_filter' must be true or false, got {vf!r}", param="vad_filter",
+                           code="invalid_value")
+        vad_filter = vf in ("true", "1")
+        vad_parameters = None
+        vp = field("vad_parameters")
+        if vp is not None:
+            from ..speech.vad import vad_options
+
+            try:
+                vad_parameters = vad_options(json.loads(vp))
+            except ValueError as e:
+                raise ApiError(400, f"'vad_parameters' is not a JSON object: {e}", param="vad_parameters",
+                               code="invalid_value") from None
+            except Error as e:
+                raise ApiError(400, f"{type(e).__name__}: {e}", param="vad_parameters",
+                               code="invalid_value") from None
         data = await upload.read()
         if len(data) > MAX_AUDIO_BODY:
             raise ApiError(413, f"the upload is over the limit of {MAX_AUDIO_BODY} bytes", code="request_too_large")
@@ -710,7 +730,8 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             except Error as e:
                 raise ApiError(400, f"{type(e).__name__}: {e}", param="file", code="invalid_audio") from None
             return eng.model.transcribe(audio, language=language, task=task, initial_prompt=field("prompt"),
-                                        temperature=temps, word_timestamps=words)
+                                        temperature=temps, word_timestamps=words, vad_filter=vad_filter,
+                                        vad_parameters=vad_parameters)
 
         result = await run_in_threadpool(eng.run, run)
         metrics.tokens(eng.model_id, {"prompt_tokens": 0,

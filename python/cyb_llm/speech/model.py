@@ -132,10 +132,14 @@ class WhisperModel(Model):
         patience, length_penalty, temperature (the fallback sequence), compression_ratio_threshold,
         log_prob_threshold, no_speech_threshold, condition_on_previous_text, initial_prompt,
         without_timestamps, max_initial_timestamp, word_timestamps (False), prepend_punctuations,
-        append_punctuations. Returns {"text", "language", "language_probability", "segments":
-        [{"id", "seek", "start", "end", "text", "tokens", "temperature", "avg_logprob",
+        append_punctuations, vad_filter (False: True decodes only the speech chunks that the
+        Silero VAD finds, times kept on the input's timeline; speech/vad.py) and vad_parameters
+        (a dict of VadOptions fields or a VadOptions). Returns {"text", "language",
+        "language_probability", "segments": [{"id", "seek", "start", "end", "text", "tokens", "temperature", "avg_logprob",
         "compression_ratio", "no_speech_prob"}]} (docs/whisper.md); with word_timestamps each
-        segment also has "words": [{"word", "start", "end", "probability"}]."""
+        segment also has "words": [{"word", "start", "end", "probability"}]; with vad_filter the
+        result also has "duration_after_vad" (seconds) and "speech_chunks" ([{"start", "end"}],
+        samples)."""
         samples = load_audio(audio)
         result = self._pipeline().transcribe(samples, **options)
         result["duration"] = len(samples) / 16000.0

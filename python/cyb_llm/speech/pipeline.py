@@ -1,8 +1,8 @@
 """Whisper long-form transcription (docs/whisper.md, "Decoding and transcription"): the log-mel of
 the whole input, 30 s windows with seek from the last timestamp, the previous text as prompt,
 language detection, segments and their word timestamps, as faster-whisper 1.x does it. One
-window's decoding is search.py, word timestamps alignment.py, the shared pieces common.py. VAD is
-not here.
+window's decoding is search.py, word timestamps alignment.py, the shared pieces common.py, the
+VAD filter (vad_filter=True: only the speech chunks are decoded, the times moved back) vad.py.
 
 The pipeline is plain Python over a `WhisperRuntime` (common.py): numpy, zlib and the `.model`
 tokenizer only, no torch, no transformers.
@@ -19,6 +19,8 @@ from .alignment import APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS, add_word_times
 from .common import (DEFAULT_TEMPERATURES, FRAMES_PER_SECOND, HOP_LENGTH, INPUT_STRIDE, N_FRAMES, TIME_PER_FRAME,
                      TIME_PRECISION, WhisperRuntime, WhisperTokens, log_softmax)
 from .search import DecodeOptions, WindowDecoder, build_prompt
+from .vad import SAMPLING_RATE as VAD_RATE
+from .vad import SpeechTimestampsMap, collect_chunks, get_speech_timestamps, restore_segment, vad_options
 
 
 # --------------------------------------------------------------------------------------------
@@ -122,8 +124,12 @@ class WhisperPipeline:
     def transcribe(self, audio: np.ndarray, **kw: Any) -> dict:
         info: dict = {}
         segments = list(self.transcribe_stream(audio, _info=info, **kw))
-        return {"text": "".join(s["text"] for s in segments).strip(), "language": info.get("language"),
-                "language_probability": info.get("language_probability"), "segments": segments}
+        out = {"text": "".join(s["text"] for s in segments).strip(), "language": info.get("language"),
+               "language_probability": info.get("language_probability"), "segments": segments}
+        if "duration_after_vad" in info:
+            out["duration_after_vad"] = info["duration_after_vad"]
+            out["speech_chunks"] = info["speech_chunks"]
+        return out
 
     def transcribe_stream(self, audio: np.ndarray, language: Optional[str] = None, task: str = "transcribe",
                           beam_size: int = 5, best_of: int = 5, patience: float = 1, length_penalty: float = 1,
@@ -139,8 +145,13 @@ class WhisperPipeline:
                           seed: Optional[int] = None, word_timestamps: bool = False,
                           prepend_punctuations: str = PREPEND_PUNCTUATIONS,
                           append_punctuations: str = APPEND_PUNCTUATIONS,
+                          vad_filter: bool = False, vad_parameters: Any = None, vad_model: Any = None,
                           _info: Optional[dict] = None) -> Iterator[dict]:
-        """Segments as they are decoded (see `transcribe`)."""
+        """Segments as they are decoded (see `transcribe`). vad_filter: only the speech chunks
+        that the Silero VAD finds (vad.py; vad_parameters: a dict of VadOptions fields or a
+        VadOptions) are decoded, concatenated, and the segment and word times are moved back to
+        the input's timeline, as faster-whisper's vad_filter; vad_model: the VAD's `.model` path
+        or GraphModel (None: the hub's "silero-vad")."""
         if word_timestamps:
             if not self.alignment_heads:
                 raise InvalidConfig(field="alignment_heads", reason="word_timestamps needs the model's alignment "
@@ -153,6 +164,20 @@ class WhisperPipeline:
                                        f"{best_of}, {patience})")
         temps = list(temperature) if isinstance(temperature, (list, tuple)) else [float(temperature)]
         tok = self.tok
+        ts_map: Optional[SpeechTimestampsMap] = None
+        if vad_filter:
+            opts = vad_options(vad_parameters)
+            samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+            if not np.isfinite(samples).all():
+                raise InvalidConfig(field="audio", reason="holds NaN or infinite samples")
+            chunks = get_speech_timestamps(samples, opts, model=vad_model)
+            audio = collect_chunks(samples, chunks)
+            if chunks:
+                ts_map = SpeechTimestampsMap(chunks, VAD_RATE)
+            if _info is not None:
+                _info.update(duration_after_vad=audio.size / VAD_RATE, speech_chunks=chunks)
+        elif vad_parameters is not None:
+            vad_options(vad_parameters)  # still validated
         mel = self._mel(audio)
         content_frames = mel.shape[-1] - 1
         if language is None:
@@ -219,10 +244,11 @@ class WhisperPipeline:
                     continue
                 all_tokens.extend(s["tokens"])
                 idx += 1
-                yield {"id": idx, "seek": previous_seek, "start": s["start"], "end": s["end"], "text": text,
+                seg = {"id": idx, "seek": previous_seek, "start": s["start"], "end": s["end"], "text": text,
                        "tokens": list(s["tokens"]), "temperature": r.temperature, "avg_logprob": r.avg_logprob,
                        "compression_ratio": r.compression_ratio, "no_speech_prob": r.no_speech_prob,
                        **({"words": s["words"]} if word_timestamps else {})}
+                yield restore_segment(seg, ts_map) if ts_map is not None else seg
             if not condition_on_previous_text or r.temperature > prompt_reset_on_temperature:
                 prompt_reset_since = len(all_tokens)
 
