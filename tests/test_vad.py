@@ -295,3 +295,35 @@ def test_timestamps_map():
     assert [(x["start"], x["end"]) for x in w] == [(1.2, 1.9), (1.9, 2.06), (5.2, 5.6)]  # b: its middle is in chunk 1
     assert (segs[0]["start"], segs[0]["end"]) == (1.2, 5.6) and (segs[1]["start"], segs[1]["end"]) == (5.6, 6.4)
     assert list(vad.restore_timestamps([{"start": 0.0, "end": 1.0}], [])) == [{"start": 0.0, "end": 1.0}]
+
+
+def test_server_vad_filter(tmp_path):
+    """/v1/audio/transcriptions with the extension fields vad_filter / vad_parameters: the
+    segments of transcribe(vad_filter=True); bad fields are 400s naming the field."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("multipart")
+    httpx = pytest.importorskip("httpx")
+    sf = pytest.importorskip("soundfile")
+    from test_serve import serving
+
+    m, _ = whisper_tiny()
+    x = silences_clip()[: 20 * SR]
+    wav = tmp_path / "clip.wav"
+    sf.write(wav, x, SR, subtype="FLOAT")
+    want = m.transcribe(x, vad_filter=True, vad_parameters={"min_silence_duration_ms": 500})
+    with serving({"whisper-tiny": m}) as url:
+        def post(data):
+            with open(wav, "rb") as f:
+                return httpx.post(url + "/v1/audio/transcriptions", files={"file": ("clip.wav", f, "audio/wav")},
+                                  data={"model": "whisper-tiny", "response_format": "verbose_json", **data},
+                                  timeout=120)
+
+        r = post({"vad_filter": "true", "vad_parameters": '{"min_silence_duration_ms": 500}'})
+        assert r.status_code == 200, r.text
+        got = [(s["start"], s["end"], s["text"]) for s in r.json()["segments"]]
+        assert got == [(s["start"], s["end"], s["text"]) for s in want["segments"]]
+        for data, param in (({"vad_filter": "maybe"}, "vad_filter"),
+                            ({"vad_filter": "true", "vad_parameters": '{"pad": 1}'}, "vad_parameters"),
+                            ({"vad_filter": "true", "vad_parameters": "{"}, "vad_parameters")):
+            r = post(data)
+            assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text

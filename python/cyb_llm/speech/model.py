@@ -135,8 +135,8 @@ class WhisperModel(Model):
         append_punctuations, vad_filter (False: True decodes only the speech chunks that the
         Silero VAD finds, times kept on the input's timeline; speech/vad.py) and vad_parameters
         (a dict of VadOptions fields or a VadOptions). Returns {"text", "language",
-        "language_probability", "segments": [{"id", "seek", "start", "end", "text", "tokens", "temperature", "avg_logprob",
-        "compression_ratio", "no_speech_prob"}]} (docs/whisper.md); with word_timestamps each
+        "language_probability", "segments": [{"id", "seek", "start", "end", "text", "tokens",
+        "temperature", "avg_logprob", "compression_ratio", "no_speech_prob"}]} (docs/whisper.md); with word_timestamps each
         segment also has "words": [{"word", "start", "end", "probability"}]; with vad_filter the
         result also has "duration_after_vad" (seconds) and "speech_chunks" ([{"start", "end"}],
         samples)."""

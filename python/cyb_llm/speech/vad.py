@@ -125,7 +125,8 @@ def load_vad_model(model: Any = None) -> Any:
             path = fetch(VAD_MODEL, progress=False) if model is None else model
             m = load(path, backend="cpu", threads=1)
             if getattr(m, "kind", None) != "graph" or [i.name for i in m.inputs] != ["input", "h", "c"]:
-                raise InvalidConfig(field="vad_model", reason=f"{path} is not the Silero VAD graph (inputs input, h, c)")
+                raise InvalidConfig(field="vad_model",
+                                    reason=f"{path} is not the Silero VAD graph (inputs input, h, c)")
             _models[key] = m
         return m
 
