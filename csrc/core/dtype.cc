@@ -12,7 +12,8 @@ const DTypeInfo kInfo[] = {
     {"q4_k", "Q4_K", 256, 144, true}, {"q5_k", "Q5_K", 256, 176, true},
     {"q6_k", "Q6_K", 256, 210, true}, {"iq4_nl", "IQ4_NL", 32, 18, true},
     {"i32", "I32", 1, 4, false},      {"i64", "I64", 1, 8, false},
-    {"u8", "U8", 1, 1, false},
+    {"u8", "U8", 1, 1, false},        {"i8", "I8", 1, 1, false},
+    {"bool", "BOOL", 1, 1, false},
 };
 static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == static_cast<size_t>(DType::COUNT),
               "dtype table out of sync");

@@ -26,6 +26,8 @@ enum class DType : uint8_t {
   I32,
   I64,
   U8,
+  I8,
+  BOOL,  // one byte, 0 or 1 (ONNX bool)
   COUNT
 };
 
@@ -56,6 +58,11 @@ inline uint32_t block_size(DType t) { return dtype_info(t).block; }
 inline uint32_t block_bytes(DType t) { return dtype_info(t).block_bytes; }
 inline bool is_quantized(DType t) { return dtype_info(t).quantized; }
 inline const char* dtype_name(DType t) { return dtype_info(t).name; }
+
+// Integer and boolean element types (not floats, not block encodings).
+inline bool is_int_dtype(DType t) {
+  return t == DType::I32 || t == DType::I64 || t == DType::U8 || t == DType::I8 || t == DType::BOOL;
+}
 
 // Bytes of a row of `n` elements; n must be a multiple of the block size.
 inline size_t row_bytes(DType t, int64_t n) {

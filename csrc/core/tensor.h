@@ -14,7 +14,8 @@ enum class Device : uint8_t { Host = 0, Wgpu = 1 };
 // Up to 4 dimensions, outermost first, row-major (docs/format.md: Linear weight = [out, in]).
 struct Shape {
   int ndim = 0;
-  int64_t d[4] = {0, 0, 0, 0};
+  static constexpr int kMaxDims = 8;  // ONNX graphs reach 5-6 dims
+  int64_t d[kMaxDims] = {0, 0, 0, 0, 0, 0, 0, 0};
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims) {
     for (int64_t v : dims) d[ndim++] = v;
@@ -24,7 +25,11 @@ struct Shape {
     for (int i = 0; i < ndim; ++i) n *= d[i];
     return n;
   }
-  int64_t rows() const { return ndim == 0 ? 1 : numel() / d[ndim - 1]; }
+  int64_t rows() const {  // the product of all dims but the last (an empty last dim included)
+    int64_t n = 1;
+    for (int i = 0; i + 1 < ndim; ++i) n *= d[i];
+    return n;
+  }
   int64_t cols() const { return ndim == 0 ? 1 : d[ndim - 1]; }
   std::vector<int64_t> vec() const { return std::vector<int64_t>(d, d + ndim); }
   bool operator==(const Shape& o) const {

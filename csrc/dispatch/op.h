@@ -102,6 +102,22 @@ enum class OpKind : uint16_t {
   // g = x_s W^T + h R^T + Wb + Rb; i, o, f = sigmoid(g_i, g_o, g_f); c = f c + i tanh(g_c);
   // h = o tanh(c) (sums in double).
   Lstm = 39,
+  // ---- array ops of graph v2 (ONNX semantics; any element type the row accepts; numpy
+  // broadcasting where two inputs meet). Tags 40-49: these; 50-59: convolution, pooling, norms,
+  // matmul and layout ops; 60-79: index and data-dependent-shape ops.
+  // out = fn(x) element-wise, attr fn: neg abs exp log erf sin cos ceil floor round sign reciprocal
+  // softplus leaky_relu (slope alpha) not clip (bounds alpha, beta); floats in double, integers exact.
+  Unary = 40,
+  // out = fn(a, b) with broadcasting, attr fn: add sub mul div pow min max mod (arithmetic, a's
+  // dtype; integer div truncates, mod as numpy for fmod=false) equal less less_equal greater
+  // greater_equal (bool) and or xor (bool inputs).
+  Binary = 41,
+  // out = cond ? x : y with broadcasting of all three (cond bool).
+  Where = 42,
+  // out = x converted to attr `to` (floats to integers truncate toward zero; to bool: x != 0).
+  Cast = 43,
+  // out = fn over attr axes (empty: all dims), attr keepdims: sum mean max min prod (sums in double).
+  Reduce = 44,
   COUNT_PLUS_ONE
 };
 
@@ -129,8 +145,15 @@ struct OpAttrs {
   int axis = 0;                // Slice (negative: from the end)
   int mode = 0;                // Pad: 0 constant, 1 reflect, 2 edge
   float value = 0.f;           // Pad (mode constant)
-  int n_ints = 0;              // Transpose perm, Slice range, Pad pads
-  int64_t ints[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int n_ints = 0;              // Transpose perm, Slice range, Pad pads, Reduce axes, Conv pads, ...
+  int64_t ints[16] = {};
+  int n_ints2 = 0;             // a second integer list (Conv strides + dilations, ...)
+  int64_t ints2[8] = {};
+  int fn = 0;                  // Unary / Binary / Reduce: which function (the schema's enum attribute `fn`)
+  int to = 0;                  // Cast: the target DType (as its enum value)
+  int group = 1;               // Conv: groups
+  bool keepdims = true;        // Reduce
+  float alpha = 0.f, beta = 0.f;  // LeakyRelu slope, Gemm / Clip bounds, ...
   const RopeTable* rope = nullptr;
 };
 

@@ -24,29 +24,51 @@ using IS = InShape;
   throw_shape_mismatch(name, expected, got.vec());
 }
 
-std::string dtype_words(uint8_t m) {
+std::string dtype_words(uint16_t m) {
   std::string s;
-  auto add = [&](uint8_t bit, const char* w) {
+  auto add = [&](uint16_t bit, const char* w) {
     if (m & bit) s += (s.empty() ? "" : "|") + std::string(w);
   };
   add(kDtF32, "f32");
   add(kDtF16, "f16");
   add(kDtBF16, "bf16");
   add(kDtI32, "i32");
+  add(kDtI64, "i64");
+  add(kDtU8, "u8");
+  add(kDtI8, "i8");
+  add(kDtBool, "bool");
   add(kDtWeight, "weight encodings");
   return s;
 }
 
-bool dtype_ok(DType d, uint8_t m) {
+bool dtype_ok(DType d, uint16_t m) {
   if ((m & kDtF32) && d == DType::F32) return true;
   if ((m & kDtF16) && d == DType::F16) return true;
   if ((m & kDtBF16) && d == DType::BF16) return true;
   if ((m & kDtI32) && d == DType::I32) return true;
-  if ((m & kDtWeight) && d != DType::I32 && d != DType::I64 && d != DType::U8 && d != DType::COUNT) return true;
+  if ((m & kDtI64) && d == DType::I64) return true;
+  if ((m & kDtU8) && d == DType::U8) return true;
+  if ((m & kDtI8) && d == DType::I8) return true;
+  if ((m & kDtBool) && d == DType::BOOL) return true;
+  if ((m & kDtWeight) && !is_int_dtype(d) && d != DType::COUNT) return true;
   return false;
 }
 
-void need_dtype(const Op& op, const Tensor& t, uint8_t ok, const char* what) {
+uint16_t dtype_bit(DType d) {
+  switch (d) {
+    case DType::F32: return kDtF32;
+    case DType::F16: return kDtF16;
+    case DType::BF16: return kDtBF16;
+    case DType::I32: return kDtI32;
+    case DType::I64: return kDtI64;
+    case DType::U8: return kDtU8;
+    case DType::I8: return kDtI8;
+    case DType::BOOL: return kDtBool;
+    default: return kDtWeight;
+  }
+}
+
+void need_dtype(const Op& op, const Tensor& t, uint16_t ok, const char* what) {
   if (dtype_ok(t.dtype, ok)) return;
   std::string dt = dtype_name(t.dtype);
   if (t.name) dt += std::string(" (tensor '") + t.name + "')";
@@ -193,6 +215,43 @@ void check_conv1d(const Op& op, const Tensor* in, int, const Tensor* out, int) {
 
 // ---- graph v2 ops (docs/graph.md "version 2"): shapes from the attributes.
 
+void check_unary(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  const DType d = in[0].dtype;
+  const bool is_bool = d == DType::BOOL, is_float = d == DType::F32 || d == DType::F16;
+  switch (op.a.fn) {
+    case kUNot:
+      if (!is_bool) need_dtype(op, in[0], kDtBool, "x (not)");
+      break;
+    case kUNeg: case kUAbs: case kUSign: case kUClip:
+      if (is_bool) need_dtype(op, in[0], kDtF32 | kDtF16 | kDtInt, "x");
+      break;
+    default:
+      if (!is_float) need_dtype(op, in[0], kDtF32 | kDtF16, "x");
+  }
+}
+
+void check_binary(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  if (in[0].dtype != in[1].dtype)
+    throw_invalid_config(std::string(op.label ? op.label : "binary") + ".inputs",
+                         std::string("a is ") + dtype_name(in[0].dtype) + ", b is " + dtype_name(in[1].dtype) +
+                             " (both inputs must have one dtype)");
+  if (op.a.fn >= kBAnd) need_dtype(op, in[0], kDtBool, "a (logic)");
+  else if (in[0].dtype == DType::BOOL && op.a.fn != kBEqual) need_dtype(op, in[0], kDtF32 | kDtF16 | kDtInt, "a");
+}
+
+void check_where(const Op& op, const Tensor* in, int, const Tensor*, int) {
+  if (in[1].dtype != in[2].dtype)
+    throw_invalid_config(std::string(op.label ? op.label : "where") + ".inputs",
+                         std::string("x is ") + dtype_name(in[1].dtype) + ", y is " + dtype_name(in[2].dtype) +
+                             " (x and y must have one dtype)");
+}
+
+Shape broadcast_or_throw(const Op& op, const Shape& a, const Shape& b, const char* what) {
+  Shape o;
+  if (!broadcast_shapes(a, b, &o)) bad_shape(op, a.vec(), b, what);
+  return o;
+}
+
 std::string attr_field(const Op& op, const char* key) {
   return std::string(op.label ? op.label : op_name(op.kind)) + ".attrs." + key;
 }
@@ -206,7 +265,7 @@ std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
                                                               " entries for an input of " + std::to_string(nd) + " dims");
       Shape o;
       o.ndim = nd;
-      bool seen[4] = {false, false, false, false};
+      bool seen[Shape::kMaxDims] = {};
       for (int i = 0; i < nd; ++i) {
         const int64_t p = op.a.ints[i];
         if (p < 0 || p >= nd || seen[p]) throw_invalid_config(attr_field(op, "perm"), "is not a permutation of 0.." + std::to_string(nd - 1));
@@ -248,6 +307,30 @@ std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
       if (n_in > 5 && in[5].shape.numel() != B * H) bad_shape(op, {B, H}, in[5].shape, "c0");
       return {Shape{S, B, H}, Shape{B, H}, Shape{B, H}};
     }
+    case OpKind::Binary: return {broadcast_or_throw(op, xs, in[1].shape, "b (does not broadcast with a)")};
+    case OpKind::Where: {
+      const Shape xy = broadcast_or_throw(op, in[1].shape, in[2].shape, "y (does not broadcast with x)");
+      return {broadcast_or_throw(op, xs, xy, "cond (does not broadcast with x, y)")};
+    }
+    case OpKind::Reduce: {
+      bool red[Shape::kMaxDims] = {};
+      for (int i = 0; i < op.a.n_ints; ++i) {
+        const int64_t a = op.a.ints[i] < 0 ? op.a.ints[i] + nd : op.a.ints[i];
+        if (a < 0 || a >= nd)
+          throw_invalid_config(attr_field(op, "axes"), std::to_string(op.a.ints[i]) + " is not an axis of an input of " +
+                                                           std::to_string(nd) + " dims");
+        red[a] = true;
+      }
+      Shape o;
+      for (int i = 0; i < nd; ++i) {
+        const bool r = op.a.n_ints == 0 || red[i];
+        if (r && xs.d[i] == 0 && (op.a.fn == kRMax || op.a.fn == kRMin))
+          bad_shape(op, {-1}, xs, "x (max / min over an empty dim)");
+        if (!r) o.d[o.ndim++] = xs.d[i];
+        else if (op.a.keepdims) o.d[o.ndim++] = 1;
+      }
+      return {o};
+    }
     default: break;
   }
   bad_shape(op, {-1}, xs, "x");
@@ -278,6 +361,8 @@ std::vector<OpSchema> build_table() {
   const InputSpec x{"x", kDtF32};
   const InputSpec out{"out", kDtF32};
   const InputSpec w_vec{"weight", kDtF32, IS::Cols0};
+  const InputSpec ax{"x", kDtArray};
+  const InputSpec aout{"out", kDtArray};
   // clang-format off
   std::vector<OpSchema> t = {
     {OpKind::Embedding, "embedding", 2, 2, 1, false, {A("scale", Fl, false, F::Scale)},
@@ -355,16 +440,31 @@ std::vector<OpSchema> build_table() {
     {OpKind::Tanh, "tanh", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
     {OpKind::Sqrt, "sqrt", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
     {OpKind::Transpose, "transpose", 1, 1, 1, false, {A("perm", AttrType::IntArray, true, F::Ints)},
-     {x}, {out}, ShapeRule::Computed},
+     {ax}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
     {OpKind::Slice, "slice", 1, 1, 1, false,
-     {Ai("axis", true, F::Axis, -4, 3), A("range", AttrType::IntArray, true, F::Ints)}, {x}, {out}, ShapeRule::Computed},
+     {Ai("axis", true, F::Axis, -8, 7), A("range", AttrType::IntArray, true, F::Ints)}, {ax}, {aout},
+     ShapeRule::Computed, 0, nullptr, OutDType::Like0},
     {OpKind::Pad, "pad", 1, 1, 1, false,
      {A("pads", AttrType::IntArray, true, F::Ints), Ae("mode", false, F::Mode, "constant|reflect|edge"),
       A("value", Fl, false, F::Value)},
-     {x}, {out}, ShapeRule::Computed},
+     {ax}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
     {OpKind::Lstm, "lstm", 4, 6, 3, false, {},
      {x, {"W", kDtF32}, {"R", kDtF32}, {"bias", kDtF32}, {"h0", kDtF32}, {"c0", kDtF32}},
      {{"Y", kDtF32}, {"h", kDtF32}, {"c", kDtF32}}, ShapeRule::Computed},
+    // ---- array ops (graph v2)
+    {OpKind::Unary, "unary", 1, 1, 1, false,
+     {Ae("fn", true, F::Fn, kUnaryFns), A("alpha", Fl, false, F::Alpha), A("beta", Fl, false, F::Beta)},
+     {ax}, {aout}, ShapeRule::Like, 0, check_unary, OutDType::Like0},
+    {OpKind::Binary, "binary", 2, 2, 1, false, {Ae("fn", true, F::Fn, kBinaryFns)},
+     {ax, {"b", kDtArray}}, {aout}, ShapeRule::Computed, 0, check_binary, OutDType::BinaryFn},
+    {OpKind::Where, "where", 3, 3, 1, false, {},
+     {{"cond", kDtBool}, {"x", kDtArray}, {"y", kDtArray}}, {aout}, ShapeRule::Computed, 0, check_where, OutDType::Like1},
+    {OpKind::Cast, "cast", 1, 1, 1, false, {Ae("to", true, F::To, kCastTypes)},
+     {ax}, {aout}, ShapeRule::Like, 0, nullptr, OutDType::Attr},
+    {OpKind::Reduce, "reduce", 1, 1, 1, false,
+     {Ae("fn", true, F::Fn, kReduceFns), A("axes", AttrType::IntArray, false, F::Ints),
+      A("keepdims", Bo, false, F::KeepDims)},
+     {{"x", kDtF32 | kDtF16 | kDtInt}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
   };
   // clang-format on
   return t;
@@ -461,15 +561,24 @@ void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool f
     case F::Axis: a.axis = static_cast<int>(integer); break;
     case F::Mode: a.mode = static_cast<int>(integer); break;
     case F::Value: a.value = static_cast<float>(num); break;
-    case F::Ints: break;  // set_attr_ints
+    case F::Fn: a.fn = static_cast<int>(integer); break;
+    case F::To: a.to = static_cast<int>(integer); break;
+    case F::Group: a.group = static_cast<int>(integer); break;
+    case F::KeepDims: a.keepdims = flag; break;
+    case F::Alpha: a.alpha = static_cast<float>(num); break;
+    case F::Beta: a.beta = static_cast<float>(num); break;
+    case F::Ints:
+    case F::Ints2: break;  // set_attr_ints
   }
 }
 
 void set_attr_ints(OpAttrs& a, const AttrSpec& s, const std::vector<int64_t>& v, const std::string& field) {
-  if (s.field != F::Ints) return;
-  if (v.size() > 8) throw_invalid_config(field, "at most 8 integers, got " + std::to_string(v.size()));
-  a.n_ints = static_cast<int>(v.size());
-  for (size_t i = 0; i < v.size(); ++i) a.ints[i] = v[i];
+  if (s.field != F::Ints && s.field != F::Ints2) return;
+  const size_t cap = s.field == F::Ints ? 16 : 8;
+  if (v.size() > cap) throw_invalid_config(field, "at most " + std::to_string(cap) + " integers, got " + std::to_string(v.size()));
+  int64_t* dst = s.field == F::Ints ? a.ints : a.ints2;
+  (s.field == F::Ints ? a.n_ints : a.n_ints2) = static_cast<int>(v.size());
+  for (size_t i = 0; i < v.size(); ++i) dst[i] = v[i];
 }
 
 int attr_choice(const AttrSpec& s, const char* value) {
@@ -547,6 +656,8 @@ void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, in
   for (int i = 0; i < n_out; ++i) {
     const InputSpec& os = s.outputs[static_cast<size_t>(i)];
     need_dtype(op, out[i], os.dtypes, os.name);
+    if (s.out_dtype != OutDType::F32 && out[i].dtype != output_dtype(op, in, n_in, i))
+      need_dtype(op, out[i], dtype_bit(output_dtype(op, in, n_in, i)), os.name);
     need_data(op, out[i], os.name);
     if (has_shape && out[i].shape.numel() != want.numel()) bad_shape(op, want.vec(), out[i].shape, os.name);
     if (!computed.empty() && !(out[i].shape == computed[static_cast<size_t>(i)]))
@@ -585,6 +696,60 @@ void slice_bounds(const Op& op, const Shape& x, int* axis, int64_t* start, int64
   *axis = ax;
   *start = st;
   *count = en > st ? (en - st + step - 1) / step : 0;
+}
+
+const char* const kUnaryFns =
+    "neg|abs|exp|log|erf|sin|cos|ceil|floor|round|sign|reciprocal|softplus|leaky_relu|not|clip";
+const char* const kBinaryFns =
+    "add|sub|mul|div|pow|min|max|mod|equal|less|less_equal|greater|greater_equal|and|or|xor";
+const char* const kReduceFns = "sum|mean|max|min|prod";
+const char* const kCastTypes = "f32|f16|i32|i64|u8|i8|bool";
+
+namespace {
+const DType kCastDTypes[] = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8, DType::I8, DType::BOOL};
+}
+
+DType cast_dtype(int to) {
+  return to >= 0 && to < static_cast<int>(sizeof(kCastDTypes) / sizeof(kCastDTypes[0])) ? kCastDTypes[to] : DType::F32;
+}
+
+int cast_index(DType t) {
+  for (size_t i = 0; i < sizeof(kCastDTypes) / sizeof(kCastDTypes[0]); ++i)
+    if (kCastDTypes[i] == t) return static_cast<int>(i);
+  return -1;
+}
+
+size_t elem_bytes(DType t) {
+  const DTypeInfo& i = dtype_info(t);
+  return i.quantized ? 0 : i.block_bytes;
+}
+
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
+  Shape o;
+  o.ndim = a.ndim > b.ndim ? a.ndim : b.ndim;
+  for (int i = 0; i < o.ndim; ++i) {
+    const int ia = i - (o.ndim - a.ndim), ib = i - (o.ndim - b.ndim);
+    const int64_t da = ia >= 0 ? a.d[ia] : 1, db = ib >= 0 ? b.d[ib] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    o.d[i] = da == 1 ? db : da;
+  }
+  *out = o;
+  return true;
+}
+
+DType output_dtype(const Op& op, const Tensor* in, int n_in, int i) {
+  (void)i;
+  switch (op_schema(op.kind).out_dtype) {
+    case OutDType::F32: return DType::F32;
+    case OutDType::Like0: return n_in > 0 ? in[0].dtype : DType::F32;
+    case OutDType::Like1: return n_in > 1 ? in[1].dtype : DType::F32;
+    case OutDType::Bool: return DType::BOOL;
+    case OutDType::I64: return DType::I64;
+    case OutDType::Attr: return cast_dtype(op.a.to);
+    case OutDType::BinaryFn:
+      return op.a.fn >= kBEqual ? DType::BOOL : (n_in > 0 ? in[0].dtype : DType::F32);
+  }
+  return DType::F32;
 }
 
 std::vector<Shape> computed_output_shapes(const Op& op, const Tensor* in, int n_in) {

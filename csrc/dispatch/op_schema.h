@@ -21,7 +21,7 @@ enum class AttrType : uint8_t { Float, Int, Bool, IntArray, Table, Enum };
 struct AttrSpec {
   enum class Field : uint8_t {
     None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode, Stride, Padding,
-    ChannelsFirst, Axis, Mode, Value, Ints
+    ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta
   };
   const char* key;
   AttrType type;
@@ -32,11 +32,44 @@ struct AttrSpec {
 };
 
 // Element types an input/output accepts (bit set).
-enum : uint8_t {
+enum : uint16_t {
   kDtF32 = 1, kDtF16 = 2, kDtBF16 = 4, kDtI32 = 8,
   kDtWeight = 16,  // any weight encoding (float or block-quantized), 2-D, rows whole blocks
+  kDtI64 = 32, kDtBool = 64, kDtU8 = 128, kDtI8 = 256,
   kDtFloat = kDtF32 | kDtF16 | kDtBF16,
+  kDtInt = kDtI32 | kDtI64 | kDtU8 | kDtI8,           // integer arrays (indices, shapes)
+  kDtArray = kDtF32 | kDtF16 | kDtInt | kDtBool,      // any array element type (graph v2)
 };
+
+// The element type of an op's outputs (graph v2 ops carry integers and booleans).
+enum class OutDType : uint8_t {
+  F32,    // float32 (every op of the token-stream graphs)
+  Like0,  // the dtype of input 0
+  Like1,  // the dtype of input 1 (where: x)
+  Bool,   // comparisons, logic
+  I64,    // indices, shapes
+  Attr,   // attribute `to` (cast)
+  BinaryFn,  // binary: bool for the comparisons, else input 0's dtype
+};
+
+// The `fn` choices of the array ops (the enum attribute's index is OpAttrs::fn) and cast's `to`.
+extern const char* const kUnaryFns;
+extern const char* const kBinaryFns;
+extern const char* const kReduceFns;
+extern const char* const kCastTypes;
+enum UnaryFn : int {
+  kUNeg, kUAbs, kUExp, kULog, kUErf, kUSin, kUCos, kUCeil, kUFloor, kURound, kUSign, kUReciprocal, kUSoftplus,
+  kULeakyRelu, kUNot, kUClip
+};
+enum BinaryFn : int {
+  kBAdd, kBSub, kBMul, kBDiv, kBPow, kBMin, kBMax, kBMod, kBEqual, kBLess, kBLessEqual, kBGreater, kBGreaterEqual,
+  kBAnd, kBOr, kBXor
+};
+enum ReduceFn : int { kRSum, kRMean, kRMax, kRMin, kRProd };
+// Cast's `to` (index into kCastTypes) as a DType.
+DType cast_dtype(int to);
+// The index into kCastTypes of a DType (-1: not a cast target).
+int cast_index(DType t);
 
 // The shape an input must have, relative to input 0 (or input `arg`).
 enum class InShape : uint8_t {
@@ -54,7 +87,7 @@ enum class InShape : uint8_t {
 
 struct InputSpec {
   const char* name;
-  uint8_t dtypes;
+  uint16_t dtypes;
   InShape shape = InShape::Any;
   int arg = 0;
 };
@@ -86,6 +119,7 @@ struct OpSchema {
   ShapeRule rule;
   int rule_arg = 0;
   OpCheck check = nullptr;  // extra semantic checks (heads, caches, positions, ...)
+  OutDType out_dtype = OutDType::F32;
 
   int run_min_in() const { return min_in - (positions ? 1 : 0); }
   int run_max_in() const { return max_in - (positions ? 1 : 0); }
@@ -123,6 +157,13 @@ void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, in
 // Output shapes an op produces for these inputs (the schema's rule). Given
 // (kv_write) yields no shapes.
 std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in);
+// The element type of output `i` for these inputs (the schema's out_dtype).
+DType output_dtype(const Op& op, const Tensor* in, int n_in, int i);
+// Bytes of one element of an unquantized dtype (f32, f16, bf16, integers, bool).
+size_t elem_bytes(DType t);
+
+// Numpy broadcasting of two shapes (ONNX multidirectional): false when they do not broadcast.
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
 
 // ------------------------------------------------------------- shape rule
 // Generic over the shape type: S is Shape here, graph::SymShape in the graph
@@ -135,7 +176,7 @@ inline void sh_set_last(Shape& s, int64_t v) {
   s.d[s.ndim - 1] = v;
 }
 inline bool sh_push(Shape& s, int64_t v) {
-  if (s.ndim >= 4) return false;
+  if (s.ndim >= Shape::kMaxDims) return false;
   s.d[s.ndim++] = v;
   return true;
 }

@@ -29,9 +29,8 @@ void only_keys(const toml::Value& t, std::initializer_list<const char*> keys, co
 DType need_dtype(const toml::Value& t, const std::string& where) {
   const std::string s = need_str(t, "dtype", where);
   DType d;
-  if (!parse_encoding(s, &d) || !(d == DType::F32 || d == DType::I32 || d == DType::I64 || d == DType::F16 ||
-                                   d == DType::U8))
-    throw_format("graph", where + ".dtype", "'" + s + "' is not an array dtype (f32, f16, i32, i64, u8)");
+  if (!parse_encoding(s, &d) || !(d == DType::F32 || d == DType::F16 || is_int_dtype(d)))
+    throw_format("graph", where + ".dtype", "'" + s + "' is not an array dtype (f32, f16, i32, i64, i8, u8, bool)");
   return d;
 }
 
@@ -46,7 +45,7 @@ std::vector<Dim> need_dims(const toml::Value& t, const std::string& where) {
     else throw_format("graph", where + ".shape", "dims are sizes >= 0 or non-empty names");
     r.push_back(d);
   }
-  if (r.size() > 4) throw_format("graph", where + ".shape", "at most 4 dims");
+  if (r.size() > static_cast<size_t>(Shape::kMaxDims)) throw_format("graph", where + ".shape", "at most 8 dims");
   return r;
 }
 
@@ -111,8 +110,8 @@ void parse_attrs(Node& n, const toml::Value* attrs, const std::string& where) {
       if (d < -1) throw_invalid_config(af + "shape", "dims are sizes, 0 (the input's) or one -1");
       minus += d == -1;
     }
-    if (minus > 1 || n.reshape.empty() || n.reshape.size() > 4)
-      throw_invalid_config(af + "shape", "1 to 4 dims, at most one -1");
+    if (minus > 1 || n.reshape.empty() || n.reshape.size() > static_cast<size_t>(Shape::kMaxDims))
+      throw_invalid_config(af + "shape", "1 to 8 dims, at most one -1");
   }
 }
 
@@ -152,8 +151,6 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
     Constant c;
     c.name = need_str(t, "name", "constants");
     c.dtype = need_dtype(t, "constants." + c.name);
-    if (c.dtype != DType::F32 && c.dtype != DType::I32)
-      throw_format("graph", "constants." + c.name + ".dtype", "constants are f32 or i32");
     for (const Dim& d : need_dims(t, "constants." + c.name)) {
       if (!d.known()) throw_format("graph", "constants." + c.name + ".shape", "constant dims are sizes");
       c.shape.push_back(d.size);
@@ -162,13 +159,19 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
     if (!vs || !vs->is_array()) throw_format("graph", "constants." + c.name + ".values", "must be an array of numbers");
     for (const toml::Value& e : vs->as_array()) {
       if (!e.is_number()) throw_format("graph", "constants." + c.name + ".values", "must be an array of numbers");
-      c.values.push_back(e.as_float());
+      if (is_int_dtype(c.dtype)) {
+        if (!e.is_int()) throw_format("graph", "constants." + c.name + ".values", "integer constants take integers");
+        c.ivalues.push_back(e.as_int());
+      } else {
+        c.values.push_back(e.as_float());
+      }
     }
+    const size_t n_values = is_int_dtype(c.dtype) ? c.ivalues.size() : c.values.size();
     int64_t n = 1;
     for (int64_t d : c.shape) n *= d;
-    if (n != static_cast<int64_t>(c.values.size()))
+    if (n != static_cast<int64_t>(n_values))
       throw_format("graph", "constants." + c.name + ".values",
-                   std::to_string(c.values.size()) + " values for " + std::to_string(n) + " elements");
+                   std::to_string(n_values) + " values for " + std::to_string(n) + " elements");
     define(c.name, "constants");
     g.constants.push_back(std::move(c));
   }

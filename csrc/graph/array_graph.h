@@ -35,9 +35,10 @@ struct Initializer {
 
 struct Constant {
   std::string name;
-  DType dtype = DType::F32;  // f32 or i32
+  DType dtype = DType::F32;  // any array dtype
   std::vector<int64_t> shape;
-  std::vector<double> values;
+  std::vector<double> values;    // float dtypes
+  std::vector<int64_t> ivalues;  // integer and bool dtypes (exact: ONNX's INT64_MAX slice ends)
 };
 
 struct Node {

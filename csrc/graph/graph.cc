@@ -127,7 +127,7 @@ void infer_shapes(Graph& g) {
       if (w.kind != ValueKind::Weight || w.shape.size() != 2)
         mismatch(n, what, {cst(-1), K}, w.shape);
       if (w.shape[1] != K) mismatch(n, what, {w.shape[0], K}, w.shape);
-      if (w.dtype == DType::I32 || w.dtype == DType::I64 || w.dtype == DType::U8)
+      if (is_int_dtype(w.dtype))
         throw_unsupported_op(n.name + " (" + what + ")", "graph", dtype_name(w.dtype));
       return w.shape[0];
     };

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/array_elems.h"
 #include "core/errors.h"
 #include "dispatch/op_schema.h"
 #include "graph/array_graph.h"
@@ -25,7 +26,7 @@ struct Val {
 };
 
 Shape to_shape(const std::vector<int64_t>& v, const std::string& what) {
-  if (v.size() > 4) throw_shape_mismatch(what + " (at most 4 dims)", {-1, -1, -1, -1}, v);
+  if (v.size() > static_cast<size_t>(Shape::kMaxDims)) throw_shape_mismatch(what + " (at most 8 dims)", {-1}, v);
   Shape s;
   for (int64_t d : v) s.d[s.ndim++] = d;
   return s;
@@ -75,10 +76,14 @@ class ArrayGraphModel : public Model {
       Val v;
       v.dtype = c.dtype;
       v.shape = to_shape(c.shape, "constant '" + c.name + "'");
-      v.own = std::make_shared<std::vector<uint8_t>>(c.values.size() * 4);
-      for (size_t i = 0; i < c.values.size(); ++i) {
-        if (c.dtype == DType::F32) reinterpret_cast<float*>(v.own->data())[i] = static_cast<float>(c.values[i]);
-        else reinterpret_cast<int32_t*>(v.own->data())[i] = static_cast<int32_t>(c.values[i]);
+      const int64_t n = v.shape.numel();
+      v.own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * elem_bytes(c.dtype) + 8);
+      Tensor t;
+      t.dtype = c.dtype;
+      t.data = v.own->data();
+      for (int64_t i = 0; i < n; ++i) {
+        if (is_int_dtype(c.dtype)) put_i(t, i, c.ivalues[static_cast<size_t>(i)]);
+        else put_f(t, i, c.values[static_cast<size_t>(i)]);
       }
       v.data = v.own->data();
       fixed_[c.name] = v;
@@ -169,9 +174,12 @@ class ArrayGraphModel : public Model {
         std::vector<Tensor> out(shapes.size());
         std::vector<Val> outv(shapes.size());
         for (size_t i = 0; i < shapes.size(); ++i) {
+          const DType dt = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
+          outv[i].dtype = dt;
           outv[i].shape = shapes[i];
-          outv[i].own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(shapes[i].numel()) * 4 + 64);
+          outv[i].own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(shapes[i].numel()) * elem_bytes(dt) + 64);
           outv[i].data = outv[i].own->data();
+          out[i].dtype = dt;
           out[i].shape = shapes[i];
           out[i].data = outv[i].own->data();
         }

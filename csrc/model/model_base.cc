@@ -359,7 +359,7 @@ Tensor WeightBinder::weight(const std::string& name, const std::string& context,
     return Tensor{};
   }
   if (shape && e->shape != *shape) throw_shape_mismatch(name, *shape, e->shape);
-  if (e->dtype == DType::I32 || e->dtype == DType::I64 || e->dtype == DType::U8)
+  if (is_int_dtype(e->dtype))
     throw_weight_format(name, dtype_name(e->dtype), e->size, "integer encoding cannot be a weight");
   return file_->tensor(*e);
 }

@@ -19,18 +19,15 @@ struct NumpyKind {
   DType dtype;
   const char* numpy;  // numpy's name of the element type
 };
-// The element types a named-array model exchanges (bool travels as uint8).
+// The element types a named-array model exchanges.
 const NumpyKind kKinds[] = {{DType::F32, "float32"}, {DType::F16, "float16"}, {DType::I32, "int32"},
-                            {DType::I64, "int64"},   {DType::U8, "uint8"}};
+                            {DType::I64, "int64"},   {DType::U8, "uint8"},    {DType::I8, "int8"},
+                            {DType::BOOL, "bool"}};
 
 HostArray to_host(const std::string& name, const py::handle& value) {
   py::array a = py::array::ensure(value);
   if (!a) throw_invalid_config("inputs['" + name + "']", "must be an array (numpy or a nested list of numbers)");
   std::string kind = py::str(a.dtype().attr("name"));
-  if (kind == "bool") {
-    a = a.attr("astype")("uint8");
-    kind = "uint8";
-  }
   for (const NumpyKind& k : kKinds) {
     if (kind != k.numpy) continue;
     a = py::array::ensure(a, py::array::c_style);
@@ -42,7 +39,7 @@ HostArray to_host(const std::string& name, const py::handle& value) {
     return h;
   }
   throw_invalid_config("inputs['" + name + "']",
-                       "dtype " + kind + " is not accepted (float32, float16, int32, int64, uint8, bool)");
+                       "dtype " + kind + " is not accepted (float32, float16, int32, int64, int8, uint8, bool)");
 }
 
 py::array to_numpy(const HostArray& h) {

@@ -88,13 +88,14 @@ py::array view(const std::shared_ptr<ModelFile>& mf, const TensorEntry& e, bool 
   std::vector<py::ssize_t> shape;
   if (raw) {
     shape = {static_cast<py::ssize_t>(e.size)};
-  } else if (e.dtype == cyb::DType::F32 || e.dtype == cyb::DType::F16 || e.dtype == cyb::DType::I32 ||
-             e.dtype == cyb::DType::I64 || e.dtype == cyb::DType::U8) {
+  } else if (e.dtype == cyb::DType::F32 || e.dtype == cyb::DType::F16 || cyb::is_int_dtype(e.dtype)) {
     switch (e.dtype) {
       case cyb::DType::F32: dt = py::dtype::of<float>(); break;
       case cyb::DType::F16: dt = py::dtype("float16"); break;
       case cyb::DType::I32: dt = py::dtype::of<int32_t>(); break;
       case cyb::DType::I64: dt = py::dtype::of<int64_t>(); break;
+      case cyb::DType::I8: dt = py::dtype::of<int8_t>(); break;
+      case cyb::DType::BOOL: dt = py::dtype("bool"); break;
       default: break;
     }
     for (int64_t d : e.shape) shape.push_back(static_cast<py::ssize_t>(d));

@@ -28,7 +28,8 @@ using namespace cyb;
 namespace {
 
 Shape to_shape(const std::vector<int64_t>& v) {
-  if (v.size() > 4) throw_shape_mismatch("run_op", {4}, {static_cast<int64_t>(v.size())});
+  if (v.size() > static_cast<size_t>(Shape::kMaxDims))
+    throw_shape_mismatch("run_op", {Shape::kMaxDims}, {static_cast<int64_t>(v.size())});
   Shape s;
   for (int64_t d : v) s.d[s.ndim++] = d;
   return s;
@@ -47,7 +48,9 @@ DType parse_dtype(const std::string& s) {
 }
 
 // A numpy array or (raw uint8 bytes, encoding, shape) -> a host tensor whose bytes live in `keep`.
-Tensor to_tensor(const py::handle& h, std::vector<std::vector<uint8_t>>& keep) {
+// `exact`: integer and bool arrays keep their type (the array ops of graph v2); otherwise int64
+// arrays become i32 (token ids, positions) as the token-stream ops take them.
+Tensor to_tensor(const py::handle& h, std::vector<std::vector<uint8_t>>& keep, bool exact = false) {
   Tensor t;
   if (py::isinstance<py::tuple>(h)) {
     py::tuple tup = h.cast<py::tuple>();
@@ -71,6 +74,10 @@ Tensor to_tensor(const py::handle& h, std::vector<std::vector<uint8_t>>& keep) {
     if (kind == 'f' && isz == 4) t.dtype = DType::F32;
     else if (kind == 'f' && isz == 2) t.dtype = DType::F16;
     else if (kind == 'i' && isz == 4) t.dtype = DType::I32;
+    else if (exact && kind == 'i' && isz == 8) t.dtype = DType::I64;
+    else if (exact && kind == 'i' && isz == 1) t.dtype = DType::I8;
+    else if (exact && kind == 'u' && isz == 1) t.dtype = DType::U8;
+    else if (exact && kind == 'b') t.dtype = DType::BOOL;
     else if (kind == 'f' && isz == 8) {
       a = py::array_t<float, py::array::c_style | py::array::forcecast>(a);
       t.dtype = DType::F32;
@@ -103,6 +110,13 @@ py::array from_tensor(const Tensor& t) {
   if (t.dtype == DType::BF16) {  // returned as the raw uint16 bit patterns
     py::array_t<uint16_t> a(shape);
     std::memcpy(a.mutable_data(), t.data, t.nbytes());
+    return a;
+  }
+  const char* np = t.dtype == DType::I32 ? "int32" : t.dtype == DType::I64 ? "int64" : t.dtype == DType::I8 ? "int8"
+                   : t.dtype == DType::U8 ? "uint8" : t.dtype == DType::BOOL ? "bool" : nullptr;
+  if (np) {
+    py::array a(py::dtype(np), shape);
+    if (t.nbytes()) std::memcpy(a.mutable_data(), t.data, t.nbytes());
     return a;
   }
   py::array_t<uint8_t> a(static_cast<py::ssize_t>(t.nbytes()));
@@ -268,13 +282,16 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
   std::vector<std::vector<uint8_t>> keep;
   keep.reserve(inputs.size() + 8);
   std::vector<Tensor> in;
-  for (auto h : inputs) in.push_back(to_tensor(h, keep));
+  const bool exact = schema.out_dtype != OutDType::F32;  // an array op: integer / bool inputs as they are
+  for (auto h : inputs) in.push_back(to_tensor(h, keep, exact));
 
   std::vector<Tensor> out;
   if (outputs.is_none()) {
+    int oi = 0;
     for (const Shape& s : infer_output_shapes(op, in.data(), static_cast<int>(in.size()))) {
       Tensor t;
       t.shape = s;
+      t.dtype = output_dtype(op, in.data(), static_cast<int>(in.size()), oi++);
       keep.emplace_back(t.nbytes() + 64, 0);
       t.data = keep.back().data();
       out.push_back(t);

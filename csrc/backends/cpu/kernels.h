@@ -21,6 +21,8 @@ struct KernelTable {
 
 // The scalar reference kernels (accumulate in double, round once): the arbiter.
 void fill_reference_kernels(KernelTable& t);
+// The array ops of graph v2 (unary, binary, where, cast, reduce, ...): backends/cpu/ref_array_ops.cc.
+void fill_array_reference_kernels(KernelTable& t);
 
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);

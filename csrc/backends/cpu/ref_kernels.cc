@@ -12,6 +12,7 @@
 #include "dispatch/op_schema.h"
 #include "core/quant.h"
 #include "backends/cpu/simd_common.h"
+#include "core/array_elems.h"
 
 namespace cyb {
 namespace cpu {
@@ -463,64 +464,45 @@ void k_sqrt(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   unary(in, out, [](double a) { return std::sqrt(a); });
 }
 
-// Row-major strides of a shape (elements).
-void strides_of(const Shape& s, int64_t* st) {
-  int64_t acc = 1;
-  for (int i = s.ndim - 1; i >= 0; --i) {
-    st[i] = acc;
-    acc *= s.d[i];
-  }
-}
-
-// Walks every output index in row-major order; src(idx) gives the input element offset (or -1: `fill`).
-template <class F>
-void gather_out(const Shape& os, float* y, F src, const float* x, float fill) {
-  const int64_t n = os.numel();
-  int64_t idx[4] = {0, 0, 0, 0};
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t o = src(idx);
-    y[i] = o < 0 ? fill : x[o];
-    for (int d = os.ndim - 1; d >= 0; --d) {
-      if (++idx[d] < os.d[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
-
 void k_transpose(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   const Shape& xs = in[0].shape;
-  int64_t st[4];
+  int64_t st[Shape::kMaxDims];
   strides_of(xs, st);
   const int nd = xs.ndim;
-  gather_out(out[0].shape, out[0].f32(), [&](const int64_t* idx) {
+  gather_bytes(out[0].shape, out[0].data, [&](const int64_t* idx) {
     int64_t o = 0;
     for (int i = 0; i < nd; ++i) o += idx[i] * st[op.a.ints[i]];
     return o;
-  }, in[0].f32(), 0.f);
+  }, in[0].data, elem_bytes(in[0].dtype), nullptr);
 }
 
 void k_slice(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   const Shape& xs = in[0].shape;
-  int64_t st[4];
+  int64_t st[Shape::kMaxDims];
   strides_of(xs, st);
   const int nd = xs.ndim;
   int ax = 0;
   int64_t start = 0, count = 0;
   slice_bounds(op, xs, &ax, &start, &count);
   const int64_t step = op.a.ints[2];
-  gather_out(out[0].shape, out[0].f32(), [&](const int64_t* idx) {
+  gather_bytes(out[0].shape, out[0].data, [&](const int64_t* idx) {
     int64_t o = 0;
     for (int i = 0; i < nd; ++i) o += (i == ax ? start + idx[i] * step : idx[i]) * st[i];
     return o;
-  }, in[0].f32(), 0.f);
+  }, in[0].data, elem_bytes(in[0].dtype), nullptr);
 }
 
 void k_pad(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
   const Shape& xs = in[0].shape;
-  int64_t st[4];
+  int64_t st[Shape::kMaxDims];
   strides_of(xs, st);
   const int nd = xs.ndim, mode = op.a.mode;
-  gather_out(out[0].shape, out[0].f32(), [&](const int64_t* idx) {
+  uint8_t fill[8] = {};
+  Tensor f;
+  f.dtype = out[0].dtype;
+  f.data = fill;
+  put_f(f, 0, op.a.value);
+  gather_bytes(out[0].shape, out[0].data, [&](const int64_t* idx) {
     int64_t o = 0;
     for (int i = 0; i < nd; ++i) {
       int64_t j = idx[i] - op.a.ints[i];
@@ -533,7 +515,7 @@ void k_pad(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) 
       o += j * st[i];
     }
     return o;
-  }, in[0].f32(), op.a.value);
+  }, in[0].data, elem_bytes(in[0].dtype), fill);
 }
 
 // lstm: the ONNX gate order i, o, f, c; every gate pre-activation summed in double.
@@ -614,6 +596,7 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::Slice] = k_slice;
   t[OpKind::Pad] = k_pad;
   t[OpKind::Lstm] = k_lstm;
+  fill_array_reference_kernels(t);
 }
 
 }  // namespace cpu
