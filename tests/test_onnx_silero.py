@@ -119,8 +119,8 @@ def test_unknown_ops_reported_together(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
-             helper.make_node("Erf", ["a"], ["b"], name="erf_1"),
-             helper.make_node("Erf", ["b"], ["c"], name="erf_2"),
+             helper.make_node("Hardmax", ["a"], ["b"], name="hm_1"),
+             helper.make_node("Hardmax", ["b"], ["c"], name="hm_2"),
              helper.make_node("HardSwish", ["c"], ["y"], name="hs")]
     g = helper.make_graph(nodes, "g", [x], [y])
     src = str(tmp_path / "bad.onnx")
@@ -129,7 +129,7 @@ def test_unknown_ops_reported_together(tmp_path):
     with pytest.raises(UnsupportedOp) as e:
         import_model(src, str(out), progress=False)
     msg = str(e.value)
-    assert "Erf x2 (erf_1, erf_2)" in msg and "HardSwish x1 (hs)" in msg
+    assert "Hardmax x2 (hm_1, hm_2)" in msg and "HardSwish x1 (hs)" in msg
     assert not out.exists()
 
 
@@ -173,3 +173,57 @@ def test_small_graph_broadcast_and_views(tmp_path):
         got = m.run(None, {"x": xv})
         for r, o in zip(ref, got):
             assert _err(r, o) <= TOL
+
+
+def test_array_ops_graph_matches_onnxruntime(tmp_path):
+    """A hand-made graph over the array ops of graph v2 (broadcasting Sub / Div / Pow / Max, Erf,
+    Softplus, LeakyRelu, Clip, Sin, Where over Equal / Greater / Not, Cast to i64 and back, ReduceMean
+    / ReduceMax with and without keepdims, a run-time Shape feeding Reshape, Squeeze / Unsqueeze of
+    a symbolic dim), with float, i64 and bool outputs, against onnxruntime on two sizes."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from cyb_llm.convert import import_model
+
+    T = TensorProto
+    x = helper.make_tensor_value_info("x", T.FLOAT, ["n", 3, 4])
+    ids = helper.make_tensor_value_info("ids", T.INT64, ["n"])
+    outs = [helper.make_tensor_value_info("y", T.FLOAT, None), helper.make_tensor_value_info("m", T.BOOL, None),
+            helper.make_tensor_value_info("k", T.INT64, None), helper.make_tensor_value_info("r", T.FLOAT, None)]
+    inits = [numpy_helper.from_array(np.array([0.5, -1.0, 2.0, 3.0], np.float32), "row"),
+             numpy_helper.from_array(np.array([[1.5], [2.0], [-0.5]], np.float32), "col"),
+             numpy_helper.from_array(np.array([2], np.int64), "two"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax1"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    N = helper.make_node
+    nodes = [N("Sub", ["x", "row"], ["a"]), N("Div", ["a", "col"], ["b"]), N("Erf", ["b"], ["c"]),
+             N("Softplus", ["c"], ["d"]), N("LeakyRelu", ["b"], ["e"], alpha=0.1), N("Max", ["d", "e"], ["f"]),
+             N("Clip", ["f", "", "one"], ["g"]), N("Sin", ["g"], ["h"]),
+             N("Greater", ["h", "c"], ["gt"]), N("Not", ["gt"], ["m"]),
+             N("Where", ["gt", "h", "b"], ["w"]), N("Pow", ["w", "two_f"], ["p"]),
+             N("Constant", [], ["two_f"], value=numpy_helper.from_array(np.array(3.0, np.float32))),
+             N("ReduceMean", ["p", "ax1"], ["rm"], keepdims=1), N("ReduceMax", ["p"], ["y"], keepdims=0),
+             N("Cast", ["rm"], ["ri"], to=T.INT64), N("Mod", ["ri", "two"], ["k0"]),
+             N("Unsqueeze", ["ids", "ax1"], ["ids2"]), N("Mul", ["ids2", "two"], ["ids3"]),
+             N("Squeeze", ["ids3", "ax1"], ["ids4"]), N("Equal", ["ids4", "ids4"], ["eq"]),
+             N("Cast", ["eq"], ["eqi"], to=T.INT64), N("Add", ["ids4", "eqi"], ["k"]),
+             N("Shape", ["x"], ["xs"]), N("Cast", ["k0"], ["k0f"], to=T.FLOAT),
+             N("Reshape", ["w", "xs"], ["r0"]), N("Add", ["r0", "k0f"], ["r"])]
+    # the Constant node first (topological order)
+    nodes.insert(0, nodes.pop(12))
+    g = helper.make_graph(nodes, "g", [x, ids], outs, initializer=inits)
+    src = str(tmp_path / "arr.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
+    out = str(tmp_path / "arr.model")
+    import_model(src, out, progress=False)
+    m = cyb_llm.load(out, backend="cpu")
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    for n in (2, 5):
+        feeds = {"x": rng.standard_normal((n, 3, 4)).astype(np.float32) * 2,
+                 "ids": rng.integers(-5, 5, n).astype(np.int64)}
+        ref = dict(zip(["y", "m", "k", "r"], sess.run(["y", "m", "k", "r"], feeds)))
+        got = m.run(feeds)
+        for name in ("m", "k"):
+            assert got[name].dtype == ref[name].dtype and np.array_equal(got[name], ref[name]), name
+        for name in ("y", "r"):
+            assert _err(ref[name], got[name]) <= TOL, name

@@ -118,6 +118,14 @@ enum class OpKind : uint16_t {
   Cast = 43,
   // out = fn over attr axes (empty: all dims), attr keepdims: sum mean max min prod (sums in double).
   Reduce = 44,
+  // Views of graph v2, resolved by the executor (no kernel), any dtype: x viewed with the i64 shape
+  // input (ONNX Reshape: 0 copies x's dim unless attr allowzero, one -1 inferred) ...
+  ReshapeTo = 45,
+  Squeeze = 46,    // ... without the size-1 dims of attr axes (empty: every size-1 dim)
+  Unsqueeze = 47,  // ... with size-1 dims inserted at attr axes (of the output)
+  Flatten = 48,    // ... as 2-D [prod(d[:axis]), prod(d[axis:])]
+  // out i64 [k] = x's dims [start, end) (attr range = [start, end], ONNX Shape's bounds; default all).
+  ShapeOf = 49,
   COUNT_PLUS_ONE
 };
 
@@ -153,6 +161,7 @@ struct OpAttrs {
   int to = 0;                  // Cast: the target DType (as its enum value)
   int group = 1;               // Conv: groups
   bool keepdims = true;        // Reduce
+  bool allowzero = false;      // ReshapeTo: a 0 in the shape is a size 0 (else x's dim)
   float alpha = 0.f, beta = 0.f;  // LeakyRelu slope, Gemm / Clip bounds, ...
   const RopeTable* rope = nullptr;
 };

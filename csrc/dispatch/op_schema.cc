@@ -246,6 +246,20 @@ void check_where(const Op& op, const Tensor* in, int, const Tensor*, int) {
                              " (x and y must have one dtype)");
 }
 
+}  // namespace
+
+void shape_of_bounds(const Op& op, int nd, int64_t* start, int64_t* end) {
+  auto norm = [nd](int64_t v) {
+    if (v < 0) v += nd;
+    return v < 0 ? int64_t{0} : (v > nd ? int64_t{nd} : v);
+  };
+  const int64_t st = op.a.n_ints > 0 ? norm(op.a.ints[0]) : 0, en = op.a.n_ints > 1 ? norm(op.a.ints[1]) : nd;
+  *start = st;
+  *end = en > st ? en : st;
+}
+
+namespace {
+
 Shape broadcast_or_throw(const Op& op, const Shape& a, const Shape& b, const char* what) {
   Shape o;
   if (!broadcast_shapes(a, b, &o)) bad_shape(op, a.vec(), b, what);
@@ -308,6 +322,14 @@ std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
       return {Shape{S, B, H}, Shape{B, H}, Shape{B, H}};
     }
     case OpKind::Binary: return {broadcast_or_throw(op, xs, in[1].shape, "b (does not broadcast with a)")};
+    case OpKind::ShapeOf: {
+      int64_t st = 0, en = nd;
+      shape_of_bounds(op, nd, &st, &en);
+      Shape o;
+      o.ndim = 1;
+      o.d[0] = en - st;
+      return {o};
+    }
     case OpKind::Where: {
       const Shape xy = broadcast_or_throw(op, in[1].shape, in[2].shape, "y (does not broadcast with x)");
       return {broadcast_or_throw(op, xs, xy, "cond (does not broadcast with x, y)")};
@@ -461,6 +483,16 @@ std::vector<OpSchema> build_table() {
      {{"cond", kDtBool}, {"x", kDtArray}, {"y", kDtArray}}, {aout}, ShapeRule::Computed, 0, check_where, OutDType::Like1},
     {OpKind::Cast, "cast", 1, 1, 1, false, {Ae("to", true, F::To, kCastTypes)},
      {ax}, {aout}, ShapeRule::Like, 0, nullptr, OutDType::Attr},
+    {OpKind::ReshapeTo, "reshape_to", 2, 2, 1, false, {A("allowzero", Bo, false, F::AllowZero)},
+     {ax, {"shape", kDtI64}}, {aout}, ShapeRule::View, 0, nullptr, OutDType::Like0},
+    {OpKind::Squeeze, "squeeze", 1, 1, 1, false, {A("axes", AttrType::IntArray, false, F::Ints)},
+     {ax}, {aout}, ShapeRule::View, 0, nullptr, OutDType::Like0},
+    {OpKind::Unsqueeze, "unsqueeze", 1, 1, 1, false, {A("axes", AttrType::IntArray, true, F::Ints)},
+     {ax}, {aout}, ShapeRule::View, 0, nullptr, OutDType::Like0},
+    {OpKind::Flatten, "flatten", 1, 1, 1, false, {Ai("axis", false, F::Axis, -8, 8)},
+     {ax}, {aout}, ShapeRule::View, 0, nullptr, OutDType::Like0},
+    {OpKind::ShapeOf, "shape", 1, 1, 1, false, {A("range", AttrType::IntArray, false, F::Ints)},
+     {ax}, {{"out", kDtI64}}, ShapeRule::Computed, 0, nullptr, OutDType::I64},
     {OpKind::Reduce, "reduce", 1, 1, 1, false,
      {Ae("fn", true, F::Fn, kReduceFns), A("axes", AttrType::IntArray, false, F::Ints),
       A("keepdims", Bo, false, F::KeepDims)},
@@ -565,6 +597,7 @@ void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool f
     case F::To: a.to = static_cast<int>(integer); break;
     case F::Group: a.group = static_cast<int>(integer); break;
     case F::KeepDims: a.keepdims = flag; break;
+    case F::AllowZero: a.allowzero = flag; break;
     case F::Alpha: a.alpha = static_cast<float>(num); break;
     case F::Beta: a.beta = static_cast<float>(num); break;
     case F::Ints:
@@ -750,6 +783,77 @@ DType output_dtype(const Op& op, const Tensor* in, int n_in, int i) {
       return op.a.fn >= kBEqual ? DType::BOOL : (n_in > 0 ? in[0].dtype : DType::F32);
   }
   return DType::F32;
+}
+
+Shape view_shape(const Op& op, const Shape& x, const Tensor* shape_in) {
+  std::vector<int64_t> d;
+  switch (op.kind) {
+    case OpKind::ReshapeTo: {
+      if (!shape_in || shape_in->dtype != DType::I64 || shape_in->shape.ndim != 1 || !shape_in->data)
+        bad_shape(op, {-1}, shape_in ? shape_in->shape : Shape{}, "shape (an i64 vector)");
+      const auto* p = static_cast<const int64_t*>(shape_in->data);
+      d.assign(p, p + shape_in->shape.d[0]);
+      int64_t known = 1;
+      int minus = -1;
+      for (size_t i = 0; i < d.size(); ++i) {
+        if (d[i] == 0 && !op.a.allowzero) {
+          if (static_cast<int>(i) >= x.ndim) bad_shape(op, d, x, "x (a 0 past its dims)");
+          d[i] = x.d[i];
+        }
+        if (d[i] == -1) {
+          if (minus >= 0) bad_shape(op, d, x, "shape (two -1)");
+          minus = static_cast<int>(i);
+        } else if (d[i] < 0) {
+          bad_shape(op, d, x, "shape (a negative size)");
+        } else {
+          if (d[i] > 0 && known > (int64_t{1} << 62) / d[i]) bad_shape(op, d, x, "shape (too large)");
+          known *= d[i];
+        }
+      }
+      if (minus >= 0) {
+        if (known == 0 || x.numel() % known != 0) bad_shape(op, d, x, "x (does not fill the shape)");
+        d[static_cast<size_t>(minus)] = x.numel() / known;
+      }
+      break;
+    }
+    case OpKind::Squeeze: {
+      bool drop[Shape::kMaxDims] = {};
+      for (int i = 0; i < op.a.n_ints; ++i) {
+        const int64_t a = op.a.ints[i] < 0 ? op.a.ints[i] + x.ndim : op.a.ints[i];
+        if (a < 0 || a >= x.ndim || x.d[a] != 1) bad_shape(op, {-1}, x, "x (squeezed axis not of size 1)");
+        drop[a] = true;
+      }
+      for (int i = 0; i < x.ndim; ++i)
+        if (!(op.a.n_ints ? drop[i] : x.d[i] == 1)) d.push_back(x.d[i]);
+      break;
+    }
+    case OpKind::Unsqueeze: {
+      const int nd = x.ndim + op.a.n_ints;
+      if (nd > Shape::kMaxDims) bad_shape(op, {-1}, x, "x (more than 8 dims)");
+      bool ins[Shape::kMaxDims] = {};
+      for (int i = 0; i < op.a.n_ints; ++i) {
+        const int64_t a = op.a.ints[i] < 0 ? op.a.ints[i] + nd : op.a.ints[i];
+        if (a < 0 || a >= nd || ins[a]) throw_invalid_config(attr_field(op, "axes"), "axes out of range or repeated");
+        ins[a] = true;
+      }
+      for (int i = 0, j = 0; i < nd; ++i) d.push_back(ins[i] ? 1 : x.d[j++]);
+      break;
+    }
+    case OpKind::Flatten: {
+      const int ax = op.a.axis < 0 ? op.a.axis + x.ndim : op.a.axis;
+      if (ax < 0 || ax > x.ndim) throw_invalid_config(attr_field(op, "axis"), "not in [-rank, rank]");
+      int64_t a = 1, b = 1;
+      for (int i = 0; i < x.ndim; ++i) (i < ax ? a : b) *= x.d[i];
+      d = {a, b};
+      break;
+    }
+    default: bad_shape(op, {-1}, x, "x (not a view op)");
+  }
+  if (d.size() > static_cast<size_t>(Shape::kMaxDims)) bad_shape(op, d, x, "shape (more than 8 dims)");
+  Shape o;
+  for (int64_t v : d) o.d[o.ndim++] = v;
+  if (o.numel() != x.numel()) bad_shape(op, d, x, "x (element count differs)");
+  return o;
 }
 
 std::vector<Shape> computed_output_shapes(const Op& op, const Tensor* in, int n_in) {

@@ -21,7 +21,7 @@ enum class AttrType : uint8_t { Float, Int, Bool, IntArray, Table, Enum };
 struct AttrSpec {
   enum class Field : uint8_t {
     None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode, Stride, Padding,
-    ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta
+    ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta, AllowZero
   };
   const char* key;
   AttrType type;
@@ -144,6 +144,11 @@ std::vector<Shape> computed_output_shapes(const Op& op, const Tensor* in, int n_
 // ints[0..3) as ONNX reads them (negative start / end count from the end, then clamped to [0, dim];
 // step >= 1): the first index and the count. InvalidConfig naming the op otherwise.
 void slice_bounds(const Op& op, const Shape& x, int* axis, int64_t* start, int64_t* count);
+// Shape (op shape): the dims [start, end) of an input of nd dims that attr range selects (ONNX bounds).
+void shape_of_bounds(const Op& op, int nd, int64_t* start, int64_t* end);
+// The shape a graph-v2 view op (reshape_to, squeeze, unsqueeze, flatten) gives x (ShapeMismatch /
+// InvalidConfig naming the op when it does not fit); `shape` is reshape_to's i64 input.
+Shape view_shape(const Op& op, const Shape& x, const Tensor* shape);
 // Enum attributes: index of `value` in s.choices, -1 when it is not one of them.
 int attr_choice(const AttrSpec& s, const char* value);
 

@@ -230,8 +230,6 @@ Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)
     only_keys(t, {"name", "dtype", "shape"}, "outputs");
     IoSpec io{need_str(t, "name", "outputs"), need_dtype(t, "outputs"), need_dims(t, "outputs")};
     if (!defined.count(io.name)) throw_format("graph", "outputs", "output '" + io.name + "' is never produced");
-    if (io.dtype != DType::F32)
-      throw_format("graph", "outputs." + io.name + ".dtype", "outputs are f32 in this version");
     g.outputs.push_back(io);
   }
   if (g.outputs.empty()) throw_format("graph", "outputs", "a version-2 graph declares at least one output");

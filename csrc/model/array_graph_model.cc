@@ -97,7 +97,7 @@ class ArrayGraphModel : public Model {
       // nox never falls back: a node it has no kernel for makes the load fail, naming the node.
       Backend* b = dispatcher_->chain().front();
       for (const graph2::Node& n : g_.nodes) {
-        if (n.kind == OpKind::Reshape) continue;
+        if (op_schema(n.kind).rule == ShapeRule::View) continue;
         std::vector<Tensor> dummy(n.inputs.size());
         if (!b->supports(n.op, dummy.data(), static_cast<int>(dummy.size())))
           throw_backend_init("nox", "node '" + n.name + "' (op " + op_name(n.kind) +
@@ -169,6 +169,10 @@ class ArrayGraphModel : public Model {
         Val v = get(n.inputs[0]);
         v.shape = reshaped(n, v.shape);
         vals[n.outputs[0]] = v;
+      } else if (op_schema(n.kind).rule == ShapeRule::View) {
+        Val v = get(n.inputs[0]);
+        v.shape = view_shape(n.op, v.shape, in.size() > 1 ? &in[1] : nullptr);
+        vals[n.outputs[0]] = v;
       } else {
         std::vector<Shape> shapes = output_shapes(n, in);
         std::vector<Tensor> out(shapes.size());
@@ -194,6 +198,9 @@ class ArrayGraphModel : public Model {
     NamedArrays out;
     for (const graph2::IoSpec& s : g_.outputs) {
       const Val& v = get(s.name);
+      if (v.dtype != s.dtype)
+        throw_format("graph", "outputs." + s.name + ".dtype", std::string("declared ") + dtype_name(s.dtype) +
+                                                              ", the graph computes " + dtype_name(v.dtype));
       HostArray h;
       h.dtype = v.dtype;
       h.shape = v.shape.vec();

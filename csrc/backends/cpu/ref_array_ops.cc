@@ -236,9 +236,16 @@ void k_reduce(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext
   }
 }
 
+void k_shape_of(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  int64_t st = 0, en = 0;
+  shape_of_bounds(op, in[0].shape.ndim, &st, &en);
+  for (int64_t i = st; i < en; ++i) put_i(out[0], i - st, in[0].shape.d[i]);
+}
+
 }  // namespace
 
 void fill_array_reference_kernels(KernelTable& t) {
+  t[OpKind::ShapeOf] = k_shape_of;
   t[OpKind::Unary] = k_unary;
   t[OpKind::Binary] = k_binary;
   t[OpKind::Where] = k_where;

@@ -26,13 +26,18 @@ import numpy as np
 
 from ..errors import FormatError, InvalidConfig, UnsupportedOp
 from ..writer import write_model
+from . import onnx_ops  # noqa: F401  (registers the translations of the array ops)
 from .common import Progress, make_error, write_atomically
+from .onnx_registry import HANDLERS
 
 MODEL_TYPE = "onnx-graph"
 
 # ONNX elem_type -> (.model dtype name, numpy dtype)
 _DTYPES = {1: ("f32", np.float32), 6: ("i32", np.int32), 7: ("i64", np.int64), 10: ("f16", np.float16),
-           9: ("u8", np.uint8), 2: ("u8", np.uint8)}
+           9: ("bool", np.bool_), 2: ("u8", np.uint8), 3: ("i8", np.int8)}
+_NP_NAMES = {np.dtype(v[1]): v[0] for v in _DTYPES.values()}
+OPSET_RANGE = (13, 21)  # the default-domain opsets the importer reads
+_NOT_FOLDED = {"RandomNormalLike", "RandomNormal", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Sqrt": "sqrt", "Softmax": None}
 _FOLDABLE = {"Constant", "Shape", "Cast", "Gather", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Add", "Sub", "Mul",
@@ -68,6 +73,8 @@ class _Importer:
         self.weights: dict[str, np.ndarray] = {}     # tensors of the weights section (f32)
         self.nodes: list[dict] = []
         self.constants: list[dict] = []
+        self.const_names: set[str] = set()
+        self.dtypes: dict[str, str] = {}             # element types of run-time values (default f32)
         self.n_sym = 0
         self.fresh_names: set[str] = set()  # sizes this inference could not name
         self.used: set[str] = set()
@@ -110,11 +117,20 @@ class _Importer:
             return v
         if v in self.consts:
             arr = self.consts[v]
-            if arr.dtype.kind != "f":
-                raise self.unsupported(node, f"integer tensor '{v}' is read as data at run time")
+            if arr.ndim > 8:
+                raise self.unsupported(node, f"'{v}' has {arr.ndim} dims (at most 8)")
+            if arr.dtype.kind != "f":  # integers and booleans read at run time: a constant of the graph
+                if v not in self.const_names:
+                    if arr.size > 1 << 16:
+                        raise self.unsupported(node, f"integer tensor '{v}' of {arr.size} values read at run time")
+                    dt = _NP_NAMES.get(arr.dtype)
+                    if dt is None:
+                        raise self.unsupported(node, f"'{v}' has element type {arr.dtype}")
+                    self.constants.append({"name": v, "dtype": dt, "shape": [int(d) for d in arr.shape],
+                                           "values": [int(x) for x in arr.reshape(-1)]})
+                    self.const_names.add(v)
+                return v
             if v not in self.weights:
-                if arr.ndim > 4:
-                    raise self.unsupported(node, f"'{v}' has {arr.ndim} dims (at most 4)")
                 self.weights[v] = np.ascontiguousarray(arr, dtype=np.float32)
             return v
         raise make_error(FormatError, f"ONNX node '{node.name}' reads '{v}', which nothing defines before it",
@@ -127,13 +143,26 @@ class _Importer:
         return list(self.consts[v].shape)
 
     def emit(self, name: str, op: str, inputs: list[str], outputs: list[str], shapes: list[list[Dim]],
-             **attrs: Any) -> None:
+             dtypes: list[str] | None = None, **attrs: Any) -> None:
+        """Appends a node; `shapes` (sizes or names) and `dtypes` (default: the first input's, f32 for
+        a constant) describe its outputs for the translation of later nodes."""
         node = {"name": name, "op": op, "inputs": inputs, "outputs": outputs}
         if attrs:
             node["attrs"] = attrs
         self.nodes.append(node)
-        for o, s in zip(outputs, shapes):
+        first = self.dtype(inputs[0]) if inputs and inputs[0] else "f32"
+        for k, (o, s) in enumerate(zip(outputs, shapes)):
             self.shapes[o] = list(s)
+            self.dtypes[o] = dtypes[k] if dtypes else first
+
+    def dtype(self, v: str) -> str:
+        """The element type of a value (run-time or constant)."""
+        v = self.name(v)
+        if v in self.dtypes:
+            return self.dtypes[v]
+        if v in self.consts:
+            return _NP_NAMES.get(self.consts[v].dtype, "f32") if self.consts[v].dtype.kind != "f" else "f32"
+        return "f32"
 
     def reshape(self, name: str, x: str, out: str, target: list[Dim]) -> None:
         """A reshape view of x to `target` (sizes or names): names equal to x's dim at the same
@@ -230,11 +259,41 @@ class _Importer:
         self.consts[node.output[0]] = np.asarray(val)
         return True
 
+    def fold_any(self, node: Any) -> bool:
+        """Any other deterministic node whose inputs are all known at import: evaluated once with the
+        onnx package's reference evaluator (its outputs become constants)."""
+        if node.op_type in _NOT_FOLDED or node.domain not in ("", "ai.onnx"):
+            return False
+        ins = [self.name(i) for i in node.input]
+        if not node.input or not all((not i) or i in self.consts for i in ins):
+            return False
+        if sum(int(self.consts[i].size) for i in ins if i) > 1 << 22:
+            return False  # a large computation is the run time's
+        from onnx.reference import ReferenceEvaluator
+        h = self.onnx.helper
+        feeds = {f"in{k}": self.consts[i] for k, i in enumerate(ins) if i}
+        n2 = h.make_node(node.op_type, [f"in{k}" if i else "" for k, i in enumerate(ins)],
+                         [f"out{k}" for k in range(len(node.output))], domain=node.domain)
+        n2.attribute.extend(node.attribute)
+        g = h.make_graph([n2], "fold",
+                         [h.make_tensor_value_info(k, h.np_dtype_to_tensor_dtype(v.dtype), None)
+                          for k, v in feeds.items()],
+                         [h.make_tensor_value_info(f"out{k}", 0, None) for k in range(len(node.output))])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", self.opset)])
+        try:
+            outs = ReferenceEvaluator(m).run(None, feeds)
+        except Exception:  # noqa: BLE001 - not foldable here: translated for the run time instead
+            return False
+        for o, val in zip(node.output, outs):
+            if o:
+                self.consts[o] = np.asarray(val)
+        return True
+
     # ---- translation --------------------------------------------------------------------------
     def check_supported(self) -> None:
         bad: dict[str, list[str]] = {}
         for n in self.g.node:
-            if n.domain not in ("", "ai.onnx") or n.op_type not in _SUPPORTED:
+            if n.domain not in ("", "ai.onnx") or (n.op_type not in _SUPPORTED and n.op_type not in HANDLERS):
                 key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
                 bad.setdefault(key, []).append(n.name or n.output[0])
         if bad:
@@ -244,6 +303,11 @@ class _Importer:
                              "; ".join(parts), op=", ".join(parts), backend="onnx import", dtype="")
 
     def run(self) -> tuple[dict, dict[str, np.ndarray]]:
+        lo, hi = OPSET_RANGE
+        if not lo <= self.opset <= hi:
+            raise make_error(UnsupportedOp, f"ONNX opset {self.opset}: this importer reads opsets {lo} to {hi} "
+                             "(onnx.version_converter can convert the file)", op=f"opset {self.opset}",
+                             backend="onnx import", dtype="")
         self.check_supported()
         inputs = []
         init_names = {t.name for t in self.g.initializer}
@@ -261,9 +325,10 @@ class _Importer:
                 else:
                     dims.append(d.dim_param or f"{i.name}_{k}")
             self.shapes[i.name] = dims
+            self.dtypes[i.name] = _DTYPES[tt.elem_type][0]
             inputs.append({"name": i.name, "dtype": _DTYPES[tt.elem_type][0], "shape": dims})
         for node in self.g.node:
-            if self.try_fold(node):
+            if self.try_fold(node) or self.fold_any(node):
                 continue
             self.translate(node)
         outputs = []
@@ -278,7 +343,8 @@ class _Importer:
             declared = o.type.tensor_type.shape.dim
             if len(declared) == len(dims):  # the file's dim names where this inference has none of its own
                 dims = [d.dim_param if (x in self.fresh_names and d.dim_param) else x for x, d in zip(dims, declared)]
-            outputs.append({"name": o.name, "dtype": "f32", "shape": dims})
+            outputs.append({"name": o.name, "dtype": self.dtype(o.name), "shape": dims})
+        self.drop_dead_nodes([o["name"] for o in outputs])
         state = self.state_pairs(inputs, outputs)
         graph: dict[str, Any] = {"version": 2, "inputs": inputs, "outputs": outputs}
         if self.weights:
@@ -289,6 +355,19 @@ class _Importer:
         if state:
             graph["state"] = [{"output": o, "input": i} for o, i in state]
         return graph, self.weights
+
+    def drop_dead_nodes(self, outputs: list[str]) -> None:
+        """Removes the nodes no graph output depends on, and the weights / constants they alone read."""
+        live = set(outputs)
+        kept = []
+        for n in reversed(self.nodes):
+            if any(o in live for o in n["outputs"]):
+                kept.append(n)
+                live.update(i for i in n["inputs"] if i)
+        self.n_dead = len(self.nodes) - len(kept)
+        self.nodes = kept[::-1]
+        self.weights = {k: v for k, v in self.weights.items() if k in live}
+        self.constants = [c for c in self.constants if c["name"] in live]
 
     def state_pairs(self, inputs: list[dict], outputs: list[dict]) -> list[tuple[str, str]]:
         ins = {i["name"]: i for i in inputs}
@@ -312,7 +391,9 @@ class _Importer:
         a = self.attrs(node)
         nm = node.name or node.output[0]
         out = node.output[0]
-        if op in ("Relu", "Sigmoid", "Tanh", "Sqrt"):
+        if op in HANDLERS:
+            HANDLERS[op](self, node, a, nm)
+        elif op in ("Relu", "Sigmoid", "Tanh", "Sqrt"):
             x = self.value(node, node.input[0])
             self.emit(nm, _UNARY[op], [x], [out], [self.shape(x)])
         elif op in ("Add", "Mul"):
@@ -434,6 +515,12 @@ class _Importer:
         op = node.op_type
         x = self.value(node, node.input[0])
         s = list(self.shape(x))
+        if op == "Reshape" and self.name(node.input[1]) not in self.consts:
+            onnx_ops.reshape_runtime(self, node, a, nm)
+            return
+        if op in ("Unsqueeze", "Squeeze", "Flatten") and any(not isinstance(d, (int, np.integer)) for d in s):
+            self.view_op(node, a, nm, x, s)
+            return
         if op == "Unsqueeze":
             axes = [int(v) for v in (self.const(node, 1, "axes") if self.opset >= 13 else a["axes"])]
             nd = len(s) + len(axes)
@@ -486,7 +573,38 @@ class _Importer:
                     t[idx] = left[0]
                 else:
                     t[idx] = self.fresh()
-        self.reshape(nm, x, node.output[0], t)
+        try:
+            self.reshape(nm, x, node.output[0], t)
+        except UnsupportedOp:  # the target is not expressible with 0 / one -1: resolved at run time
+            if op != "Reshape":
+                self.view_op(node, a, nm, x, s)
+                return
+            spec = np.array([int(v) for v in self.const(node, 1, "shape")], np.int64)
+            cname = f"{nm}.shape"
+            self.consts[cname] = spec
+            self.emit(nm, "reshape_to", [x, self.value(node, cname)], [node.output[0]],
+                      [[d if d > 0 else self.fresh() for d in spec]], dtypes=[self.dtype(x)])
+
+    def view_op(self, node: Any, a: dict, nm: str, x: str, s: list[Dim]) -> None:
+        """Squeeze / Unsqueeze / Flatten as the run-time view ops (dims resolved when the graph runs)."""
+        op = node.op_type
+        if op == "Flatten":
+            self.emit(nm, "flatten", [x], [node.output[0]], [[self.fresh(), self.fresh()]], axis=int(a.get("axis", 1)))
+            return
+        if len(node.input) > 1 and node.input[1]:
+            axes = [int(v) for v in self.const(node, 1, "axes")]
+        else:
+            axes = [int(v) for v in a.get("axes", [])]
+        if op == "Unsqueeze":
+            nd = len(s) + len(axes)
+            t = list(s)
+            for ax in sorted(v % nd for v in axes):
+                t.insert(ax, 1)
+            self.emit(nm, "unsqueeze", [x], [node.output[0]], [t], axes=axes)
+        else:
+            drop = {v % len(s) for v in axes}
+            t = [d for i, d in enumerate(s) if i not in drop] if axes else [d for d in s if d != 1]
+            self.emit(nm, "squeeze", [x], [node.output[0]], [t], **({"axes": axes} if axes else {}))
 
     def conv(self, node: Any, a: dict, nm: str) -> None:
         x = self.value(node, node.input[0])
