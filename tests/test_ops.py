@@ -648,7 +648,10 @@ def test_masked_pool_bad_mode_is_an_error():
 def test_op_names_are_the_schema_table():
     names = _core.op_names()
     tags = sorted(names.values())
-    assert tags == list(range(1, len(tags) + 1))  # stable tags, none missing
+    # stable tags, none missing up to 44; from 45 on, blocks reserved per group (op.h) fill as
+    # their ops land, so gaps there are allowed (never duplicates)
+    assert tags[:44] == list(range(1, 45)) and len(set(tags)) == len(tags)
+    assert all(t < 80 for t in tags)
     assert names["matmul"] == 2 and names["l2_normalize"] == 24 and names["masked_pool"] == 25
     for name in names:
         sch = _core.op_schema(name)

@@ -126,6 +126,43 @@ enum class OpKind : uint16_t {
   Flatten = 48,    // ... as 2-D [prod(d[:axis]), prod(d[axis:])]
   // out i64 [k] = x's dims [start, end) (attr range = [start, end], ONNX Shape's bounds; default all).
   ShapeOf = 49,
+  // ---- index and data-dependent-shape ops (tags 60-79; ONNX semantics; reference kernels in
+  // backends/cpu/ref_array_index.cc). Index inputs are i32 or i64; a negative index counts from
+  // the end of its dim; an index outside [-dim, dim) is InvalidConfig naming the op label. Outputs
+  // whose size comes from input values (nonzero, range, constant_of_shape, expand, tile) read those
+  // host values in the shape rule and may hold at most 2^31 elements (InvalidConfig otherwise,
+  // before anything is allocated).
+  // out = data indexed along attr axis: out[i.., j.., k..] = data[i.., indices[j..], k..].
+  Gather = 60,
+  // out[idx] = data[idx with idx[axis] = indices[idx]] (out like indices, same rank as data).
+  GatherElements = 61,
+  // out[b.., i..] = data[b.., indices[b.., i.., :]..] (attr batch_dims b; the last dim of
+  // indices addresses leading dims of data after the batch dims).
+  GatherNd = 62,
+  // out = data; out[indices[i.., :]] = updates[i..] in index order (attr reduction none | add).
+  ScatterNd = 63,
+  // out = data; out[idx with idx[axis] = indices[idx]] = updates[idx] (reduction none | add).
+  ScatterElements = 64,
+  // out i64 [rank(x), n] = the indices of the n nonzero elements of x, row-major order.
+  NonZero = 65,
+  // out[i] = start + i * delta for i < max(ceil((limit - start) / delta), 0) (f32: accumulated in
+  // f32 as onnxruntime does).  in: start, limit, delta: scalars of one dtype (f32, i32, i64).
+  Range = 66,
+  // out = running sum of x along attr axis (exclusive: without the element itself; reverse: from
+  // the end). Floats summed in double, integers exact.
+  CumSum = 67,
+  // out = attr value everywhere, shape = the values of the i64 input, dtype attr `to`.
+  ConstantOfShape = 68,
+  // out = x broadcast against the shape given as an i64 input (numpy rules both ways: ONNX Expand).
+  Expand = 69,
+  // out = x repeated repeats[i] times along dim i (repeats: i64 input, one per dim, >= 0).
+  Tile = 70,
+  // out like x (shape and float dtype): mean + scale * N(0,1), element i's normal from the
+  // counter-based generator of (seed, i) (docs/graph.md "random_normal_like").
+  RandomNormalLike = 71,
+  // out i64 = index of the max of x along attr axis (keepdims; select_last_index: the last of equal
+  // maxima, else the first; NaN counts as the max).
+  ArgMax = 72,
   COUNT_PLUS_ONE
 };
 
@@ -163,6 +200,13 @@ struct OpAttrs {
   bool keepdims = true;        // Reduce
   bool allowzero = false;      // ReshapeTo: a 0 in the shape is a size 0 (else x's dim)
   float alpha = 0.f, beta = 0.f;  // LeakyRelu slope, Gemm / Clip bounds, ...
+  // Index ops (tags 60-79):
+  int batch_dims = 0;          // GatherNd
+  bool exclusive = false;      // CumSum
+  bool reverse = false;        // CumSum
+  bool select_last = false;    // ArgMax: select_last_index
+  double fill = 0.0;           // ConstantOfShape: value (integers exact up to 2^53)
+  int64_t seed = 0;            // RandomNormalLike (a caller may override it per run)
   const RopeTable* rope = nullptr;
 };
 

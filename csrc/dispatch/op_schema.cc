@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "core/quant.h"
+#include "dispatch/op_schema_index.h"
 
 namespace cyb {
 
@@ -353,7 +354,9 @@ std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
       }
       return {o};
     }
-    default: break;
+    default:
+      if (is_index_op(op.kind)) return index_op_shapes(op, in, n_in);
+      break;
   }
   bad_shape(op, {-1}, xs, "x");
 }
@@ -385,6 +388,7 @@ std::vector<OpSchema> build_table() {
   const InputSpec w_vec{"weight", kDtF32, IS::Cols0};
   const InputSpec ax{"x", kDtArray};
   const InputSpec aout{"out", kDtArray};
+  const InputSpec idx{"indices", kDtI32 | kDtI64};
   // clang-format off
   std::vector<OpSchema> t = {
     {OpKind::Embedding, "embedding", 2, 2, 1, false, {A("scale", Fl, false, F::Scale)},
@@ -497,6 +501,42 @@ std::vector<OpSchema> build_table() {
      {Ae("fn", true, F::Fn, kReduceFns), A("axes", AttrType::IntArray, false, F::Ints),
       A("keepdims", Bo, false, F::KeepDims)},
      {{"x", kDtF32 | kDtF16 | kDtInt}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
+    // ---- index and data-dependent-shape ops (tags 60-79; dispatch/op_schema_index.cc)
+    {OpKind::Gather, "gather", 2, 2, 1, false, {Ai("axis", false, F::Axis, -8, 7)},
+     {{"data", kDtArray}, idx}, {aout}, ShapeRule::Computed, 0, check_gather, OutDType::Like0},
+    {OpKind::GatherElements, "gather_elements", 2, 2, 1, false, {Ai("axis", false, F::Axis, -8, 7)},
+     {{"data", kDtArray}, idx}, {aout}, ShapeRule::Computed, 0, check_gather_elements, OutDType::Like0},
+    {OpKind::GatherNd, "gather_nd", 2, 2, 1, false, {Ai("batch_dims", false, F::BatchDims, 0, 7)},
+     {{"data", kDtArray}, idx}, {aout}, ShapeRule::Computed, 0, check_gather_nd, OutDType::Like0},
+    {OpKind::ScatterNd, "scatter_nd", 3, 3, 1, false, {Ae("reduction", false, F::Mode, kScatterReductions)},
+     {{"data", kDtArray}, idx, {"updates", kDtArray}}, {aout}, ShapeRule::Computed, 0, check_scatter_nd,
+     OutDType::Like0},
+    {OpKind::ScatterElements, "scatter_elements", 3, 3, 1, false,
+     {Ai("axis", false, F::Axis, -8, 7), Ae("reduction", false, F::Mode, kScatterReductions)},
+     {{"data", kDtArray}, idx, {"updates", kDtArray}}, {aout}, ShapeRule::Computed, 0, check_gather_elements,
+     OutDType::Like0},
+    {OpKind::NonZero, "nonzero", 1, 1, 1, false, {}, {ax}, {{"out", kDtI64}}, ShapeRule::Computed, 0, nullptr,
+     OutDType::I64},
+    {OpKind::Range, "range", 3, 3, 1, false, {},
+     {{"start", kDtF32 | kDtI32 | kDtI64}, {"limit", kDtF32 | kDtI32 | kDtI64}, {"delta", kDtF32 | kDtI32 | kDtI64}},
+     {aout}, ShapeRule::Computed, 0, check_range_dtypes, OutDType::Like0},
+    {OpKind::CumSum, "cumsum", 1, 1, 1, false,
+     {Ai("axis", true, F::Axis, -8, 7), A("exclusive", Bo, false, F::Exclusive), A("reverse", Bo, false, F::Reverse)},
+     {{"x", kDtF32 | kDtF16 | kDtI32 | kDtI64}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
+    {OpKind::ConstantOfShape, "constant_of_shape", 1, 1, 1, false,
+     {A("value", Fl, false, F::Fill), Ae("to", false, F::To, kCastTypes)},
+     {{"shape", kDtI64}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Attr},
+    {OpKind::Expand, "expand", 2, 2, 1, false, {}, {ax, {"shape", kDtI64}}, {aout}, ShapeRule::Computed, 0, nullptr,
+     OutDType::Like0},
+    {OpKind::Tile, "tile", 2, 2, 1, false, {}, {ax, {"repeats", kDtI64}}, {aout}, ShapeRule::Computed, 0, nullptr,
+     OutDType::Like0},
+    {OpKind::RandomNormalLike, "random_normal_like", 1, 1, 1, false,
+     {A("mean", Fl, false, F::Alpha), A("scale", Fl, false, F::Scale), A("seed", AttrType::Int, false, F::Seed)},
+     {{"x", kDtF32 | kDtF16}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
+    {OpKind::ArgMax, "argmax", 1, 1, 1, false,
+     {Ai("axis", false, F::Axis, -8, 7), A("keepdims", Bo, false, F::KeepDims),
+      A("select_last_index", Bo, false, F::SelectLast)},
+     {{"x", kDtF32 | kDtF16 | kDtInt}}, {{"out", kDtI64}}, ShapeRule::Computed, 0, nullptr, OutDType::I64},
   };
   // clang-format on
   return t;
@@ -517,10 +557,8 @@ struct Table {
         std::abort();
       by_tag[i] = &s;
     }
-    for (size_t i = 1; i < by_tag.size(); ++i) {
-      if (!by_tag[i]) std::abort();  // every op has a row
-      list.push_back(by_tag[i]);
-    }
+    for (size_t i = 1; i < by_tag.size(); ++i)  // tags of ops still being written may be gaps
+      if (by_tag[i]) list.push_back(by_tag[i]);
   }
 };
 
@@ -540,7 +578,8 @@ const AttrSpec* OpSchema::attr(const char* key) const {
 const OpSchema& op_schema(OpKind k) {
   const size_t i = static_cast<size_t>(k);
   const Table& t = table();
-  if (i == 0 || i >= t.by_tag.size()) throw_unsupported_op("op tag " + std::to_string(i), "dispatch", "-");
+  if (i == 0 || i >= t.by_tag.size() || !t.by_tag[i])
+    throw_unsupported_op("op tag " + std::to_string(i), "dispatch", "-");
   return *t.by_tag[i];
 }
 
@@ -549,7 +588,7 @@ const std::vector<const OpSchema*>& op_schemas() { return table().list; }
 const char* op_name(OpKind k) {
   const size_t i = static_cast<size_t>(k);
   const Table& t = table();
-  return i == 0 || i >= t.by_tag.size() ? "unknown" : t.by_tag[i]->name;
+  return i == 0 || i >= t.by_tag.size() || !t.by_tag[i] ? "unknown" : t.by_tag[i]->name;
 }
 
 bool parse_op_name(const char* s, OpKind* out) {
@@ -600,6 +639,12 @@ void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool f
     case F::AllowZero: a.allowzero = flag; break;
     case F::Alpha: a.alpha = static_cast<float>(num); break;
     case F::Beta: a.beta = static_cast<float>(num); break;
+    case F::BatchDims: a.batch_dims = static_cast<int>(integer); break;
+    case F::Exclusive: a.exclusive = flag; break;
+    case F::Reverse: a.reverse = flag; break;
+    case F::SelectLast: a.select_last = flag; break;
+    case F::Fill: a.fill = num; break;
+    case F::Seed: a.seed = integer; break;
     case F::Ints:
     case F::Ints2: break;  // set_attr_ints
   }
@@ -736,6 +781,7 @@ const char* const kUnaryFns =
 const char* const kBinaryFns =
     "add|sub|mul|div|pow|min|max|mod|equal|less|less_equal|greater|greater_equal|and|or|xor";
 const char* const kReduceFns = "sum|mean|max|min|prod";
+const char* const kScatterReductions = "none|add";
 const char* const kCastTypes = "f32|f16|i32|i64|u8|i8|bool";
 
 namespace {

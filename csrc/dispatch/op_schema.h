@@ -21,7 +21,8 @@ enum class AttrType : uint8_t { Float, Int, Bool, IntArray, Table, Enum };
 struct AttrSpec {
   enum class Field : uint8_t {
     None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode, Stride, Padding,
-    ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta, AllowZero
+    ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta, AllowZero,
+    BatchDims, Exclusive, Reverse, SelectLast, Fill, Seed
   };
   const char* key;
   AttrType type;
@@ -66,6 +67,11 @@ enum BinaryFn : int {
   kBAnd, kBOr, kBXor
 };
 enum ReduceFn : int { kRSum, kRMean, kRMax, kRMin, kRProd };
+// The `reduction` choices of scatter_nd / scatter_elements (OpAttrs::mode).
+extern const char* const kScatterReductions;
+enum ScatterReduction : int { kScatterNone, kScatterAdd };
+// The most elements an output of the index ops may have (outputs sized by input values).
+constexpr int64_t kMaxIndexOpElems = int64_t{1} << 31;
 // Cast's `to` (index into kCastTypes) as a DType.
 DType cast_dtype(int to);
 // The index into kCastTypes of a DType (-1: not a cast target).

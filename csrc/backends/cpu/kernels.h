@@ -23,6 +23,8 @@ struct KernelTable {
 void fill_reference_kernels(KernelTable& t);
 // The array ops of graph v2 (unary, binary, where, cast, reduce, ...): backends/cpu/ref_array_ops.cc.
 void fill_array_reference_kernels(KernelTable& t);
+// The index and data-dependent-shape ops (gather, scatter, nonzero, range, ...): ref_array_index.cc.
+void fill_array_index_kernels(KernelTable& t);
 
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);

@@ -251,6 +251,7 @@ void fill_array_reference_kernels(KernelTable& t) {
   t[OpKind::Where] = k_where;
   t[OpKind::Cast] = k_cast;
   t[OpKind::Reduce] = k_reduce;
+  fill_array_index_kernels(t);
 }
 
 }  // namespace cpu
