@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import FormatError, InvalidConfig, UnsupportedOp
 from ..writer import write_model
-from . import onnx_ops  # noqa: F401  (registers the translations of the array ops)
+from . import onnx_ops, onnx_ops_index  # noqa: F401  (register the translations of the array ops)
 from .common import Progress, make_error, write_atomically
 from .onnx_registry import HANDLERS
 
