@@ -21,7 +21,9 @@ enum class AttrType : uint8_t { Float, Int, Bool, IntArray, Table, Enum };
 struct AttrSpec {
   enum class Field : uint8_t {
     None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode, Stride, Padding,
-    ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta
+    ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta,
+    // conv / pool parts of ints2 (op.h): [0..2) strides, [2..4) dilations, [4..6) output_padding / kernel_shape
+    Strides, Dilations, Ints2Tail, CountIncludePad, CeilMode, CoordMode, NearestMode
   };
   const char* key;
   AttrType type;
