@@ -126,6 +126,38 @@ enum class OpKind : uint16_t {
   Flatten = 48,    // ... as 2-D [prod(d[:axis]), prod(d[axis:])]
   // out i64 [k] = x's dims [start, end) (attr range = [start, end], ONNX Shape's bounds; default all).
   ShapeOf = 49,
+  // ---- convolution, pooling, norms, matmul and layout ops of graph v2 (ONNX semantics, f32; the
+  // reference kernels in backends/cpu/ref_array_nn.cc). Spatial attrs of conv / conv_transpose /
+  // pool: pads in ints ([begin per spatial dim.., end per spatial dim..]), strides in ints2[0..2),
+  // dilations in ints2[2..4), output_padding (conv_transpose) / kernel_shape (pool) in ints2[4..6);
+  // n_part[0..3) says how many of each were given (0: the defaults 1, 1, 0).
+  // y[n, o, p] = bias[o] + sum_{c in o's group, j} W[o, c, j] x[n, c, p*stride + j*dilation - pad_begin]
+  // (x = 0 outside).  x [N, C, L] or [N, C, H, W], W [O, C/group, k..], bias [O]?  out [N, O, ..].
+  Conv = 50,
+  // The adjoint of conv: y[n, o, i*stride + j*dilation - pad_begin] += x[n, c, i] W[c, o % (O/g), j]
+  // (+ bias[o]); W [C, O/group, k..]; out dim = stride (in - 1) + output_padding + dilation (k - 1) + 1 - pads.
+  ConvTranspose = 51,
+  // numpy matmul of two run-time arrays a [.., M, K] @ b [.., K, N] (batch dims broadcast; a 1-D
+  // operand is promoted to a row / a column and that dim removed from the output); sums in double.
+  MatmulNd = 52,
+  // y = (x - mean) / sqrt(var + eps) * scale[c] + bias[c], mean / var over the spatial dims of each (n, c).
+  InstanceNorm = 53,
+  // The same over each group of C/num_groups channels (and the spatial dims), then scale[c], bias[c]
+  // per channel (ONNX GroupNormalization, opset 21).  attr num_groups (group).
+  GroupNorm = 54,
+  // ONNX Resize of x to the shape in attr sizes (ints, every dim; scale = out / in per dim): mode
+  // nearest (nearest_mode floor / round_prefer_floor / round_prefer_ceil / ceil) or linear (separable
+  // over the dims whose size changes), coordinate_transformation_mode half_pixel / asymmetric /
+  // align_corners / pytorch_half_pixel.
+  Resize = 55,
+  // out = the inputs (2..64, one dtype) joined along attr axis (negative from the end).
+  Concat = 56,
+  // Tag 57 is reserved for split, which the importer writes as one slice per output (docs/graph.md).
+  // ONNX AveragePool / MaxPool over the 1 or 2 spatial dims of x [N, C, ..]: attr mode avg|max,
+  // kernel_shape, strides, pads, dilations, count_include_pad, ceil_mode.
+  Pool = 58,
+  // Softmax over attr axis (negative from the end) of x: exp(x - max) / sum (ONNX opset 13), sums in double.
+  SoftmaxAxis = 59,
   // ---- index and data-dependent-shape ops (tags 60-79; ONNX semantics; reference kernels in
   // backends/cpu/ref_array_index.cc). Index inputs are i32 or i64; a negative index counts from
   // the end of its dim; an index outside [-dim, dim) is InvalidConfig naming the op label. Outputs
@@ -207,6 +239,11 @@ struct OpAttrs {
   bool select_last = false;    // ArgMax: select_last_index
   double fill = 0.0;           // ConstantOfShape: value (integers exact up to 2^53)
   int64_t seed = 0;            // RandomNormalLike (a caller may override it per run)
+  int n_part[3] = {};          // Conv / ConvTranspose / Pool: counts of strides, dilations, ints2[4..) given
+  bool count_include_pad = false;  // Pool (avg)
+  bool ceil_mode = false;          // Pool
+  int coord_mode = 0;          // Resize: half_pixel, asymmetric, align_corners, pytorch_half_pixel
+  int nearest_mode = 0;        // Resize: round_prefer_floor, round_prefer_ceil, floor, ceil
   const RopeTable* rope = nullptr;
 };
 

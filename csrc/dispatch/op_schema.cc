@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "core/quant.h"
 #include "dispatch/op_schema_index.h"
+#include "dispatch/nn_geom.h"
 
 namespace cyb {
 
@@ -356,9 +357,8 @@ std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
     }
     default:
       if (is_index_op(op.kind)) return index_op_shapes(op, in, n_in);
-      break;
+      return nn_output_shapes(op, in, n_in);  // conv, pool, resize, concat, ... (dispatch/nn_geom.cc)
   }
-  bad_shape(op, {-1}, xs, "x");
 }
 
 // ------------------------------------------------------------- the table
@@ -389,6 +389,13 @@ std::vector<OpSchema> build_table() {
   const InputSpec ax{"x", kDtArray};
   const InputSpec aout{"out", kDtArray};
   const InputSpec idx{"indices", kDtI32 | kDtI64};
+  const std::vector<AttrSpec> conv_attrs = {
+      A("strides", AttrType::IntArray, false, F::Strides), A("dilations", AttrType::IntArray, false, F::Dilations),
+      A("pads", AttrType::IntArray, false, F::Ints), Ai("group", false, F::Group, 1, 1 << 20)};
+  std::vector<AttrSpec> conv_t_attrs = conv_attrs;
+  conv_t_attrs.push_back(A("output_padding", AttrType::IntArray, false, F::Ints2Tail));
+  const int kConcatMax = 64;
+  std::vector<InputSpec> concat_inputs(kConcatMax, InputSpec{"x", kDtArray});
   // clang-format off
   std::vector<OpSchema> t = {
     {OpKind::Embedding, "embedding", 2, 2, 1, false, {A("scale", Fl, false, F::Scale)},
@@ -537,6 +544,31 @@ std::vector<OpSchema> build_table() {
      {Ai("axis", false, F::Axis, -8, 7), A("keepdims", Bo, false, F::KeepDims),
       A("select_last_index", Bo, false, F::SelectLast)},
      {{"x", kDtF32 | kDtF16 | kDtInt}}, {{"out", kDtI64}}, ShapeRule::Computed, 0, nullptr, OutDType::I64},
+    // ---- nn ops (graph v2, f32; geometry in dispatch/nn_geom.cc)
+    {OpKind::Conv, "conv", 2, 3, 1, false, conv_attrs,
+     {x, {"weight", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
+    {OpKind::ConvTranspose, "conv_transpose", 2, 3, 1, false, conv_t_attrs,
+     {x, {"weight", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
+    {OpKind::MatmulNd, "matmul_nd", 2, 2, 1, false, {}, {{"a", kDtF32}, {"b", kDtF32}}, {out}, ShapeRule::Computed},
+    {OpKind::InstanceNorm, "instance_norm", 3, 3, 1, false, {eps},
+     {x, {"scale", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
+    {OpKind::GroupNorm, "group_norm", 3, 3, 1, false, {eps, Ai("num_groups", true, F::Group, 1, 1 << 20)},
+     {x, {"scale", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
+    {OpKind::Resize, "resize", 1, 1, 1, false,
+     {A("sizes", AttrType::IntArray, true, F::Ints), Ae("mode", false, F::Mode, "nearest|linear"),
+      Ae("coordinate_transformation_mode", false, F::CoordMode, "half_pixel|asymmetric|align_corners|pytorch_half_pixel"),
+      Ae("nearest_mode", false, F::NearestMode, "round_prefer_floor|round_prefer_ceil|floor|ceil")},
+     {x}, {out}, ShapeRule::Computed},
+    {OpKind::Concat, "concat", 1, kConcatMax, 1, false, {Ai("axis", true, F::Axis, -8, 7)},
+     concat_inputs, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
+    {OpKind::Pool, "pool", 1, 1, 1, false,
+     {Ae("mode", true, F::Mode, "avg|max"), A("kernel_shape", AttrType::IntArray, true, F::Ints2Tail),
+      A("strides", AttrType::IntArray, false, F::Strides), A("pads", AttrType::IntArray, false, F::Ints),
+      A("dilations", AttrType::IntArray, false, F::Dilations),
+      A("count_include_pad", Bo, false, F::CountIncludePad), A("ceil_mode", Bo, false, F::CeilMode)},
+     {x}, {out}, ShapeRule::Computed},
+    {OpKind::SoftmaxAxis, "softmax_axis", 1, 1, 1, false, {Ai("axis", true, F::Axis, -8, 7)},
+     {x}, {out}, ShapeRule::Computed},
   };
   // clang-format on
   return t;
@@ -557,8 +589,8 @@ struct Table {
         std::abort();
       by_tag[i] = &s;
     }
-    for (size_t i = 1; i < by_tag.size(); ++i)  // tags of ops still being written may be gaps
-      if (by_tag[i]) list.push_back(by_tag[i]);
+    for (size_t i = 1; i < by_tag.size(); ++i)
+      if (by_tag[i]) list.push_back(by_tag[i]);  // unassigned tags (reserved ranges) have no row
   }
 };
 
@@ -580,6 +612,7 @@ const OpSchema& op_schema(OpKind k) {
   const Table& t = table();
   if (i == 0 || i >= t.by_tag.size() || !t.by_tag[i])
     throw_unsupported_op("op tag " + std::to_string(i), "dispatch", "-");
+  if (i == 0 || i >= t.by_tag.size() || !t.by_tag[i]) throw_unsupported_op("op tag " + std::to_string(i), "dispatch", "-");
   return *t.by_tag[i];
 }
 
@@ -645,12 +678,27 @@ void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool f
     case F::SelectLast: a.select_last = flag; break;
     case F::Fill: a.fill = num; break;
     case F::Seed: a.seed = integer; break;
+    case F::CountIncludePad: a.count_include_pad = flag; break;
+    case F::CeilMode: a.ceil_mode = flag; break;
+    case F::CoordMode: a.coord_mode = static_cast<int>(integer); break;
+    case F::NearestMode: a.nearest_mode = static_cast<int>(integer); break;
     case F::Ints:
-    case F::Ints2: break;  // set_attr_ints
+    case F::Ints2:
+    case F::Strides:
+    case F::Dilations:
+    case F::Ints2Tail: break;  // set_attr_ints
   }
 }
 
 void set_attr_ints(OpAttrs& a, const AttrSpec& s, const std::vector<int64_t>& v, const std::string& field) {
+  if (s.field == F::Strides || s.field == F::Dilations || s.field == F::Ints2Tail) {
+    const int part = s.field == F::Strides ? 0 : (s.field == F::Dilations ? 1 : 2);
+    if (v.size() > 2) throw_invalid_config(field, "at most 2 integers (1-D and 2-D ops), got " + std::to_string(v.size()));
+    for (size_t i = 0; i < v.size(); ++i) a.ints2[2 * part + static_cast<int>(i)] = v[i];
+    a.n_part[part] = static_cast<int>(v.size());
+    if (a.n_ints2 < 6) a.n_ints2 = 6;
+    return;
+  }
   if (s.field != F::Ints && s.field != F::Ints2) return;
   const size_t cap = s.field == F::Ints ? 16 : 8;
   if (v.size() > cap) throw_invalid_config(field, "at most " + std::to_string(cap) + " integers, got " + std::to_string(v.size()));

@@ -22,7 +22,9 @@ struct AttrSpec {
   enum class Field : uint8_t {
     None, Eps, PlusOne, Scale, Softcap, GeluErf, NHeads, NKvHeads, HeadDim, Window, PoolMode, Stride, Padding,
     ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta, AllowZero,
-    BatchDims, Exclusive, Reverse, SelectLast, Fill, Seed
+    BatchDims, Exclusive, Reverse, SelectLast, Fill, Seed,
+    // conv / pool parts of ints2 (op.h): [0..2) strides, [2..4) dilations, [4..6) output_padding / kernel_shape
+    Strides, Dilations, Ints2Tail, CountIncludePad, CeilMode, CoordMode, NearestMode
   };
   const char* key;
   AttrType type;

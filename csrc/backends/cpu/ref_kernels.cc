@@ -597,6 +597,7 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::Pad] = k_pad;
   t[OpKind::Lstm] = k_lstm;
   fill_array_reference_kernels(t);
+  fill_array_nn_reference_kernels(t);
 }
 
 }  // namespace cpu

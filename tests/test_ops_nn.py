@@ -1,0 +1,399 @@
+"""The nn ops of graph v2 (op.h tags 50-59: conv, conv_transpose, matmul_nd, instance_norm,
+group_norm, resize, concat, pool, softmax_axis) on the cpu backend at each of its levels, against
+torch (f64) and numpy: 1-D and 2-D, strides / dilations / asymmetric pads / groups, odd and empty
+shapes, the structured errors. f32 within `op-f32` of the f64 result (the fast paths of conv and
+matmul_nd in precise mode too); the fast mode (amx: bf16-split tiles) within `onnx-vs-onnxruntime`,
+the bound the graph path owes onnxruntime."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from cyb_llm import _core
+from cyb_llm.errors import InvalidConfig, ShapeMismatch, UnsupportedOp
+from tolerances import tolerance
+
+TOL = tolerance("op-f32")
+TOL_FAST = tolerance("onnx-vs-onnxruntime")
+LEVELS = _core.cpu_levels()
+RNG = np.random.default_rng(50)
+
+
+def _err(ref, got) -> float:
+    ref = np.asarray(ref, dtype=np.float64)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30)) if ref.size else 0.0
+
+
+def _run(op, inputs, attrs=None, level="auto", precise=True):
+    return _core.run_op(op, inputs, {**(attrs or {}), "precise": precise}, level=level)[0]
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _t(a):
+    return torch.tensor(np.asarray(a), dtype=torch.float64)
+
+
+def _torch_pad(x, pads, sd, value=0.0):
+    # ONNX pads [b0, b1, e0, e1] -> F.pad's last-dim-first order
+    p = []
+    for i in reversed(range(sd)):
+        p += [pads[i], pads[sd + i]]
+    return F.pad(x, p, value=value)
+
+
+# ------------------------------------------------------------------ conv
+
+CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
+    ((2, 3, 11), 5, (3,), (1,), (1,), (1, 1), 1, True),
+    ((1, 4, 17), 6, (5,), (2,), (2,), (3, 0), 2, False),
+    ((1, 3, 7, 9), 4, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
+    ((2, 6, 8, 5), 6, (3, 2), (2, 1), (1, 2), (0, 2, 1, 1), 3, True),
+    ((1, 4, 6, 6), 4, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 4, True),  # depthwise
+    ((1, 5, 4, 4), 3, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, False),  # 1x1
+    ((1, 2, 3, 3), 2, (3, 3), (2, 2), (1, 1), (0, 0, 0, 0), 1, True),  # one output
+    ((0, 2, 5, 5), 3, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),  # empty batch
+]
+
+
+def _conv_ref(x, w, b, s, d, pads, group):
+    sd = x.ndim - 2
+    xp = _torch_pad(_t(x), pads, sd)
+    fn = F.conv1d if sd == 1 else F.conv2d
+    return fn(xp, _t(w), None if b is None else _t(b), stride=s, dilation=d, groups=group).numpy()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_conv(level, case):
+    xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
+    x = _rand(*xs)
+    w = _rand(O, xs[1] // group, *k)
+    b = _rand(O) if has_b else None
+    attrs = {"strides": list(s), "dilations": list(d), "pads": list(pads), "group": group}
+    ref = _conv_ref(x, w, b, s, d, pads, group)
+    got = _run("conv", [x, w] + ([b] if has_b else []), attrs, level)
+    assert _err(ref, got) <= TOL
+    fast = _run("conv", [x, w] + ([b] if has_b else []), attrs, level, precise=False)
+    assert _err(ref, fast) <= TOL_FAST
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_conv_defaults_and_large(level):
+    # no strides / dilations / pads given; 32 -> 24 channels at 20x20 (several im2col rows per thread)
+    x, w, b = _rand(1, 32, 20, 20), _rand(24, 32, 3, 3), _rand(24)
+    ref = _conv_ref(x, w, b, (1, 1), (1, 1), (0, 0, 0, 0), 1)
+    assert _err(ref, _run("conv", [x, w, b], {}, level)) <= TOL
+
+
+def test_conv_fast_equals_reference_level():
+    x, w = _rand(2, 16, 13, 11), _rand(8, 16, 3, 3)
+    attrs = {"pads": [1, 0, 2, 1], "strides": [1, 2]}
+    ref = _run("conv", [x, w], attrs, "scalar")
+    for level in LEVELS:
+        assert _err(ref, _run("conv", [x, w], attrs, level)) <= TOL
+
+
+def test_conv_errors():
+    x, w = _rand(1, 4, 5, 5), _rand(3, 4, 3, 3)
+    with pytest.raises(ShapeMismatch, match="weight"):
+        _run("conv", [x, _rand(3, 2, 3, 3)])
+    with pytest.raises(InvalidConfig, match="group"):
+        _run("conv", [x, w], {"group": 3})
+    with pytest.raises(InvalidConfig, match="strides"):
+        _run("conv", [x, w], {"strides": [0, 1]})
+    with pytest.raises(InvalidConfig, match="strides"):
+        _run("conv", [x, w], {"strides": [1]})
+    with pytest.raises(InvalidConfig, match="pads"):
+        _run("conv", [x, w], {"pads": [1, 1]})
+    with pytest.raises(InvalidConfig, match="pads"):
+        _run("conv", [x, w], {"pads": [-1, 0, 0, 0]})
+    with pytest.raises(ShapeMismatch, match="smaller than the kernel"):
+        _run("conv", [_rand(1, 4, 2, 2), w])
+    with pytest.raises(ShapeMismatch, match="bias"):
+        _run("conv", [x, w, _rand(4)])
+    with pytest.raises(ShapeMismatch):
+        _run("conv", [_rand(1, 4, 2, 2, 2), _rand(3, 4, 1, 1, 1)])
+    with pytest.raises(UnsupportedOp):
+        _run("conv", [x.astype(np.int64), w])
+    with pytest.raises(InvalidConfig, match="at most 2"):
+        _run("conv", [x, w], {"strides": [1, 1, 1]})
+
+
+# ------------------------------------------------------------------ conv_transpose
+
+CONVT_CASES = [  # x shape, O/group, k, strides, dilations, pads, output_padding, group, bias
+    ((2, 3, 7), 4, (3,), (2,), (1,), (1, 1), (1,), 1, True),
+    ((1, 4, 5), 3, (16,), (8,), (1,), (4, 4), (0,), 1, True),  # HiFi-GAN style upsampling
+    ((1, 4, 5, 4), 2, (3, 3), (2, 1), (1, 2), (1, 0, 0, 1), (1, 0), 2, True),
+    ((1, 2, 3, 3), 3, (4, 4), (2, 2), (1, 1), (1, 1, 1, 1), (0, 0), 1, False),
+    ((0, 2, 3), 3, (2,), (1,), (1,), (0, 0), (0,), 1, True),
+]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("case", range(len(CONVT_CASES)))
+def test_conv_transpose(level, case):
+    xs, og, k, s, d, pads, opad, group, has_b = CONVT_CASES[case]
+    sd = len(xs) - 2
+    x, w = _rand(*xs), _rand(xs[1], og, *k)
+    b = _rand(og * group) if has_b else None
+    fn = F.conv_transpose1d if sd == 1 else F.conv_transpose2d
+    full = fn(_t(x), _t(w), None if b is None else _t(b), stride=s, dilation=d, groups=group,
+              output_padding=opad).numpy()
+    # ONNX pads crop the full output, asymmetric allowed
+    sl = tuple(slice(pads[i], full.shape[2 + i] - pads[sd + i]) for i in range(sd))
+    ref = full[(slice(None), slice(None)) + sl]
+    attrs = {"strides": list(s), "dilations": list(d), "pads": list(pads), "output_padding": list(opad),
+             "group": group}
+    got = _run("conv_transpose", [x, w] + ([b] if has_b else []), attrs, level)
+    assert _err(ref, got) <= TOL
+
+
+def test_conv_transpose_errors():
+    x, w = _rand(1, 4, 5), _rand(4, 2, 3)
+    with pytest.raises(ShapeMismatch, match="weight"):
+        _run("conv_transpose", [x, _rand(3, 2, 3)])
+    with pytest.raises(InvalidConfig, match="output_padding"):
+        _run("conv_transpose", [x, w], {"strides": [2], "output_padding": [2]})
+    with pytest.raises(ShapeMismatch, match="bias"):
+        _run("conv_transpose", [x, w, _rand(3)])
+
+
+# ------------------------------------------------------------------ matmul_nd
+
+MM_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((4,), (4, 3)), ((3, 4), (4,)), ((4,), (4,)),
+             ((2, 1, 3, 7), (5, 7, 2)), ((1, 5, 17), (3, 17, 19)), ((0, 3), (3, 2)), ((3, 0), (0, 2)),
+             ((2, 20, 33), (2, 33, 18))]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("shapes", MM_SHAPES, ids=str)
+def test_matmul_nd(level, shapes):
+    a, b = _rand(*shapes[0]), _rand(*shapes[1])
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    got = _run("matmul_nd", [a, b], {}, level)
+    assert got.shape == np.shape(ref)
+    assert _err(ref, got) <= TOL
+    assert _err(ref, _run("matmul_nd", [a, b], {}, level, precise=False)) <= TOL_FAST
+
+
+def test_matmul_nd_errors():
+    with pytest.raises(ShapeMismatch, match="inner"):
+        _run("matmul_nd", [_rand(3, 4), _rand(5, 2)])
+    with pytest.raises(ShapeMismatch, match="broadcast"):
+        _run("matmul_nd", [_rand(2, 3, 4), _rand(3, 4, 2)])
+
+
+# ------------------------------------------------------------------ norms
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("shape", [(2, 3, 7), (1, 4, 5, 6), (2, 1, 1, 1)])
+def test_instance_norm(level, shape):
+    x, s, b = _rand(*shape) * 3 + 1, _rand(shape[1]), _rand(shape[1])
+    xd = x.astype(np.float64)
+    ax = tuple(range(2, x.ndim))
+    bc = (1, -1) + (1,) * (x.ndim - 2)
+    ref = (xd - xd.mean(ax, keepdims=True)) / np.sqrt(xd.var(ax, keepdims=True) + 1e-5) * s.reshape(bc) + b.reshape(bc)
+    assert _err(ref, _run("instance_norm", [x, s, b], {"eps": 1e-5}, level)) <= TOL
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("shape,groups", [((2, 6, 7), 3), ((1, 4, 3, 5), 2), ((1, 4, 3, 5), 4), ((2, 3, 2), 1)])
+def test_group_norm(level, shape, groups):
+    x, s, b = _rand(*shape) * 2, _rand(shape[1]), _rand(shape[1])
+    ref = F.group_norm(_t(x), groups, weight=_t(s), bias=_t(b), eps=1e-5).numpy()
+    assert _err(ref, _run("group_norm", [x, s, b], {"eps": 1e-5, "num_groups": groups}, level)) <= TOL
+
+
+def test_norm_errors():
+    x = _rand(1, 4, 5)
+    with pytest.raises(ShapeMismatch, match="scale"):
+        _run("instance_norm", [x, _rand(3), _rand(4)], {"eps": 1e-5})
+    with pytest.raises(InvalidConfig, match="num_groups"):
+        _run("group_norm", [x, _rand(4), _rand(4)], {"eps": 1e-5, "num_groups": 3})
+
+
+# ------------------------------------------------------------------ resize
+
+def _resize_ref(x, sizes, mode, coord, nearest):
+    """ONNX Resize (sizes given: scale = out / in per dim), separable, in f64."""
+    y = x.astype(np.float64)
+    for d in range(x.ndim):
+        n_in, n_out = x.shape[d], sizes[d]
+        if n_in == n_out:
+            continue
+        sc = n_out / n_in
+        o = np.arange(n_out, dtype=np.float64)
+        if coord == "asymmetric":
+            c = o / sc
+        elif coord == "align_corners":
+            c = o * (n_in - 1) / (n_out - 1) if n_out > 1 else 0 * o
+        elif coord == "pytorch_half_pixel":
+            c = (o + 0.5) / sc - 0.5 if n_out > 1 else 0 * o
+        else:
+            c = (o + 0.5) / sc - 0.5
+        if mode == "nearest":
+            half = c == np.floor(c) + 0.5
+            r = {"floor": np.floor(c), "ceil": np.ceil(c),
+                 "round_prefer_floor": np.where(half, np.floor(c), np.round(c)),
+                 "round_prefer_ceil": np.where(half, np.ceil(c), np.round(c))}[nearest]
+            idx = np.clip(r, 0, n_in - 1).astype(np.int64)
+            y = np.take(y, idx, axis=d)
+        else:
+            cc = np.clip(c, 0, n_in - 1)
+            i0 = np.floor(cc).astype(np.int64)
+            i1 = np.minimum(i0 + 1, n_in - 1)
+            f = (cc - i0).reshape([-1 if k == d else 1 for k in range(x.ndim)])
+            y = np.take(y, i0, axis=d) * (1 - f) + np.take(y, i1, axis=d) * f
+    return y
+
+
+COORDS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]
+NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("shape,sizes", [((1, 2, 5, 4), (1, 2, 10, 8)), ((1, 3, 7, 6), (1, 3, 3, 11)),
+                                         ((2, 2, 9), (2, 2, 4)), ((1, 1, 3, 3), (1, 1, 1, 5))])
+def test_resize_linear(level, coord, shape, sizes):
+    x = _rand(*shape)
+    got = _run("resize", [x], {"sizes": list(sizes), "mode": "linear", "coordinate_transformation_mode": coord}, level)
+    assert _err(_resize_ref(x, sizes, "linear", coord, None), got) <= TOL
+
+
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("nearest", NEAREST)
+@pytest.mark.parametrize("shape,sizes", [((1, 2, 5, 4), (1, 2, 10, 8)), ((1, 3, 7, 6), (1, 3, 3, 11)),
+                                         ((2, 2, 9), (2, 2, 6))])
+def test_resize_nearest(coord, nearest, shape, sizes):
+    x = _rand(*shape)
+    attrs = {"sizes": list(sizes), "mode": "nearest", "coordinate_transformation_mode": coord, "nearest_mode": nearest}
+    got = _run("resize", [x], attrs)
+    np.testing.assert_array_equal(got, _resize_ref(x, sizes, "nearest", coord, nearest).astype(np.float32))
+
+
+def test_resize_matches_torch():
+    x = _rand(1, 3, 6, 5)
+    up = _run("resize", [x], {"sizes": [1, 3, 12, 10], "mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                              "nearest_mode": "floor"})
+    np.testing.assert_array_equal(up, F.interpolate(torch.tensor(x), scale_factor=2, mode="nearest").numpy())
+    for ac, coord in ((False, "half_pixel"), (True, "align_corners")):
+        got = _run("resize", [x], {"sizes": [1, 3, 11, 7], "mode": "linear", "coordinate_transformation_mode": coord})
+        ref = F.interpolate(_t(x), size=(11, 7), mode="bilinear", align_corners=ac).numpy()
+        assert _err(ref, got) <= TOL
+
+
+def test_resize_errors():
+    with pytest.raises(InvalidConfig, match="sizes"):
+        _run("resize", [_rand(1, 2, 3, 3)], {"sizes": [6, 6]})
+    with pytest.raises(ShapeMismatch, match="empty"):
+        _run("resize", [_rand(1, 0, 3)], {"sizes": [1, 2, 3]})
+
+
+# ------------------------------------------------------------------ concat
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("axis", [0, 1, -1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16])
+def test_concat(level, axis, dtype):
+    shapes = [[2, 3, 4], [2, 3, 4], [2, 3, 4]]
+    for i, n in enumerate((1, 0, 5)):
+        shapes[i][axis] = n
+    xs = [(_rand(*s) * 5).astype(dtype) for s in shapes]
+    got = _run("concat", xs, {"axis": axis}, level)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, np.concatenate(xs, axis=axis))
+
+
+def test_concat_many_and_errors():
+    xs = [_rand(1, 2) for _ in range(64)]
+    np.testing.assert_array_equal(_run("concat", xs, {"axis": 0}), np.concatenate(xs, 0))
+    with pytest.raises(ShapeMismatch, match="off the axis"):
+        _run("concat", [_rand(2, 3), _rand(3, 3)], {"axis": 1})
+    with pytest.raises(InvalidConfig, match="dtype"):
+        _run("concat", [_rand(2, 3), np.zeros((2, 3), np.int64)], {"axis": 0})
+    with pytest.raises(InvalidConfig, match="axis"):
+        _run("concat", [_rand(2, 3), _rand(2, 3)], {"axis": 2})
+
+
+# ------------------------------------------------------------------ pool
+
+POOL_CASES = [  # x shape, mode, kernel, strides, pads, dilations, count_include_pad, ceil_mode
+    ((2, 3, 9), "max", (3,), (2,), (1, 1), (1,), False, False),
+    ((1, 2, 7, 8), "max", (3, 2), (2, 2), (1, 1, 1, 1), (1, 1), False, True),
+    ((1, 2, 7, 8), "max", (3, 2), (2, 2), (1, 0, 1, 1), (1, 1), False, False),
+    ((1, 2, 9, 9), "max", (2, 2), (1, 1), (0, 0, 0, 0), (2, 2), False, False),
+    ((1, 2, 7, 8), "avg", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, False),
+    ((1, 2, 7, 8), "avg", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, False),
+    ((1, 2, 8, 7), "avg", (2, 3), (2, 2), (0, 1, 0, 1), (1, 1), True, True),
+    ((1, 3, 10), "avg", (4,), (4,), (0, 0), (1,), False, False),
+]
+
+
+def _pool_ref(x, mode, k, s, pads, d, cip, ceil):
+    sd = x.ndim - 2
+    if pads[:sd] != pads[sd:]:  # asymmetric: pad explicitly (max: -inf; avg: count with / without pad)
+        if mode == "max":
+            xp = _torch_pad(_t(x), pads, sd, value=-np.inf)
+            return (F.max_pool1d if sd == 1 else F.max_pool2d)(xp, k, s, 0, d, ceil_mode=ceil).numpy()
+        xp = _torch_pad(_t(x), pads, sd)
+        ones = _torch_pad(torch.ones_like(_t(x)), pads, sd)
+        pool = F.avg_pool1d if sd == 1 else F.avg_pool2d
+        tot = pool(xp, k, s, 0, ceil_mode=ceil, count_include_pad=True) 
+        if cip:
+            return tot.numpy()
+        return (tot / pool(ones, k, s, 0, ceil_mode=ceil, count_include_pad=True)).numpy()
+    p = pads[:sd]
+    if mode == "max":
+        return (F.max_pool1d if sd == 1 else F.max_pool2d)(_t(x), k, s, p, d, ceil_mode=ceil).numpy()
+    return (F.avg_pool1d if sd == 1 else F.avg_pool2d)(_t(x), k, s, p, ceil_mode=ceil, count_include_pad=cip).numpy()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("case", range(len(POOL_CASES)))
+def test_pool(level, case):
+    xs, mode, k, s, pads, d, cip, ceil = POOL_CASES[case]
+    x = _rand(*xs)
+    attrs = {"mode": mode, "kernel_shape": list(k), "strides": list(s), "pads": list(pads), "count_include_pad": cip,
+             "ceil_mode": ceil}
+    if mode == "max":
+        attrs["dilations"] = list(d)
+    assert _err(_pool_ref(x, mode, k, s, list(pads), d, cip, ceil), _run("pool", [x], attrs, level)) <= TOL
+
+
+def test_pool_errors():
+    x = _rand(1, 2, 5, 5)
+    with pytest.raises(InvalidConfig, match="kernel_shape"):
+        _run("pool", [x], {"mode": "max", "kernel_shape": [2]})
+    with pytest.raises(InvalidConfig, match="pads"):
+        _run("pool", [x], {"mode": "avg", "kernel_shape": [2, 2], "pads": [2, 0, 0, 0]})
+    with pytest.raises(InvalidConfig, match="dilations"):
+        _run("pool", [x], {"mode": "avg", "kernel_shape": [2, 2], "dilations": [2, 2]})
+    with pytest.raises(ShapeMismatch, match="smaller than the kernel"):
+        _run("pool", [_rand(1, 2, 1, 1)], {"mode": "max", "kernel_shape": [2, 2]})
+
+
+# ------------------------------------------------------------------ softmax_axis
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("shape,axis", [((3, 5), 0), ((2, 3, 7), 1), ((2, 3, 7), -1), ((4, 1, 6), -2), ((0, 3), 1)])
+def test_softmax_axis(level, shape, axis):
+    x = _rand(*shape) * 4
+    ref = torch.softmax(_t(x), dim=axis).numpy()
+    assert _err(ref, _run("softmax_axis", [x], {"axis": axis}, level)) <= TOL
+
+
+def test_softmax_axis_errors():
+    with pytest.raises(InvalidConfig, match="axis"):
+        _run("softmax_axis", [_rand(2, 3)], {"axis": 2})
+
+
+def test_split_tag_reserved():
+    assert "split" not in _core.op_names()
