@@ -334,6 +334,8 @@ POOL_CASES = [  # x shape, mode, kernel, strides, pads, dilations, count_include
     ((1, 2, 7, 8), "avg", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, False),
     ((1, 2, 8, 7), "avg", (2, 3), (2, 2), (0, 1, 0, 1), (1, 1), True, True),
     ((1, 3, 10), "avg", (4,), (4,), (0, 0), (1,), False, False),
+    ((1, 2, 5), "max", (2,), (2,), (1, 1), (1,), False, True),  # ceil: no window starting in the end pad
+    ((1, 2, 5), "avg", (2,), (2,), (1, 1), (1,), True, True),
 ]
 
 
