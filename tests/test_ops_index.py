@@ -481,3 +481,52 @@ def test_index_ops_are_in_the_schema():
                       ("constant_of_shape", 68), ("expand", 69), ("tile", 70), ("random_normal_like", 71),
                       ("argmax", 72)]:
         assert names[name] == tag
+
+
+# ------------------------------------------------------------------ through a version-2 graph
+
+
+def _graph_model(tmp_path, nodes, constants, outputs):
+    import cyb_llm
+    from cyb_llm.writer import write_model
+
+    graph = {"version": 2, "inputs": [{"name": "x", "dtype": "f32", "shape": ["n"]}],
+             "outputs": outputs, "constants": constants, "nodes": nodes}
+    path = str(tmp_path / "g.model")
+    write_model(path, name="g", config={"model_type": "onnx-graph"}, tensors=[], graph=graph)
+    return cyb_llm.load(path, backend="cpu")
+
+
+def test_data_dependent_shapes_through_the_graph_executor(tmp_path):
+    """nonzero -> gather -> cumsum and range / constant_of_shape / expand sized by values at run time,
+    through the executor (shapes inferred node by node from the host arrays)."""
+    nodes = [
+        {"name": "nz", "op": "nonzero", "inputs": ["x"], "outputs": ["nz"]},
+        {"name": "g", "op": "gather", "inputs": ["x", "nz"], "outputs": ["g"], "attrs": {"axis": 0}},
+        {"name": "cs", "op": "cumsum", "inputs": ["g"], "outputs": ["cs"], "attrs": {"axis": 1, "reverse": True}},
+        {"name": "r", "op": "range", "inputs": ["zero", "five", "two"], "outputs": ["r"]},
+        {"name": "rf", "op": "cast", "inputs": ["r"], "outputs": ["rf"], "attrs": {"to": "f32"}},
+        {"name": "k", "op": "constant_of_shape", "inputs": ["shp"], "outputs": ["k"], "attrs": {"value": 1.5}},
+        {"name": "e", "op": "expand", "inputs": ["k", "shp3"], "outputs": ["e"]},
+    ]
+    i64 = lambda name, shape, values: {"name": name, "dtype": "i64", "shape": shape, "values": values}  # noqa: E731
+    constants = [i64("zero", [], [0]), i64("five", [], [5]), i64("two", [], [2]), i64("shp", [2], [2, 1]),
+                 i64("shp3", [3], [4, 1, 3])]
+    outputs = [{"name": "cs", "dtype": "f32", "shape": [1, "k"]}, {"name": "rf", "dtype": "f32", "shape": ["m"]},
+               {"name": "e", "dtype": "f32", "shape": [4, 2, 3]}]
+    m = _graph_model(tmp_path, nodes, constants, outputs)
+    x = np.array([0, 2, 0, -1, 3, 0], np.float32)
+    out = dict(m.run({"x": x}))
+    np.testing.assert_array_equal(out["cs"], np.array([[4, 2, 3]], np.float32))
+    np.testing.assert_array_equal(out["rf"], np.array([0, 2, 4], np.float32))
+    np.testing.assert_array_equal(out["e"], np.full((4, 2, 3), 1.5, np.float32))
+    out = dict(m.run({"x": np.zeros(4, np.float32)}))  # nothing nonzero: empty arrays flow on
+    assert out["cs"].shape == (1, 0)
+
+
+def test_hostile_sizes_in_a_graph_name_the_node(tmp_path):
+    nodes = [{"name": "huge", "op": "constant_of_shape", "inputs": ["shp"], "outputs": ["k"]}]
+    constants = [{"name": "shp", "dtype": "i64", "shape": [2], "values": [1 << 20, 1 << 20]}]
+    m = _graph_model(tmp_path, nodes, constants, [{"name": "k", "dtype": "f32", "shape": ["a", "b"]}])
+    with pytest.raises(InvalidConfig, match=r"huge\.shape.*2\^31"):
+        m.run({"x": np.zeros(2, np.float32)})
