@@ -208,6 +208,18 @@ def test_instance_norm(level, shape):
 
 
 @pytest.mark.parametrize("level", LEVELS)
+def test_instance_norm_offset_spread(level):
+    """A mean far from zero against a small spread, long rows (the x86 kernel's vectors and tails):
+    x - mean keeps its digits (the mean held as two floats)."""
+    x = _rand(2, 3, 37, 41) * 0.01 + 300
+    s, b = _rand(3), _rand(3)
+    xd = x.astype(np.float64)
+    ref = (xd - xd.mean((2, 3), keepdims=True)) / np.sqrt(xd.var((2, 3), keepdims=True) + 1e-5) * \
+        s.reshape(1, -1, 1, 1) + b.reshape(1, -1, 1, 1)
+    assert _err(ref, _run("instance_norm", [x, s, b], {"eps": 1e-5}, level)) <= TOL
+
+
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("shape,groups", [((2, 6, 7), 3), ((1, 4, 3, 5), 2), ((1, 4, 3, 5), 4), ((2, 3, 2), 1)])
 def test_group_norm(level, shape, groups):
     x, s, b = _rand(*shape) * 2, _rand(shape[1]), _rand(shape[1])

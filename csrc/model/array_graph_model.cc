@@ -2,7 +2,9 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 #include "core/array_elems.h"
@@ -22,7 +24,52 @@ struct Val {
   DType dtype = DType::F32;
   Shape shape;
   const void* data = nullptr;
-  std::shared_ptr<std::vector<uint8_t>> own;
+  std::shared_ptr<void> own;
+};
+
+// The buffers of a model's run values, kept for the next value of the same byte size (a run's
+// values repeat their sizes run after run): no page faults and no zero fill per op once warm (every
+// kernel writes its whole output). Buffers go back when their last Val lets go (the deleter holds
+// the pool, so one outliving the model is still freed). At most kMaxFree bytes wait in the pool
+// (calls of ever new shapes do not grow it without bound); past that, buffers are freed.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  ~BufferPool() {
+    for (auto& kv : free_)
+      for (void* p : kv.second) ::operator delete(p, std::align_val_t(64));
+  }
+  std::shared_ptr<void> take(size_t bytes) {
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        free_bytes_ -= bytes;
+      }
+    }
+    if (!p) p = ::operator new(bytes, std::align_val_t(64));
+    std::shared_ptr<BufferPool> self = shared_from_this();
+    return std::shared_ptr<void>(p, [self, bytes](void* q) { self->give(bytes, q); });
+  }
+
+ private:
+  static constexpr size_t kMaxFree = size_t{512} << 20;
+  void give(size_t bytes, void* p) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (free_bytes_ + bytes <= kMaxFree) {
+        free_[bytes].push_back(p);
+        free_bytes_ += bytes;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(64));
+  }
+  std::mutex mu_;
+  size_t free_bytes_ = 0;
+  std::unordered_map<size_t, std::vector<void*>> free_;
 };
 
 Shape to_shape(const std::vector<int64_t>& v, const std::string& what) {
@@ -77,15 +124,16 @@ class ArrayGraphModel : public Model {
       v.dtype = c.dtype;
       v.shape = to_shape(c.shape, "constant '" + c.name + "'");
       const int64_t n = v.shape.numel();
-      v.own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * elem_bytes(c.dtype) + 8);
+      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * elem_bytes(c.dtype) + 8);
+      v.own = buf;
       Tensor t;
       t.dtype = c.dtype;
-      t.data = v.own->data();
+      t.data = buf->data();
       for (int64_t i = 0; i < n; ++i) {
         if (is_int_dtype(c.dtype)) put_i(t, i, c.ivalues[static_cast<size_t>(i)]);
         else put_f(t, i, c.values[static_cast<size_t>(i)]);
       }
-      v.data = v.own->data();
+      v.data = buf->data();
       fixed_[c.name] = v;
     }
     for (graph2::Node& n : g_.nodes) n.op.label = n.name.c_str();
@@ -181,11 +229,11 @@ class ArrayGraphModel : public Model {
           const DType dt = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
           outv[i].dtype = dt;
           outv[i].shape = shapes[i];
-          outv[i].own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(shapes[i].numel()) * elem_bytes(dt) + 64);
-          outv[i].data = outv[i].own->data();
+          outv[i].own = buffers_->take(static_cast<size_t>(shapes[i].numel()) * elem_bytes(dt) + 64);
+          outv[i].data = outv[i].own.get();
           out[i].dtype = dt;
           out[i].shape = shapes[i];
-          out[i].data = outv[i].own->data();
+          out[i].data = outv[i].own.get();
         }
         dispatcher_->run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), *ctx_);
         for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
@@ -265,6 +313,7 @@ class ArrayGraphModel : public Model {
   std::unordered_map<std::string, Val> fixed_;
   std::unordered_map<std::string, size_t> last_use_;
   std::unique_ptr<ExecContext> ctx_;
+  std::shared_ptr<BufferPool> buffers_ = std::make_shared<BufferPool>();
   std::mutex mu_;
 };
 

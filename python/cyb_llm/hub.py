@@ -94,6 +94,11 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("silero-vad", (("faster-whisper", "1.2.1"),), "faster_whisper/assets/silero_vad_v6.onnx",
                   "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2", "onnx",
                   description="Silero VAD v6 (transcribe's vad_filter), ONNX graph of faster-whisper 1.2.1"),
+        ModelSpec("terrain", (("adaptive-terrain-diffusion", "0.4.2"),),
+                  "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
+                  "95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887", "onnx",
+                  description="terrain consistency UNet (noisy [batch,1,128,128], sigma, difficulty), ONNX graph of "
+                              "adaptive-terrain-diffusion 0.4.2"),
     )
 }
 

@@ -27,7 +27,10 @@ void fill_array_reference_kernels(KernelTable& t);
 void fill_array_index_kernels(KernelTable& t);
 // The nn ops of graph v2 (conv, conv_transpose, matmul_nd, norms, resize, concat, pool,
 // softmax_axis): backends/cpu/ref_array_nn.cc.
-void fill_array_nn_reference_kernels(KernelTable& t);
+void fill_array_nn_reference_kernels(KernelTable& t);// resize, mode nearest, as index tables and row copies (ref_array_nn.cc; equal to the reference);
+// other modes: the reference. Registered by the x86 levels.
+void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);
 void fill_avx512_kernels(KernelTable& t);
