@@ -227,3 +227,38 @@ def test_array_ops_graph_matches_onnxruntime(tmp_path):
             assert got[name].dtype == ref[name].dtype and np.array_equal(got[name], ref[name]), name
         for name in ("y", "r"):
             assert _err(ref[name], got[name]) <= TOL, name
+
+
+def test_random_normal_like_seed(tmp_path):
+    """RandomNormalLike: the graph's own seed gives the same numbers every run; run(..., seed=s)
+    gives the counter-based generator's numbers for s (two random nodes: independent streams), the
+    same for the same s and different for another; mean / scale applied; a bad seed is an
+    InvalidConfig."""
+    from onnx import TensorProto, helper
+
+    from cyb_llm.convert import import_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", 3]) for n in ("a", "b")]
+    nodes = [helper.make_node("RandomNormalLike", ["x"], ["a"], name="r0", seed=7.0),
+             helper.make_node("RandomNormalLike", ["x"], ["b0"], name="r1", mean=2.0, scale=0.5),
+             helper.make_node("Add", ["b0", "x"], ["b"], name="add")]
+    src = str(tmp_path / "rnd.onnx")
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], outs),
+                                opset_imports=[helper.make_opsetid("", 18)]), src)
+    out = str(tmp_path / "rnd.model")
+    import_model(src, out, progress=False)
+    m = cyb_llm.load(out, backend="cpu")
+    feeds = {"x": np.zeros((1000, 3), np.float32)}
+    r1, r2 = m.run(feeds), m.run(feeds)
+    assert np.array_equal(r1["a"], r2["a"]) and np.array_equal(r1["b"], r2["b"])
+    s1, s1b, s2 = m.run(feeds, seed=1), m.run(feeds, seed=1), m.run(feeds, seed=2)
+    assert np.array_equal(s1["a"], s1b["a"]) and not np.array_equal(s1["a"], s2["a"])
+    assert not np.array_equal(s1["a"], r1["a"])
+    assert not np.allclose(s1["a"], s1["b"] - 2.0, atol=0.1)  # two nodes, two streams
+    for v, mean, std in ((s1["a"], 0.0, 1.0), (s1["b"], 2.0, 0.5), (r1["a"], 0.0, 1.0)):
+        assert abs(float(v.mean()) - mean) < 0.1 and abs(float(v.std()) - std) < 0.1
+    with pytest.raises(InvalidConfig):
+        m.run(feeds, seed=-1)
+    with pytest.raises(InvalidConfig):
+        m.run(feeds, seed="x")

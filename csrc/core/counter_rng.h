@@ -20,6 +20,12 @@ inline uint64_t splitmix64_mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// The seed of the k-th random node of a graph when the caller gives one seed for a run
+// (RunOptions::seed): mix(seed ^ mix(k)), so nodes draw independent streams.
+inline uint64_t seed_for_node(uint64_t seed, int64_t k) {
+  return splitmix64_mix(seed ^ splitmix64_mix(static_cast<uint64_t>(k)));
+}
+
 inline double normal_of(int64_t seed, int64_t i) {
   const uint64_t key = splitmix64_mix(static_cast<uint64_t>(seed));
   const uint64_t c = static_cast<uint64_t>(i) * 2u;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/array_elems.h"
+#include "core/counter_rng.h"
 #include "core/errors.h"
 #include "dispatch/op_schema.h"
 #include "graph/array_graph.h"
@@ -110,7 +111,7 @@ class ArrayGraphModel : public Model {
   void forward_chunk(Conversation&, const int32_t*, int64_t, bool, float*) override { no_tokens(); }
   std::unique_ptr<Conversation> make_conversation(int64_t) override { no_tokens(); }
 
-  NamedArrays run_arrays(const NamedArrays& inputs) override {
+  NamedArrays run_arrays(const NamedArrays& inputs, const RunOptions& options) override {
     std::lock_guard<std::mutex> lk(mu_);
     std::unordered_map<std::string, Val> vals;
     std::map<std::string, int64_t> syms;
@@ -187,7 +188,13 @@ class ArrayGraphModel : public Model {
           out[i].shape = shapes[i];
           out[i].data = outv[i].own->data();
         }
-        dispatcher_->run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), *ctx_);
+        if (options.has_seed && n.kind == OpKind::RandomNormalLike) {
+          Op op = n.op;  // the caller's seed, mixed with the node's place among the random nodes
+          op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, random_index(ni)));
+          dispatcher_->run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), *ctx_);
+        } else {
+          dispatcher_->run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), *ctx_);
+        }
         for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
       }
       for (const std::string& name : n.inputs) {
@@ -219,6 +226,12 @@ class ArrayGraphModel : public Model {
   [[noreturn]] void no_tokens() const {
     throw_invalid_config("architecture.model_type", "'" + family_ + "' is a named-array graph: it has no token "
                                                     "stream and no conversations (use run({name: array}))");
+  }
+  // The place of node ni among the graph's random nodes (0, 1, ...).
+  int64_t random_index(size_t ni) const {
+    int64_t k = 0;
+    for (size_t i = 0; i < ni; ++i) k += g_.nodes[i].kind == OpKind::RandomNormalLike;
+    return k;
   }
   std::string input_names() const {
     std::string s;
