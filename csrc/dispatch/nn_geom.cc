@@ -181,7 +181,7 @@ std::vector<Shape> nn_output_shapes(const Op& op, const Tensor* in, int n_in) {
         bad_attr(op, "sizes", "needs " + std::to_string(xs.ndim) + " entries (every dim), got " + std::to_string(op.a.n_ints));
       Shape o = xs;
       for (int i = 0; i < xs.ndim; ++i) {
-        o.d[i] = op.a.ints[i];
+        o.d[i] = op.a.ints[i] == -1 ? xs.d[i] : op.a.ints[i];  // -1: the input's size (a run-time batch dim)
         if (o.d[i] < 0) bad_attr(op, "sizes", "negative size");
         if (xs.d[i] == 0 && o.d[i] > 0) bad(op, o.vec(), xs, "x (resizing an empty dim)");
       }

@@ -106,7 +106,8 @@ enum class OpKind : uint16_t {
   // broadcasting where two inputs meet). Tags 40-49: these; 50-59: convolution, pooling, norms,
   // matmul and layout ops; 60-79: index and data-dependent-shape ops.
   // out = fn(x) element-wise, attr fn: neg abs exp log erf sin cos ceil floor round sign reciprocal
-  // softplus leaky_relu (slope alpha) not clip (bounds alpha, beta); floats in double, integers exact.
+  // softplus leaky_relu (slope alpha) not clip (bounds alpha, beta) isnan isinf (-> bool); floats in
+  // double, integers exact.
   Unary = 40,
   // out = fn(a, b) with broadcasting, attr fn: add sub mul div pow min max mod (arithmetic, a's
   // dtype; integer div truncates, mod as numpy for fmod=false) equal less less_equal greater

@@ -487,7 +487,7 @@ std::vector<OpSchema> build_table() {
     // ---- array ops (graph v2)
     {OpKind::Unary, "unary", 1, 1, 1, false,
      {Ae("fn", true, F::Fn, kUnaryFns), A("alpha", Fl, false, F::Alpha), A("beta", Fl, false, F::Beta)},
-     {ax}, {aout}, ShapeRule::Like, 0, check_unary, OutDType::Like0},
+     {ax}, {aout}, ShapeRule::Like, 0, check_unary, OutDType::UnaryFn},
     {OpKind::Binary, "binary", 2, 2, 1, false, {Ae("fn", true, F::Fn, kBinaryFns)},
      {ax, {"b", kDtArray}}, {aout}, ShapeRule::Computed, 0, check_binary, OutDType::BinaryFn},
     {OpKind::Where, "where", 3, 3, 1, false, {},
@@ -833,7 +833,7 @@ void slice_bounds(const Op& op, const Shape& x, int* axis, int64_t* start, int64
 }
 
 const char* const kUnaryFns =
-    "neg|abs|exp|log|erf|sin|cos|ceil|floor|round|sign|reciprocal|softplus|leaky_relu|not|clip";
+    "neg|abs|exp|log|erf|sin|cos|ceil|floor|round|sign|reciprocal|softplus|leaky_relu|not|clip|isnan|isinf";
 const char* const kBinaryFns =
     "add|sub|mul|div|pow|min|max|mod|equal|less|less_equal|greater|greater_equal|and|or|xor";
 const char* const kReduceFns = "sum|mean|max|min|prod";
@@ -881,6 +881,8 @@ DType output_dtype(const Op& op, const Tensor* in, int n_in, int i) {
     case OutDType::Bool: return DType::BOOL;
     case OutDType::I64: return DType::I64;
     case OutDType::Attr: return cast_dtype(op.a.to);
+    case OutDType::UnaryFn:
+      return op.a.fn >= kUIsNan ? DType::BOOL : (n_in > 0 ? in[0].dtype : DType::F32);
     case OutDType::BinaryFn:
       return op.a.fn >= kBEqual ? DType::BOOL : (n_in > 0 ? in[0].dtype : DType::F32);
   }

@@ -33,6 +33,8 @@ double unary_f(int fn, double x, double alpha, double beta) {
     case kUSoftplus: return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
     case kULeakyRelu: return x >= 0 ? x : alpha * x;
     case kUNot: return x == 0.0 ? 1.0 : 0.0;
+    case kUIsNan: return std::isnan(x) ? 1.0 : 0.0;
+    case kUIsInf: return std::isinf(x) ? 1.0 : 0.0;
     case kUClip: return x < alpha ? alpha : (x > beta ? beta : x);
   }
   return x;
@@ -44,6 +46,8 @@ int64_t unary_i(int fn, int64_t x, int64_t lo, int64_t hi) {
     case kUAbs: return x < 0 ? -x : x;
     case kUSign: return x > 0 ? 1 : (x < 0 ? -1 : 0);
     case kUNot: return x == 0;
+    case kUIsNan:
+    case kUIsInf: return 0;
     case kUClip: return x < lo ? lo : (x > hi ? hi : x);
   }
   return x;

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import FormatError, InvalidConfig, UnsupportedOp
 from ..writer import write_model
-from . import onnx_ops, onnx_ops_index  # noqa: F401  (register the translations of the array ops)
+from . import onnx_ops, onnx_ops_index, onnx_ops_nn  # noqa: F401  (register the translations)
 from .common import Progress, make_error, write_atomically
 from .onnx_registry import HANDLERS
 
@@ -47,6 +47,47 @@ _SUPPORTED = {"Relu", "Sigmoid", "Tanh", "Sqrt", "Add", "Mul", "Pow", "Conv", "T
               "Gather", "Concat", "Sub", "Div", "ConstantOfShape", "Range"}
 
 Dim = Any  # int (a known size) or str (a symbolic size)
+
+
+def _mono(d: Dim) -> tuple[int, tuple[str, ...]]:
+    """A symbolic size as coefficient x names: 12 -> (12, ()), "batch" -> (1, ("batch",)),
+    "4*batch" -> (4, ("batch",))."""
+    if isinstance(d, (int, np.integer)):
+        return int(d), ()
+    coef, names = 1, []
+    for part in str(d).split("*"):
+        if part.lstrip("-").isdigit():
+            coef *= int(part)
+        else:
+            names.append(part)
+    return coef, tuple(sorted(names))
+
+
+def _dim(coef: int, names: tuple[str, ...]) -> Dim:
+    """The inverse of _mono: an int when there are no names."""
+    if not names:
+        return coef
+    return "*".join(([str(coef)] if coef != 1 else []) + list(names))
+
+
+def _mono_mul(a: Dim, b: Dim) -> Dim:
+    ca, na = _mono(a)
+    cb, nb = _mono(b)
+    return _dim(ca * cb, tuple(sorted(na + nb)))
+
+
+def _mono_div(a: Dim, b: Dim) -> Dim | None:
+    """a / b when it is exact (b's names all in a's, coefficients dividing), else None."""
+    ca, na = _mono(a)
+    cb, nb = _mono(b)
+    left = list(na)
+    for n in nb:
+        if n not in left:
+            return None
+        left.remove(n)
+    if cb == 0 or ca % cb:
+        return None
+    return _dim(ca // cb, tuple(left))
 
 
 def _need_onnx():
@@ -75,6 +116,10 @@ class _Importer:
         self.constants: list[dict] = []
         self.const_names: set[str] = set()
         self.dtypes: dict[str, str] = {}             # element types of run-time values (default f32)
+        # run-time integer vectors whose elements are known at import as sizes or dim names (a
+        # Shape of a symbolic shape, and Gather / Concat / Slice / Unsqueeze / Squeeze / Cast of
+        # those): a Reshape to one of them is a static reshape view (its shape nodes then drop out)
+        self.symvals: dict[str, list[Dim]] = {}
         self.n_sym = 0
         self.fresh_names: set[str] = set()  # sizes this inference could not name
         self.used: set[str] = set()
@@ -331,6 +376,7 @@ class _Importer:
             if self.try_fold(node) or self.fold_any(node):
                 continue
             self.translate(node)
+            self.track_symval(node)
         outputs = []
         for o in self.g.output:
             v = self.name(o.name)
@@ -355,6 +401,68 @@ class _Importer:
         if state:
             graph["state"] = [{"output": o, "input": i} for o, i in state]
         return graph, self.weights
+
+    def symval(self, v: str) -> list[Dim] | None:
+        """The elements of a 0-D / 1-D integer value known at import (sizes or names), or None."""
+        v = self.name(v)
+        if v in self.symvals:
+            return self.symvals[v]
+        c = self.consts.get(v)
+        if c is not None and c.dtype.kind in "iu" and c.ndim <= 1 and c.size <= 16:
+            return [int(x) for x in c.reshape(-1)]
+        return None
+
+    def track_symval(self, node: Any) -> None:
+        op, a = node.op_type, None
+        out = node.output[0] if node.output else ""
+        if not out:
+            return
+        ins = [self.symval(i) if i else None for i in node.input]
+        a = self.attrs(node)
+        val: list[Dim] | None = None
+        if op == "Shape":
+            s = self.shape(node.input[0])
+            st, en = int(a.get("start", 0)), a.get("end")
+            val = list(s[st:en if en is None else int(en)])
+        elif ins and ins[0] is not None:
+            x = ins[0]
+            if op == "Gather" and int(a.get("axis", 0)) == 0 and len(ins) > 1 and ins[1] is not None and \
+                    all(isinstance(k, int) for k in ins[1]):
+                try:
+                    val = [x[k] for k in ins[1]]
+                except IndexError:
+                    val = None
+            elif op == "Concat" and all(v is not None for v in ins):
+                val = [d for v in ins for d in v]  # type: ignore[union-attr]
+            elif op in ("Unsqueeze", "Squeeze", "Identity", "Reshape", "Flatten") or \
+                    (op == "Cast" and int(a.get("to", 0)) in (6, 7)):
+                val = list(x) if len(self.shape(out)) <= 1 else None
+            elif op in ("Mul", "Div", "Add", "Sub") and len(ins) == 2 and ins[1] is not None and \
+                    (len(x) == len(ins[1]) or len(ins[1]) == 1 or len(x) == 1):
+                n = max(len(x), len(ins[1]))
+                xa = x * n if len(x) == 1 else x
+                xb = ins[1] * n if len(ins[1]) == 1 else ins[1]
+                res: list[Dim] = []
+                for u, w in zip(xa, xb):
+                    if op == "Mul":
+                        r: Dim | None = _mono_mul(u, w)
+                    elif op == "Div":
+                        r = _mono_div(u, w)
+                    elif isinstance(u, int) and isinstance(w, int):
+                        r = u + w if op == "Add" else u - w
+                    else:
+                        r = None
+                    if r is None:
+                        break
+                    res.append(r)
+                else:
+                    val = res if len(self.shape(out)) == 1 or (len(res) == 1 and not self.shape(out)) else None
+            elif op == "Slice" and all(v is not None for v in ins[1:3]) and len(ins) <= 4:
+                st, en = ins[1][0], ins[2][0]  # type: ignore[index]
+                if isinstance(st, int) and isinstance(en, int):
+                    val = list(x[st:min(en, 2 ** 62)])
+        if val is not None:
+            self.symvals[out] = val
 
     def drop_dead_nodes(self, outputs: list[str]) -> None:
         """Removes the nodes no graph output depends on, and the weights / constants they alone read."""
@@ -575,7 +683,9 @@ class _Importer:
         op = node.op_type
         x = self.value(node, node.input[0])
         s = list(self.shape(x))
-        if op == "Reshape" and self.name(node.input[1]) not in self.consts:
+        target = self.symval(node.input[1]) if op == "Reshape" else None
+        if op == "Reshape" and self.name(node.input[1]) not in self.consts and (
+                target is None or any(d == 0 for d in target)):  # a 0: x's dim, or (allowzero) a size 0
             onnx_ops.reshape_runtime(self, node, a, nm)
             return
         if op in ("Unsqueeze", "Squeeze", "Flatten") and any(not isinstance(d, (int, np.integer)) for d in s):
@@ -613,31 +723,32 @@ class _Importer:
                 return p
             t = [prod(s[:ax]), prod(s[ax:])]
         else:  # Reshape
-            spec = [int(v) for v in self.const(node, 1, "shape")]
+            spec = target if self.name(node.input[1]) not in self.consts else \
+                [int(v) for v in self.const(node, 1, "shape")]
             if a.get("allowzero", 0) and 0 in spec:
                 raise self.unsupported(node, "allowzero with a 0 in the shape")
             t = []
             for i, d in enumerate(spec):
                 t.append(s[i] if d == 0 else d)
-            if -1 in t:  # the -1 from x's sizes: names cancel against those the target keeps
-                left = [d for d in s if isinstance(d, str)]
+            if -1 in t:  # the -1 from x's sizes over the others (symbolic sizes as monomials)
+                total: Dim = 1
+                for d in s:
+                    total = _mono_mul(total, d)
+                known: Dim = 1
                 for d in t:
-                    if isinstance(d, str) and d in left:
-                        left.remove(d)
-                known_x = int(np.prod([d for d in s if not isinstance(d, str)], dtype=np.int64))
-                known_t = int(np.prod([d for d in t if not isinstance(d, str) and d != -1], dtype=np.int64))
+                    if d != -1:
+                        known = _mono_mul(known, d)
                 idx = t.index(-1)
-                if not left and known_t and known_x % known_t == 0:
-                    t[idx] = known_x // known_t
-                elif len(left) == 1 and known_x == known_t:
-                    t[idx] = left[0]
-                else:
-                    t[idx] = self.fresh()
+                rem = _mono_div(total, known)
+                t[idx] = rem if rem is not None else self.fresh()
         try:
             self.reshape(nm, x, node.output[0], t)
         except UnsupportedOp:  # the target is not expressible with 0 / one -1: resolved at run time
             if op != "Reshape":
                 self.view_op(node, a, nm, x, s)
+                return
+            if self.name(node.input[1]) not in self.consts:
+                onnx_ops.reshape_runtime(self, node, a, nm)
                 return
             spec = np.array([int(v) for v in self.const(node, 1, "shape")], np.int64)
             cname = f"{nm}.shape"

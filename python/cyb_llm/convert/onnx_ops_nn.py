@@ -1,0 +1,365 @@
+"""ONNX translations of the network ops (docs/import.md "ONNX"): Conv, ConvTranspose, MatMul, Gemm,
+Einsum (two operands), Softmax, Split, Concat, InstanceNormalization, GroupNormalization, Resize,
+AveragePool / MaxPool / GlobalAveragePool -> the ops of tags 50-59 (docs/graph.md "Version 2"), or
+the token-stream `matmul` when the right operand of MatMul / Gemm is a constant (its weight: any
+encoding, quantizable at import)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .onnx_ops import broadcast
+from .onnx_registry import handler
+
+
+def _s(a: Any) -> str:
+    return a.decode() if isinstance(a, bytes) else str(a)
+
+
+def _known(*ds: Any) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in ds)
+
+
+def _has(node: Any, i: int) -> bool:
+    return len(node.input) > i and bool(node.input[i])
+
+
+def _spatial(imp: Any, node: Any, a: dict, x_shape: list, k: list[int], transpose: bool) -> tuple[list, list, list, list]:
+    """(strides, dilations, pads [begin.., end..], output spatial dims) of a Conv / ConvTranspose / pool."""
+    n = len(k)
+    strides = [int(v) for v in a.get("strides", [1] * n)]
+    dil = [int(v) for v in a.get("dilations", [1] * n)]
+    pads = [int(v) for v in a.get("pads", [0] * (2 * n))]
+    ap = _s(a.get("auto_pad", "NOTSET"))
+    ins = x_shape[2:]
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        if transpose or not _known(*ins):
+            raise imp.unsupported(node, f"auto_pad {ap} over dims unknown at import")
+        pads = [0] * (2 * n)
+        for i in range(n):
+            out = -(-ins[i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 - ins[i])
+            lo = total // 2 if ap == "SAME_UPPER" else total - total // 2
+            pads[i], pads[n + i] = lo, total - lo
+    elif ap == "VALID":
+        pads = [0] * (2 * n)
+    elif ap != "NOTSET":
+        raise imp.unsupported(node, f"auto_pad {ap}")
+    outs = []
+    for i in range(n):
+        d = ins[i]
+        if not _known(d):
+            outs.append(imp.fresh())
+        elif transpose:
+            op = int(a.get("output_padding", [0] * n)[i])
+            outs.append(strides[i] * (d - 1) + op + dil[i] * (k[i] - 1) + 1 - pads[i] - pads[n + i])
+        else:
+            outs.append((d + pads[i] + pads[n + i] - dil[i] * (k[i] - 1) - 1) // strides[i] + 1)
+    return strides, dil, pads, outs
+
+
+def _conv(imp: Any, node: Any, a: dict, nm: str, transpose: bool) -> None:
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    w = imp.const(node, 1, "weight")
+    if len(s) not in (3, 4) or w.ndim != len(s):
+        raise imp.unsupported(node, f"only 1-D and 2-D convolutions, got input dims {s}")
+    if transpose and "output_shape" in a:
+        raise imp.unsupported(node, "output_shape (explicit pads and output_padding only)")
+    k = [int(v) for v in w.shape[2:]]
+    strides, dil, pads, spatial = _spatial(imp, node, a, s, k, transpose)
+    g = int(a.get("group", 1))
+    O = int(w.shape[1]) * g if transpose else int(w.shape[0])
+    ins = [x, imp.value(node, node.input[1])]
+    if _has(node, 2):
+        ins.append(imp.value(node, node.input[2]))
+    attrs: dict[str, Any] = {"strides": strides, "dilations": dil, "pads": pads}
+    if g != 1:
+        attrs["group"] = g
+    if transpose and any(int(v) for v in a.get("output_padding", [])):
+        attrs["output_padding"] = [int(v) for v in a["output_padding"]]
+    imp.emit(nm, "conv_transpose" if transpose else "conv", ins, [node.output[0]], [[s[0], O] + spatial], **attrs)
+
+
+@handler("Conv")
+def conv(imp: Any, node: Any, a: dict, nm: str) -> None:
+    _conv(imp, node, a, nm, False)
+
+
+@handler("ConvTranspose")
+def conv_transpose(imp: Any, node: Any, a: dict, nm: str) -> None:
+    _conv(imp, node, a, nm, True)
+
+
+def _weight_matmul(imp: Any, node: Any, nm: str, x: str, W: np.ndarray, bias: np.ndarray | None, out: str) -> None:
+    """x [.., K] @ W^T + bias with W [N, K] a constant: the `matmul` op (weights in the weights section)."""
+    base = nm.strip("/").replace("/", ".") or "matmul"
+    wname = f"{base}.weight"
+    imp.consts[wname] = np.ascontiguousarray(W, dtype=np.float32)
+    ins = [x, imp.value(node, wname)]
+    if bias is not None:
+        bname = f"{base}.bias"
+        imp.consts[bname] = np.ascontiguousarray(bias.reshape(-1), dtype=np.float32)
+        ins.append(imp.value(node, bname))
+    imp.emit(nm, "matmul", ins, [out], [imp.shape(x)[:-1] + [int(W.shape[0])]])
+
+
+@handler("MatMul")
+def matmul(imp: Any, node: Any, a: dict, nm: str) -> None:
+    x = imp.value(node, node.input[0])
+    bname = imp.name(node.input[1])
+    if bname in imp.consts and imp.consts[bname].ndim == 2 and imp.dtype(x) == "f32" and len(imp.shape(x)) >= 1:
+        _weight_matmul(imp, node, nm, x, imp.consts[bname].T, None, node.output[0])
+        return
+    y = imp.value(node, node.input[1])
+    sa, sb = imp.shape(x), imp.shape(y)
+    if len(sa) == 1 or len(sb) == 1:
+        out = (sa[:-1] if len(sb) == 1 else sa[:-2] + sb[-1:]) if len(sa) > 1 else sb[:-2] + sb[-1:]
+    else:
+        out = broadcast(imp, sa[:-2], sb[:-2]) + [sa[-2], sb[-1]]
+    imp.emit(nm, "matmul_nd", [x, y], [node.output[0]], [out])
+
+
+@handler("Gemm")
+def gemm(imp: Any, node: Any, a: dict, nm: str) -> None:
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    ta, tb = int(a.get("transA", 0)), int(a.get("transB", 0))
+    x = imp.value(node, node.input[0])
+    if ta:
+        s = imp.shape(x)
+        imp.emit(f"{nm}.transA", "transpose", [x], [f"{nm}.a"], [[s[1], s[0]]], perm=[1, 0])
+        x = f"{nm}.a"
+    bname = imp.name(node.input[1])
+    if bname not in imp.consts:
+        raise imp.unsupported(node, "a B computed at run time (a constant B is translated)")
+    W = imp.consts[bname]
+    W = (W if tb else W.T) * np.float32(alpha) if alpha != 1.0 else (W if tb else W.T)
+    bias = None
+    if _has(node, 2):
+        c = imp.consts.get(imp.name(node.input[2]))
+        N = int(W.shape[0])
+        if c is None or c.size not in (1, N):
+            raise imp.unsupported(node, "a C that is not a constant row of N values")
+        bias = np.broadcast_to(c.reshape(-1).astype(np.float32) * np.float32(beta), (N,)).copy()
+    _weight_matmul(imp, node, nm, x, W, bias, node.output[0])
+
+
+@handler("Einsum")
+def einsum(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """Two operands, each letter one dim: batch letters (both inputs and the output), at most one
+    contracted letter and one free letter per side -> transposes + matmul_nd (+ a transpose)."""
+    eq = _s(a["equation"]).replace(" ", "")
+    if "->" not in eq or "." in eq:
+        raise imp.unsupported(node, f"equation {eq!r} (explicit output, no ellipsis)")
+    lhs, out = eq.split("->")
+    ops = lhs.split(",")
+    if len(ops) != 2 or len(node.input) != 2:
+        raise imp.unsupported(node, f"equation {eq!r} (two operands are translated)")
+    A, B = ops
+    if len(set(A)) != len(A) or len(set(B)) != len(B):
+        raise imp.unsupported(node, f"equation {eq!r} (a repeated letter: a diagonal)")
+    batch = [c for c in out if c in A and c in B]
+    contr = [c for c in A if c in B and c not in out]
+    fa = [c for c in A if c not in B]
+    fb = [c for c in B if c not in A]
+    if len(contr) != 1 or len(fa) > 1 or len(fb) > 1 or any(c not in out for c in fa + fb) or \
+            sorted(out) != sorted(batch + fa + fb):
+        raise imp.unsupported(node, f"equation {eq!r} (batch letters, one contracted, one free per side)")
+    xa, xb = imp.value(node, node.input[0]), imp.value(node, node.input[1])
+    sa, sb = imp.shape(xa), imp.shape(xb)
+    dim = {c: sa[A.index(c)] for c in A}
+    dim.update({c: sb[B.index(c)] for c in B if c not in dim})
+
+    def permute(x: str, have: str, want: str, tag: str) -> str:
+        if have == want:
+            return x
+        o = f"{nm}.{tag}"
+        imp.emit(o, "transpose", [x], [o], [[dim[c] for c in want]], perm=[have.index(c) for c in want])
+        return o
+
+    a_order = "".join(batch + fa + contr)
+    b_order = "".join(batch + contr + fb)
+    ta = permute(xa, A, a_order, "a")
+    tb = permute(xb, B, b_order, "b")
+    if not fa:  # [.., K] -> [.., 1, K]
+        imp.emit(f"{nm}.a1", "unsqueeze", [ta], [f"{nm}.a1"], [[dim[c] for c in batch] + [1, dim[contr[0]]]],
+                 axes=[len(batch)])
+        ta = f"{nm}.a1"
+    if not fb:
+        imp.emit(f"{nm}.b1", "unsqueeze", [tb], [f"{nm}.b1"], [[dim[c] for c in batch] + [dim[contr[0]], 1]],
+                 axes=[len(batch) + 1])
+        tb = f"{nm}.b1"
+    mm_order = "".join(batch + (fa or ["_"]) + (fb or ["^"]))
+    dim["_"], dim["^"] = 1, 1
+    res = f"{nm}.mm"
+    imp.emit(res, "matmul_nd", [ta, tb], [res], [[dim[c] for c in mm_order]])
+    squeeze = [i for i, c in enumerate(mm_order) if c in "_^"]
+    if squeeze:
+        o = f"{nm}.sq"
+        imp.emit(o, "squeeze", [res], [o], [[dim[c] for c in mm_order if c not in "_^"]], axes=squeeze)
+        res, mm_order = o, "".join(c for c in mm_order if c not in "_^")
+    if mm_order == out:
+        imp.alias[node.output[0]] = res
+    else:
+        imp.emit(nm, "transpose", [res], [node.output[0]], [[dim[c] for c in out]],
+                 perm=[mm_order.index(c) for c in out])
+
+
+@handler("Softmax")
+def softmax(imp: Any, node: Any, a: dict, nm: str) -> None:
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    if imp.opset < 13:
+        raise imp.unsupported(node, "Softmax of opset < 13 (a 2-D coercion)")
+    ax = int(a.get("axis", -1))
+    ax = ax + len(s) if ax < 0 else ax
+    if ax == len(s) - 1 and imp.dtype(x) == "f32":
+        imp.emit(nm, "softmax", [x], [node.output[0]], [s])
+    else:
+        imp.emit(nm, "softmax_axis", [x], [node.output[0]], [s], axis=ax)
+
+
+@handler("Split")
+def split(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """One `slice` per output (the sizes known at import: a constant `split` input, the attribute of
+    opset < 13, or num_outputs over a known dim)."""
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    ax = int(a.get("axis", 0))
+    ax = ax + len(s) if ax < 0 else ax
+    n = len(node.output)
+    if _has(node, 1):
+        sizes = [int(v) for v in imp.const(node, 1, "split")]
+    elif "split" in a:
+        sizes = [int(v) for v in a["split"]]
+    else:
+        d = s[ax]
+        if not _known(d):
+            raise imp.unsupported(node, f"splitting dim {ax} of a size unknown at import")
+        chunk = -(-int(d) // n)
+        sizes = [min(chunk, max(0, int(d) - chunk * i)) for i in range(n)]
+    if len(sizes) != n:
+        raise imp.unsupported(node, f"{len(sizes)} sizes for {n} outputs")
+    start = 0
+    for i, (o, size) in enumerate(zip(node.output, sizes)):
+        if o:
+            t = list(s)
+            t[ax] = size
+            imp.emit(f"{nm}.{i}" if n > 1 else nm, "slice", [x], [o], [t], axis=ax, range=[start, start + size, 1])
+        start += size
+
+
+@handler("Concat")
+def concat(imp: Any, node: Any, a: dict, nm: str) -> None:
+    ins = [imp.value(node, i) for i in node.input if i]
+    shapes = [imp.shape(v) for v in ins]
+    ax = int(a["axis"])
+    r = len(shapes[0])
+    axn = ax + r if ax < 0 else ax
+    out = list(shapes[0])
+    tot = [sh[axn] for sh in shapes]
+    out[axn] = sum(int(t) for t in tot) if _known(*tot) else imp.fresh()
+    dts = {imp.dtype(v) for v in ins}
+    if len(dts) != 1:
+        raise imp.unsupported(node, f"inputs of several dtypes {sorted(dts)}")
+    imp.emit(nm, "concat", ins, [node.output[0]], [out], dtypes=[dts.pop()], axis=ax)
+
+
+def _norm_consts(imp: Any, node: Any, nm: str) -> list[str]:
+    names = []
+    for i, what in ((1, "scale"), (2, "bias")):
+        c = imp.const(node, i, what)
+        cname = f"{nm.strip('/').replace('/', '.') or 'norm'}.{what}"
+        imp.consts[cname] = np.ascontiguousarray(c.reshape(-1), dtype=np.float32)
+        names.append(imp.value(node, cname))
+    return names
+
+
+@handler("InstanceNormalization")
+def instance_norm(imp: Any, node: Any, a: dict, nm: str) -> None:
+    x = imp.value(node, node.input[0])
+    imp.emit(nm, "instance_norm", [x] + _norm_consts(imp, node, nm), [node.output[0]], [imp.shape(x)],
+             eps=float(a.get("epsilon", 1e-5)))
+
+
+@handler("GroupNormalization")
+def group_norm(imp: Any, node: Any, a: dict, nm: str) -> None:
+    if imp.opset < 21:
+        raise imp.unsupported(node, "GroupNormalization before opset 21 (per-group scale / bias)")
+    x = imp.value(node, node.input[0])
+    imp.emit(nm, "group_norm", [x] + _norm_consts(imp, node, nm), [node.output[0]], [imp.shape(x)],
+             eps=float(a.get("epsilon", 1e-5)), num_groups=int(a["num_groups"]))
+
+
+@handler("Resize")
+def resize(imp: Any, node: Any, a: dict, nm: str) -> None:
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    mode = _s(a.get("mode", "nearest"))
+    ctm = _s(a.get("coordinate_transformation_mode", "half_pixel"))
+    nmode = _s(a.get("nearest_mode", "round_prefer_floor"))
+    if mode not in ("nearest", "linear") or ctm not in ("half_pixel", "asymmetric", "align_corners",
+                                                         "pytorch_half_pixel"):
+        raise imp.unsupported(node, f"mode {mode!r}, coordinate_transformation_mode {ctm!r}")
+    if int(a.get("antialias", 0)) or _s(a.get("keep_aspect_ratio_policy", "stretch")) != "stretch" or "axes" in a:
+        raise imp.unsupported(node, "antialias / keep_aspect_ratio_policy / axes")
+    if _has(node, 3):
+        sizes = [int(v) for v in imp.const(node, 3, "sizes")]
+    elif _has(node, 2):
+        scales = [float(v) for v in imp.const(node, 2, "scales")]
+        if len(scales) != len(s):
+            raise imp.unsupported(node, f"{len(scales)} scales for {len(s)} dims")
+        sizes = []
+        for d, sc in zip(s, scales):
+            if sc == 1.0:
+                sizes.append(-1)
+            elif _known(d):
+                out = int(np.floor(int(d) * sc))
+                if out / int(d) != sc:  # the kernel's scale is out / in
+                    raise imp.unsupported(node, f"scale {sc} of dim {d} is not out / in")
+                sizes.append(out)
+            else:
+                raise imp.unsupported(node, f"scale {sc} over a dim unknown at import")
+    else:
+        raise imp.unsupported(node, "neither scales nor sizes")
+    out = [d if z == -1 else z for d, z in zip(s, sizes)]
+    attrs = {"sizes": sizes, "mode": mode, "coordinate_transformation_mode": ctm}
+    if mode == "nearest":
+        attrs["nearest_mode"] = nmode
+    imp.emit(nm, "resize", [x], [node.output[0]], [out], **attrs)
+
+
+@handler("AveragePool", "MaxPool")
+def pool(imp: Any, node: Any, a: dict, nm: str) -> None:
+    if len(node.output) > 1 and node.output[1]:
+        raise imp.unsupported(node, "MaxPool's Indices output")
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    k = [int(v) for v in a["kernel_shape"]]
+    if len(s) not in (3, 4) or len(k) != len(s) - 2:
+        raise imp.unsupported(node, f"only 1-D and 2-D pools, got input dims {s}")
+    strides, dil, pads, spatial = _spatial(imp, node, a, s, k, False)
+    if int(a.get("ceil_mode", 0)):
+        spatial = [imp.fresh() for _ in spatial]
+    attrs: dict[str, Any] = {"mode": "avg" if node.op_type == "AveragePool" else "max", "kernel_shape": k,
+                             "strides": strides, "pads": pads}
+    if node.op_type == "MaxPool" and any(d != 1 for d in dil):
+        attrs["dilations"] = dil
+    if int(a.get("count_include_pad", 0)):
+        attrs["count_include_pad"] = True
+    if int(a.get("ceil_mode", 0)):
+        attrs["ceil_mode"] = True
+    imp.emit(nm, "pool", [x], [node.output[0]], [s[:2] + spatial], **attrs)
+
+
+@handler("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(imp: Any, node: Any, a: dict, nm: str) -> None:
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    axes = list(range(2, len(s)))
+    imp.emit(nm, "reduce", [x], [node.output[0]], [s[:2] + [1] * len(axes)],
+             fn="mean" if node.op_type == "GlobalAveragePool" else "max", axes=axes, keepdims=True)
+
+
+__all__: list[str] = []
