@@ -196,6 +196,15 @@ enum class OpKind : uint16_t {
   // out i64 = index of the max of x along attr axis (keepdims; select_last_index: the last of equal
   // maxima, else the first; NaN counts as the max).
   ArgMax = 72,
+  // ONNX Slice with run-time bounds: out = x[start:end:step] on the dims of axes (default 0, 1, ..),
+  // in: x, starts, ends, axes?, steps? (1-D, one value per sliced axis, i32 or i64, host memory).
+  // Starts / ends count from the end when negative and are clamped to [0, dim] (step > 0) or
+  // [-1, dim - 1] (step < 0: the dim read backwards, e.g. end -INT64_MAX reverses it); step != 0.
+  SliceDyn = 73,
+  // ONNX Pad with run-time pads: in x, pads (1-D i32 / i64, host memory: the begin pads then the end
+  // pads of each dim, or of each of attr axes); a negative pad crops.  attr mode constant (attr
+  // value) | reflect | edge.
+  PadDyn = 74,
   COUNT_PLUS_ONE
 };
 

@@ -258,6 +258,59 @@ void k_argmax(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext
     }
 }
 
+// out[idx] = x[start + idx * step] per dim (negative steps read backwards).
+void k_slice_dyn(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
+  const SliceDynPlan p = slice_dyn_plan(op, in, n_in);
+  const Shape& xs = in[0].shape;
+  int64_t st[Shape::kMaxDims] = {};
+  strides_of(xs, st);
+  int64_t base = 0, mul[Shape::kMaxDims] = {};
+  for (int d = 0; d < xs.ndim; ++d) {
+    base += p.start[d] * st[d];
+    mul[d] = p.step[d] * st[d];
+  }
+  gather_bytes(
+      out[0].shape, out[0].data,
+      [&](const int64_t* idx) {
+        int64_t off = base;
+        for (int d = 0; d < xs.ndim; ++d) off += idx[d] * mul[d];
+        return off;
+      },
+      in[0].data, elem_bytes(in[0].dtype), nullptr);
+}
+
+// out[idx] = x[first + idx - before] per dim within the kept range; outside it: attr value
+// (constant), the mirror (reflect) or the nearest kept element (edge).
+void k_pad_dyn(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
+  const PadDynPlan p = pad_dyn_plan(op, in);
+  const Shape& xs = in[0].shape;
+  int64_t st[Shape::kMaxDims] = {};
+  strides_of(xs, st);
+  const int nd = xs.ndim, mode = op.a.mode;
+  uint8_t fill[8] = {};
+  Tensor f;
+  f.dtype = out[0].dtype;
+  f.data = fill;
+  put_f(f, 0, op.a.fill);
+  gather_bytes(
+      out[0].shape, out[0].data,
+      [&](const int64_t* idx) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; ++d) {
+          int64_t j = idx[d] - p.before[d];
+          const int64_t n = p.kept[d];
+          if (j < 0 || j >= n) {
+            if (mode == 0) return int64_t{-1};
+            if (mode == 1) j = j < 0 ? -j : 2 * (n - 1) - j;  // reflect: pads < n (checked)
+            else j = j < 0 ? 0 : n - 1;                        // edge
+          }
+          off += (p.first[d] + j) * st[d];
+        }
+        return off;
+      },
+      in[0].data, elem_bytes(in[0].dtype), fill);
+}
+
 }  // namespace
 
 void fill_array_index_kernels(KernelTable& t) {
@@ -274,6 +327,8 @@ void fill_array_index_kernels(KernelTable& t) {
   t[OpKind::Tile] = k_tile;
   t[OpKind::RandomNormalLike] = k_random_normal_like;
   t[OpKind::ArgMax] = k_argmax;
+  t[OpKind::SliceDyn] = k_slice_dyn;
+  t[OpKind::PadDyn] = k_pad_dyn;
 }
 
 }  // namespace cpu

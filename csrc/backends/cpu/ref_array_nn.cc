@@ -1,7 +1,7 @@
 // Reference kernels of the nn ops of graph v2 (op.h tags 50-59: conv, conv_transpose, matmul_nd,
 // instance_norm, group_norm, resize, concat, pool, softmax_axis): sums in double, rounded once to
 // f32. Also the fast paths the x86 levels register (kernels_x86_ops.inc): conv as im2col + that
-// level's matmul, matmul_nd as one level matmul per batch. docs/graph.md "Version 2".
+// level's matmul, conv_transpose as that matmul + col2im, matmul_nd as one level matmul per batch. docs/graph.md "Version 2".
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -385,6 +385,71 @@ void conv_im2col(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecCont
         });
       }
     }
+}
+
+// conv_transpose as the level's matmul then col2im: per group the weights [C/group, O/group * k]
+// transposed once into [O/group * k, C/group] (the level matmul's weight layout); per image and
+// chunk of input positions, cols [positions, O/group * k] = x^T [positions, C/group] @ W, and each
+// column (o, j) of position p's row is added at y[o, p * stride + j * dilation - pad_begin] over the
+// bias (threads own output channels: no two write one element).
+void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm) {
+  const ConvGeom g = conv_geom(op, in, n_in);
+  const int64_t Cg = g.C / g.group, Og = g.O / g.group, KK = ksz(g), NC = Og * KK, P = sp(g), Q = osp(g);
+  if (g.N == 0 || g.O == 0 || Q == 0) return;
+  float* y = out[0].f32();
+  const float* bias = n_in > 2 ? in[2].f32() : nullptr;
+  parallel_rows(ctx, g.N * g.O, std::max<int64_t>(1, 16384 / Q), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) std::fill(y + r * Q, y + (r + 1) * Q, bias ? bias[r % g.O] : 0.f);
+  });
+  if (Cg == 0 || P == 0 || NC == 0) return;
+  NoWeightCache nwc(ctx);
+  const int64_t chunk = std::min<int64_t>(P, std::max<int64_t>(64, (int64_t{1} << 22) / NC));
+  float* wt = scratch<float>(kScratchNorm, static_cast<size_t>(NC * Cg + chunk * Cg));
+  float* xt = wt + NC * Cg;
+  float* cols = scratch<float>(kScratchGateUp, static_cast<size_t>(chunk * NC));
+  const float* x = in[0].f32();
+  const float* w = in[1].f32();
+  Tensor W;
+  W.dtype = DType::F32;
+  W.shape = Shape{NC, Cg};
+  W.data = wt;
+  for (int64_t gi = 0; gi < g.group; ++gi) {
+    const float* wg = w + gi * Cg * NC;
+    parallel_rows(ctx, NC, std::max<int64_t>(1, 4096 / Cg), [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = 0; c < Cg; ++c) wt[r * Cg + c] = wg[c * NC + r];
+    });
+    for (int64_t n = 0; n < g.N; ++n) {
+      const float* xg = x + (n * g.C + gi * Cg) * P;
+      for (int64_t p0 = 0; p0 < P; p0 += chunk) {
+        const int64_t rows = std::min(chunk, P - p0);
+        parallel_rows(ctx, rows, std::max<int64_t>(1, 4096 / Cg), [&](int64_t r0, int64_t r1, int) {
+          for (int64_t r = r0; r < r1; ++r)
+            for (int64_t c = 0; c < Cg; ++c) xt[r * Cg + c] = xg[c * P + p0 + r];
+        });
+        mm(xt, rows, Cg, W, nullptr, cols, ctx);
+        float* yg = y + (n * g.O + gi * Og) * Q;
+        parallel_rows(ctx, Og, 1, [&](int64_t o0, int64_t o1, int) {
+          for (int64_t o = o0; o < o1; ++o) {
+            float* yo = yg + o * Q;
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t p = p0 + r, i0 = p / g.in[1], i1 = p % g.in[1];
+              const float* cr = cols + r * NC + o * KK;
+              for (int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+                const int64_t q0 = i0 * g.stride[0] + j0 * g.dil[0] - g.pb[0];
+                if (q0 < 0 || q0 >= g.out[0]) continue;
+                float* yr = yo + q0 * g.out[1];
+                for (int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+                  const int64_t q1 = i1 * g.stride[1] + j1 * g.dil[1] - g.pb[1];
+                  if (q1 >= 0 && q1 < g.out[1]) yr[q1] += cr[j0 * g.k[1] + j1];
+                }
+              }
+            }
+          }
+        });
+      }
+    }
+  }
 }
 
 // matmul_nd per batch matrix: b's matrix transposed into scratch as the level matmul's weight.

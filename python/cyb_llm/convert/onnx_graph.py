@@ -560,21 +560,65 @@ class _Importer:
         else:
             raise self.unsupported(node, f"broadcasting {sx} with {sy} (same shapes or one trailing row)")
 
+    def known(self, node: Any, i: int) -> bool:
+        """Input i is absent or known at import."""
+        return i >= len(node.input) or not node.input[i] or self.name(node.input[i]) in self.consts
+
     def slice(self, node: Any, nm: str) -> None:
+        """Constant bounds with steps >= 1: one `slice` op per axis; run-time bounds or axes, or a
+        negative step: one `slice_dyn` (ONNX Slice's own semantics, integer inputs read at run time)."""
         if self.opset < 10:
             raise self.unsupported(node, "Slice of opset < 10 (attributes)")
         x = self.value(node, node.input[0])
         s = list(self.shape(x))
-        starts = [int(v) for v in self.const(node, 1, "starts")]
-        ends = [int(v) for v in self.const(node, 2, "ends")]
-        axes = [int(v) for v in self.const(node, 3, "axes")] if len(node.input) > 3 and node.input[3] \
-            else list(range(len(starts)))
-        steps = [int(v) for v in self.const(node, 4, "steps")] if len(node.input) > 4 and node.input[4] \
-            else [1] * len(starts)
+        has = [i < len(node.input) and bool(node.input[i]) for i in range(5)]
+        if all(self.known(node, i) for i in range(1, 5)):
+            starts = [int(v) for v in self.const(node, 1, "starts")]
+            ends = [int(v) for v in self.const(node, 2, "ends")]
+            axes = [int(v) for v in self.const(node, 3, "axes")] if has[3] else list(range(len(starts)))
+            steps = [int(v) for v in self.const(node, 4, "steps")] if has[4] else [1] * len(starts)
+            if all(sp >= 1 for sp in steps):
+                self.slice_static(node, nm, x, s, starts, ends, axes, steps)
+                return
+            if any(sp == 0 for sp in steps):
+                raise self.unsupported(node, "a step of 0")
+        # run-time bounds (or a negative step): the dims sliced are unknown at import unless the axes,
+        # the bounds and the dim are all known
+        out: list[Dim] = list(s)
+        axes_c: list[int] | None = None
+        if has[3]:
+            axes_c = [int(v) for v in self.const(node, 3, "axes")] if self.known(node, 3) else None
+        else:
+            n = self.shape(node.input[1])
+            axes_c = list(range(int(n[0]))) if len(n) == 1 and isinstance(n[0], (int, np.integer)) else None
+        if axes_c is None:
+            out = [self.fresh() for _ in s]
+        else:
+            vals = None
+            if all(self.known(node, i) for i in (1, 2, 4)):
+                vals = (self.const(node, 1, "starts"), self.const(node, 2, "ends"),
+                        self.const(node, 4, "steps") if has[4] else np.ones(len(axes_c), np.int64))
+            for k, ax in enumerate(axes_c):
+                ax = ax + len(s) if ax < 0 else ax
+                if not 0 <= ax < len(s):
+                    raise self.unsupported(node, f"axis {axes_c[k]} of an input of {len(s)} dims")
+                d = s[ax]
+                if vals is not None and isinstance(d, (int, np.integer)):
+                    st, en, sp = (int(v[k]) for v in vals)
+                    out[ax] = len(range(*slice(st, en, sp).indices(int(d))))
+                else:
+                    out[ax] = self.fresh()
+        ins = [x] + [self.value(node, node.input[i]) if has[i] else "" for i in range(1, 5)]
+        if not has[4]:
+            ins = ins[:4] if has[3] else ins[:3]
+        if "" in ins:
+            raise self.unsupported(node, "steps without axes")
+        self.emit(nm, "slice_dyn", ins, [node.output[0]], [out], dtypes=[self.dtype(x)])
+
+    def slice_static(self, node: Any, nm: str, x: str, s: list[Dim], starts: list[int], ends: list[int],
+                     axes: list[int], steps: list[int]) -> None:
         cur = x
         for k, (st, en, ax, sp) in enumerate(zip(starts, ends, axes, steps)):
-            if sp < 1:
-                raise self.unsupported(node, f"step {sp} (steps >= 1 are translated)")
             ax = ax + len(s) if ax < 0 else ax
             d = s[ax]
             en = min(en, 2 ** 62)
@@ -591,8 +635,28 @@ class _Importer:
             cur = o
 
     def pad(self, node: Any, a: dict, nm: str) -> None:
+        """Constant pads: `pad`; pads computed at run time: `pad_dyn` (the constant value and the axes
+        must be known at import)."""
         x = self.value(node, node.input[0])
         s = self.shape(x)
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode not in ("constant", "reflect", "edge"):
+            raise self.unsupported(node, f"mode {mode!r}")
+        if self.opset >= 11 and not self.known(node, 1):
+            value = float(self.const(node, 2, "constant_value").reshape(-1)[0]) if len(node.input) > 2 and \
+                node.input[2] else 0.0
+            attrs: dict[str, Any] = {"mode": mode}
+            if value:
+                attrs["value"] = value
+            axes = list(range(len(s)))
+            if len(node.input) > 3 and node.input[3]:
+                axes = [int(v) % len(s) for v in self.const(node, 3, "axes")]
+                attrs["axes"] = axes
+            o = [self.fresh() if i in axes else d for i, d in enumerate(s)]
+            self.emit(nm, "pad_dyn", [x, self.value(node, node.input[1])], [node.output[0]], [o],
+                      dtypes=[self.dtype(x)], **attrs)
+            return
         if self.opset >= 11:
             pads = [int(v) for v in self.const(node, 1, "pads")]
             value = float(self.const(node, 2, "constant_value").reshape(-1)[0]) if len(node.input) > 2 and \
@@ -605,16 +669,12 @@ class _Importer:
                 pads = full
         else:
             pads, value = list(a["pads"]), float(a.get("value", 0.0))
-        mode = a.get("mode", b"constant")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
-        if mode not in ("constant", "reflect", "edge"):
-            raise self.unsupported(node, f"mode {mode!r}")
         if any(p < 0 for p in pads):
             raise self.unsupported(node, "negative pads (cropping)")
         n = len(s)
         o = [d + pads[i] + pads[n + i] if isinstance(d, int) else (d if pads[i] + pads[n + i] == 0 else self.fresh())
              for i, d in enumerate(s)]
-        attrs: dict[str, Any] = {"pads": pads, "mode": mode}
+        attrs = {"pads": pads, "mode": mode}
         if value:
             attrs["value"] = value
         self.emit(nm, "pad", [x], [node.output[0]], [o], **attrs)
