@@ -31,11 +31,8 @@ void fill_array_nn_reference_kernels(KernelTable& t);
 // A level's float matmul y[T, N] = x[T, K] @ W[N, K]^T (+ bias), threaded (the x86 levels' matmul_any).
 using LevelMatmul = void (*)(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
                              ExecContext& ctx);
-// Fast paths on a level's matmul (ref_array_nn.cc): conv as im2col + mm, matmul_nd per batch matrix.
-void conv_im2col(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm);
-// conv_transpose as the level's matmul (x^T @ W per group) then a col2im scatter-add.
+// conv_transpose as the level's matmul (x^T @ W per group) then a col2im scatter-add (ref_array_nn.cc).
 void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm);
-void matmul_nd_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm);
 
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);
