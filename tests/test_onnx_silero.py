@@ -3,7 +3,7 @@ v6 model of the faster-whisper package imported with `cyb-llm import`, run on th
 onnxruntime (the test-only oracle) on random audio-like chunks, with the LSTM state carried over
 three calls; tolerance `onnx-vs-onnxruntime` of docs/runtime.md. Hostile cases: unknown ops are
 reported together by name, wrong input dtype / shape / names are clear errors, nox refuses to
-load a graph whose ops it has no kernel for."""
+load a graph with a node it has no kernel for. Silero on nox: tests/test_nox_graph2.py."""
 from __future__ import annotations
 
 import os
@@ -105,9 +105,22 @@ def test_silero_bad_inputs(silero):
         m.run(["nope"], {"input": x, "h": h, "c": h})
 
 
-def test_nox_refuses_by_node(silero):
-    _, path = silero
-    with pytest.raises(BackendInit, match="node '.*' \\(op (pad|conv1d|transpose|slice|lstm|sqrt|sigmoid|relu)\\)"):
+def test_nox_refuses_by_node(tmp_path):
+    """nox never falls back: a version-2 graph with a node nox has no kernel for (every graph-v2 op
+    has one: a fused op written by hand here) is refused at load, naming the node."""
+    from cyb_llm.format import write_model
+
+    g = "\n".join(['version = 2', '[[inputs]]', 'name = "x"', 'dtype = "f32"', 'shape = [2, 4]',
+                   '[[outputs]]', 'name = "y"', 'dtype = "f32"', 'shape = [2, 4]',
+                   '[[outputs]]', 'name = "s"', 'dtype = "f32"', 'shape = [2, 4]',
+                   '[[initializers]]', 'name = "w"',
+                   '[[nodes]]', 'name = "the_fused_norm"', 'op = "fused_skip_norm"', 'inputs = ["x", "x", "w"]',
+                   'outputs = ["y", "s"]', '[nodes.attrs]', 'eps = 1e-5', ''])
+    path = str(tmp_path / "fused.model")
+    write_model(path, name="f", config={"model_type": "onnx-graph"}, tensors=[("w", "f32", (4,), np.ones(4, np.float32))],
+                graph=g)
+    assert cyb_llm.load(path, backend="cpu").run({"x": np.ones((2, 4), np.float32)})["s"][0, 0] == 2.0
+    with pytest.raises(BackendInit, match="node 'the_fused_norm' \\(op fused_skip_norm\\) has no nox kernel"):
         cyb_llm.load(path, backend="nox")
 
 

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backends/nox/nox_backend.h"
 #include "core/array_elems.h"
 #include "core/errors.h"
 #include "dispatch/op_schema.h"
@@ -46,6 +47,10 @@ class ArrayGraphModel : public Model {
   int64_t max_position() const override { return 1; }
   std::string execution_path() const override { return "graph"; }
   std::string graph_origin() const override { return "section (version 2)"; }
+  std::string last_digest() const override {
+    std::lock_guard<std::mutex> lk(digest_mu_);
+    return digest_;
+  }
 
   void init(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
     file_ = std::move(file);
@@ -58,6 +63,7 @@ class ArrayGraphModel : public Model {
       throw_invalid_config("exec_path", "a version-2 graph model has only the graph path");
     family_ = file_->config().find("model_type")->as_string();
     const bool nox = opts_.backend == "nox";
+    nox_ = nox;
     init_model_runtime(opts_, nox ? 1 : opts_.threads, &pool_, &dispatcher_);
     ctx_ = std::make_unique<ExecContext>(pool_.get(), true);
     if (!file_->has_section("graph"))
@@ -94,6 +100,8 @@ class ArrayGraphModel : public Model {
       for (const std::string& in : g_.nodes[i].inputs) last_use_[in] = i;
     for (const graph2::IoSpec& o : g_.outputs) last_use_[o.name] = g_.nodes.size();
     if (nox) {
+      // The digests of the fixed values (initializers, constants), once: they never change.
+      for (const auto& [name, v] : fixed_) fixed_digest_[name] = nox_tensor_digest(tensor_of(v));
       // nox never falls back: a node it has no kernel for makes the load fail, naming the node.
       Backend* b = dispatcher_->chain().front();
       for (const graph2::Node& n : g_.nodes) {
@@ -112,6 +120,10 @@ class ArrayGraphModel : public Model {
 
   NamedArrays run_arrays(const NamedArrays& inputs) override {
     std::lock_guard<std::mutex> lk(mu_);
+    if (nox_) {
+      std::lock_guard<std::mutex> dl(digest_mu_);
+      digest_.clear();  // a run that fails leaves no digest
+    }
     std::unordered_map<std::string, Val> vals;
     std::map<std::string, int64_t> syms;
     for (const auto& [name, h] : inputs) {
@@ -153,6 +165,36 @@ class ArrayGraphModel : public Model {
       if (it != vals.end()) return it->second;
       return fixed_.at(name);
     };
+    // nox: the digest chain of version 2 (docs/graph.md "The digest chain"): H_0 over the named
+    // inputs in declared order, then one link per node (views included).
+    Sha256::Digest chain{};
+    if (nox_) {
+      Sha256 h;
+      const char tag[] = "cyb-nox/2";
+      h.update(tag, sizeof tag - 1);
+      for (const graph2::IoSpec& s : g_.inputs) {
+        const Sha256::Digest d = nox_tensor_digest(tensor_of(vals.at(s.name)));
+        h.update(d.data(), d.size());
+      }
+      chain = h.finish();
+    }
+    auto link = [&](const graph2::Node& n, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+      Sha256 h;
+      h.update(chain.data(), chain.size());
+      h.update_u16le(static_cast<uint16_t>(n.kind));
+      h.update_u8(static_cast<uint8_t>(in.size()));
+      for (size_t i = 0; i < in.size(); ++i) {
+        auto f = vals.count(n.inputs[i]) ? fixed_digest_.end() : fixed_digest_.find(n.inputs[i]);
+        const Sha256::Digest d = f != fixed_digest_.end() ? f->second : nox_tensor_digest(in[i]);
+        h.update(d.data(), d.size());
+      }
+      h.update_u8(static_cast<uint8_t>(out.size()));
+      for (const Tensor& t : out) {
+        const Sha256::Digest d = nox_tensor_digest(t);
+        h.update(d.data(), d.size());
+      }
+      chain = h.finish();
+    };
     for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
       const graph2::Node& n = g_.nodes[ni];
       std::vector<Tensor> in;
@@ -165,13 +207,11 @@ class ArrayGraphModel : public Model {
         t.name = name.c_str();
         in.push_back(t);
       }
-      if (n.kind == OpKind::Reshape) {
+      if (n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View) {
         Val v = get(n.inputs[0]);
-        v.shape = reshaped(n, v.shape);
-        vals[n.outputs[0]] = v;
-      } else if (op_schema(n.kind).rule == ShapeRule::View) {
-        Val v = get(n.inputs[0]);
-        v.shape = view_shape(n.op, v.shape, in.size() > 1 ? &in[1] : nullptr);
+        v.shape = n.kind == OpKind::Reshape ? reshaped(n, v.shape)
+                                            : view_shape(n.op, v.shape, in.size() > 1 ? &in[1] : nullptr);
+        if (nox_) link(n, in, {tensor_of(v)});
         vals[n.outputs[0]] = v;
       } else {
         std::vector<Shape> shapes = output_shapes(n, in);
@@ -188,6 +228,7 @@ class ArrayGraphModel : public Model {
           out[i].data = outv[i].own->data();
         }
         dispatcher_->run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), *ctx_);
+        if (nox_) link(n, in, out);
         for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
       }
       for (const std::string& name : n.inputs) {
@@ -212,6 +253,10 @@ class ArrayGraphModel : public Model {
       if (nb) std::memcpy(h.data.data(), v.data, nb);
       out.emplace_back(s.name, std::move(h));
     }
+    if (nox_) {
+      std::lock_guard<std::mutex> lk(digest_mu_);
+      digest_ = Sha256::hex(chain);
+    }
     return out;
   }
 
@@ -219,6 +264,13 @@ class ArrayGraphModel : public Model {
   [[noreturn]] void no_tokens() const {
     throw_invalid_config("architecture.model_type", "'" + family_ + "' is a named-array graph: it has no token "
                                                     "stream and no conversations (use run({name: array}))");
+  }
+  static Tensor tensor_of(const Val& v) {
+    Tensor t;
+    t.dtype = v.dtype;
+    t.shape = v.shape;
+    t.data = const_cast<void*>(v.data);
+    return t;
   }
   std::string input_names() const {
     std::string s;
@@ -266,6 +318,10 @@ class ArrayGraphModel : public Model {
   std::unordered_map<std::string, size_t> last_use_;
   std::unique_ptr<ExecContext> ctx_;
   std::mutex mu_;
+  bool nox_ = false;
+  std::unordered_map<std::string, Sha256::Digest> fixed_digest_;  // nox: D(t) of each fixed value
+  mutable std::mutex digest_mu_;
+  std::string digest_;  // nox: the digest of the last run (hex)
 };
 
 }  // namespace
