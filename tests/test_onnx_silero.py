@@ -188,7 +188,7 @@ def test_small_graph_broadcast_and_views(tmp_path):
             assert _err(r, o) <= TOL
 
 
-def test_array_ops_graph_matches_onnxruntime(tmp_path):
+def test_array_ops_graph_matches_onnxruntime(tmp_path, backend="cpu"):
     """A hand-made graph over the array ops of graph v2 (broadcasting Sub / Div / Pow / Max, Erf,
     Softplus, LeakyRelu, Clip, Sin, Where over Equal / Greater / Not, Cast to i64 and back, ReduceMean
     / ReduceMax with and without keepdims, a run-time Shape feeding Reshape, Squeeze / Unsqueeze of
@@ -228,7 +228,7 @@ def test_array_ops_graph_matches_onnxruntime(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
     out = str(tmp_path / "arr.model")
     import_model(src, out, progress=False)
-    m = cyb_llm.load(out, backend="cpu")
+    m = cyb_llm.load(out, backend=backend)  # nox too: tests/test_nox_graph2.py
     sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(5)
     for n in (2, 5):
@@ -240,3 +240,6 @@ def test_array_ops_graph_matches_onnxruntime(tmp_path):
             assert got[name].dtype == ref[name].dtype and np.array_equal(got[name], ref[name]), name
         for name in ("y", "r"):
             assert _err(ref[name], got[name]) <= TOL, name
+        if backend == "nox":  # the digest chain of the run, the same on a second run
+            d = m.last_digest
+            assert len(d) == 64 and (m.run(feeds), m.last_digest)[1] == d
