@@ -227,7 +227,7 @@ def _chunks(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def fixed_feeds() -> dict:
-    """The fixed input of the digest checks (also tools/nox_golden.sh's, via tests/nox_golden.py)."""
+    """The fixed input of the digest checks of this file."""
     return {"input": _chunks(np.random.default_rng(2026), 3), "h": np.zeros((1, 1, 128), np.float32),
             "c": np.zeros((1, 1, 128), np.float32)}
 
@@ -293,6 +293,31 @@ def test_silero_digest_is_reproducible(silero):
     c = cyb_llm.load(path, backend="cpu")
     c.run(feeds)
     assert c.last_digest == ""
+
+
+def golden_feeds(m) -> dict:
+    """tools/nox_golden2.cc's inputs: input k, element i: h = ((i * 2654435761 + k * 40503 + 17) mod 2^32)
+    >> 8, value ((h mod 4096) - 2048) / 8192; symbolic dims = 3."""
+    feeds = {}
+    for k, spec in enumerate(m.inputs):
+        assert spec.dtype == "f32"
+        shape = tuple(d if isinstance(d, int) else 3 for d in spec.shape)
+        i = np.arange(int(np.prod(shape)), dtype=np.uint64)
+        h = ((i * np.uint64(2654435761) + np.uint64(k * 40503 + 17)) & np.uint64(0xFFFFFFFF)) >> np.uint64(8)
+        v = ((h % np.uint64(4096)).astype(np.int64) - 2048).astype(np.float32) / np.float32(8192)
+        feeds[spec.name] = v.reshape(shape)
+    return feeds
+
+
+def test_silero_matches_the_golden_file(silero):
+    """The module's digest and outputs on tools/nox_golden2.cc's inputs are the committed ones, which
+    tools/nox_golden.sh reproduces with g++ / clang++ at -O0 / -O3."""
+    m = cyb_llm.load(silero[1], backend="nox")
+    out = m.run(golden_feeds(m))
+    lines = [f"digest {m.last_digest}"] + [f"output {k} sha256 {hashlib.sha256(v.tobytes()).hexdigest()}"
+                                           for k, v in out.items()]
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "nox_golden_silero.txt")) as f:
+        assert lines == f.read().splitlines()
 
 
 def test_digest_chain_is_the_documented_one(silero):
