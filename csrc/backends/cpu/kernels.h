@@ -21,13 +21,7 @@ struct KernelTable {
 
 // The scalar reference kernels (accumulate in double, round once): the arbiter.
 void fill_reference_kernels(KernelTable& t);
-// The array ops of graph v2 (unary, binary, where, cast, reduce, ...): backends/cpu/ref_array_ops.cc.
-void fill_array_reference_kernels(KernelTable& t);
-// The index and data-dependent-shape ops (gather, scatter, nonzero, range, ...): ref_array_index.cc.
-void fill_array_index_kernels(KernelTable& t);
-// The nn ops of graph v2 (conv, conv_transpose, matmul_nd, norms, resize, concat, pool,
-// softmax_axis): backends/cpu/ref_array_nn.cc.
-void fill_array_nn_reference_kernels(KernelTable& t);
+// (The graph-v2 ops' reference kernels are shared with nox: dispatch/ref/v2_kernel_table.h.)
 // A level's float matmul y[T, N] = x[T, K] @ W[N, K]^T (+ bias), threaded (the x86 levels' matmul_any).
 using LevelMatmul = void (*)(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
                              ExecContext& ctx);

@@ -86,6 +86,12 @@ class GraphModel(Model):
             raise InvalidConfig(field="feeds", reason="must be a dict {input name: array}")
         return self._native.run(dict(feeds), seed)
 
+    @property
+    def last_digest(self) -> str:
+        """nox: the SHA-256 digest chain (hex) of the last run, version 2 of docs/graph.md "The digest
+        chain" ('' on other backends, before the first run, or after a run that failed)."""
+        return self._native.last_digest()
+
     def session(self) -> "GraphSession":
         """A session over this model that carries the state pairs between calls."""
         return GraphSession(self)
