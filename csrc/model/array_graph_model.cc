@@ -39,6 +39,43 @@ std::string dims_text(const std::vector<graph2::Dim>& dims) {
   return s + "]";
 }
 
+constexpr int64_t kPad = 64;  // bytes past the end of every value buffer (vector loads)
+
+// Bytes of a value of `s` elements of `dt` (+ kPad); INT64_MAX when that does not fit an int64
+// (the budget check then refuses it).
+int64_t value_bytes(const Shape& s, DType dt) {
+  int64_t n = 1;
+  for (int i = 0; i < s.ndim; ++i) {
+    if (s.d[i] < 0) return INT64_MAX;
+    if (s.d[i] && n > INT64_MAX / 16 / s.d[i]) return INT64_MAX;
+    n *= s.d[i];
+  }
+  const int64_t b = static_cast<int64_t>(row_bytes(dt, n));
+  return b > INT64_MAX - kPad ? INT64_MAX : b + kPad;
+}
+
+int64_t add_bytes(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DType>& dts) {
+  std::string s;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    s += (i ? ", " : "") + std::string(dtype_name(dts[i])) + " [";
+    for (int k = 0; k < shapes[i].ndim; ++k) s += (k ? ", " : "") + std::to_string(shapes[i].d[k]);
+    s += "]";
+  }
+  return s;
+}
+
+// A value buffer of n bytes whose bytes count in *live while it is alive.
+std::shared_ptr<std::vector<uint8_t>> counted_buffer(const std::shared_ptr<int64_t>& live, size_t n) {
+  auto* v = new std::vector<uint8_t>(n);
+  *live += static_cast<int64_t>(n);
+  return std::shared_ptr<std::vector<uint8_t>>(v, [live, n](std::vector<uint8_t>* p) {
+    *live -= static_cast<int64_t>(n);
+    delete p;
+  });
+}
+
 class ArrayGraphModel : public Model {
  public:
   const std::string& family() const override { return family_; }
@@ -112,6 +149,12 @@ class ArrayGraphModel : public Model {
 
   NamedArrays run_arrays(const NamedArrays& inputs) override {
     std::lock_guard<std::mutex> lk(mu_);
+    // Bytes of the buffers this run holds now (node outputs and output copies), charged against the
+    // memory budget next to what the model already holds (LoadOptions::max_memory; 0 = what is
+    // available): each buffer gives its bytes back when its last view goes. Declared before the
+    // values so that it outlives them.
+    auto live = std::make_shared<int64_t>(0);
+    const int64_t held = charged_bytes();
     std::unordered_map<std::string, Val> vals;
     std::map<std::string, int64_t> syms;
     for (const auto& [name, h] : inputs) {
@@ -177,11 +220,20 @@ class ArrayGraphModel : public Model {
         std::vector<Shape> shapes = output_shapes(n, in);
         std::vector<Tensor> out(shapes.size());
         std::vector<Val> outv(shapes.size());
+        std::vector<DType> dts(shapes.size());
+        int64_t need = 0;  // this node's outputs, checked together before any is allocated
         for (size_t i = 0; i < shapes.size(); ++i) {
-          const DType dt = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
+          dts[i] = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
+          need = add_bytes(need, value_bytes(shapes[i], dts[i]));
+        }
+        check_memory_budget(opts_.max_memory, held + *live, need,
+                            "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" +
+                                (shapes.size() > 1 ? "s " : " ") + shapes_text(shapes, dts));
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          const DType dt = dts[i];
           outv[i].dtype = dt;
           outv[i].shape = shapes[i];
-          outv[i].own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(shapes[i].numel()) * elem_bytes(dt) + 64);
+          outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)));
           outv[i].data = outv[i].own->data();
           out[i].dtype = dt;
           out[i].shape = shapes[i];
@@ -196,6 +248,7 @@ class ArrayGraphModel : public Model {
       }
     }
     NamedArrays out;
+    int64_t copied = 0;
     for (const graph2::IoSpec& s : g_.outputs) {
       const Val& v = get(s.name);
       if (v.dtype != s.dtype)
@@ -208,6 +261,9 @@ class ArrayGraphModel : public Model {
         throw_shape_mismatch("output '" + s.name + "' " + dims_text(s.shape), std::vector<int64_t>(s.shape.size(), -1),
                              h.shape);
       const size_t nb = row_bytes(v.dtype, v.shape.numel());
+      check_memory_budget(opts_.max_memory, held + *live + copied, static_cast<int64_t>(nb),
+                          "the copy of output '" + s.name + "' " + shapes_text({v.shape}, {v.dtype}));
+      copied += static_cast<int64_t>(nb);
       h.data.resize(nb);
       if (nb) std::memcpy(h.data.data(), v.data, nb);
       out.emplace_back(s.name, std::move(h));
