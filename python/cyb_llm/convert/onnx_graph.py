@@ -19,6 +19,7 @@ default, an output named like an input plus "n" ("hn" -> "h") of the same dtype 
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -869,8 +870,13 @@ def load_external_data(model: Any, path: str) -> None:
                              key=t.name) from None
 
 
-def onnx_to_graph(path: str, state: dict[str, str] | None = None) -> tuple[dict, dict[str, np.ndarray], dict]:
-    """(graph section as a dict, weights {name: f32 array}, config) of an ONNX file."""
+PIPELINES = ("graph", "tts", "diffusion")  # what `--pipeline` records ([onnx] pipeline; cyb_llm.pipelines)
+SIDECAR_MAX_BYTES = 16 << 20
+# --quantize choices -> (GGML type name, .model encoding): the matmul weights only
+QUANTIZE_TYPES = {"q8_0": ("Q8_0", "q8_0"), "q8": ("Q8_0", "q8_0"), "q4_0": ("Q4_0", "q4_0"), "q4": ("Q4_0", "q4_0")}
+
+
+def _convert(path: str, state: dict[str, str] | None) -> tuple[dict, dict[str, np.ndarray], dict, "_Importer"]:
     onnx, _ = _need_onnx()
     path = os.fspath(path)
     try:
@@ -883,23 +889,110 @@ def onnx_to_graph(path: str, state: dict[str, str] | None = None) -> tuple[dict,
     config = {"model_type": MODEL_TYPE,
               "onnx": {"opset": int(imp.opset), "producer": model.producer_name or "",
                        "source": os.path.basename(os.fspath(path))}}
+    return graph, weights, config, imp
+
+
+def onnx_to_graph(path: str, state: dict[str, str] | None = None) -> tuple[dict, dict[str, np.ndarray], dict]:
+    """(graph section as a dict, weights {name: f32 array}, config) of an ONNX file."""
+    graph, weights, config, _ = _convert(path, state)
     return graph, weights, config
 
 
-def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, progress: bool = True) -> None:
+def matmul_weights(graph: dict) -> set[str]:
+    """The names every reader of which is a `matmul` node reading it as its weight W (input 1)."""
+    readers: dict[str, list[tuple[str, int]]] = {}
+    for n in graph["nodes"]:
+        for k, i in enumerate(n["inputs"]):
+            readers.setdefault(i, []).append((n["op"], k))
+    outs = {o["name"] for o in graph["outputs"]}
+    return {v for v, rs in readers.items() if v not in outs and all(op == "matmul" and k == 1 for op, k in rs)}
+
+
+def _exact_f16(w: np.ndarray) -> bool:
+    """Whether every value of w is an f16 value (an f16 initializer, or a Cast of one folded at import)."""
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(w.astype(np.float16).astype(w.dtype), w))
+
+
+def weight_records(graph: dict, weights: dict[str, np.ndarray], quantize: str | None
+                   ) -> list[tuple[str, str, list[int], Any]]:
+    """(name, encoding, shape, data) of each weight: the 2-D W of matmul nodes in blocks of `quantize`
+    (when their rows are whole blocks of 32), else f16 when every value is an f16 value (the model
+    shipped them as f16: written f16, losslessly; the matmul op takes any weight encoding); every
+    other weight f32 (the other ops read f32 weights)."""
+    qtype = None
+    if quantize:
+        qtype = QUANTIZE_TYPES.get(quantize.lower())
+        if qtype is None:
+            raise make_error(InvalidConfig, f"--quantize {quantize!r} is not available for ONNX graphs (choices: "
+                             f"{', '.join(QUANTIZE_TYPES)})", field="quantize", reason="unknown type")
+    ws = matmul_weights(graph)
+    recs = []
+    for name, w in weights.items():
+        if name in ws and w.ndim == 2 and qtype is not None and w.shape[1] % 32 == 0 and w.size:
+            from gguf import GGMLQuantizationType, quants
+
+            blocks = quants.quantize(np.ascontiguousarray(w, np.float32), GGMLQuantizationType[qtype[0]])
+            recs.append((name, qtype[1], list(w.shape), blocks.reshape(-1).view(np.uint8)))
+        elif name in ws and w.ndim == 2 and w.size and _exact_f16(w):
+            recs.append((name, "f16", list(w.shape), np.ascontiguousarray(w, np.float16)))
+        else:
+            recs.append((name, "f32", list(w.shape), w))
+    return recs
+
+
+def read_sidecar(path: str) -> str:
+    """The text of a JSON sidecar (a Piper voice's `voice.onnx.json`), checked: a JSON object of at
+    most 16 MiB. FormatError naming the file otherwise."""
+    size = os.path.getsize(path)
+    if size > SIDECAR_MAX_BYTES:
+        raise make_error(FormatError, f"{path}: sidecar config of {size} bytes (at most {SIDECAR_MAX_BYTES})",
+                         section="sidecar", key=os.path.basename(path))
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        obj = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise make_error(FormatError, f"{path}: the sidecar config is not JSON ({e})", section="sidecar",
+                         key=os.path.basename(path)) from None
+    if not isinstance(obj, dict):
+        raise make_error(FormatError, f"{path}: the sidecar config is a JSON {type(obj).__name__}, not an object",
+                         section="sidecar", key=os.path.basename(path))
+    return text
+
+
+def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, progress: bool = True,
+                quantize: str | None = None, pipeline: str = "graph", sidecar: Any = None) -> None:
     """Writes `out` (a .model with a version-2 graph section) from the ONNX file `src`; nothing is
-    written when the import fails."""
-    graph, weights, config = onnx_to_graph(src, state)
+    written when the import fails. `quantize` ("q8_0", "q4_0"): the 2-D weights of matmul nodes in
+    those blocks. `pipeline` ("graph", "tts", "diffusion"): what the graph is for, recorded as
+    `[onnx] pipeline` (cyb_llm.load routes on it). `sidecar`: a JSON config kept verbatim in the
+    file's `sidecar` section (GraphModel.sidecar); None = `src + ".json"` when that file exists (a
+    Piper voice's `voice.onnx.json`), False = none."""
+    if pipeline not in PIPELINES:
+        raise make_error(InvalidConfig, f"--pipeline {pipeline!r}: one of {', '.join(PIPELINES)}",
+                         field="pipeline", reason="unknown pipeline")
+    if sidecar is None:
+        sidecar = os.fspath(src) + ".json" if os.path.isfile(os.fspath(src) + ".json") else False
+    sidecar_text = read_sidecar(os.fspath(sidecar)) if sidecar else None
+    graph, weights, config, imp = _convert(src, state)
+    records = weight_records(graph, weights, quantize)
+    config["onnx"]["pipeline"] = pipeline
+    if quantize:
+        config["onnx"]["quantize"] = quantize.lower()
+    extra = {}
+    if sidecar_text is not None:
+        config["onnx"]["sidecar"] = os.path.basename(os.fspath(sidecar))
+        extra["sidecar"] = sidecar_text
     name = os.path.splitext(os.path.basename(os.fspath(src)))[0]
-    total = sum(int(w.nbytes) for w in weights.values())
+    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
 
     def write(tmp: str) -> None:
         bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
         done = False
         try:
-            write_model(tmp, name=name, config=config,
-                        tensors=[(n, "f32", list(w.shape), w) for n, w in weights.items()],
-                        graph=graph, progress=bar)
+            write_model(tmp, name=name, config=config, tensors=records, graph=graph, extra_sections=extra,
+                        progress=bar)
             done = True
         finally:
             bar.close(done)
@@ -907,4 +1000,4 @@ def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, prog
     write_atomically(out, write)
 
 
-__all__ = ["import_onnx", "onnx_to_graph", "MODEL_TYPE"]
+__all__ = ["import_onnx", "onnx_to_graph", "MODEL_TYPE", "PIPELINES", "QUANTIZE_TYPES"]
