@@ -136,6 +136,11 @@ def _import_cases(tmp_path) -> list[dict]:
     add("arity", _save(tmp_path / "arity.onnx", [N("Add", ["x"], ["y"], name="lonely_add")], [X], [Y]))
     add("no_outputs", _save(tmp_path / "noout.onnx", [N("Relu", ["x"], [], name="mute"),
                                                       N("Relu", ["x"], ["y"], name="r")], [X], [Y]))
+    x2 = _f("x", ["n", "m"])
+    add("perm", _save(tmp_path / "perm.onnx", [N("Transpose", ["x"], ["y"], name="tp", perm=[0, 5])], [x2], [Y]))
+    add("slice_axis", _save(tmp_path / "slice.onnx", [N("Slice", ["x", "st", "en", "ax"], ["y"], name="sl")], [x2], [Y],
+                            [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in
+                             (("st", 0), ("en", 1), ("ax", 7))]))
     add("output_undefined", _save(tmp_path / "outundef.onnx", [N("Relu", ["x"], ["a"], name="r")], [X], [Y]))
 
     body = helper.make_graph([N("Relu", ["x"], ["t"])], "body", [], [_f("t", None)])
@@ -202,6 +207,8 @@ def import_results(tmp_path_factory):
     ("twice", "FormatError", ["'r2'", "defines 'a'", "node 'r1'"]),
     ("arity", "FormatError", ["'lonely_add'", "1 inputs", "takes 2"]),
     ("no_outputs", "FormatError", ["'mute'", "no outputs"]),
+    ("perm", "FormatError", ["'tp'", "perm [0, 5] is not a permutation"]),
+    ("slice_axis", "FormatError", ["'sl'", "axis 7 of an input of 2 dims"]),
     ("output_undefined", "FormatError", ["graph output 'y'", "defined by no node"]),
     ("if", "UnsupportedOp", ["If x1 (the_if)"]),
     ("loop", "UnsupportedOp", ["Loop x1 (the_loop)"]),
@@ -264,22 +271,29 @@ def runtime_results(tmp_path_factory):
              N("Expand", ["x", "e"], ["grown"], name="expand_node"),
              N("ConstantOfShape", ["big_s"], ["big"], name="big_fill", value=fill),
              N("ReduceSum", ["big"], ["big_sum"], name="big_sum", keepdims=0),
-             N("Relu", ["x"], ["y"], name="relu")] + chain
+             N("Relu", ["x"], ["y"], name="relu"),
+             N("Gather", ["x", "gi"], ["picked"], name="gather_node")] + chain
     outs = [_f("filled", None), helper.make_tensor_value_info("ramp", T.INT64, None), _f("grown", None),
-            _f("big_sum", None), _f("y", None), _f("chain_sum", None)]
+            _f("big_sum", None), _f("y", None), _f("chain_sum", None), _f("picked", None)]
     src = _save(tmp / "rt.onnx", nodes, [i64("s", [2]), i64("lim", []), _f("x", [1]), i64("e", [1]), i64("big_s", [1]),
-                                         i64("c", [1])], outs, [zero, one])
+                                         i64("c", [1]), i64("gi", [1])], outs, [zero, one])
     model = str(tmp / "rt.model")
     import_model(src, model, progress=False)
     size = os.path.getsize(model)
+    # a Pad of 2^40 written in the file (constant pads): refused by the default budget (the memory available)
+    pads = numpy_helper.from_array(np.array([0, 1 << 40], np.int64), "pads")
+    pad_model = str(tmp / "pad.model")
+    import_model(_save(tmp / "pad.onnx", [N("Pad", ["x", "pads"], ["y"], name="pad_node")], [_f("x", [1])], [Y], [pads]),
+                 pad_model, progress=False)
 
     base = {"s": np.array([2, 3], np.int64), "lim": np.array(5, np.int64), "x": np.ones(1, np.float32),
-            "e": np.array([4], np.int64), "big_s": np.array([16], np.int64), "c": np.array([16], np.int64)}
+            "e": np.array([4], np.int64), "big_s": np.array([16], np.int64), "c": np.array([16], np.int64),
+            "gi": np.array([0], np.int64)}
     cases = []
 
-    def add(case, max_memory=None, **over):
+    def add(case, max_memory=None, model=model, feeds_base=base, **over):
         feeds = {}
-        for k, v in {**base, **over}.items():
+        for k, v in {**feeds_base, **over}.items():
             if v is None:
                 continue
             p = str(tmp / f"{case}_{k}.npy")
@@ -297,6 +311,8 @@ def runtime_results(tmp_path_factory):
     add("budget_fits", max_memory=size + (16 << 20), big_s=np.array([1 << 20], np.int64))  # 4 MiB
     # 9 values of 4 MiB in a chain, at most 2 alive at once: fits 16 MiB only when dead values are freed
     add("budget_chain", max_memory=size + (16 << 20), c=np.array([1 << 20], np.int64))
+    add("gather_2_40", gi=np.array([1 << 40], np.int64))
+    add("pad_2_40", model=pad_model, feeds_base={"x": np.ones(1, np.float32)})
     add("feed_f64", x=np.ones(1))
     add("feed_rank", x=np.ones((1, 1), np.float32))
     add("feed_missing", x=None)
@@ -317,6 +333,8 @@ def test_runtime_ok(runtime_results):
     ("expand_2_40", "InvalidConfig", ["expand_node", "2^31"]),
     ("budget_output", "OutOfMemory", ["node 'cos_node' (op constant_of_shape)", "max_memory="]),
     ("budget_intermediate", "OutOfMemory", ["node 'big_fill' (op constant_of_shape)", "max_memory="]),
+    ("gather_2_40", "InvalidConfig", ["gather_node", "index 1099511627776"]),
+    ("pad_2_40", "OutOfMemory", ["node 'pad_node' (op pad)", "[1099511627777]", "physical memory available"]),
     ("feed_f64", "InvalidConfig", ["inputs['x']", "float64"]),
     ("feed_rank", "ShapeMismatch", ["input 'x'"]),
     ("feed_missing", "InvalidConfig", ["inputs['x']", "missing"]),

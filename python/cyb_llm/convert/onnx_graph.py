@@ -560,7 +560,10 @@ class _Importer:
         elif op == "Transpose":
             x = self.value(node, node.input[0])
             s = self.shape(x)
-            perm = list(a.get("perm", reversed(range(len(s)))))
+            perm = [int(p) for p in a.get("perm", reversed(range(len(s))))]
+            if sorted(perm) != list(range(len(s))):
+                raise make_error(FormatError, f"ONNX node '{nm}' (Transpose): perm {perm} is not a permutation of "
+                                 f"the {len(s)} axes of its input", section="onnx", key=nm)
             self.emit(nm, "transpose", [x], [out], [[s[p] for p in perm]], perm=perm)
         elif op == "Slice":
             self.slice(node, nm)
@@ -610,6 +613,9 @@ class _Importer:
         for k, (st, en, ax, sp) in enumerate(zip(starts, ends, axes, steps)):
             if sp < 1:
                 raise self.unsupported(node, f"step {sp} (steps >= 1 are translated)")
+            if not -len(s) <= ax < len(s):
+                raise make_error(FormatError, f"ONNX node '{nm}' (Slice): axis {ax} of an input of {len(s)} dims",
+                                 section="onnx", key=nm)
             ax = ax + len(s) if ax < 0 else ax
             d = s[ax]
             en = min(en, 2 ** 62)
