@@ -235,6 +235,24 @@ def test_unsorted_graph_is_sorted(tmp_path):
     np.testing.assert_allclose(got, np.tanh(np.maximum(x, 0)), rtol=1e-6, atol=1e-7)
 
 
+def test_feeds_of_any_layout(tmp_path):
+    """Feeds strided, Fortran-ordered, transposed, read-only or byte-swapped give numpy's answer
+    (never the bytes read as if they were native C-order values)."""
+    src = _save(tmp_path / "relu.onnx", [N("Relu", ["x"], ["y"], name="r")], [_f("x", ["n", "m"])], [Y])
+    out = str(tmp_path / "relu.model")
+    import_model(src, out, progress=False)
+    m = cyb_llm.load(out, backend="cpu")
+    base = np.arange(-12, 12, dtype=np.float32).reshape(4, 6)
+    ro = np.frombuffer(base.tobytes(), np.float32).reshape(4, 6)
+    for x in (base[:, ::2], np.asfortranarray(base), base.T, ro, base.astype(">f4"), base.T.astype(">f4")):
+        np.testing.assert_array_equal(m.run({"x": x})["y"], np.maximum(x.astype(np.float32), 0))
+    i = np.arange(-3, 3, dtype=">i8")
+    ids = _save(tmp_path / "ids.onnx", [N("Neg", ["i"], ["y"], name="neg")],
+                [helper.make_tensor_value_info("i", T.INT64, ["n"])], [helper.make_tensor_value_info("y", T.INT64, None)])
+    import_model(ids, str(tmp_path / "ids.model"), progress=False)
+    assert cyb_llm.load(str(tmp_path / "ids.model"), backend="cpu").run({"i": i})["y"].tolist() == [3, 2, 1, 0, -1, -2]
+
+
 def test_external_data_imports(tmp_path):
     """`onnx.save(..., save_as_external_data=True)`: model.onnx + model.onnx.data import as one."""
     rng = np.random.default_rng(3)
