@@ -304,6 +304,15 @@ def runtime_results(tmp_path_factory):
     import_model(_save(tmp / "pad.onnx", [N("Pad", ["x", "pads"], ["y"], name="pad_node")], [_f("x", [1])], [Y], [pads]),
                  pad_model, progress=False)
 
+    # empty feeds (a dim of 0): run like numpy (they used to read as "no data")
+    empty_model = str(tmp / "empty.model")
+    e_outs = [_f("relu", None), _f("tp", None), helper.make_tensor_value_info("nz", T.INT64, None), _f("cs", None),
+              _f("rsum", None)]
+    import_model(_save(tmp / "empty.onnx", [N("Relu", ["x"], ["relu"]), N("Transpose", ["x"], ["tp"], perm=[1, 0]),
+                                            N("NonZero", ["x"], ["nz"]), N("CumSum", ["x", "zero"], ["cs"]),
+                                            N("ReduceSum", ["x", "zero1"], ["rsum"], keepdims=0)],
+                       [_f("x", ["n", 4])], e_outs,
+                       [zero, numpy_helper.from_array(np.array([0], np.int64), "zero1")]), empty_model, progress=False)
     base = {"s": np.array([2, 3], np.int64), "lim": np.array(5, np.int64), "x": np.ones(1, np.float32),
             "e": np.array([4], np.int64), "big_s": np.array([16], np.int64), "c": np.array([16], np.int64),
             "gi": np.array([0], np.int64)}
@@ -331,6 +340,7 @@ def runtime_results(tmp_path_factory):
     add("budget_chain", max_memory=size + (16 << 20), c=np.array([1 << 20], np.int64))
     add("gather_2_40", gi=np.array([1 << 40], np.int64))
     add("pad_2_40", model=pad_model, feeds_base={"x": np.ones(1, np.float32)})
+    add("empty", model=empty_model, feeds_base={"x": np.ones((0, 4), np.float32)})
     add("feed_f64", x=np.ones(1))
     add("feed_rank", x=np.ones((1, 1), np.float32))
     add("feed_missing", x=None)
@@ -360,6 +370,12 @@ def test_runtime_ok(runtime_results):
 ])
 def test_hostile_run(runtime_results, case, err, needles):
     _expect(runtime_results, case, err, *needles)
+
+
+def test_empty_feeds(runtime_results):
+    r = runtime_results["empty"]
+    assert r["ok"], r
+    assert r["shapes"] == {"relu": [0, 4], "tp": [4, 0], "nz": [2, 0], "cs": [0, 4], "rsum": [4]}
 
 
 @pytest.mark.parametrize("case", ["budget_fits", "budget_chain"])

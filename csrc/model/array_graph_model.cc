@@ -188,7 +188,10 @@ class ArrayGraphModel : public Model {
       Val v;
       v.dtype = h->dtype;
       v.shape = to_shape(h->shape, "input '" + s.name + "'");
-      v.data = h->data.data();
+      // an empty input (a dim of 0) has no bytes: a valid pointer all the same (kernels read none of it,
+      // and a null one reads as "no data")
+      static const uint64_t kNoBytes[8] = {};
+      v.data = h->data.empty() ? static_cast<const void*>(kNoBytes) : h->data.data();
       vals[s.name] = v;
     }
     auto get = [&](const std::string& name) -> const Val& {
