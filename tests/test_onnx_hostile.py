@@ -141,6 +141,16 @@ def _import_cases(tmp_path) -> list[dict]:
     add("slice_axis", _save(tmp_path / "slice.onnx", [N("Slice", ["x", "st", "en", "ax"], ["y"], name="sl")], [x2], [Y],
                             [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in
                              (("st", 0), ("en", 1), ("ax", 7))]))
+    w4 = numpy_helper.from_array(np.ones(4, np.float32), "w4")
+    add("dup_input", _save(tmp_path / "dupin.onnx", [N("Relu", ["x"], ["y"], name="r")], [X, X], [Y]))
+    add("dup_init", _save(tmp_path / "dupinit.onnx", [N("Add", ["x", "w4"], ["y"], name="a")], [X], [Y], [w4, w4]))
+    add("dup_output", _save(tmp_path / "dupout.onnx", [N("Relu", ["x"], ["y"], name="r")], [X], [Y, Y]))
+    sp = helper.make_sparse_tensor(numpy_helper.from_array(np.ones(1, np.float32), "sw"),
+                                   numpy_helper.from_array(np.array([0], np.int64), "idx"), [4])
+    m_sp = _model([N("Add", ["x", "sw"], ["y"], name="a")], [X], [Y])
+    m_sp.graph.sparse_initializer.extend([sp])
+    onnx.save(m_sp, str(tmp_path / "sparse.onnx"))
+    add("sparse", tmp_path / "sparse.onnx")
     add("output_undefined", _save(tmp_path / "outundef.onnx", [N("Relu", ["x"], ["a"], name="r")], [X], [Y]))
 
     body = helper.make_graph([N("Relu", ["x"], ["t"])], "body", [], [_f("t", None)])
@@ -209,6 +219,10 @@ def import_results(tmp_path_factory):
     ("no_outputs", "FormatError", ["'mute'", "no outputs"]),
     ("perm", "FormatError", ["'tp'", "perm [0, 5] is not a permutation"]),
     ("slice_axis", "FormatError", ["'sl'", "axis 7 of an input of 2 dims"]),
+    ("dup_input", "FormatError", ["graph input 'x' is declared twice"]),
+    ("dup_init", "FormatError", ["initializer 'w4' is declared twice"]),
+    ("dup_output", "FormatError", ["graph output 'y' is declared twice"]),
+    ("sparse", "UnsupportedOp", ["sparse initializers (sw)"]),
     ("output_undefined", "FormatError", ["graph output 'y'", "defined by no node"]),
     ("if", "UnsupportedOp", ["If x1 (the_if)"]),
     ("loop", "UnsupportedOp", ["Loop x1 (the_loop)"]),

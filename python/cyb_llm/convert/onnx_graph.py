@@ -19,6 +19,7 @@ default, an output named like an input plus "n" ("hn" -> "h") of the same dtype 
 """
 from __future__ import annotations
 
+import heapq
 import json
 import os
 from typing import Any
@@ -379,7 +380,6 @@ class _Importer:
             for j in d:
                 readers.setdefault(j, []).append(k)
         ready = [k for k in range(len(nodes)) if not waiting[k]]
-        import heapq
         heapq.heapify(ready)  # the file's order among the ready nodes: a sorted file is kept as it is
         while ready:
             k = heapq.heappop(ready)
@@ -403,6 +403,23 @@ class _Importer:
             raise make_error(FormatError, f"the ONNX graph has a cycle: {names} (each reads the next's output)",
                              section="onnx", key=_label(nodes[loop[0]]))
         return [nodes[k] for k in order]
+
+    def check_declarations(self) -> None:
+        """FormatError for a graph input, initializer or output declared twice; UnsupportedOp for
+        sparse initializers (not read by this importer), naming them."""
+        if self.g.sparse_initializer:
+            names = [t.values.name for t in self.g.sparse_initializer]
+            raise make_error(UnsupportedOp, f"sparse initializers ({', '.join(names[:5])}"
+                             f"{', ...' if len(names) > 5 else ''}): this importer reads dense tensors only",
+                             op=f"sparse initializer '{names[0]}'", backend="onnx import", dtype="")
+        for what, names in (("graph input", [i.name for i in self.g.input]),
+                            ("initializer", [t.name for t in self.g.initializer]),
+                            ("graph output", [o.name for o in self.g.output])):
+            seen: set[str] = set()
+            for n in names:
+                if n in seen:
+                    raise make_error(FormatError, f"{what} '{n}' is declared twice", section="onnx", key=n)
+                seen.add(n)
 
     def check_arity(self, n: Any) -> None:
         """FormatError naming the node when its input / output count is outside the ONNX op's."""
@@ -443,6 +460,7 @@ class _Importer:
                              "(onnx.version_converter can convert the file)", op=f"opset {self.opset}",
                              backend="onnx import", dtype="")
         self.check_supported()
+        self.check_declarations()
         inputs = []
         init_names = {t.name for t in self.g.initializer}
         for i in self.g.input:
