@@ -238,3 +238,28 @@ def test_frontend_imports_no_heavy_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "HEAVY []" in out.stdout, out.stdout
+
+
+def test_threads_with_two_voices_get_their_own():
+    """espeak-ng's voice is process-wide: calls from threads with different voices are serialized
+    (set_voice and get_phonemes under one lock), each gets its own voice's phonemes."""
+    import threading
+    en = VoiceConfig.from_dict(_config_dict())
+    de = VoiceConfig.from_dict(dict(_config_dict(), espeak={"voice": "de"}))
+    text = "Ich habe zwei Hunde, drei Katzen und vier Bücher."
+    want = {id(en): phonemize(text, en), id(de): phonemize(text, de)}
+    assert want[id(en)] != want[id(de)]
+    wrong: list = []
+
+    def run(cfg):
+        for _ in range(150):
+            got = phonemize(text, cfg)
+            if got != want[id(cfg)]:
+                wrong.append(cfg.espeak_voice)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in (en, de, en, de)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
