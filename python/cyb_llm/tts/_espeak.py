@@ -91,16 +91,6 @@ def _load() -> ModuleType:
     return mod
 
 
-def available() -> bool:
-    """Whether the espeak-ng of piper-tts can be used (loads it on the first call)."""
-    try:
-        with _lock:
-            _load()
-    except (InvalidConfig, BackendInit):
-        return False
-    return True
-
-
 def clauses(voice: str, text: str) -> list[tuple[str, str, bool]]:
     """espeak-ng's clauses of `text` with `voice`: (IPA phonemes, terminator, ends a sentence) each.
 
