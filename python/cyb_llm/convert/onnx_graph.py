@@ -223,6 +223,9 @@ class _Importer:
             else:
                 spec.append(-1)
                 unknown += 1
+        if not target:  # a 0-d result: the reshape op's shape has 1 to 8 dims (the callers fall back to views)
+            raise make_error(UnsupportedOp, f"reshape '{name}': a 0-d target", op=f"reshape (node '{name}')",
+                             backend="onnx import", dtype="")
         if unknown > 1:
             raise make_error(UnsupportedOp, f"reshape '{name}': more than one dim unknown at import ({target})",
                              op=f"reshape (node '{name}')", backend="onnx import", dtype="")
