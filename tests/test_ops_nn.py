@@ -58,6 +58,10 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     ((1, 5, 4, 4), 3, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, False),  # 1x1
     ((1, 2, 3, 3), 2, (3, 3), (2, 2), (1, 1), (0, 0, 0, 0), 1, True),  # one output
     ((0, 2, 5, 5), 3, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),  # empty batch
+    # the x86 panel GEMM: several row blocks of output channels per group, several column panels
+    # per image (a partial last one, panels across output rows), two images
+    ((2, 8, 9, 13), 34, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 2, True),
+    ((1, 3, 40, 37), 20, (3, 3), (2, 1), (1, 2), (2, 0, 1, 3), 1, True),
 ]
 
 
@@ -186,7 +190,7 @@ def test_conv_transpose_errors():
 
 MM_SHAPES = [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((4,), (4, 3)), ((3, 4), (4,)), ((4,), (4,)),
              ((2, 1, 3, 7), (5, 7, 2)), ((1, 5, 17), (3, 17, 19)), ((0, 3), (3, 2)), ((3, 0), (0, 2)),
-             ((2, 20, 33), (2, 33, 18))]
+             ((2, 20, 33), (2, 33, 18)), ((2, 37, 9), (9, 70))]
 
 
 @pytest.mark.parametrize("level", LEVELS)

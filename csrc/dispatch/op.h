@@ -128,7 +128,7 @@ enum class OpKind : uint16_t {
   // out i64 [k] = x's dims [start, end) (attr range = [start, end], ONNX Shape's bounds; default all).
   ShapeOf = 49,
   // ---- convolution, pooling, norms, matmul and layout ops of graph v2 (ONNX semantics, f32; the
-  // reference kernels in backends/cpu/ref_array_nn.cc). Spatial attrs of conv / conv_transpose /
+  // reference kernels in dispatch/ref/array_nn_kernels.h). Spatial attrs of conv / conv_transpose /
   // pool: pads in ints ([begin per spatial dim.., end per spatial dim..]), strides in ints2[0..2),
   // dilations in ints2[2..4), output_padding (conv_transpose) / kernel_shape (pool) in ints2[4..6);
   // n_part[0..3) says how many of each were given (0: the defaults 1, 1, 0).
@@ -160,7 +160,7 @@ enum class OpKind : uint16_t {
   // Softmax over attr axis (negative from the end) of x: exp(x - max) / sum (ONNX opset 13), sums in double.
   SoftmaxAxis = 59,
   // ---- index and data-dependent-shape ops (tags 60-79; ONNX semantics; reference kernels in
-  // backends/cpu/ref_array_index.cc). Index inputs are i32 or i64; a negative index counts from
+  // dispatch/ref/array_index_kernels.h). Index inputs are i32 or i64; a negative index counts from
   // the end of its dim; an index outside [-dim, dim) is InvalidConfig naming the op label. Outputs
   // whose size comes from input values (nonzero, range, constant_of_shape, expand, tile) read those
   // host values in the shape rule and may hold at most 2^31 elements (InvalidConfig otherwise,

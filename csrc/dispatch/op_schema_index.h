@@ -1,6 +1,6 @@
 // The shape rules and semantic checks of the index and data-dependent-shape ops (op.h tags 60-79),
 // used by their schema rows (dispatch/op_schema.cc) and by their reference kernels
-// (backends/cpu/ref_array_index.cc).
+// (dispatch/ref/array_index_kernels.h).
 #pragma once
 #include <vector>
 

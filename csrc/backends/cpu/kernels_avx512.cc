@@ -6,12 +6,16 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "backends/cpu/kernels.h"
 #include "core/quant.h"
 #include "backends/cpu/simd_common.h"
+#include "core/array_elems.h"
+#include "dispatch/nn_geom.h"
 
 namespace cyb_avx512 {
 #include "backends/cpu/kernels_x86_matmul.inc"
