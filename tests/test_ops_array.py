@@ -66,6 +66,10 @@ def test_unary_not_and_dtype_errors():
     b = RNG.integers(0, 2, (3, 4)).astype(bool)
     got = _run("unary", [b], {"fn": "not"})[0]
     assert got.dtype == np.bool_ and np.array_equal(got, ~b)
+    f = np.array([0.0, np.nan, np.inf, -np.inf, -1.5, np.nan], np.float32)
+    for fn, want in (("isnan", np.isnan(f)), ("isinf", np.isinf(f))):
+        got = _run("unary", [f], {"fn": fn})[0]
+        assert got.dtype == np.bool_ and np.array_equal(got, want), fn
     with pytest.raises(UnsupportedOp):
         _run("unary", [np.ones(3, np.float32)], {"fn": "not"})
     with pytest.raises(UnsupportedOp):

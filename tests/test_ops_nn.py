@@ -157,6 +157,23 @@ def test_conv_transpose(level, case):
              "group": group}
     got = _run("conv_transpose", [x, w] + ([b] if has_b else []), attrs, level)
     assert _err(ref, got) <= TOL
+    fast = _run("conv_transpose", [x, w] + ([b] if has_b else []), attrs, level, precise=False)
+    assert _err(ref, fast) <= TOL_FAST
+
+
+def test_conv_transpose_fast_equals_reference_level():
+    # the x86 levels' matmul + col2im path against the scalar level's f64 reference: a Piper-sized
+    # upsampling layer (k 16, stride 8, pads 4), more input positions than one col2im chunk, groups
+    cases = [((1, 64, 300), (64, 32, 16), {"strides": [8], "pads": [4, 4]}),
+             ((1, 4, 1100), (4, 256, 16), {"strides": [8], "pads": [4, 4]}),  # 2 chunks of 1024 positions
+             ((2, 6, 9, 7), (6, 2, 3, 4), {"strides": [2, 3], "dilations": [2, 1], "pads": [1, 0, 2, 1],
+                                            "output_padding": [1, 2], "group": 3})]
+    for xs, ws, attrs in cases:
+        x, w, b = _rand(*xs), _rand(*ws), _rand(ws[1] * attrs.get("group", 1))
+        ref = _run("conv_transpose", [x, w, b], attrs, "scalar")
+        for level in LEVELS:
+            assert _err(ref, _run("conv_transpose", [x, w, b], attrs, level)) <= TOL, level
+            assert _err(ref, _run("conv_transpose", [x, w, b], attrs, level, precise=False)) <= TOL_FAST, level
 
 
 def test_conv_transpose_errors():

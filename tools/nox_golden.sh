@@ -1,30 +1,53 @@
 #!/usr/bin/env bash
 # nox reproducibility: builds tools/nox_golden.cc (graph executor + nox backend
-# + the container reader, nothing else) with every available compiler among
-# g++ / clang++ at -O0 and -O3 (FP flags of CMakeLists.txt: -ffp-contract=off
-# for nox), runs each on the golden model and compares with
-# tests/data/nox_golden.txt. Exit status 0 only if every build matches.
+# + the container reader, nothing else) and tools/nox_golden2.cc (the version-2
+# graph run + nox) with every available compiler among g++ / clang++ at -O0 and
+# -O3 (FP flags of CMakeLists.txt: -ffp-contract=off for nox), runs the first on
+# the golden model and compares with tests/data/nox_golden.txt, the second on the
+# Silero VAD v6 graph (imported from faster_whisper's asset by the Python package,
+# PYTHONPATH=python) and compares with tests/data/nox_golden_silero.txt. Without
+# faster_whisper / onnx the Silero half is skipped (said so). Exit status 0 only if
+# every build matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${WORK:-$(mktemp -d)}
 python3 tests/nox_golden.py write "$WORK/golden.model" >/dev/null
-SRCS="tools/nox_golden.cc csrc/backends/nox/nox_backend.cc csrc/backends/nox/nox_math.cc csrc/backends/nox/sha256.cc
-      csrc/core/quant.cc csrc/core/rope.cc csrc/model/nox_tracer.cc csrc/graph/graph.cc csrc/graph/fusion.cc csrc/graph/executor.cc
-      csrc/format/toml.cc csrc/format/model_file.cc $(ls csrc/dispatch/*.cc)
+SILERO=""
+if PYTHONPATH=python python3 - "$WORK/vad.model" <<'PY' >/dev/null 2>"$WORK/import.log"
+import os, sys
+import faster_whisper
+from cyb_llm.cli import main
+src = os.path.join(os.path.dirname(faster_whisper.__file__), "assets", "silero_vad_v6.onnx")
+sys.exit(main(["import", src, "-o", sys.argv[1]]))
+PY
+then SILERO="$WORK/vad.model"
+else echo "skip the Silero VAD check (import failed: $(tail -1 "$WORK/import.log"))"
+fi
+COMMON="csrc/backends/nox/nox_backend.cc csrc/backends/nox/nox_math.cc csrc/backends/nox/sha256.cc csrc/backends/nox/nox_v2.cc
+      csrc/core/quant.cc csrc/core/rope.cc csrc/format/toml.cc csrc/format/model_file.cc $(ls csrc/dispatch/*.cc)
       csrc/core/errors.cc csrc/core/dtype.cc csrc/core/frame_allocator.cc csrc/core/thread_pool.cc
       csrc/core/config_check.cc csrc/core/memory_budget.cc"
+SRCS="tools/nox_golden.cc csrc/model/nox_tracer.cc csrc/graph/graph.cc csrc/graph/fusion.cc csrc/graph/executor.cc $COMMON"
+SRCS2="tools/nox_golden2.cc csrc/model/array_graph_run.cc csrc/graph/array_graph.cc csrc/graph/graph.cc $COMMON"
 status=0
 ran=0
+check() {  # name, exe, model, golden file
+  if "$2" "$3" | diff -u "$4" - >/dev/null; then
+    echo "ok   $1"
+  else
+    echo "FAIL $1"; "$2" "$3" | diff -u "$4" - || true
+    status=1
+  fi
+}
 for cxx in ${CXXS:-g++ clang++}; do
   command -v "$cxx" >/dev/null || { echo "skip $cxx (not installed)"; continue; }
   for opt in ${OPTS:--O0 -O3}; do
     exe="$WORK/nox_golden_${cxx//+/p}_${opt#-}"
     "$cxx" -std=c++17 $opt -ffp-contract=off -Icsrc -pthread $SRCS -o "$exe"
-    if "$exe" "$WORK/golden.model" | diff -u tests/data/nox_golden.txt - >/dev/null; then
-      echo "ok   $cxx $opt"
-    else
-      echo "FAIL $cxx $opt"; "$exe" "$WORK/golden.model" | diff -u tests/data/nox_golden.txt - || true
-      status=1
+    check "$cxx $opt" "$exe" "$WORK/golden.model" tests/data/nox_golden.txt
+    if [ -n "$SILERO" ]; then
+      "$cxx" -std=c++17 $opt -ffp-contract=off -Icsrc -pthread $SRCS2 -o "$exe.v2"
+      check "$cxx $opt silero (graph v2)" "$exe.v2" "$SILERO" tests/data/nox_golden_silero.txt
     fi
     ran=$((ran + 1))
   done

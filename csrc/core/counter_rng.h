@@ -8,8 +8,9 @@
 //   u2       = (b >> 11) / 2^53         in [0, 1)
 //   normal   = sqrt(-2 ln u1) * cos(2 pi u2)   (Box-Muller in double, the cosine half only)
 #pragma once
-#include <cmath>
 #include <cstdint>
+
+#include "core/math_policy.h"
 
 namespace cyb {
 
@@ -20,13 +21,23 @@ inline uint64_t splitmix64_mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-inline double normal_of(int64_t seed, int64_t i) {
+// The seed of the k-th random node of a graph when the caller gives one seed for a run
+// (RunOptions::seed): mix(seed ^ mix(k)), so nodes draw independent streams.
+inline uint64_t seed_for_node(uint64_t seed, int64_t k) {
+  return splitmix64_mix(seed ^ splitmix64_mix(static_cast<uint64_t>(k)));
+}
+
+// M: the math policy (core/math_policy.h) of ln, cos and sqrt (the cpu backend: StdMath; nox: NoxMath).
+template <class M>
+double normal_of_with(int64_t seed, int64_t i) {
   const uint64_t key = splitmix64_mix(static_cast<uint64_t>(seed));
   const uint64_t c = static_cast<uint64_t>(i) * 2u;
   const uint64_t a = splitmix64_mix(key ^ c), b = splitmix64_mix(key ^ (c + 1u));
   const double u1 = static_cast<double>((a >> 11) + 1u) * (1.0 / 9007199254740992.0);
   const double u2 = static_cast<double>(b >> 11) * (1.0 / 9007199254740992.0);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  return M::sqrt(-2.0 * M::log(u1)) * M::cos(6.283185307179586 * u2);
 }
+
+inline double normal_of(int64_t seed, int64_t i) { return normal_of_with<StdMath>(seed, i); }
 
 }  // namespace cyb

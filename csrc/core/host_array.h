@@ -24,6 +24,13 @@ struct HostArray {
   }
 };
 
+// Options of one named-array run. seed: when set, the graph's random ops draw from it (node k of
+// the graph's random ops uses seed_for_node(seed, k), core/counter_rng.h) instead of the seeds the graph holds.
+struct RunOptions {
+  bool has_seed = false;
+  uint64_t seed = 0;
+};
+
 // Named arrays in a fixed order (inputs as the caller gave them, outputs as the model declares them).
 using NamedArrays = std::vector<std::pair<std::string, HostArray>>;
 

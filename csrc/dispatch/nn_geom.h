@@ -1,7 +1,7 @@
 // Geometry of the graph-v2 nn ops (conv, conv_transpose, pool, resize, matmul_nd, concat, ...):
 // the output shapes from the attributes and the input shapes, checked once here (structured
 // ShapeMismatch / InvalidConfig naming the op label and what is wrong) for validate_op,
-// infer_output_shapes and the kernels (backends/cpu/ref_array_nn.cc).
+// infer_output_shapes and the kernels (dispatch/ref/array_nn_kernels.h).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -106,7 +106,8 @@ enum class OpKind : uint16_t {
   // broadcasting where two inputs meet). Tags 40-49: these; 50-59: convolution, pooling, norms,
   // matmul and layout ops; 60-79: index and data-dependent-shape ops.
   // out = fn(x) element-wise, attr fn: neg abs exp log erf sin cos ceil floor round sign reciprocal
-  // softplus leaky_relu (slope alpha) not clip (bounds alpha, beta); floats in double, integers exact.
+  // softplus leaky_relu (slope alpha) not clip (bounds alpha, beta) isnan isinf (-> bool); floats in
+  // double, integers exact.
   Unary = 40,
   // out = fn(a, b) with broadcasting, attr fn: add sub mul div pow min max mod (arithmetic, a's
   // dtype; integer div truncates, mod as numpy for fmod=false) equal less less_equal greater
@@ -127,7 +128,7 @@ enum class OpKind : uint16_t {
   // out i64 [k] = x's dims [start, end) (attr range = [start, end], ONNX Shape's bounds; default all).
   ShapeOf = 49,
   // ---- convolution, pooling, norms, matmul and layout ops of graph v2 (ONNX semantics, f32; the
-  // reference kernels in backends/cpu/ref_array_nn.cc). Spatial attrs of conv / conv_transpose /
+  // reference kernels in dispatch/ref/array_nn_kernels.h). Spatial attrs of conv / conv_transpose /
   // pool: pads in ints ([begin per spatial dim.., end per spatial dim..]), strides in ints2[0..2),
   // dilations in ints2[2..4), output_padding (conv_transpose) / kernel_shape (pool) in ints2[4..6);
   // n_part[0..3) says how many of each were given (0: the defaults 1, 1, 0).
@@ -159,7 +160,7 @@ enum class OpKind : uint16_t {
   // Softmax over attr axis (negative from the end) of x: exp(x - max) / sum (ONNX opset 13), sums in double.
   SoftmaxAxis = 59,
   // ---- index and data-dependent-shape ops (tags 60-79; ONNX semantics; reference kernels in
-  // backends/cpu/ref_array_index.cc). Index inputs are i32 or i64; a negative index counts from
+  // dispatch/ref/array_index_kernels.h). Index inputs are i32 or i64; a negative index counts from
   // the end of its dim; an index outside [-dim, dim) is InvalidConfig naming the op label. Outputs
   // whose size comes from input values (nonzero, range, constant_of_shape, expand, tile) read those
   // host values in the shape rule and may hold at most 2^31 elements (InvalidConfig otherwise,
@@ -195,6 +196,15 @@ enum class OpKind : uint16_t {
   // out i64 = index of the max of x along attr axis (keepdims; select_last_index: the last of equal
   // maxima, else the first; NaN counts as the max).
   ArgMax = 72,
+  // ONNX Slice with run-time bounds: out = x[start:end:step] on the dims of axes (default 0, 1, ..),
+  // in: x, starts, ends, axes?, steps? (1-D, one value per sliced axis, i32 or i64, host memory).
+  // Starts / ends count from the end when negative and are clamped to [0, dim] (step > 0) or
+  // [-1, dim - 1] (step < 0: the dim read backwards, e.g. end -INT64_MAX reverses it); step != 0.
+  SliceDyn = 73,
+  // ONNX Pad with run-time pads: in x, pads (1-D i32 / i64, host memory: the begin pads then the end
+  // pads of each dim, or of each of attr axes); a negative pad crops.  attr mode constant (attr
+  // value) | reflect | edge.
+  PadDyn = 74,
   COUNT_PLUS_ONE
 };
 

@@ -487,7 +487,7 @@ std::vector<OpSchema> build_table() {
     // ---- array ops (graph v2)
     {OpKind::Unary, "unary", 1, 1, 1, false,
      {Ae("fn", true, F::Fn, kUnaryFns), A("alpha", Fl, false, F::Alpha), A("beta", Fl, false, F::Beta)},
-     {ax}, {aout}, ShapeRule::Like, 0, check_unary, OutDType::Like0},
+     {ax}, {aout}, ShapeRule::Like, 0, check_unary, OutDType::UnaryFn},
     {OpKind::Binary, "binary", 2, 2, 1, false, {Ae("fn", true, F::Fn, kBinaryFns)},
      {ax, {"b", kDtArray}}, {aout}, ShapeRule::Computed, 0, check_binary, OutDType::BinaryFn},
     {OpKind::Where, "where", 3, 3, 1, false, {},
@@ -544,6 +544,14 @@ std::vector<OpSchema> build_table() {
      {Ai("axis", false, F::Axis, -8, 7), A("keepdims", Bo, false, F::KeepDims),
       A("select_last_index", Bo, false, F::SelectLast)},
      {{"x", kDtF32 | kDtF16 | kDtInt}}, {{"out", kDtI64}}, ShapeRule::Computed, 0, nullptr, OutDType::I64},
+    {OpKind::SliceDyn, "slice_dyn", 3, 5, 1, false, {},
+     {{"data", kDtArray}, {"starts", kDtI32 | kDtI64}, {"ends", kDtI32 | kDtI64}, {"axes", kDtI32 | kDtI64},
+      {"steps", kDtI32 | kDtI64}},
+     {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
+    {OpKind::PadDyn, "pad_dyn", 2, 2, 1, false,
+     {Ae("mode", false, F::Mode, "constant|reflect|edge"), A("value", Fl, false, F::Fill),
+      A("axes", AttrType::IntArray, false, F::Ints)},
+     {ax, {"pads", kDtI32 | kDtI64}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
     // ---- nn ops (graph v2, f32; geometry in dispatch/nn_geom.cc)
     {OpKind::Conv, "conv", 2, 3, 1, false, conv_attrs,
      {x, {"weight", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
@@ -825,7 +833,7 @@ void slice_bounds(const Op& op, const Shape& x, int* axis, int64_t* start, int64
 }
 
 const char* const kUnaryFns =
-    "neg|abs|exp|log|erf|sin|cos|ceil|floor|round|sign|reciprocal|softplus|leaky_relu|not|clip";
+    "neg|abs|exp|log|erf|sin|cos|ceil|floor|round|sign|reciprocal|softplus|leaky_relu|not|clip|isnan|isinf";
 const char* const kBinaryFns =
     "add|sub|mul|div|pow|min|max|mod|equal|less|less_equal|greater|greater_equal|and|or|xor";
 const char* const kReduceFns = "sum|mean|max|min|prod";
@@ -873,6 +881,8 @@ DType output_dtype(const Op& op, const Tensor* in, int n_in, int i) {
     case OutDType::Bool: return DType::BOOL;
     case OutDType::I64: return DType::I64;
     case OutDType::Attr: return cast_dtype(op.a.to);
+    case OutDType::UnaryFn:
+      return op.a.fn >= kUIsNan ? DType::BOOL : (n_in > 0 ? in[0].dtype : DType::F32);
     case OutDType::BinaryFn:
       return op.a.fn >= kBEqual ? DType::BOOL : (n_in > 0 ? in[0].dtype : DType::F32);
   }

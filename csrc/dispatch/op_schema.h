@@ -53,6 +53,7 @@ enum class OutDType : uint8_t {
   I64,    // indices, shapes
   Attr,   // attribute `to` (cast)
   BinaryFn,  // binary: bool for the comparisons, else input 0's dtype
+  UnaryFn,   // unary: bool for isnan / isinf, else input 0's dtype
 };
 
 // The `fn` choices of the array ops (the enum attribute's index is OpAttrs::fn) and cast's `to`.
@@ -62,7 +63,7 @@ extern const char* const kReduceFns;
 extern const char* const kCastTypes;
 enum UnaryFn : int {
   kUNeg, kUAbs, kUExp, kULog, kUErf, kUSin, kUCos, kUCeil, kUFloor, kURound, kUSign, kUReciprocal, kUSoftplus,
-  kULeakyRelu, kUNot, kUClip
+  kULeakyRelu, kUNot, kUClip, kUIsNan, kUIsInf
 };
 enum BinaryFn : int {
   kBAdd, kBSub, kBMul, kBDiv, kBPow, kBMin, kBMax, kBMod, kBEqual, kBLess, kBLessEqual, kBGreater, kBGreaterEqual,

@@ -5,6 +5,7 @@
 #include "dispatch/op_schema_index.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/array_elems.h"
@@ -166,6 +167,112 @@ void check_scatter_nd(const Op& op, const Tensor* in, int, const Tensor*, int) {
   }
 }
 
+namespace {
+
+// A 1-D integer input of `n` values (n < 0: any count up to kMaxDims).
+std::vector<int64_t> int_values(const Op& op, const Tensor& t, const char* what, int64_t n) {
+  need_host(op, t, what);
+  if (t.shape.ndim != 1 || (n >= 0 && t.shape.d[0] != n) || t.shape.d[0] > Shape::kMaxDims)
+    bad(op, std::string(what) + ": a 1-D array of " + (n >= 0 ? std::to_string(n) : std::string("at most 8")) + " values",
+        {n >= 0 ? n : -1}, t.shape);
+  std::vector<int64_t> v(static_cast<size_t>(t.shape.d[0]));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = get_i(t, static_cast<int64_t>(i));
+  return v;
+}
+
+// Axis values (negative from the end) normalized against nd dims, each at most once.
+std::vector<int> unique_axes(const Op& op, const std::vector<int64_t>& v, int nd, const std::string& what) {
+  std::vector<int> axes;
+  bool seen[Shape::kMaxDims] = {};
+  for (int64_t a : v) {
+    const int64_t ax = a < 0 ? a + nd : a;
+    if (ax < 0 || ax >= nd)
+      throw_invalid_config(lab(op) + "." + what, std::to_string(a) + " is not an axis of an input of " + std::to_string(nd) + " dims");
+    if (seen[ax]) throw_invalid_config(lab(op) + "." + what, "axis " + std::to_string(a) + " appears twice");
+    seen[ax] = true;
+    axes.push_back(static_cast<int>(ax));
+  }
+  return axes;
+}
+
+}  // namespace
+
+SliceDynPlan slice_dyn_plan(const Op& op, const Tensor* in, int n_in) {
+  const Shape& xs = in[0].shape;
+  const int nd = xs.ndim;
+  const std::vector<int64_t> starts = int_values(op, in[1], "starts", -1);
+  const int64_t k = static_cast<int64_t>(starts.size());
+  const std::vector<int64_t> ends = int_values(op, in[2], "ends", k);
+  std::vector<int64_t> axv(static_cast<size_t>(k)), steps(static_cast<size_t>(k), 1);
+  for (int64_t i = 0; i < k; ++i) axv[static_cast<size_t>(i)] = i;
+  if (n_in > 3) axv = int_values(op, in[3], "axes", k);
+  if (n_in > 4) steps = int_values(op, in[4], "steps", k);
+  const std::vector<int> axes = unique_axes(op, axv, nd, "axes");
+  SliceDynPlan p;
+  p.out = xs;
+  for (int i = 0; i < nd; ++i) p.step[i] = 1;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int ax = axes[i];
+    const int64_t dim = xs.d[ax], sp = steps[i];
+    if (sp == 0) throw_invalid_config(lab(op) + ".steps", "step " + std::to_string(i) + " is 0");
+    int64_t b = starts[i], e = ends[i];
+    if (b < 0) b += dim;  // no overflow: dim >= 0 is added to negative values only
+    if (e < 0) e += dim;
+    int64_t count = 0;
+    if (sp > 0) {
+      b = b < 0 ? 0 : (b > dim ? dim : b);
+      e = e < 0 ? 0 : (e > dim ? dim : e);
+      count = e > b ? (e - b - 1) / sp + 1 : 0;
+    } else if (dim > 0) {
+      b = b < 0 ? 0 : (b > dim - 1 ? dim - 1 : b);
+      e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
+      // b - e <= dim + 1 and -sp >= 1: no overflow (sp = INT64_MIN gives count 1 when b > e)
+      count = b > e ? (sp == INT64_MIN ? 1 : (b - e - 1) / -sp + 1) : 0;
+    }
+    p.start[ax] = count > 0 ? b : 0;
+    p.step[ax] = sp;
+    p.out.d[ax] = count;
+  }
+  return p;
+}
+
+PadDynPlan pad_dyn_plan(const Op& op, const Tensor* in) {
+  const Shape& xs = in[0].shape;
+  const int nd = xs.ndim;
+  std::vector<int64_t> av;
+  for (int i = 0; i < (op.a.n_ints ? op.a.n_ints : nd); ++i) av.push_back(op.a.n_ints ? op.a.ints[i] : i);
+  const std::vector<int> axes = unique_axes(op, av, nd, "attrs.axes");
+  const int64_t na = static_cast<int64_t>(axes.size());
+  need_host(op, in[1], "pads");
+  if (in[1].shape.ndim != 1 || in[1].shape.d[0] != 2 * na)
+    bad(op, "pads: a 1-D array of 2 values per padded axis (begins, then ends)", {2 * na}, in[1].shape);
+  PadDynPlan p;
+  p.out = xs;
+  for (int d = 0; d < nd; ++d) p.kept[d] = xs.d[d];
+  for (int64_t i = 0; i < na; ++i) {
+    const int ax = axes[static_cast<size_t>(i)];
+    const int64_t b = get_i(in[1], i), e = get_i(in[1], na + i), dim = xs.d[ax];
+    const std::string where = " (axis " + std::to_string(ax) + ", dim " + std::to_string(dim) + ")";
+    // |pads| beyond 2^31 cannot leave a valid output (at most 2^31 elements, dims >= 0)
+    if (b > kMaxIndexOpElems || e > kMaxIndexOpElems || b < -kMaxIndexOpElems || e < -kMaxIndexOpElems ||
+        dim + b + e < 0)
+      throw_invalid_config(lab(op) + ".pads", "pads " + std::to_string(b) + ", " + std::to_string(e) +
+                                                  " leave no valid dim" + where);
+    const int64_t kept = dim - (b < 0 ? -b : 0) - (e < 0 ? -e : 0);  // >= 0: dim + b + e >= 0 and dim >= 0
+    if (op.a.mode == 1 && (b >= kept || e >= kept) && (b > 0 || e > 0))
+      throw_invalid_config(lab(op) + ".pads", "reflect pads must be smaller than the dim after the crops (" +
+                                                  std::to_string(kept) + ")" + where);
+    if (op.a.mode == 2 && kept == 0 && (b > 0 || e > 0))
+      throw_invalid_config(lab(op) + ".pads", "edge pads of an empty dim" + where);
+    p.first[ax] = b < 0 ? -b : 0;
+    p.kept[ax] = kept;
+    p.before[ax] = b > 0 ? b : 0;
+    p.out.d[ax] = dim + b + e;
+  }
+  (void)sized(op, p.out.d, p.out.ndim, "pads");
+  return p;
+}
+
 std::vector<Shape> index_op_shapes(const Op& op, const Tensor* in, int n_in) {
   const Shape& xs = in[0].shape;
   const int nd = xs.ndim;
@@ -268,6 +375,8 @@ std::vector<Shape> index_op_shapes(const Op& op, const Tensor* in, int n_in) {
       return {sized(op, d, nd, "repeats")};
     }
     case OpKind::RandomNormalLike: return {xs};
+    case OpKind::SliceDyn: return {slice_dyn_plan(op, in, n_in).out};
+    case OpKind::PadDyn: return {pad_dyn_plan(op, in).out};
     case OpKind::ArgMax: {
       need_rank(op, in[0], 1, "x");
       const int ax = index_op_axis(op, nd);

@@ -1,16 +1,11 @@
 #include "model/array_graph_model.h"
 
-#include <cstring>
-#include <map>
-#include <memory>
 #include <mutex>
-#include <new>
-#include <unordered_map>
 
-#include "core/array_elems.h"
 #include "core/errors.h"
 #include "dispatch/op_schema.h"
 #include "graph/array_graph.h"
+#include "model/array_graph_run.h"
 #include "model/model_base.h"
 
 namespace cyb {
@@ -19,73 +14,6 @@ bool is_array_graph_model_type(const std::string& model_type) { return model_typ
 
 namespace {
 
-// A value of a run: a typed, shaped host buffer (owned, or a view of the file / an input / another value).
-struct Val {
-  DType dtype = DType::F32;
-  Shape shape;
-  const void* data = nullptr;
-  std::shared_ptr<void> own;
-};
-
-// The buffers of a model's run values, kept for the next value of the same byte size (a run's
-// values repeat their sizes run after run): no page faults and no zero fill per op once warm (every
-// kernel writes its whole output). Buffers go back when their last Val lets go (the deleter holds
-// the pool, so one outliving the model is still freed). At most kMaxFree bytes wait in the pool
-// (calls of ever new shapes do not grow it without bound); past that, buffers are freed.
-class BufferPool : public std::enable_shared_from_this<BufferPool> {
- public:
-  ~BufferPool() {
-    for (auto& kv : free_)
-      for (void* p : kv.second) ::operator delete(p, std::align_val_t(64));
-  }
-  std::shared_ptr<void> take(size_t bytes) {
-    void* p = nullptr;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      auto it = free_.find(bytes);
-      if (it != free_.end() && !it->second.empty()) {
-        p = it->second.back();
-        it->second.pop_back();
-        free_bytes_ -= bytes;
-      }
-    }
-    if (!p) p = ::operator new(bytes, std::align_val_t(64));
-    std::shared_ptr<BufferPool> self = shared_from_this();
-    return std::shared_ptr<void>(p, [self, bytes](void* q) { self->give(bytes, q); });
-  }
-
- private:
-  static constexpr size_t kMaxFree = size_t{512} << 20;
-  void give(size_t bytes, void* p) {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (free_bytes_ + bytes <= kMaxFree) {
-        free_[bytes].push_back(p);
-        free_bytes_ += bytes;
-        return;
-      }
-    }
-    ::operator delete(p, std::align_val_t(64));
-  }
-  std::mutex mu_;
-  size_t free_bytes_ = 0;
-  std::unordered_map<size_t, std::vector<void*>> free_;
-};
-
-Shape to_shape(const std::vector<int64_t>& v, const std::string& what) {
-  if (v.size() > static_cast<size_t>(Shape::kMaxDims)) throw_shape_mismatch(what + " (at most 8 dims)", {-1}, v);
-  Shape s;
-  for (int64_t d : v) s.d[s.ndim++] = d;
-  return s;
-}
-
-std::string dims_text(const std::vector<graph2::Dim>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? ", " : "") + (dims[i].known() ? std::to_string(dims[i].size) : dims[i].sym);
-  return s + "]";
-}
-
 class ArrayGraphModel : public Model {
  public:
   const std::string& family() const override { return family_; }
@@ -93,6 +21,10 @@ class ArrayGraphModel : public Model {
   int64_t max_position() const override { return 1; }
   std::string execution_path() const override { return "graph"; }
   std::string graph_origin() const override { return "section (version 2)"; }
+  std::string last_digest() const override {
+    std::lock_guard<std::mutex> lk(digest_mu_);
+    return digest_;
+  }
 
   void init(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
     file_ = std::move(file);
@@ -105,46 +37,18 @@ class ArrayGraphModel : public Model {
       throw_invalid_config("exec_path", "a version-2 graph model has only the graph path");
     family_ = file_->config().find("model_type")->as_string();
     const bool nox = opts_.backend == "nox";
+    nox_ = nox;
     init_model_runtime(opts_, nox ? 1 : opts_.threads, &pool_, &dispatcher_);
     ctx_ = std::make_unique<ExecContext>(pool_.get(), true);
     if (!file_->has_section("graph"))
       throw_invalid_config("model_type", "'" + family_ + "' models run their graph section, and the file has none");
     const toml::Value doc = file_->section_toml("graph");
-    g_ = graph2::parse(doc, [this](const std::string& n) { return file_->find(n) != nullptr; });
-    for (const graph2::Initializer& in : g_.initializers) {
-      const Tensor t = file_->tensor(*file_->find(in.tensor));
-      Val v;
-      v.dtype = t.dtype;
-      v.shape = t.shape;
-      v.data = t.data;
-      fixed_[in.name] = v;
-    }
-    for (const graph2::Constant& c : g_.constants) {
-      Val v;
-      v.dtype = c.dtype;
-      v.shape = to_shape(c.shape, "constant '" + c.name + "'");
-      const int64_t n = v.shape.numel();
-      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * elem_bytes(c.dtype) + 8);
-      v.own = buf;
-      Tensor t;
-      t.dtype = c.dtype;
-      t.data = buf->data();
-      for (int64_t i = 0; i < n; ++i) {
-        if (is_int_dtype(c.dtype)) put_i(t, i, c.ivalues[static_cast<size_t>(i)]);
-        else put_f(t, i, c.values[static_cast<size_t>(i)]);
-      }
-      v.data = buf->data();
-      fixed_[c.name] = v;
-    }
-    for (graph2::Node& n : g_.nodes) n.op.label = n.name.c_str();
-    // The last reader of each value (values no later node reads are dropped right after their node).
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
-      for (const std::string& in : g_.nodes[i].inputs) last_use_[in] = i;
-    for (const graph2::IoSpec& o : g_.outputs) last_use_[o.name] = g_.nodes.size();
+    graph2::Graph g = graph2::parse(doc, [this](const std::string& n) { return file_->find(n) != nullptr; });
+    run_ = std::make_unique<ArrayGraphRun>(std::move(g), *file_, nox);
     if (nox) {
       // nox never falls back: a node it has no kernel for makes the load fail, naming the node.
       Backend* b = dispatcher_->chain().front();
-      for (const graph2::Node& n : g_.nodes) {
+      for (const graph2::Node& n : run_->graph().nodes) {
         if (op_schema(n.kind).rule == ShapeRule::View) continue;
         std::vector<Tensor> dummy(n.inputs.size());
         if (!b->supports(n.op, dummy.data(), static_cast<int>(dummy.size())))
@@ -158,107 +62,24 @@ class ArrayGraphModel : public Model {
   void forward_chunk(Conversation&, const int32_t*, int64_t, bool, float*) override { no_tokens(); }
   std::unique_ptr<Conversation> make_conversation(int64_t) override { no_tokens(); }
 
-  NamedArrays run_arrays(const NamedArrays& inputs) override {
+  NamedArrays run_arrays(const NamedArrays& inputs, const RunOptions& options) override {
     std::lock_guard<std::mutex> lk(mu_);
-    std::unordered_map<std::string, Val> vals;
-    std::map<std::string, int64_t> syms;
-    for (const auto& [name, h] : inputs) {
-      bool known = false;
-      for (const graph2::IoSpec& s : g_.inputs) known = known || s.name == name;
-      if (!known) throw_invalid_config("inputs['" + name + "']", "the graph has no input '" + name + "' (its inputs: " +
-                                                                     input_names() + ")");
+    if (nox_) {
+      std::lock_guard<std::mutex> dl(digest_mu_);
+      digest_.clear();  // a run that fails leaves no digest
     }
-    for (const graph2::IoSpec& s : g_.inputs) {
-      const HostArray* h = nullptr;
-      for (const auto& [name, a] : inputs) h = name == s.name ? &a : h;
-      if (!h) throw_invalid_config("inputs['" + s.name + "']", "missing (the graph's inputs: " + input_names() + ")");
-      const std::string f = "inputs['" + s.name + "']";
-      if (h->dtype != s.dtype)
-        throw_invalid_config(f, std::string("dtype ") + dtype_name(h->dtype) + ", the graph declares " +
-                                    dtype_name(s.dtype));
-      std::vector<int64_t> want;
-      bool ok = h->shape.size() == s.shape.size();
-      for (size_t i = 0; i < s.shape.size(); ++i) {
-        const graph2::Dim& d = s.shape[i];
-        int64_t w = d.size;
-        if (!d.known()) {
-          auto it = syms.find(d.sym);
-          w = it == syms.end() ? -1 : it->second;
-          if (ok && w < 0) syms[d.sym] = w = h->shape[i];
-        }
-        want.push_back(w);
-        ok = ok && h->shape[i] == w;
-      }
-      if (!ok) throw_shape_mismatch("input '" + s.name + "' " + dims_text(s.shape), want, h->shape);
-      Val v;
-      v.dtype = h->dtype;
-      v.shape = to_shape(h->shape, "input '" + s.name + "'");
-      v.data = h->data.data();
-      vals[s.name] = v;
-    }
-    auto get = [&](const std::string& name) -> const Val& {
-      auto it = vals.find(name);
-      if (it != vals.end()) return it->second;
-      return fixed_.at(name);
+    std::string digest;
+    // Node outputs and output copies are charged against the memory budget next to what the model
+    // already holds (LoadOptions::max_memory; 0 = what is available), before each is allocated.
+    const int64_t held = charged_bytes();
+    const int64_t budget = opts_.max_memory;
+    const ArrayGraphRun::BudgetCheck check = [held, budget](int64_t in_use, int64_t need, const std::string& what) {
+      check_memory_budget(budget, held + in_use, need, what);
     };
-    for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
-      const graph2::Node& n = g_.nodes[ni];
-      std::vector<Tensor> in;
-      for (const std::string& name : n.inputs) {
-        const Val& v = get(name);
-        Tensor t;
-        t.dtype = v.dtype;
-        t.shape = v.shape;
-        t.data = const_cast<void*>(v.data);
-        t.name = name.c_str();
-        in.push_back(t);
-      }
-      if (n.kind == OpKind::Reshape) {
-        Val v = get(n.inputs[0]);
-        v.shape = reshaped(n, v.shape);
-        vals[n.outputs[0]] = v;
-      } else if (op_schema(n.kind).rule == ShapeRule::View) {
-        Val v = get(n.inputs[0]);
-        v.shape = view_shape(n.op, v.shape, in.size() > 1 ? &in[1] : nullptr);
-        vals[n.outputs[0]] = v;
-      } else {
-        std::vector<Shape> shapes = output_shapes(n, in);
-        std::vector<Tensor> out(shapes.size());
-        std::vector<Val> outv(shapes.size());
-        for (size_t i = 0; i < shapes.size(); ++i) {
-          const DType dt = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
-          outv[i].dtype = dt;
-          outv[i].shape = shapes[i];
-          outv[i].own = buffers_->take(static_cast<size_t>(shapes[i].numel()) * elem_bytes(dt) + 64);
-          outv[i].data = outv[i].own.get();
-          out[i].dtype = dt;
-          out[i].shape = shapes[i];
-          out[i].data = outv[i].own.get();
-        }
-        dispatcher_->run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), *ctx_);
-        for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
-      }
-      for (const std::string& name : n.inputs) {
-        auto it = last_use_.find(name);
-        if (it != last_use_.end() && it->second == ni) vals.erase(name);
-      }
-    }
-    NamedArrays out;
-    for (const graph2::IoSpec& s : g_.outputs) {
-      const Val& v = get(s.name);
-      if (v.dtype != s.dtype)
-        throw_format("graph", "outputs." + s.name + ".dtype", std::string("declared ") + dtype_name(s.dtype) +
-                                                              ", the graph computes " + dtype_name(v.dtype));
-      HostArray h;
-      h.dtype = v.dtype;
-      h.shape = v.shape.vec();
-      if (h.shape.size() != s.shape.size())
-        throw_shape_mismatch("output '" + s.name + "' " + dims_text(s.shape), std::vector<int64_t>(s.shape.size(), -1),
-                             h.shape);
-      const size_t nb = row_bytes(v.dtype, v.shape.numel());
-      h.data.resize(nb);
-      if (nb) std::memcpy(h.data.data(), v.data, nb);
-      out.emplace_back(s.name, std::move(h));
+    NamedArrays out = run_->run(inputs, options, *dispatcher_, *ctx_, nox_ ? &digest : nullptr, check);
+    if (nox_) {
+      std::lock_guard<std::mutex> dl(digest_mu_);
+      digest_ = digest;
     }
     return out;
   }
@@ -268,53 +89,13 @@ class ArrayGraphModel : public Model {
     throw_invalid_config("architecture.model_type", "'" + family_ + "' is a named-array graph: it has no token "
                                                     "stream and no conversations (use run({name: array}))");
   }
-  std::string input_names() const {
-    std::string s;
-    for (const graph2::IoSpec& i : g_.inputs) s += (s.empty() ? "" : ", ") + i.name;
-    return s;
-  }
-  Shape reshaped(const graph2::Node& n, const Shape& x) const {
-    std::vector<int64_t> d = n.reshape;
-    int64_t known = 1;
-    int minus = -1;
-    for (size_t i = 0; i < d.size(); ++i) {
-      if (d[i] == 0) {
-        if (static_cast<int>(i) >= x.ndim)
-          throw_shape_mismatch(n.name + " (reshape: 0 past the input's dims)", d, x.vec());
-        d[i] = x.d[i];
-      }
-      if (d[i] == -1) minus = static_cast<int>(i);
-      else known *= d[i];
-    }
-    if (minus >= 0) {
-      if (known == 0 || x.numel() % known != 0) throw_shape_mismatch(n.name + " (reshape)", d, x.vec());
-      d[static_cast<size_t>(minus)] = x.numel() / known;
-    }
-    if (to_shape(d, n.name).numel() != x.numel()) throw_shape_mismatch(n.name + " (reshape)", d, x.vec());
-    return to_shape(d, n.name);
-  }
-  std::vector<Shape> output_shapes(const graph2::Node& n, const std::vector<Tensor>& in) const {
-    if (n.kind == OpKind::Conv1d) {
-      // [B?, C, L] (channels_first) or [B?, L, C] -> [B?, L_out, C_out]; the dispatcher checks the rest
-      const Shape& xs = in[0].shape;
-      if ((xs.ndim != 2 && xs.ndim != 3) || in.size() < 2 || in[1].shape.ndim != 3)
-        throw_shape_mismatch(n.name + " (conv1d x [B, C, L], weight [O, C, k])", {-1, -1, -1}, xs.vec());
-      const int64_t L = n.op.a.channels_first ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
-      const int64_t k = in[1].shape.d[2], span = L + 2 * static_cast<int64_t>(n.op.a.padding) - k;
-      const int64_t L_out = span < 0 || n.op.a.stride < 1 ? 0 : span / n.op.a.stride + 1;
-      if (xs.ndim == 3) return {Shape{xs.d[0], L_out, in[1].shape.d[0]}};
-      return {Shape{L_out, in[1].shape.d[0]}};
-    }
-    return infer_output_shapes(n.op, in.data(), static_cast<int>(in.size()));
-  }
-
   std::string family_;
-  graph2::Graph g_;
-  std::unordered_map<std::string, Val> fixed_;
-  std::unordered_map<std::string, size_t> last_use_;
+  std::unique_ptr<ArrayGraphRun> run_;
   std::unique_ptr<ExecContext> ctx_;
-  std::shared_ptr<BufferPool> buffers_ = std::make_shared<BufferPool>();
   std::mutex mu_;
+  bool nox_ = false;
+  mutable std::mutex digest_mu_;
+  std::string digest_;  // nox: the digest of the last run (hex)
 };
 
 }  // namespace

@@ -164,7 +164,7 @@ class Model {
   // call: named inputs in, named outputs out). run checks that the file is
   // unchanged and serializes device backends like forward; the default
   // run_arrays is InvalidConfig naming the family.
-  NamedArrays run(const NamedArrays& inputs);
+  NamedArrays run(const NamedArrays& inputs, const RunOptions& options = {});
 
   Dispatcher& dispatcher() { return *dispatcher_; }
   const LoadOptions& options() const { return opts_; }
@@ -199,7 +199,7 @@ class Model {
   // The encoder's work behind encode (the default: a decoder's InvalidConfig).
   virtual void encode_batch(const EncoderBatch& batch, const EncoderRequest& req, float* out);
   // run's work (the default: InvalidConfig(field="architecture.model_type")).
-  virtual NamedArrays run_arrays(const NamedArrays& inputs);
+  virtual NamedArrays run_arrays(const NamedArrays& inputs, const RunOptions& options);
   // Checks `bytes` more against the budget (OutOfMemory naming `what`) and charges them.
   void reserve_memory(int64_t bytes, const std::string& what);
 

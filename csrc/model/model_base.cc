@@ -295,13 +295,13 @@ void Model::encode_batch(const EncoderBatch&, const EncoderRequest&, float*) {
                        "distilbert, modernbert)");
 }
 
-NamedArrays Model::run(const NamedArrays& inputs) {
+NamedArrays Model::run(const NamedArrays& inputs, const RunOptions& options) {
   file_->check_unchanged();
   auto dev = device_lock(*dispatcher_);
-  return run_arrays(inputs);
+  return run_arrays(inputs, options);
 }
 
-NamedArrays Model::run_arrays(const NamedArrays&) {
+NamedArrays Model::run_arrays(const NamedArrays&, const RunOptions&) {
   throw_invalid_config("architecture.model_type", "'" + family() +
                                                       "' has no named-array entry point (run): it runs through "
                                                       "its own pipeline's API");

@@ -30,6 +30,9 @@ HostArray to_host(const std::string& name, const py::handle& value) {
   std::string kind = py::str(a.dtype().attr("name"));
   for (const NumpyKind& k : kKinds) {
     if (kind != k.numpy) continue;
+    // numpy names a byte-swapped array ('>f4' here) like a native one: its values in native order
+    // (copied bytes as they are would be other numbers)
+    if (!a.dtype().attr("isnative").cast<bool>()) a = py::array(a.attr("astype")(py::dtype(k.numpy)));
     a = py::array::ensure(a, py::array::c_style);
     HostArray h;
     h.dtype = k.dtype;
@@ -58,7 +61,17 @@ void bind_arrays(py::module_& m) {
   auto cls = py::reinterpret_borrow<py::class_<Model, std::shared_ptr<Model>>>(m.attr("Model"));
   cls.def(
       "run",
-      [](Model& mm, const py::dict& feeds) {
+      [](Model& mm, const py::dict& feeds, const py::object& seed) {
+        RunOptions opts;
+        if (!seed.is_none()) {
+          if (!py::isinstance<py::int_>(seed) || py::isinstance<py::bool_>(seed))
+            throw_invalid_config("seed", "must be an integer or None");
+          const py::int_ s = seed.cast<py::int_>();
+          if (s < py::int_(0) || s > py::int_(py::module_::import("sys").attr("maxsize")) * py::int_(2) + py::int_(1))
+            throw_invalid_config("seed", "must be in [0, 2^64)");
+          opts.has_seed = true;
+          opts.seed = seed.cast<uint64_t>();
+        }
         NamedArrays in;
         for (auto item : feeds) {
           const std::string name = py::str(item.first);
@@ -67,13 +80,14 @@ void bind_arrays(py::module_& m) {
         NamedArrays out;
         {
           py::gil_scoped_release nogil;
-          out = mm.run(in);
+          out = mm.run(in, opts);
         }
         py::dict result;
         for (const auto& [name, h] : out) result[py::str(name)] = to_numpy(h);
         return result;
       },
-      py::arg("feeds"),
+      py::arg("feeds"), py::arg("seed") = py::none(),
       "The named-array entry point: {name: array} in, {name: array} out (pipelines that are not "
-      "token streams); InvalidConfig for a model without one.");
+      "token streams); InvalidConfig for a model without one. seed: the random ops' seed for this "
+      "run (None: the seeds the graph holds).");
 }

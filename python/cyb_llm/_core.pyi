@@ -123,9 +123,9 @@ class Model:
         ...
     def new_conversation(self, max_context: typing.Any) -> typing.Any:
         ...
-    def run(self, feeds: dict) -> dict:
+    def run(self, feeds: dict, seed: typing.Any = None) -> dict:
         """
-        The named-array entry point: {name: array} in, {name: array} out (pipelines that are not token streams); InvalidConfig for a model without one.
+        The named-array entry point: {name: array} in, {name: array} out (pipelines that are not token streams); InvalidConfig for a model without one. seed: the random ops' seed for this run (None: the seeds the graph holds).
         """
     def set_profiling(self, arg0: bool) -> None:
         ...

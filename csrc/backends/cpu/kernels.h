@@ -21,13 +21,13 @@ struct KernelTable {
 
 // The scalar reference kernels (accumulate in double, round once): the arbiter.
 void fill_reference_kernels(KernelTable& t);
-// The array ops of graph v2 (unary, binary, where, cast, reduce, ...): backends/cpu/ref_array_ops.cc.
-void fill_array_reference_kernels(KernelTable& t);
-// The index and data-dependent-shape ops (gather, scatter, nonzero, range, ...): ref_array_index.cc.
-void fill_array_index_kernels(KernelTable& t);
-// The nn ops of graph v2 (conv, conv_transpose, matmul_nd, norms, resize, concat, pool,
-// softmax_axis): backends/cpu/ref_array_nn.cc.
-void fill_array_nn_reference_kernels(KernelTable& t);// resize, mode nearest, as index tables and row copies (ref_array_nn.cc; equal to the reference);
+// (The graph-v2 ops' reference kernels are shared with nox: dispatch/ref/v2_kernel_table.h.)
+// A level's float matmul y[T, N] = x[T, K] @ W[N, K]^T (+ bias), threaded (the x86 levels' matmul_any).
+using LevelMatmul = void (*)(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
+                             ExecContext& ctx);
+// conv_transpose as the level's matmul (x^T @ W per group) then a col2im scatter-add (ref_array_nn.cc).
+void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm);
+// resize, mode nearest, as index tables and row copies (ref_array_nn.cc; equal to the reference);
 // other modes: the reference. Registered by the x86 levels.
 void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 

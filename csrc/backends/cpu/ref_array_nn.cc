@@ -1,6 +1,6 @@
-// Reference kernels of the nn ops of graph v2 (op.h tags 50-59: conv, conv_transpose, matmul_nd,
-// instance_norm, group_norm, resize, concat, pool, softmax_axis): sums in double, rounded once to
-// f32: the scalar level, and the arbiter of the x86 levels' fast kernels (nn_x86.inc). docs/graph.md
+// The fast path of conv_transpose that the x86 levels register (kernels_x86_ops.inc): that level's
+// matmul then a col2im scatter-add (conv and matmul_nd have their own panel GEMM, nn_x86.inc). The
+// reference kernels of the nn ops (shared with nox) are dispatch/ref/array_nn_kernels.h. docs/graph.md
 // "Version 2".
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,9 @@
 #include "backends/cpu/simd_common.h"
 #include "core/array_elems.h"
 #include "core/errors.h"
+#include "core/math_policy.h"
 #include "dispatch/nn_geom.h"
+#include "dispatch/ref/array_nn_kernels.h"
 #include "dispatch/op_schema.h"
 
 namespace cyb {
@@ -24,295 +26,80 @@ inline int64_t sp(const ConvGeom& g) { return g.in[0] * g.in[1]; }
 inline int64_t osp(const ConvGeom& g) { return g.out[0] * g.out[1]; }
 inline int64_t ksz(const ConvGeom& g) { return g.k[0] * g.k[1]; }
 
-void k_conv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
-  const ConvGeom g = conv_geom(op, in, n_in);
-  const float* x = in[0].f32();
-  const float* w = in[1].f32();
-  const float* bias = n_in > 2 ? in[2].f32() : nullptr;
-  float* y = out[0].f32();
-  const int64_t Cg = g.C / g.group, Og = g.O / g.group, KK = ksz(g);
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t o = 0; o < g.O; ++o) {
-      const int64_t c0 = (o / Og) * Cg;
-      for (int64_t p0 = 0; p0 < g.out[0]; ++p0)
-        for (int64_t p1 = 0; p1 < g.out[1]; ++p1) {
-          double s = bias ? bias[o] : 0.0;
-          for (int64_t c = 0; c < Cg; ++c) {
-            const float* xc = x + (n * g.C + c0 + c) * sp(g);
-            const float* wc = w + (o * Cg + c) * KK;
-            for (int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-              const int64_t i0 = p0 * g.stride[0] + j0 * g.dil[0] - g.pb[0];
-              if (i0 < 0 || i0 >= g.in[0]) continue;
-              for (int64_t j1 = 0; j1 < g.k[1]; ++j1) {
-                const int64_t i1 = p1 * g.stride[1] + j1 * g.dil[1] - g.pb[1];
-                if (i1 < 0 || i1 >= g.in[1]) continue;
-                s += static_cast<double>(xc[i0 * g.in[1] + i1]) * wc[j0 * g.k[1] + j1];
-              }
-            }
-          }
-          y[((n * g.O + o) * g.out[0] + p0) * g.out[1] + p1] = static_cast<float>(s);
-        }
-    }
-}
-
-// y[n, o, q] = bias[o] + sum over (c in o's group, j, i with q = i*stride + j*dil - pb) x[n, c, i] W[c, o % Og, j].
-void k_conv_transpose(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
-  const ConvGeom g = conv_geom(op, in, n_in);
-  const float* x = in[0].f32();
-  const float* w = in[1].f32();
-  const float* bias = n_in > 2 ? in[2].f32() : nullptr;
-  float* y = out[0].f32();
-  const int64_t Cg = g.C / g.group, Og = g.O / g.group, KK = ksz(g);
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t o = 0; o < g.O; ++o) {
-      const int64_t grp = o / Og, ol = o % Og;
-      for (int64_t q0 = 0; q0 < g.out[0]; ++q0)
-        for (int64_t q1 = 0; q1 < g.out[1]; ++q1) {
-          double s = bias ? bias[o] : 0.0;
-          for (int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-            const int64_t t0 = q0 + g.pb[0] - j0 * g.dil[0];
-            if (t0 < 0 || t0 % g.stride[0]) continue;
-            const int64_t i0 = t0 / g.stride[0];
-            if (i0 >= g.in[0]) continue;
-            for (int64_t j1 = 0; j1 < g.k[1]; ++j1) {
-              const int64_t t1 = q1 + g.pb[1] - j1 * g.dil[1];
-              if (t1 < 0 || t1 % g.stride[1]) continue;
-              const int64_t i1 = t1 / g.stride[1];
-              if (i1 >= g.in[1]) continue;
-              for (int64_t c = 0; c < Cg; ++c) {
-                const int64_t ci = grp * Cg + c;
-                s += static_cast<double>(x[(n * g.C + ci) * sp(g) + i0 * g.in[1] + i1]) *
-                     w[((ci * Og + ol) * KK) + j0 * g.k[1] + j1];
-              }
-            }
-          }
-          y[((n * g.O + o) * g.out[0] + q0) * g.out[1] + q1] = static_cast<float>(s);
-        }
-    }
-}
-
-void k_matmul_nd(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
-  const MatmulGeom g = matmul_geom(op, in[0].shape, in[1].shape);
-  const float* a = in[0].f32();
-  const float* b = in[1].f32();
-  float* y = out[0].f32();
-  for_each_index(g.batch_shape, [&](int64_t bi, const int64_t* idx) {
-    int64_t ao = 0, bo = 0;
-    for (int d = 0; d < g.batch_shape.ndim; ++d) {
-      ao += idx[d] * g.a_bstride[d];
-      bo += idx[d] * g.b_bstride[d];
-    }
-    const float* am = a + ao * g.M * g.K;
-    const float* bm = b + bo * g.K * g.N;
-    float* ym = y + bi * g.M * g.N;
-    for (int64_t m = 0; m < g.M; ++m)
-      for (int64_t nn = 0; nn < g.N; ++nn) {
-        double s = 0.0;
-        for (int64_t k = 0; k < g.K; ++k) s += static_cast<double>(am[m * g.K + k]) * bm[k * g.N + nn];
-        ym[m * g.N + nn] = static_cast<float>(s);
-      }
-  });
-}
-
-// instance_norm (groups of 1 channel) and group_norm: mean / variance in double over each group's
-// channels and spatial positions, two passes.
-void k_norm_groups(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
-  const Shape& xs = in[0].shape;
-  const int64_t N = xs.d[0], C = xs.d[1], S = xs.ndim > 2 ? xs.numel() / std::max<int64_t>(1, N * C) : 1;
-  const int64_t G = op.kind == OpKind::GroupNorm ? op.a.group : C, Cg = G ? C / G : 0;
-  const float* x = in[0].f32();
-  const float* sc = in[1].f32();
-  const float* bi = in[2].f32();
-  float* y = out[0].f32();
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t gi = 0; gi < G; ++gi) {
-      const int64_t base = (n * C + gi * Cg) * S, cnt = Cg * S;
-      if (cnt == 0) continue;
-      double mean = 0.0;
-      for (int64_t i = 0; i < cnt; ++i) mean += x[base + i];
-      mean /= static_cast<double>(cnt);
-      double var = 0.0;
-      for (int64_t i = 0; i < cnt; ++i) {
-        const double d = x[base + i] - mean;
-        var += d * d;
-      }
-      var /= static_cast<double>(cnt);
-      const double inv = 1.0 / std::sqrt(var + static_cast<double>(op.a.eps));
-      for (int64_t c = 0; c < Cg; ++c) {
-        const int64_t ch = gi * Cg + c;
-        for (int64_t s = 0; s < S; ++s) {
-          const int64_t i = base + c * S + s;
-          y[i] = static_cast<float>((x[i] - mean) * inv * sc[ch] + bi[ch]);
-        }
-      }
-    }
-}
-
-// Resize: the source coordinate of output index `o` along a dim of `in` -> `out` values.
-double resize_coord(int mode, int64_t o, int64_t in, int64_t out) {
-  const double scale = static_cast<double>(out) / static_cast<double>(in);
-  switch (mode) {
-    case 1: return o / scale;  // asymmetric
-    case 2: return out > 1 ? o * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;  // align_corners
-    case 3: return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;  // pytorch_half_pixel
-    default: return (o + 0.5) / scale - 0.5;  // half_pixel
-  }
-}
-
-int64_t resize_nearest(int mode, double c, int64_t in) {
-  double r;
-  switch (mode) {
-    case 1: r = (c == std::floor(c) + 0.5) ? std::ceil(c) : std::round(c); break;  // round_prefer_ceil
-    case 2: r = std::floor(c); break;
-    case 3: r = std::ceil(c); break;
-    default: r = (c == std::floor(c) + 0.5) ? std::floor(c) : std::round(c); break;  // round_prefer_floor
-  }
-  return std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(r), 0), in - 1);
-}
-
-void k_resize(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
-  const Shape& xs = in[0].shape;
-  const Shape& os = out[0].shape;
-  const int nd = xs.ndim;
-  // Per dim and output index: up to two source indices and weights (linear), one (nearest).
-  std::vector<std::vector<int64_t>> i0(static_cast<size_t>(nd)), i1(static_cast<size_t>(nd));
-  std::vector<std::vector<double>> w1(static_cast<size_t>(nd));
-  for (int d = 0; d < nd; ++d) {
-    const int64_t n_in = xs.d[d], n_out = os.d[d];
-    for (int64_t o = 0; o < n_out; ++o) {
-      int64_t a = o, b = o;
-      double f = 0.0;
-      if (n_in != n_out) {
-        const double c = resize_coord(op.a.coord_mode, o, n_in, n_out);
-        if (op.a.mode == 0) {
-          a = b = resize_nearest(op.a.nearest_mode, c, n_in);
-        } else {
-          const double cc = std::min(std::max(c, 0.0), static_cast<double>(n_in - 1));
-          a = static_cast<int64_t>(std::floor(cc));
-          b = std::min<int64_t>(a + 1, n_in - 1);
-          f = cc - static_cast<double>(a);
-        }
-      }
-      i0[static_cast<size_t>(d)].push_back(a);
-      i1[static_cast<size_t>(d)].push_back(b);
-      w1[static_cast<size_t>(d)].push_back(f);
-    }
-  }
-  int64_t st[Shape::kMaxDims];
-  strides_of(xs, st);
-  const float* x = in[0].f32();
-  float* y = out[0].f32();
-  for_each_index(os, [&](int64_t li, const int64_t* idx) {
-    double s = 0.0;
-    // 2^nd corners, skipping the zero-weight ones.
-    for (int m = 0; m < (1 << nd); ++m) {
-      double wt = 1.0;
-      int64_t off = 0;
-      for (int d = 0; d < nd && wt != 0.0; ++d) {
-        const size_t du = static_cast<size_t>(d), o = static_cast<size_t>(idx[d]);
-        const double f = w1[du][o];
-        const bool hi = (m >> d) & 1;
-        if (hi && f == 0.0) wt = 0.0;
-        wt *= hi ? f : 1.0 - f;
-        off += (hi ? i1[du][o] : i0[du][o]) * st[d];
-      }
-      if (wt != 0.0) s += wt * x[off];
-    }
-    y[li] = static_cast<float>(s);
-  });
-}
-
-void k_concat(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
-  const Shape& os = out[0].shape;
-  const int ax = nn_axis(op, os.ndim);
-  const size_t es = elem_bytes(out[0].dtype);
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < ax; ++d) outer *= os.d[d];
-  for (int d = ax + 1; d < os.ndim; ++d) inner *= os.d[d];
-  auto* y = static_cast<uint8_t*>(out[0].data);
-  const size_t row = static_cast<size_t>(os.d[ax] * inner) * es;
-  size_t at = 0;
-  for (int i = 0; i < n_in; ++i) {
-    const size_t chunk = static_cast<size_t>(in[i].shape.d[ax] * inner) * es;
-    if (chunk == 0) continue;
-    const auto* x = static_cast<const uint8_t*>(in[i].data);
-    for (int64_t o = 0; o < outer; ++o) std::memcpy(y + static_cast<size_t>(o) * row + at, x + static_cast<size_t>(o) * chunk, chunk);
-    at += chunk;
-  }
-}
-
-void k_pool(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
-  const ConvGeom g = conv_geom(op, in, n_in);
-  const bool mx = op.a.mode == 1;
-  const float* x = in[0].f32();
-  float* y = out[0].f32();
-  for (int64_t nc = 0; nc < g.N * g.C; ++nc) {
-    const float* xc = x + nc * sp(g);
-    for (int64_t p0 = 0; p0 < g.out[0]; ++p0)
-      for (int64_t p1 = 0; p1 < g.out[1]; ++p1) {
-        double s = mx ? -std::numeric_limits<double>::infinity() : 0.0;
-        int64_t cnt = 0;
-        for (int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-          const int64_t i0 = p0 * g.stride[0] + j0 * g.dil[0] - g.pb[0];
-          if (i0 < 0 || i0 >= g.in[0]) continue;
-          for (int64_t j1 = 0; j1 < g.k[1]; ++j1) {
-            const int64_t i1 = p1 * g.stride[1] + j1 * g.dil[1] - g.pb[1];
-            if (i1 < 0 || i1 >= g.in[1]) continue;
-            const double v = xc[i0 * g.in[1] + i1];
-            if (mx) s = (v > s || std::isnan(v)) ? v : s;
-            else s += v;
-            ++cnt;
-          }
-        }
-        if (!mx) {
-          if (op.a.count_include_pad) {  // the window clipped to the padded input
-            cnt = 1;
-            for (int d = 0; d < g.sd; ++d) {
-              const int64_t p = d == 0 ? p0 : p1;
-              const int64_t b = p * g.stride[d] - g.pb[d];
-              const int64_t e = std::min(b + g.k[d], g.in[d] + g.pe[d]);
-              cnt *= e - b;
-            }
-          }
-          s = cnt ? s / static_cast<double>(cnt) : 0.0;
-        }
-        y[(nc * g.out[0] + p0) * g.out[1] + p1] = static_cast<float>(s);
-      }
-  }
-}
-
-void k_softmax_axis(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
-  const Shape& xs = in[0].shape;
-  const int ax = nn_axis(op, xs.ndim);
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < ax; ++d) outer *= xs.d[d];
-  for (int d = ax + 1; d < xs.ndim; ++d) inner *= xs.d[d];
-  const int64_t D = xs.d[ax];
-  const float* x = in[0].f32();
-  float* y = out[0].f32();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const int64_t base = o * D * inner + i;
-      double m = -std::numeric_limits<double>::infinity();
-      for (int64_t d = 0; d < D; ++d) m = std::max(m, static_cast<double>(x[base + d * inner]));
-      double s = 0.0;
-      for (int64_t d = 0; d < D; ++d) s += std::exp(x[base + d * inner] - m);
-      for (int64_t d = 0; d < D; ++d) y[base + d * inner] = static_cast<float>(std::exp(x[base + d * inner] - m) / s);
-    }
-}
+// Disables the context's weight cache for one call: the fast path hands a transposed copy of the
+// weights in scratch to the level matmul as its weight.
+struct NoWeightCache {
+  ExecContext& c;
+  WeightCache* keep;
+  explicit NoWeightCache(ExecContext& ctx) : c(ctx), keep(ctx.weight_cache()) { c.set_weight_cache(nullptr); }
+  ~NoWeightCache() { c.set_weight_cache(keep); }
+};
 
 }  // namespace
 
-void fill_array_nn_reference_kernels(KernelTable& t) {
-  t[OpKind::Conv] = k_conv;
-  t[OpKind::ConvTranspose] = k_conv_transpose;
-  t[OpKind::MatmulNd] = k_matmul_nd;
-  t[OpKind::InstanceNorm] = k_norm_groups;
-  t[OpKind::GroupNorm] = k_norm_groups;
-  t[OpKind::Resize] = k_resize;
-  t[OpKind::Concat] = k_concat;
-  t[OpKind::Pool] = k_pool;
-  t[OpKind::SoftmaxAxis] = k_softmax_axis;
+// conv_transpose as the level's matmul then col2im: per group the weights [C/group, O/group * k]
+// transposed once into [O/group * k, C/group] (the level matmul's weight layout); per image and
+// chunk of input positions, cols [positions, O/group * k] = x^T [positions, C/group] @ W, and each
+// column (o, j) of position p's row is added at y[o, p * stride + j * dilation - pad_begin] over the
+// bias (threads own output channels: no two write one element).
+void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm) {
+  const ConvGeom g = conv_geom(op, in, n_in);
+  const int64_t Cg = g.C / g.group, Og = g.O / g.group, KK = ksz(g), NC = Og * KK, P = sp(g), Q = osp(g);
+  if (g.N == 0 || g.O == 0 || Q == 0) return;
+  float* y = out[0].f32();
+  const float* bias = n_in > 2 ? in[2].f32() : nullptr;
+  parallel_rows(ctx, g.N * g.O, std::max<int64_t>(1, 16384 / Q), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) std::fill(y + r * Q, y + (r + 1) * Q, bias ? bias[r % g.O] : 0.f);
+  });
+  if (Cg == 0 || P == 0 || NC == 0) return;
+  NoWeightCache nwc(ctx);
+  const int64_t chunk = std::min<int64_t>(P, std::max<int64_t>(64, (int64_t{1} << 22) / NC));
+  float* wt = scratch<float>(kScratchNorm, static_cast<size_t>(NC * Cg + chunk * Cg));
+  float* xt = wt + NC * Cg;
+  float* cols = scratch<float>(kScratchGateUp, static_cast<size_t>(chunk * NC));
+  const float* x = in[0].f32();
+  const float* w = in[1].f32();
+  Tensor W;
+  W.dtype = DType::F32;
+  W.shape = Shape{NC, Cg};
+  W.data = wt;
+  for (int64_t gi = 0; gi < g.group; ++gi) {
+    const float* wg = w + gi * Cg * NC;
+    parallel_rows(ctx, NC, std::max<int64_t>(1, 4096 / Cg), [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = 0; c < Cg; ++c) wt[r * Cg + c] = wg[c * NC + r];
+    });
+    for (int64_t n = 0; n < g.N; ++n) {
+      const float* xg = x + (n * g.C + gi * Cg) * P;
+      for (int64_t p0 = 0; p0 < P; p0 += chunk) {
+        const int64_t rows = std::min(chunk, P - p0);
+        parallel_rows(ctx, rows, std::max<int64_t>(1, 4096 / Cg), [&](int64_t r0, int64_t r1, int) {
+          for (int64_t r = r0; r < r1; ++r)
+            for (int64_t c = 0; c < Cg; ++c) xt[r * Cg + c] = xg[c * P + p0 + r];
+        });
+        mm(xt, rows, Cg, W, nullptr, cols, ctx);
+        float* yg = y + (n * g.O + gi * Og) * Q;
+        parallel_rows(ctx, Og, 1, [&](int64_t o0, int64_t o1, int) {
+          for (int64_t o = o0; o < o1; ++o) {
+            float* yo = yg + o * Q;
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t p = p0 + r, i0 = p / g.in[1], i1 = p % g.in[1];
+              const float* cr = cols + r * NC + o * KK;
+              for (int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+                const int64_t q0 = i0 * g.stride[0] + j0 * g.dil[0] - g.pb[0];
+                if (q0 < 0 || q0 >= g.out[0]) continue;
+                float* yr = yo + q0 * g.out[1];
+                for (int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+                  const int64_t q1 = i1 * g.stride[1] + j1 * g.dil[1] - g.pb[1];
+                  if (q1 >= 0 && q1 < g.out[1]) yr[q1] += cr[j0 * g.k[1] + j1];
+                }
+              }
+            }
+          }
+        });
+      }
+    }
+  }
 }
 
 // resize, mode nearest: a source index per output index and dim (as the reference picks them), then
@@ -320,16 +107,19 @@ void fill_array_nn_reference_kernels(KernelTable& t) {
 // dim's table (a copy where that dim keeps its size); threaded over rows. The values are copies,
 // as the reference's (1.0 * x): equal. Linear: the reference.
 void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
-  if (op.a.mode != 0) return k_resize(op, in, n_in, out, n_out, ctx);
+  using R = ArrayNnKernels<StdMath>;
+  if (op.a.mode != 0) return R::resize(op, in, n_in, out, n_out, ctx);
   const Shape& xs = in[0].shape;
   const Shape& os = out[0].shape;
   const int nd = xs.ndim;
-  if (nd == 0 || os.numel() == 0) return k_resize(op, in, n_in, out, n_out, ctx);
+  if (nd == 0 || os.numel() == 0) return R::resize(op, in, n_in, out, n_out, ctx);
   std::vector<std::vector<int64_t>> src(static_cast<size_t>(nd));
   for (int d = 0; d < nd; ++d)
     for (int64_t o = 0; o < os.d[d]; ++o)
       src[static_cast<size_t>(d)].push_back(
-          xs.d[d] == os.d[d] ? o : resize_nearest(op.a.nearest_mode, resize_coord(op.a.coord_mode, o, xs.d[d], os.d[d]), xs.d[d]));
+          xs.d[d] == os.d[d] ? o
+                             : R::resize_nearest(op.a.nearest_mode, R::resize_coord(op.a.coord_mode, o, xs.d[d], os.d[d]),
+                                                 xs.d[d]));
   int64_t st[Shape::kMaxDims];
   strides_of(xs, st);
   const int64_t W = os.d[nd - 1], rows = os.numel() / W;

@@ -98,6 +98,7 @@ void binary(const Tensor* in, Tensor* out, F f) {
 bool NoxBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   for (int i = 0; i < n_in; ++i)
     if (in[i].device != Device::Host) return false;
+  if (nox_v2_kernel(op.kind)) return true;  // the graph-v2 ops (nox_v2.cc)
   switch (op.kind) {
     case OpKind::Embedding:
     case OpKind::Matmul:
@@ -119,16 +120,20 @@ bool NoxBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Copy:
     case OpKind::L2Normalize:
     case OpKind::MaskedPool:
+    case OpKind::Relu:
       return true;
     default:
       return false;
   }
 }
 
-void NoxBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext&) {
+void NoxBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
   if (!supports(op, in, n_in))
     throw_unsupported_op(op_name(op.kind), "nox", n_in > 0 ? dtype_name(in[0].dtype) : "none");
-  (void)n_out;
+  if (const NoxV2Kernel k = nox_v2_kernel(op.kind)) {
+    k(op, in, n_in, out, n_out, ctx);
+    return;
+  }
   switch (op.kind) {
     case OpKind::Embedding: {
       const int32_t* ids = static_cast<const int32_t*>(in[0].data);
@@ -280,6 +285,7 @@ void NoxBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, 
       unary(in, out, [s](double a) { return a * s; });
       return;
     }
+    case OpKind::Relu: unary(in, out, [](double a) { return a > 0.0 ? a : 0.0; }); return;
     case OpKind::Silu: unary(in, out, silu); return;
     case OpKind::Gelu: unary(in, out, gelu_erf); return;
     case OpKind::GeluTanh: unary(in, out, gelu_tanh); return;

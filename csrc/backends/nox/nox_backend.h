@@ -31,6 +31,11 @@ class NoxBackend : public Backend {
 // The process-wide nox backend (stateless).
 NoxBackend& nox_backend();
 
+// The kernel of a graph-v2 op (op.h tags 33..44, 49..72, and conv1d) on nox, or null: the shared
+// reference kernels under nox's math (nox_v2.cc).
+using NoxV2Kernel = void (*)(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+NoxV2Kernel nox_v2_kernel(OpKind kind);
+
 // RoPE tables: core/rope.h's algorithm (build_rope_table_with) under nox's
 // math policy (its own pow / log / floor / ceil / cos / sin, no FMA contraction).
 void nox_build_rope_table(int rot_dims, int64_t max_pos, double theta, const RopeScaling& sc,

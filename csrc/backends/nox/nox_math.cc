@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+
+#include "core/errors.h"
 
 namespace cyb {
 namespace nox {
@@ -101,9 +104,66 @@ double log(double x) {
   return ed * kLn2Hi + (ed * kLn2Lo + lm);
 }
 
+double log1p(double x) {
+  if (x != x || x < -1.0) return bits_to_double(0x7ff8000000000000ull);
+  const double u = 1.0 + x;
+  if (u == 1.0) return x;  // |x| below half an ulp of 1: log1p x = x to double precision
+  if (u == bits_to_double(0x7ff0000000000000ull)) return log(x);
+  // log(u) * x / (u - 1): the rounding error of 1 + x cancels (Goldberg's formula)
+  return log(u) * (x / (u - 1.0));
+}
+
 double pow(double base, double e) {
   if (e == 0.0) return 1.0;
   return exp(e * log(base));
+}
+
+namespace {
+
+const double kInf = bits_to_double(0x7ff0000000000000ull);
+
+// 0: e is not an integer; 1: an odd integer; 2: an even integer (|e| >= 2^53 is always even).
+int int_kind(double e) {
+  const double a = e < 0 ? -e : e;
+  if (a >= 9007199254740992.0) return 2;
+  const int64_t i = static_cast<int64_t>(a);
+  if (static_cast<double>(i) != a) return 0;
+  return (i & 1) ? 1 : 2;
+}
+
+}  // namespace
+
+double pow_any(double b, double e) {
+  if (e == 0.0 || b == 1.0) return 1.0;
+  if (b != b || e != e) return bits_to_double(0x7ff8000000000000ull);
+  const int ik = int_kind(e);
+  const bool neg = b < 0 || (b == 0.0 && (double_to_bits(b) >> 63));  // -0 counts as negative
+  const double ab = neg ? -b : b;
+  if (e == kInf || e == -kInf) {
+    if (ab == 1.0) return 1.0;
+    return (ab < 1.0) == (e < 0) ? kInf : 0.0;
+  }
+  if (ab == 0.0 || ab == kInf) {  // the result is 0 or inf, signed by an odd exponent of a negative base
+    const double mag = (ab == 0.0) == (e < 0) ? kInf : 0.0;
+    return neg && ik == 1 ? -mag : mag;
+  }
+  if (neg && ik == 0) return bits_to_double(0x7ff8000000000000ull);  // negative base, fractional exponent
+  double r;
+  const double ae = e < 0 ? -e : e;
+  if (ik != 0 && ae <= 64.0) {  // small integer exponents by repeated squaring: x^2 is x * x
+    int64_t n = static_cast<int64_t>(ae);
+    double p = ab;
+    r = 1.0;
+    while (n > 0) {
+      if (n & 1) r *= p;
+      p *= p;
+      n >>= 1;
+    }
+    if (e < 0) r = 1.0 / r;
+  } else {
+    r = exp(e * log(ab));
+  }
+  return neg && ik == 1 ? -r : r;
 }
 
 namespace {
@@ -121,8 +181,13 @@ double cos_poly(double r) {
   return acc;
 }
 
-// x = k pi/2 + r, |r| <= pi/4 (|x| < 1.6e6: k * kPio2_1 is exact)
-double reduce(double x, int64_t* k) {
+// x = k pi/2 + r, |r| <= pi/4 (|x| < 1.6e6: k * kPio2_1 is exact); beyond that (or infinite)
+// the reduction would lose the result: InvalidConfig instead of a wrong value.
+double reduce(double x, int64_t* k, const char* fn) {
+  if (!(x < 1.6e6 && x > -1.6e6))
+    throw_invalid_config(std::string("nox ") + fn, "argument " + std::to_string(x) +
+                                                     " is outside |x| < 1.6e6, the range of nox's argument "
+                                                     "reduction (run this graph on cpu)");
   *k = round_int(x * kTwoOverPi);
   const double kd = static_cast<double>(*k);
   return ((x - kd * kPio2_1) - kd * kPio2_2) - kd * kPio2_3;
@@ -133,7 +198,7 @@ double reduce(double x, int64_t* k) {
 double sin(double x) {
   if (x != x) return x;
   int64_t k;
-  const double r = reduce(x, &k);
+  const double r = reduce(x, &k, "sin");
   switch (k & 3) {
     case 0: return sin_poly(r);
     case 1: return cos_poly(r);
@@ -145,7 +210,7 @@ double sin(double x) {
 double cos(double x) {
   if (x != x) return x;
   int64_t k;
-  const double r = reduce(x, &k);
+  const double r = reduce(x, &k, "cos");
   switch (k & 3) {
     case 0: return cos_poly(r);
     case 1: return -sin_poly(r);

@@ -13,7 +13,7 @@ from .onnx_registry import handler
 
 _UNARY = {"Neg": "neg", "Abs": "abs", "Exp": "exp", "Log": "log", "Erf": "erf", "Sin": "sin", "Cos": "cos",
           "Ceil": "ceil", "Floor": "floor", "Round": "round", "Sign": "sign", "Reciprocal": "reciprocal",
-          "Softplus": "softplus", "LeakyRelu": "leaky_relu", "Not": "not"}
+          "Softplus": "softplus", "LeakyRelu": "leaky_relu", "Not": "not", "IsNaN": "isnan"}
 _BINARY = {"Sub": "sub", "Div": "div", "Min": "min", "Max": "max", "Mod": "mod",
            "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal", "Greater": "greater",
            "GreaterOrEqual": "greater_equal", "And": "and", "Or": "or", "Xor": "xor"}
@@ -96,7 +96,35 @@ def unary(imp: Any, node: Any, a: dict, nm: str) -> None:
     attrs: dict[str, Any] = {"fn": _UNARY[node.op_type]}
     if node.op_type == "LeakyRelu":
         attrs["alpha"] = float(a.get("alpha", 0.01))
-    imp.emit(nm, "unary", [x], [node.output[0]], [imp.shape(x)], **attrs)
+    imp.emit(nm, "unary", [x], [node.output[0]], [imp.shape(x)], dtypes=["bool" if node.op_type == "IsNaN" else
+                                                                           imp.dtype(x)], **attrs)
+
+
+@handler("IsInf")
+def isinf(imp: Any, node: Any, a: dict, nm: str) -> None:
+    if int(a.get("detect_negative", 1)) != 1 or int(a.get("detect_positive", 1)) != 1:
+        raise imp.unsupported(node, "detecting one sign of infinity only")
+    x = imp.value(node, node.input[0])
+    imp.emit(nm, "unary", [x], [node.output[0]], [imp.shape(x)], dtypes=["bool"], fn="isinf")
+
+
+@handler("LayerNormalization")
+def layer_norm(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """Over the last axis with constant scale / bias: the layer_norm op."""
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    ax = int(a.get("axis", -1))
+    if (ax + len(s) if ax < 0 else ax) != len(s) - 1 or len(node.output) > 1 and any(node.output[1:]):
+        raise imp.unsupported(node, "normalizing over more than the last axis, or the Mean / InvStdDev outputs")
+    ins = [x]
+    for i, what in ((1, "scale"), (2, "bias")):
+        if len(node.input) > i and node.input[i]:
+            c = imp.const(node, i, what)
+            cname = f"{nm.strip('/').replace('/', '.') or 'ln'}.{what}"
+            imp.consts[cname] = np.ascontiguousarray(np.broadcast_to(c.reshape(-1), (int(s[-1]),)) if
+                                                     isinstance(s[-1], int) else c.reshape(-1), dtype=np.float32)
+            ins.append(imp.value(node, cname))
+    imp.emit(nm, "layer_norm", ins, [node.output[0]], [s], eps=float(a.get("epsilon", 1e-5)))
 
 
 @handler("Clip")

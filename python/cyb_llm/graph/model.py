@@ -7,20 +7,24 @@
     probs, = m.run(["speech_probs"], feeds)   # onnxruntime's argument order: a list
     s = m.session()                           # carries the graph's state pairs (hn -> h, cn -> c)
     s.run({"input": x})                       # state inputs from the last call (zeros at first)
+    m.sidecar                                 # the `x.onnx.json` kept at import (a dict), or None
+    m.pipeline                                # what the graph is for: "graph" (or tts, diffusion)
 
 Every node runs natively (csrc/model/array_graph_model.cc) through the dispatcher, on the cpu
 (nox where it has the kernels); the arrays are numpy.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from ..base import Model
-from ..errors import InvalidConfig
+from ..errors import FormatError, InvalidConfig
 
-_NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "u8": np.uint8}
+_NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "i8": np.int8,
+          "bool": np.bool_}
 
 
 class GraphIO(NamedTuple):
@@ -54,6 +58,16 @@ class GraphModel(Model):
                                        for o in section.get("outputs", [])]
         #: output -> input pairs a session feeds back (hn -> h)
         self.state: dict[str, str] = {s["output"]: s["input"] for s in section.get("state", [])}
+        onnx = self.config.get("onnx") if isinstance(self.config.get("onnx"), dict) else {}
+        #: what the graph is for (`[onnx] pipeline`: graph, tts, diffusion)
+        self.pipeline: str = onnx.get("pipeline", "graph")
+        #: the JSON config that sat next to the .onnx (`voice.onnx.json`), as a dict; None when none
+        self.sidecar: dict | None = None
+        if "sidecar" in self.file.sections:
+            try:
+                self.sidecar = json.loads(self.file.section_text("sidecar"))
+            except ValueError as e:
+                raise FormatError("sidecar", "", f"the sidecar section is not JSON ({e})") from None
 
     def get_inputs(self) -> list[GraphIO]:
         return list(self.inputs)
@@ -61,15 +75,18 @@ class GraphModel(Model):
     def get_outputs(self) -> list[GraphIO]:
         return list(self.outputs)
 
-    def run(self, output_names: Any = None, feeds: Mapping[str, Any] | None = None) -> Any:
+    def run(self, output_names: Any = None, feeds: Mapping[str, Any] | None = None, *,
+            seed: int | None = None) -> Any:
         """run(feeds) -> {name: array}; run(output_names, feeds) -> [array, ...] in that order
-        (None: every output), as onnxruntime's InferenceSession.run."""
+        (None: every output), as onnxruntime's InferenceSession.run. seed: the random ops' seed
+        for this run (the k-th random node draws from seed_for_node(seed, k), docs/graph.md;
+        None: the seeds the graph holds, the same numbers every run)."""
         if isinstance(output_names, Mapping) and feeds is None:
-            return self._run(output_names)
+            return self._run(output_names, seed)
         if feeds is None or not isinstance(feeds, Mapping):
             raise InvalidConfig(field="feeds", reason="run(feeds) or run(output_names, feeds) with feeds a dict "
                                                       "{input name: array}")
-        out = self._run(feeds)
+        out = self._run(feeds, seed)
         names = [o.name for o in self.outputs] if output_names is None else list(output_names)
         missing = [n for n in names if n not in out]
         if missing:
@@ -77,10 +94,16 @@ class GraphModel(Model):
                                                              f"{', '.join(o.name for o in self.outputs)})")
         return [out[n] for n in names]
 
-    def _run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _run(self, feeds: Mapping[str, Any], seed: int | None = None) -> dict[str, np.ndarray]:
         if not isinstance(feeds, Mapping):
             raise InvalidConfig(field="feeds", reason="must be a dict {input name: array}")
-        return self._native.run(dict(feeds))
+        return self._native.run(dict(feeds), seed)
+
+    @property
+    def last_digest(self) -> str:
+        """nox: the SHA-256 digest chain (hex) of the last run, version 2 of docs/graph.md "The digest
+        chain" ('' on other backends, before the first run, or after a run that failed)."""
+        return self._native.last_digest()
 
     def session(self) -> "GraphSession":
         """A session over this model that carries the state pairs between calls."""

@@ -1,0 +1,379 @@
+#include "model/array_graph_run.h"
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+
+#include "backends/nox/nox_backend.h"
+#include "core/array_elems.h"
+#include "core/errors.h"
+#include "core/counter_rng.h"
+#include "dispatch/op_schema.h"
+
+namespace cyb {
+
+namespace {
+
+using Val = ArrayGraphRun::Val;
+
+Shape to_shape(const std::vector<int64_t>& v, const std::string& what) {
+  if (v.size() > static_cast<size_t>(Shape::kMaxDims)) throw_shape_mismatch(what + " (at most 8 dims)", {-1}, v);
+  Shape s;
+  for (int64_t d : v) s.d[s.ndim++] = d;
+  return s;
+}
+
+std::string dims_text(const std::vector<graph2::Dim>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + (dims[i].known() ? std::to_string(dims[i].size) : dims[i].sym);
+  return s + "]";
+}
+
+}  // namespace
+
+// The buffers of the node outputs, kept for the next value of the same byte size (a run's values
+// repeat their sizes run after run): no page faults and no zero fill per node once warm (every cpu
+// kernel writes its whole output). A buffer goes back when its last view lets go (the deleter holds
+// the pool, so one outliving the run is still freed). At most kMaxFree bytes wait in the pool
+// (calls of ever new shapes do not grow it without bound); past that, buffers are freed.
+class ArrayGraphRun::BufferPool : public std::enable_shared_from_this<ArrayGraphRun::BufferPool> {
+ public:
+  ~BufferPool() {
+    for (auto& kv : free_)
+      for (void* p : kv.second) ::operator delete(p, std::align_val_t(64));
+  }
+  std::shared_ptr<void> take(size_t bytes, const std::shared_ptr<int64_t>& live) {
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        free_bytes_ -= bytes;
+      }
+    }
+    if (!p) p = ::operator new(bytes, std::align_val_t(64));
+    *live += static_cast<int64_t>(bytes);
+    std::shared_ptr<BufferPool> self = shared_from_this();
+    return std::shared_ptr<void>(p, [self, live, bytes](void* q) {
+      *live -= static_cast<int64_t>(bytes);
+      self->give(bytes, q);
+    });
+  }
+
+ private:
+  static constexpr size_t kMaxFree = size_t{512} << 20;
+  void give(size_t bytes, void* p) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (free_bytes_ + bytes <= kMaxFree) {
+        free_[bytes].push_back(p);
+        free_bytes_ += bytes;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(64));
+  }
+  std::mutex mu_;
+  size_t free_bytes_ = 0;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+};
+
+ArrayGraphRun::ArrayGraphRun(graph2::Graph g, const ModelFile& file, bool nox) : g_(std::move(g)), nox_(nox) {
+  if (!nox_) pool_ = std::make_shared<BufferPool>();
+  for (const graph2::Initializer& in : g_.initializers) {
+    const Tensor t = file.tensor(*file.find(in.tensor));
+    Val v;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    v.data = t.data;
+    fixed_[in.name] = v;
+  }
+  for (const graph2::Constant& c : g_.constants) {
+    Val v;
+    v.dtype = c.dtype;
+    v.shape = to_shape(c.shape, "constant '" + c.name + "'");
+    const int64_t n = v.shape.numel();
+    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * elem_bytes(c.dtype) + 8);
+    v.own = buf;
+    Tensor t;
+    t.dtype = c.dtype;
+    t.data = buf->data();
+    for (int64_t i = 0; i < n; ++i) {
+      if (is_int_dtype(c.dtype)) put_i(t, i, c.ivalues[static_cast<size_t>(i)]);
+      else put_f(t, i, c.values[static_cast<size_t>(i)]);
+    }
+    v.data = buf->data();
+    fixed_[c.name] = v;
+  }
+  for (graph2::Node& n : g_.nodes) n.op.label = n.name.c_str();  // (g_ is owned: stable names)
+  // The last reader of each value (values no later node reads are dropped right after their node).
+  for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (const std::string& in : g_.nodes[i].inputs) last_use_[in] = i;
+  for (const graph2::IoSpec& o : g_.outputs) last_use_[o.name] = g_.nodes.size();
+  if (nox_)
+    for (const auto& [name, v] : fixed_) fixed_digest_[name] = nox_tensor_digest(tensor_of(v));
+}
+
+Tensor ArrayGraphRun::tensor_of(const Val& v) {
+  Tensor t;
+  t.dtype = v.dtype;
+  t.shape = v.shape;
+  t.data = const_cast<void*>(v.data);
+  return t;
+}
+
+std::string ArrayGraphRun::input_names() const {
+  std::string s;
+  for (const graph2::IoSpec& i : g_.inputs) s += (s.empty() ? "" : ", ") + i.name;
+  return s;
+}
+
+Shape ArrayGraphRun::reshaped(const graph2::Node& n, const Shape& x) const {
+  std::vector<int64_t> d = n.reshape;
+  int64_t known = 1;
+  int minus = -1;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (d[i] == 0) {
+      if (static_cast<int>(i) >= x.ndim)
+        throw_shape_mismatch(n.name + " (reshape: 0 past the input's dims)", d, x.vec());
+      d[i] = x.d[i];
+    }
+    if (d[i] == -1) minus = static_cast<int>(i);
+    else known *= d[i];
+  }
+  if (minus >= 0) {
+    if (known == 0 || x.numel() % known != 0) throw_shape_mismatch(n.name + " (reshape)", d, x.vec());
+    d[static_cast<size_t>(minus)] = x.numel() / known;
+  }
+  if (to_shape(d, n.name).numel() != x.numel()) throw_shape_mismatch(n.name + " (reshape)", d, x.vec());
+  return to_shape(d, n.name);
+}
+
+std::vector<Shape> ArrayGraphRun::output_shapes(const graph2::Node& n, const std::vector<Tensor>& in) const {
+  if (n.kind == OpKind::Conv1d) {
+    // [B?, C, L] (channels_first) or [B?, L, C] -> [B?, L_out, C_out]; the dispatcher checks the rest
+    const Shape& xs = in[0].shape;
+    if ((xs.ndim != 2 && xs.ndim != 3) || in.size() < 2 || in[1].shape.ndim != 3)
+      throw_shape_mismatch(n.name + " (conv1d x [B, C, L], weight [O, C, k])", {-1, -1, -1}, xs.vec());
+    const int64_t L = n.op.a.channels_first ? xs.d[xs.ndim - 1] : xs.d[xs.ndim - 2];
+    const int64_t k = in[1].shape.d[2], span = L + 2 * static_cast<int64_t>(n.op.a.padding) - k;
+    const int64_t L_out = span < 0 || n.op.a.stride < 1 ? 0 : span / n.op.a.stride + 1;
+    if (xs.ndim == 3) return {Shape{xs.d[0], L_out, in[1].shape.d[0]}};
+    return {Shape{L_out, in[1].shape.d[0]}};
+  }
+  return infer_output_shapes(n.op, in.data(), static_cast<int>(in.size()));
+}
+
+namespace {
+
+constexpr int64_t kPad = 64;  // bytes past the end of every value buffer (vector loads)
+
+// Bytes of a value of `s` elements of `dt` (+ kPad); INT64_MAX when that does not fit an int64
+// (the budget check then refuses it).
+int64_t value_bytes(const Shape& s, DType dt) {
+  int64_t n = 1;
+  for (int i = 0; i < s.ndim; ++i) {
+    if (s.d[i] < 0) return INT64_MAX;
+    if (s.d[i] && n > INT64_MAX / 16 / s.d[i]) return INT64_MAX;
+    n *= s.d[i];
+  }
+  const int64_t b = static_cast<int64_t>(row_bytes(dt, n));
+  return b > INT64_MAX - kPad ? INT64_MAX : b + kPad;
+}
+
+int64_t add_bytes(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DType>& dts) {
+  std::string s;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    s += (i ? ", " : "") + std::string(dtype_name(dts[i])) + " [";
+    for (int k = 0; k < shapes[i].ndim; ++k) s += (k ? ", " : "") + std::to_string(shapes[i].d[k]);
+    s += "]";
+  }
+  return s;
+}
+
+// A value buffer of n bytes whose bytes count in *live while it is alive: zeroed (nox), or from the
+// pool (cpu).
+std::shared_ptr<void> counted_buffer(const std::shared_ptr<int64_t>& live, size_t n,
+                                     const std::shared_ptr<ArrayGraphRun::BufferPool>& pool) {
+  if (pool) return pool->take(n, live);
+  auto* v = new std::vector<uint8_t>(n);
+  *live += static_cast<int64_t>(n);
+  return std::shared_ptr<void>(v->data(), [live, n, v](void*) {
+    *live -= static_cast<int64_t>(n);
+    delete v;
+  });
+}
+
+}  // namespace
+
+NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& options, Dispatcher& disp, ExecContext& ctx,
+                               std::string* digest, const BudgetCheck& check) const {
+  // Bytes of the buffers this run holds now (node outputs); each buffer gives its bytes back when
+  // its last view goes. Declared before the values so that it outlives them.
+  auto live = std::make_shared<int64_t>(0);
+  std::unordered_map<std::string, Val> vals;
+  std::map<std::string, int64_t> syms;
+  for (const auto& [name, h] : inputs) {
+    bool known = false;
+    for (const graph2::IoSpec& s : g_.inputs) known = known || s.name == name;
+    if (!known) throw_invalid_config("inputs['" + name + "']", "the graph has no input '" + name + "' (its inputs: " +
+                                                                   input_names() + ")");
+  }
+  for (const graph2::IoSpec& s : g_.inputs) {
+    const HostArray* h = nullptr;
+    for (const auto& [name, a] : inputs) h = name == s.name ? &a : h;
+    if (!h) throw_invalid_config("inputs['" + s.name + "']", "missing (the graph's inputs: " + input_names() + ")");
+    const std::string f = "inputs['" + s.name + "']";
+    if (h->dtype != s.dtype)
+      throw_invalid_config(f, std::string("dtype ") + dtype_name(h->dtype) + ", the graph declares " +
+                                  dtype_name(s.dtype));
+    std::vector<int64_t> want;
+    bool ok = h->shape.size() == s.shape.size();
+    for (size_t i = 0; i < s.shape.size(); ++i) {
+      const graph2::Dim& d = s.shape[i];
+      int64_t w = d.size;
+      if (!d.known()) {
+        auto it = syms.find(d.sym);
+        w = it == syms.end() ? -1 : it->second;
+        if (ok && w < 0) syms[d.sym] = w = h->shape[i];
+      }
+      want.push_back(w);
+      ok = ok && h->shape[i] == w;
+    }
+    if (!ok) throw_shape_mismatch("input '" + s.name + "' " + dims_text(s.shape), want, h->shape);
+    Val v;
+    v.dtype = h->dtype;
+    v.shape = to_shape(h->shape, "input '" + s.name + "'");
+    // an empty input (a dim of 0) has no bytes: a valid pointer all the same (kernels read none of it,
+    // and a null one reads as "no data")
+    static const uint64_t kNoBytes[8] = {};
+    v.data = h->data.empty() ? static_cast<const void*>(kNoBytes) : h->data.data();
+    vals[s.name] = v;
+  }
+  auto get = [&](const std::string& name) -> const Val& {
+    auto it = vals.find(name);
+    if (it != vals.end()) return it->second;
+    return fixed_.at(name);
+  };
+  // nox: the digest chain of version 2 (docs/graph.md "The digest chain"): H_0 over the named
+  // inputs in declared order, then one link per node (views included).
+  Sha256::Digest chain{};
+  if (nox_) {
+    Sha256 h;
+    const char tag[] = "cyb-nox/2";
+    h.update(tag, sizeof tag - 1);
+    for (const graph2::IoSpec& s : g_.inputs) {
+      const Sha256::Digest di = nox_tensor_digest(tensor_of(vals.at(s.name)));
+      h.update(di.data(), di.size());
+    }
+    chain = h.finish();
+  }
+  auto link = [&](const graph2::Node& n, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+    Sha256 h;
+    h.update(chain.data(), chain.size());
+    h.update_u16le(static_cast<uint16_t>(n.kind));
+    h.update_u8(static_cast<uint8_t>(in.size()));
+    for (size_t i = 0; i < in.size(); ++i) {
+      auto f = vals.count(n.inputs[i]) ? fixed_digest_.end() : fixed_digest_.find(n.inputs[i]);
+      const Sha256::Digest di = f != fixed_digest_.end() ? f->second : nox_tensor_digest(in[i]);
+      h.update(di.data(), di.size());
+    }
+    h.update_u8(static_cast<uint8_t>(out.size()));
+    for (const Tensor& t : out) {
+      const Sha256::Digest di = nox_tensor_digest(t);
+      h.update(di.data(), di.size());
+    }
+    chain = h.finish();
+  };
+  int64_t n_random = 0;  // random nodes met so far (the k of seed_for_node)
+  for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
+    const graph2::Node& n = g_.nodes[ni];
+    std::vector<Tensor> in;
+    for (const std::string& name : n.inputs) {
+      const Val& v = get(name);
+      Tensor t;
+      t.dtype = v.dtype;
+      t.shape = v.shape;
+      t.data = const_cast<void*>(v.data);
+      t.name = name.c_str();
+      in.push_back(t);
+    }
+    if (n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View) {
+      Val v = get(n.inputs[0]);
+      v.shape = n.kind == OpKind::Reshape ? reshaped(n, v.shape)
+                                          : view_shape(n.op, v.shape, in.size() > 1 ? &in[1] : nullptr);
+      if (nox_) link(n, in, {tensor_of(v)});
+      vals[n.outputs[0]] = v;
+    } else {
+      std::vector<Shape> shapes = output_shapes(n, in);
+      std::vector<Tensor> out(shapes.size());
+      std::vector<Val> outv(shapes.size());
+      std::vector<DType> dts(shapes.size());
+      int64_t need = 0;  // this node's outputs, checked together before any is allocated
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        dts[i] = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
+        need = add_bytes(need, value_bytes(shapes[i], dts[i]));
+      }
+      if (check)
+        check(*live, need, "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" +
+                               (shapes.size() > 1 ? "s " : " ") + shapes_text(shapes, dts));
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const DType dt = dts[i];
+        outv[i].dtype = dt;
+        outv[i].shape = shapes[i];
+        outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)), pool_);
+        outv[i].data = outv[i].own.get();
+        out[i].dtype = dt;
+        out[i].shape = shapes[i];
+        out[i].data = outv[i].own.get();
+      }
+      if (options.has_seed && n.kind == OpKind::RandomNormalLike) {
+        Op op = n.op;  // the caller's seed, mixed with the node's place among the random nodes
+        op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));
+        disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
+      } else {
+        disp.run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
+      }
+      n_random += n.kind == OpKind::RandomNormalLike;
+      if (nox_) link(n, in, out);
+      for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
+    }
+    for (const std::string& name : n.inputs) {
+      auto it = last_use_.find(name);
+      if (it != last_use_.end() && it->second == ni) vals.erase(name);
+    }
+  }
+  NamedArrays out;
+  int64_t copied = 0;
+  for (const graph2::IoSpec& s : g_.outputs) {
+    const Val& v = get(s.name);
+    if (v.dtype != s.dtype)
+      throw_format("graph", "outputs." + s.name + ".dtype", std::string("declared ") + dtype_name(s.dtype) +
+                                                            ", the graph computes " + dtype_name(v.dtype));
+    HostArray h;
+    h.dtype = v.dtype;
+    h.shape = v.shape.vec();
+    if (h.shape.size() != s.shape.size())
+      throw_shape_mismatch("output '" + s.name + "' " + dims_text(s.shape), std::vector<int64_t>(s.shape.size(), -1),
+                           h.shape);
+    const size_t nb = row_bytes(v.dtype, v.shape.numel());
+    if (check) check(*live + copied, static_cast<int64_t>(nb), "the copy of output '" + s.name + "' " +
+                                                                shapes_text({v.shape}, {v.dtype}));
+    copied += static_cast<int64_t>(nb);
+    h.data.resize(nb);
+    if (nb) std::memcpy(h.data.data(), v.data, nb);
+    out.emplace_back(s.name, std::move(h));
+  }
+  if (nox_ && digest) *digest = Sha256::hex(chain);
+  return out;
+}
+
+}  // namespace cyb
