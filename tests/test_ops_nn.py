@@ -62,6 +62,9 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     # per image (a partial last one, panels across output rows), two images
     ((2, 8, 9, 13), 34, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 2, True),
     ((1, 3, 40, 37), 20, (3, 3), (2, 1), (1, 2), (2, 0, 1, 3), 1, True),
+    # stride 1, output rows of 32+ positions: the rows read in place from a zero-padded copy of x
+    ((1, 4, 5, 37), 18, (3, 3), (1, 1), (2, 1), (1, 2, 0, 1), 1, True),
+    ((2, 6, 3, 40), 8, (1, 3), (1, 1), (1, 1), (0, 1, 0, 1), 2, False),
 ]
 
 
