@@ -93,6 +93,9 @@ def _err(ref: np.ndarray, got: np.ndarray) -> float:
 
 def test_tiny_unet_matches_onnxruntime(tiny):
     src, path = tiny
+    with open(path, "rb") as f:  # the graph section (TOML) is at the file's start
+        head = f.read(1 << 20)
+    assert head.count(b'op = "silu"') == 2 and b'op = "sigmoid"' not in head  # x * Sigmoid(x) -> one silu
     m = cyb_llm.load(path, backend="cpu", threads=2)
     assert [(i.name, i.shape) for i in m.inputs] == [
         ("noisy", ("batch", 1, 24, 20)), ("sigma", ("batch",)), ("difficulty", ("batch",))]
