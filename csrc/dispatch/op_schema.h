@@ -24,7 +24,7 @@ struct AttrSpec {
     ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta, AllowZero,
     BatchDims, Exclusive, Reverse, SelectLast, Fill, Seed,
     // conv / pool parts of ints2 (op.h): [0..2) strides, [2..4) dilations, [4..6) output_padding / kernel_shape
-    Strides, Dilations, Ints2Tail, CountIncludePad, CeilMode, CoordMode, NearestMode
+    Strides, Dilations, Ints2Tail, CountIncludePad, CeilMode, CoordMode, NearestMode, Activation
   };
   const char* key;
   AttrType type;
@@ -61,6 +61,9 @@ extern const char* const kUnaryFns;
 extern const char* const kBinaryFns;
 extern const char* const kReduceFns;
 extern const char* const kCastTypes;
+// conv's `activation` choices (OpAttrs::activation), applied to bias + sum: relu, x sigmoid(x), leaky_relu (slope alpha).
+extern const char* const kConvActivations;
+enum ConvActivation : int { kActNone, kActRelu, kActSilu, kActLeakyRelu };
 enum UnaryFn : int {
   kUNeg, kUAbs, kUExp, kULog, kUErf, kUSin, kUCos, kUCeil, kUFloor, kURound, kUSign, kUReciprocal, kUSoftplus,
   kULeakyRelu, kUNot, kUClip, kUIsNan, kUIsInf

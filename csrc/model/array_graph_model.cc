@@ -46,6 +46,12 @@ class ArrayGraphModel : public Model {
   int64_t max_position() const override { return 1; }
   std::string execution_path() const override { return "graph"; }
   std::string graph_origin() const override { return "section (version 2)"; }
+  std::string fusion_report() const override { return report_.text(); }
+  std::vector<std::pair<std::string, std::string>> fusion_entries() const override {
+    std::vector<std::pair<std::string, std::string>> r;
+    for (const auto& e : report_.fused) r.push_back({e.pattern, e.node});
+    return r;
+  }
 
   void init(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
     file_ = std::move(file);
@@ -87,6 +93,12 @@ class ArrayGraphModel : public Model {
       }
       v.data = v.own->data();
       fixed_[c.name] = v;
+    }
+    if (opts_.fuse) {
+      report_ = graph2::fuse(g_, *dispatcher_->chain().front(),
+                             [this](const std::string& name, graph2::ConstantData* c) { return constant(name, c); });
+    } else {
+      report_.enabled = false;
     }
     for (graph2::Node& n : g_.nodes) n.op.label = n.name.c_str();
     // The last reader of each value (values no later node reads are dropped right after their node).
@@ -216,6 +228,24 @@ class ArrayGraphModel : public Model {
   }
 
  private:
+  // A constant or initializer's values for the fusion pass (f32 / f16 / integer values as doubles).
+  bool constant(const std::string& name, graph2::ConstantData* c) const {
+    auto it = fixed_.find(name);
+    if (it == fixed_.end()) return false;
+    const Val& v = it->second;
+    c->dtype = v.dtype;
+    c->shape = v.shape.vec();
+    const int64_t n = v.shape.numel();
+    if (n > (int64_t{1} << 20)) return true;  // a weight: no pattern reads its values
+    Tensor t;
+    t.dtype = v.dtype;
+    t.shape = v.shape;
+    t.data = const_cast<void*>(v.data);
+    c->values.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      c->values[static_cast<size_t>(i)] = is_int_dtype(v.dtype) ? static_cast<double>(get_i(t, i)) : get_f(t, i);
+    return true;
+  }
   [[noreturn]] void no_tokens() const {
     throw_invalid_config("architecture.model_type", "'" + family_ + "' is a named-array graph: it has no token "
                                                     "stream and no conversations (use run({name: array}))");
@@ -262,6 +292,7 @@ class ArrayGraphModel : public Model {
 
   std::string family_;
   graph2::Graph g_;
+  graph::FusionReport report_;
   std::unordered_map<std::string, Val> fixed_;
   std::unordered_map<std::string, size_t> last_use_;
   std::unique_ptr<ExecContext> ctx_;

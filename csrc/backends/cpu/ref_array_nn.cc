@@ -24,6 +24,17 @@ inline int64_t sp(const ConvGeom& g) { return g.in[0] * g.in[1]; }
 inline int64_t osp(const ConvGeom& g) { return g.out[0] * g.out[1]; }
 inline int64_t ksz(const ConvGeom& g) { return g.k[0] * g.k[1]; }
 
+// conv's fused epilogue (attr activation): relu, silu = v sigmoid(v), leaky_relu (slope alpha).
+template <typename T>
+inline T conv_act(int act, T alpha, T v) {
+  switch (act) {
+    case kActRelu: return v > T(0) ? v : T(0);
+    case kActSilu: return v / (T(1) + std::exp(-v));
+    case kActLeakyRelu: return v >= T(0) ? v : v * alpha;
+    default: return v;
+  }
+}
+
 void k_conv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
   const ConvGeom g = conv_geom(op, in, n_in);
   const float* x = in[0].f32();
@@ -50,7 +61,8 @@ void k_conv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecCont
               }
             }
           }
-          y[((n * g.O + o) * g.out[0] + p0) * g.out[1] + p1] = static_cast<float>(s);
+          y[((n * g.O + o) * g.out[0] + p0) * g.out[1] + p1] =
+              static_cast<float>(conv_act<double>(op.a.activation, static_cast<double>(op.a.alpha), s));
         }
     }
 }
@@ -336,7 +348,8 @@ void conv_im2col(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecCont
   if (K == 0) {  // no input channels: the bias alone
     for (int64_t n = 0; n < g.N; ++n)
       for (int64_t o = 0; o < g.O; ++o)
-        for (int64_t p = 0; p < P; ++p) y[(n * g.O + o) * P + p] = bias ? bias[o] : 0.f;
+        for (int64_t p = 0; p < P; ++p)
+          y[(n * g.O + o) * P + p] = conv_act<float>(op.a.activation, op.a.alpha, bias ? bias[o] : 0.f);
     return;
   }
   NoWeightCache nwc(ctx);
@@ -344,6 +357,7 @@ void conv_im2col(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecCont
   float* cols = scratch<float>(kScratchNorm, static_cast<size_t>(chunk * K));
   float* prod = scratch<float>(kScratchGateUp, static_cast<size_t>(chunk * Og));
   const float* x = in[0].f32();
+  const int act = op.a.activation;
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t gi = 0; gi < g.group; ++gi) {
       const float* xg = x + (n * g.C + gi * Cg) * sp(g);
@@ -380,7 +394,10 @@ void conv_im2col(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecCont
           for (int64_t o = o0; o < o1; ++o) {
             const float b = bias ? bias[gi * Og + o] : 0.f;
             float* yo = yg + o * P;
-            for (int64_t r = 0; r < rows; ++r) yo[r] = prod[r * Og + o] + b;
+            if (act == kActNone)
+              for (int64_t r = 0; r < rows; ++r) yo[r] = prod[r * Og + o] + b;
+            else
+              for (int64_t r = 0; r < rows; ++r) yo[r] = conv_act<float>(act, op.a.alpha, prod[r * Og + o] + b);
           }
         });
       }

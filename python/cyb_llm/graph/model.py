@@ -55,6 +55,17 @@ class GraphModel(Model):
         #: output -> input pairs a session feeds back (hn -> h)
         self.state: dict[str, str] = {s["output"]: s["input"] for s in section.get("state", [])}
 
+    @property
+    def fusion_report(self) -> str:
+        """What the load-time fusion pass rewrote (counts per pattern, what was not fused and why;
+        docs/graph.md "Fusion of version-2 graphs"); "fusion: disabled" with `fuse=False`."""
+        return self._native.fusion_report()
+
+    @property
+    def fusions(self) -> list[tuple[str, str]]:
+        """(pattern, fused node name) for every rewrite of the fusion pass."""
+        return [tuple(e) for e in self._native.fusion_entries()]
+
     def get_inputs(self) -> list[GraphIO]:
         return list(self.inputs)
 
