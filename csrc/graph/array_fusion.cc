@@ -202,7 +202,7 @@ class Fuser {
     if (!sq || sq->kind != OpKind::Sqrt || sole_reader(sq->outputs[0]) != &div) return false;
     const Node* ae = node_of(sq->inputs[0]);
     if (!ae || !is_add(*ae) || sole_reader(ae->outputs[0]) != sq) return false;
-    const std::string var = node_of(ae->inputs[0]) && mean_last(*node_of(ae->inputs[0])) ? ae->inputs[0] : ae->inputs[1];
+    const std::string var = node_of(ae->inputs[0]) ? ae->inputs[0] : ae->inputs[1];  // the run-time operand
     double eps = 0.0;
     if (!scalar(other(*ae, var), &eps) || eps < 0) return false;
     const Node* r2 = node_of(var);
