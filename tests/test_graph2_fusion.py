@@ -174,8 +174,41 @@ def test_gelu(tmp_path):
     src, path = _build(tmp_path, "gelu", nodes, inits, [3, 16], ["y"])
     m = _check(src, path, RNG.standard_normal((3, 16)).astype(np.float32) * 2)
     assert m.fusions == [("gelu", "gelu_a"), ("gelu", "gelu_b")]
-    assert m.fusion_report.startswith("fusion: conv_activation x0, layer_norm x0, group_norm x0, instance_norm x0, gelu x2")
-    assert "attention: not fused" in m.fusion_report
+    assert m.fusion_report.startswith("fusion: conv_activation x0, layer_norm x0, group_norm x0, instance_norm x0, "
+                                      "gelu x2, attention x0; attention with an added mask")
+
+
+# ------------------------------------------------------------------ attention
+
+def test_attention(tmp_path):
+    # the UNet's attention blocks: qkv [N, 3*H*D, T] split, q and k scaled, heads folded into the
+    # batch ([N*H, D, T]), einsum bct,bcs->bts, softmax, einsum bts,bcs->bct
+    N, H, D, T = 2, 3, 8, 11
+    inits = [numpy_helper.from_array(np.array([H * D] * 3, np.int64), "split"),
+             numpy_helper.from_array(np.array([-1, D, T], np.int64), "heads"),
+             numpy_helper.from_array(np.array([N, H * D, T], np.int64), "back"),
+             _init("sc", D ** -0.25), _init("s2", 0.7), _init("bias", RNG.standard_normal((T, T)))]
+
+    def block(i, x, y, between=None):
+        t = f"t{i}"
+        nodes = [helper.make_node("Split", [x, "split"], [f"{t}q0", f"{t}k0", f"{t}v0"], axis=1),
+                 helper.make_node("Mul", [f"{t}q0", "sc"], [f"{t}q1"]), helper.make_node("Mul", [f"{t}k0", "sc"], [f"{t}k1"])]
+        nodes += [helper.make_node("Reshape", [f"{t}{c}", "heads"], [f"{t}{c[0]}"]) for c in ("q1", "k1", "v0")]
+        nodes.append(helper.make_node("Einsum", [f"{t}q", f"{t}k"], [f"{t}w"], equation="bct,bcs->bts"))
+        w = f"{t}w"
+        if between:
+            nodes.append(helper.make_node(between[0], [w, between[1]], [f"{t}w2"]))
+            w = f"{t}w2"
+        nodes += [helper.make_node("Softmax", [w], [f"{t}p"], axis=-1),
+                  helper.make_node("Einsum", [f"{t}p", f"{t}v"], [f"{t}a"], equation="bts,bcs->bct", name=f"attn{i}"),
+                  helper.make_node("Reshape", [f"{t}a", "back"], [f"{t}o"]),
+                  helper.make_node("Concat", [f"{t}o", f"{t}o", f"{t}o"], [y], axis=1)]
+        return nodes
+
+    nodes = block(0, "x", "y0") + block(1, "y0", "y1", ("Mul", "s2")) + block(2, "y1", "y", ("Add", "bias"))
+    src, path = _build(tmp_path, "attn", nodes, inits, [N, 3 * H * D, T], ["y"])
+    m = _check(src, path, RNG.standard_normal((N, 3 * H * D, T)).astype(np.float32))
+    assert [p for p, _ in m.fusions] == ["attention", "attention"]  # the added bias (block 2) stays
 
 
 def test_intermediate_output_is_not_fused(tmp_path):
@@ -207,7 +240,7 @@ def test_real_unet(tmp_path):
     path = _import_or_skip(src, tmp_path, "unet")
     m = cyb_llm.load(path, backend="cpu")
     # the 139 InstanceNormalization nodes of its GroupNorms: 34 of one channel per group
-    assert _counts(m) == {"group_norm": 105, "instance_norm": 34}
+    assert _counts(m) == {"group_norm": 105, "instance_norm": 34, "attention": 28}
     rng = np.random.default_rng(5)
     feeds = {"noisy": rng.standard_normal((1, 1, 128, 128)).astype(np.float32),
              "sigma": np.array([0.8], np.float32), "difficulty": np.array([0.3], np.float32)}

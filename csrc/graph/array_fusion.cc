@@ -10,6 +10,8 @@
 //   reshape [N, G, L] -> instance_norm (scale 1, bias 0) or the decomposition -> reshape
 //     [N, C, ..] -> mul w [C, 1..] -> add b [C, 1..]               => group_norm (instance_norm if G = C)
 //   x * 0.5 * (1 + erf(x / sqrt 2)) (div or mul by 1/sqrt 2; the 0.5 first or last) => gelu
+//   matmul_nd(q^T, k) (* c) -> softmax -> matmul_nd(., v^T) over [B*H, D, T] => encoder_attention
+//     of one head (see attention() below)
 // Each rewrite keeps the pattern's last output name; the fused node sits where the pattern's last
 // node was, so every reader of that output still comes after it.
 #include <algorithm>
@@ -24,7 +26,8 @@ namespace graph2 {
 
 namespace {
 
-constexpr const char* kPatterns[] = {"conv_activation", "layer_norm", "group_norm", "instance_norm", "gelu"};
+constexpr const char* kPatterns[] = {"conv_activation", "layer_norm", "group_norm", "instance_norm", "gelu",
+                                     "attention"};
 
 class Fuser {
  public:
@@ -43,6 +46,7 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) layer_norm(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) group_norm(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) gelu(i);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) attention(i);
     for (const auto& [pattern, nodes] : rejected_)
       rep_.not_fused.push_back({pattern, std::string("backend '") + backend_.name() + "' does not support it (" +
                                              std::to_string(nodes) + " matches left as they are)"});
@@ -132,7 +136,8 @@ class Fuser {
   }
   // Replaces `nodes` (the pattern, its last output `fused.back().outputs`) by `fused`, placed where
   // the last of them was. False (and counted as rejected) when the backend declines a fused op.
-  bool replace(const char* pattern, const std::vector<const Node*>& nodes, std::vector<Node> fused) {
+  bool replace(const char* pattern, const std::vector<const Node*>& nodes, std::vector<Node> fused,
+               const std::string& report_name = "") {
     for (Node& f : fused) f.op.kind = f.kind;
     for (const Node& f : fused)
       if (f.kind != OpKind::Reshape && !accepts(f)) {
@@ -140,7 +145,7 @@ class Fuser {
         return false;
       }
     size_t last = 0;
-    graph::FusionEntry e{pattern, fused.back().name, {}};
+    graph::FusionEntry e{pattern, report_name.empty() ? fused.back().name : report_name, {}};
     for (const Node* n : nodes) {
       last = std::max(last, index(n));
       e.replaced.push_back(n->name);
@@ -379,6 +384,102 @@ class Fuser {
     replace("gelu", nodes, {std::move(f)});
   }
 
+  // Rank-3 attention over heads in the batch dim, as the einsums of the UNet's attention blocks
+  // come out: q3, k3, v3 = reshape [.., D, T | S] (D >= 1 known); s = matmul_nd(transpose(q3, [0, 2, 1]), k3),
+  // optionally * c or / c (a one-element constant), softmax over the last axis, o = matmul_nd(p,
+  // transpose(v3, [0, 2, 1])) => encoder_attention over B' = B*H sequences of one head of D:
+  // q = the transpose viewed [B', T, 1, D], k = transpose(k3, [0, 2, 1]) viewed [B', S, 1, D], v likewise,
+  // key_mask = ones [B', S] (constant_of_shape of k3's dims 0 and 2), the output viewed [B', T, D].
+  const Node* reshape3(const std::string& v, int64_t* D) const {
+    const Node* r = node_of(v);
+    if (!r || r->kind != OpKind::Reshape || r->reshape.size() != 3 || r->reshape[1] < 1) return nullptr;
+    *D = r->reshape[1];
+    return r;
+  }
+  const Node* transpose021(const std::string& v) const {
+    const Node* t = node_of(v);
+    if (!t || t->kind != OpKind::Transpose || t->op.a.n_ints != 3 || t->op.a.ints[0] != 0 || t->op.a.ints[1] != 2 ||
+        t->op.a.ints[2] != 1)
+      return nullptr;
+    return t;
+  }
+  void attention(size_t i) {
+    const Node& mm2 = g_.nodes[i];
+    if (dead_[i] || mm2.kind != OpKind::MatmulNd) return;
+    const Node* sm = node_of(mm2.inputs[0]);
+    const bool last_axis = sm && (sm->kind == OpKind::Softmax || (sm->kind == OpKind::SoftmaxAxis && sm->op.a.axis == -1));
+    if (!last_axis || sole_reader(sm->outputs[0]) != &mm2) return;
+    std::vector<const Node*> nodes;
+    float scale = 1.f;
+    const Node* mm1 = node_of(sm->inputs[0]);
+    if (mm1 && (is_mul(*mm1) || is_bin(*mm1, kBDiv)) && sole_reader(mm1->outputs[0]) == sm) {
+      const Node* sc = mm1;
+      double c = 0.0;
+      const bool div = is_bin(*sc, kBDiv);
+      std::string s;
+      if (sc->inputs.size() == 2 && scalar(sc->inputs[1], &c)) s = sc->inputs[0];
+      else if (!div && sc->inputs.size() == 2 && scalar(sc->inputs[0], &c)) s = sc->inputs[1];
+      if (s.empty() || (div && c == 0.0)) return;
+      scale = static_cast<float>(div ? 1.0 / c : c);
+      nodes.push_back(sc);
+      mm1 = node_of(s);
+    }
+    if (!mm1 || mm1->kind != OpKind::MatmulNd || sole_reader(mm1->outputs[0]) != (nodes.empty() ? sm : nodes[0])) return;
+    const Node* qt = transpose021(mm1->inputs[0]);
+    const Node* vt = transpose021(mm2.inputs[1]);
+    int64_t D = 0, Dk = 0, Dv = 0;
+    if (!qt || !vt || !reshape3(qt->inputs[0], &D) || !reshape3(mm1->inputs[1], &Dk) || !reshape3(vt->inputs[0], &Dv) ||
+        Dk != D || Dv != D || D > (1 << 12))
+      return;
+    nodes.insert(nodes.begin(), mm1);
+    nodes.insert(nodes.end(), {sm, &mm2});
+    const std::string p = mm2.name + ".";
+    for (const char* s : {"q", "k_t", "k", "v", "rows", "keys", "mask_shape", "mask", "attn", "out"})
+      if (producer_.count(p + s) || reads(p + s)) return;  // the names are taken
+    auto make = [&](const char* suffix, OpKind k, std::vector<std::string> in) {
+      Node n;
+      n.name = p + suffix;
+      n.kind = k;
+      n.inputs = std::move(in);
+      n.outputs = {p + suffix};
+      return n;
+    };
+    auto view = [&](const char* suffix, const std::string& x, std::vector<int64_t> shape) {
+      Node n = make(suffix, OpKind::Reshape, {x});
+      n.reshape = std::move(shape);
+      return n;
+    };
+    std::vector<Node> f;
+    f.push_back(view("q", qt->outputs[0], {0, 0, 1, -1}));
+    f.push_back(make("k_t", OpKind::Transpose, {mm1->inputs[1]}));
+    f.back().op.a.n_ints = 3;
+    f.back().op.a.ints[0] = 0;
+    f.back().op.a.ints[1] = 2;
+    f.back().op.a.ints[2] = 1;
+    f.push_back(view("k", p + "k_t", {0, 0, 1, -1}));
+    f.push_back(view("v", vt->outputs[0], {0, 0, 1, -1}));
+    for (const char* s : {"rows", "keys"}) {  // k3's dims 0 (B') and 2 (S)
+      f.push_back(make(s, OpKind::ShapeOf, {mm1->inputs[1]}));
+      f.back().op.a.n_ints = 2;
+      f.back().op.a.ints[0] = s[0] == 'r' ? 0 : 2;
+      f.back().op.a.ints[1] = s[0] == 'r' ? 1 : 3;
+    }
+    f.push_back(make("mask_shape", OpKind::Concat, {p + "rows", p + "keys"}));
+    f.back().op.a.axis = 0;
+    f.push_back(make("mask", OpKind::ConstantOfShape, {p + "mask_shape"}));
+    f.back().op.a.fill = 1.0;
+    f.back().op.a.to = cast_index(DType::F32);
+    Node a = make("attn", OpKind::EncoderAttention, {p + "q", p + "k", p + "v", p + "mask"});
+    a.name = mm2.name;
+    a.op.a.n_heads = a.op.a.n_kv_heads = 1;
+    a.op.a.head_dim = static_cast<int>(D);
+    a.op.a.scale = scale;
+    f.push_back(std::move(a));
+    f.push_back(view("out", p + "attn", {0, 0, -1}));
+    f.back().outputs = mm2.outputs;
+    replace("attention", nodes, std::move(f), mm2.name);
+  }
+
   Graph& g_;
   const Backend& backend_;
   const ConstantFn& constant_;
@@ -395,9 +496,9 @@ class Fuser {
 graph::FusionReport fuse(Graph& g, const Backend& primary, const ConstantFn& constant) {
   graph::FusionReport rep = Fuser(g, primary, constant).run();
   rep.patterns.assign(std::begin(kPatterns), std::end(kPatterns));
-  rep.not_fused.push_back({"attention",
-                           "not written: encoder_attention takes q [B, T, H, D] and a key mask, the exports "
-                           "write q k^T over [B*H, D, T] (UNet) or an additive mask (BERT); docs/graph.md"});
+  rep.not_fused.push_back({"attention with an added mask or heads as a dim of their own",
+                           "not written: encoder_attention's key mask is 0/1, not a float added to the logits "
+                           "(BERT's exports); docs/graph.md"});
   return rep;
 }
 
