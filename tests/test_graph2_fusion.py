@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cyb_llm
-from cyb_llm.errors import UnsupportedOp
+from cyb_llm.errors import BackendInit, UnsupportedOp
 from tolerances import tolerance
 
 onnx = pytest.importorskip("onnx")
@@ -209,6 +209,23 @@ def test_attention(tmp_path):
     src, path = _build(tmp_path, "attn", nodes, inits, [N, 3 * H * D, T], ["y"])
     m = _check(src, path, RNG.standard_normal((N, 3 * H * D, T)).astype(np.float32))
     assert [p for p, _ in m.fusions] == ["attention", "attention"]  # the added bias (block 2) stays
+
+
+def test_fusion_asks_the_primary_backend(tmp_path):
+    # nox has gelu but none of the array ops of its decomposition: fused, the graph loads on nox
+    # (whose supports() accepted the gelu); unfused, nox refuses it at load
+    inits = [_init("sqrt2", np.sqrt(2.0)), _init("one", 1.0), _init("half", 0.5)]
+    nodes = [helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"], name="g")]
+    src, path = _build(tmp_path, "nox_gelu", nodes, inits, [4, 8], ["y"])
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    m = cyb_llm.load(path, backend="nox")
+    assert m.fusions == [("gelu", "g")]
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert _err(ref, m.run({"x": x})["y"]) <= TOL_ORT
+    with pytest.raises(BackendInit, match="nox"):
+        cyb_llm.load(path, backend="nox", fuse=False)
 
 
 def test_intermediate_output_is_not_fused(tmp_path):
