@@ -155,7 +155,7 @@ def test_group_and_instance_norm(tmp_path):
 
 def test_gelu(tmp_path):
     inits = [_init("sqrt2", np.sqrt(2.0)), _init("isqrt2", 1 / np.sqrt(2.0)), _init("one", 1.0), _init("half", 0.5),
-             _init("w", RNG.standard_normal((16, 16)) * 0.3), _init("near", 0.6)]
+             _init("w", RNG.standard_normal((16, 16)) * 0.3), _init("near", 0.6), _init("half3", np.full((1, 1, 1), 0.5))]
     nodes = [
         # torch.nn.GELU at opset < 20: (x * (1 + erf(x / sqrt 2))) * 0.5
         helper.make_node("Div", ["x", "sqrt2"], ["a_d"]), helper.make_node("Erf", ["a_d"], ["a_e"]),
@@ -169,7 +169,11 @@ def test_gelu(tmp_path):
         # near miss: 0.6 instead of 0.5
         helper.make_node("Div", ["b_y", "sqrt2"], ["c_d"]), helper.make_node("Erf", ["c_d"], ["c_e"]),
         helper.make_node("Add", ["c_e", "one"], ["c_a"]), helper.make_node("Mul", ["b_y", "c_a"], ["c_m"]),
-        helper.make_node("Mul", ["c_m", "near"], ["y"]),
+        helper.make_node("Mul", ["c_m", "near"], ["c_y"]),
+        # near miss: a 0.5 of shape [1, 1, 1] makes the output 3-D
+        helper.make_node("Div", ["c_y", "sqrt2"], ["e_d"]), helper.make_node("Erf", ["e_d"], ["e_e"]),
+        helper.make_node("Add", ["e_e", "one"], ["e_a"]), helper.make_node("Mul", ["c_y", "e_a"], ["e_m"]),
+        helper.make_node("Mul", ["e_m", "half3"], ["y"]),
     ]
     src, path = _build(tmp_path, "gelu", nodes, inits, [3, 16], ["y"])
     m = _check(src, path, RNG.standard_normal((3, 16)).astype(np.float32) * 2)

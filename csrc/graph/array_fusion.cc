@@ -109,10 +109,11 @@ class Fuser {
   bool f32_const(const std::string& name, ConstantData* c) const {
     return !name.empty() && constant_(name, c) && c->dtype == DType::F32;
   }
-  // A f32 constant of one element (any rank): its value.
+  // A f32 constant of one element and rank 0 or 1 (a higher rank would broadcast x's rank up,
+  // which the fused op does not): its value.
   bool scalar(const std::string& name, double* v) const {
     ConstantData c;
-    if (!f32_const(name, &c) || c.values.size() != 1) return false;
+    if (!f32_const(name, &c) || c.values.size() != 1 || c.shape.size() > 1) return false;
     *v = c.values[0];
     return true;
   }
