@@ -11,8 +11,8 @@ one 576-sample chunk with its LSTM state, as transcribe's VAD calls it), the ter
 (`piper-joe`, 40 phonemes, noise scales 0 so that both runtimes make the same audio; skipped with a
 message when the hub cannot give it). Each CPU level runs in its own child process (CYB_CPU_LEVEL is
 read once per process); in the child, after one warm-up call of each runtime, `--reps` rounds call
-cyb_llm then onnxruntime (a change of the machine's load hits both alike); each runtime's best time
-counts. onnxruntime: intra_op_num_threads = --threads, inter_op_num_threads 1, sequential execution.
+cyb_llm then onnxruntime (a change of the machine's load hits both alike), 0.1 s apart (so that
+the other runtime's worker threads have stopped spinning); each runtime's best time counts. onnxruntime: intra_op_num_threads = --threads, inter_op_num_threads 1, sequential execution.
 
 Printed per level and model: ms per call for both, the speedup onnxruntime / cyb_llm (> 1: cyb_llm is
 faster), and the max abs difference of the outputs over max |onnxruntime|.
@@ -97,9 +97,11 @@ def _child(a) -> None:
             if got.shape == ref.shape else float("nan")
         best_ours = best_ort = float("inf")
         for _ in range(a.reps):
+            time.sleep(0.1)  # the other runtime's worker threads stop spinning before the clock starts
             t = time.perf_counter()
             s.run(feed)
             best_ours = min(best_ours, time.perf_counter() - t)
+            time.sleep(0.1)
             t = time.perf_counter()
             sess.run(None, ort_feed)
             best_ort = min(best_ort, time.perf_counter() - t)
