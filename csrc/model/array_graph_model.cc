@@ -50,10 +50,11 @@ class ArrayGraphModel : public Model {
   void init(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
     file_ = std::move(file);
     opts_ = opts;
-    if (opts_.backend.empty()) opts_.backend = "cpu";  // the host path: device kernels of v2 ops are not written yet
-    if (opts_.backend != "cpu" && opts_.backend != "nox")
-      throw_backend_init(opts_.backend, "version-2 graphs (named arrays) run on cpu and nox in this build; the device "
-                                        "kernels of their ops are not written yet (load with backend='cpu')");
+    if (opts_.backend.empty()) opts_.backend = "cpu";  // the host path unless a device backend is asked for by name
+    const bool device = opts_.backend == "wgpu+rs" || opts_.backend == "wgpu" || opts_.backend == "webgpu:dawn";
+    if (opts_.backend != "cpu" && opts_.backend != "nox" && !device)
+      throw_backend_init(opts_.backend, "version-2 graphs (named arrays) run on cpu, nox and wgpu+rs (webgpu:dawn); "
+                                        "not on this backend (load with backend='cpu')");
     if (opts_.exec_path == "curated")
       throw_invalid_config("exec_path", "a version-2 graph model has only the graph path");
     family_ = file_->config().find("model_type")->as_string();
@@ -112,6 +113,24 @@ class ArrayGraphModel : public Model {
 
   NamedArrays run_arrays(const NamedArrays& inputs) override {
     std::lock_guard<std::mutex> lk(mu_);
+    // A device backend (wgpu+rs) runs each node it has a kernel for on host values: its
+    // inputs uploaded, its outputs read back (values stay in host memory between nodes; the
+    // nodes it declines run on the cpu, recorded as fallbacks). One forward a run (Model::run
+    // holds the device lock).
+    Backend* front = dispatcher_->chain().front();
+    front->begin_forward(*ctx_);
+    struct EndForward {  // on an error path only (the normal end calls end_forward itself)
+      Backend* b;
+      ExecContext& ctx;
+      bool done = false;
+      ~EndForward() {
+        if (done) return;
+        try {
+          b->end_forward(ctx);
+        } catch (...) {  // the error in flight is the one to report
+        }
+      }
+    } ender{front, *ctx_};
     std::unordered_map<std::string, Val> vals;
     std::map<std::string, int64_t> syms;
     for (const auto& [name, h] : inputs) {
@@ -195,6 +214,8 @@ class ArrayGraphModel : public Model {
         if (it != last_use_.end() && it->second == ni) vals.erase(name);
       }
     }
+    ender.done = true;
+    front->end_forward(*ctx_);
     NamedArrays out;
     for (const graph2::IoSpec& s : g_.outputs) {
       const Val& v = get(s.name);

@@ -163,6 +163,17 @@ Tensor WgpuBackend::sampled_token(ExecContext& ctx) {
 
 DevBuf* WgpuBackend::weight(const Tensor& t) {
   if (t.device == Device::Wgpu) return dev(t);
+  if (uncached_) {  // a host value of the version-2 executor: a frame buffer of this forward
+    if (dev_padded(t.dtype))
+      throw_unsupported_op("a block-encoded host tensor as a weight (host outputs)", "wgpu+rs", dtype_name(t.dtype));
+    DevBuf* d = uncached_->alloc(t.nbytes());
+    Tensor dt = t;
+    dt.device = Device::Wgpu;
+    dt.offset = 0;
+    dt.data = d;
+    if (t.nbytes()) write_bytes(dt, t.data);
+    return d;
+  }
   std::lock_guard<std::mutex> lk(mu_);
   const std::pair<const void*, uint64_t> key{t.data, t.nbytes()};
   auto it = weights_.find(key);
@@ -269,9 +280,40 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
   if (!supports(op, in, n_in))
     throw_unsupported_op(op_name(op.kind), "wgpu+rs", n_in > 0 ? dtype_name(in[0].dtype) : "-");
   State& st = state(ctx);
+  int host_out = 0;
+  for (int i = 0; i < n_out; ++i) host_out += out[i].device == Device::Host;
+  if (host_out == 0) return encode(st, op, in, n_in, out, n_out);
+  // Host outputs (the version-2 graph executor keeps its values in host memory): the op writes
+  // frame buffers of this forward, read back into the host outputs before execute returns. Host
+  // inputs are uploaded per use (act), and so are host "weights" (uncached_: a graph's value may
+  // be freed and its address reused by another, which a cache keyed by address would mistake
+  // for the old one).
+  if (host_out != n_out || n_out > 4)
+    throw_unsupported_op(std::string(op_name(op.kind)) + " (host and device outputs mixed)", "wgpu+rs", "-");
+  const bool in_place = op.kind == OpKind::KvWrite || op.kind == OpKind::FusedRopeKv;  // outputs read too
+  Tensor dout[4];
+  for (int i = 0; i < n_out; ++i) {
+    dout[i] = out[i];
+    dout[i].device = Device::Wgpu;
+    dout[i].offset = 0;
+    DevBuf* d = st.alloc(out[i].nbytes());
+    dout[i].data = d;
+    if (in_place && out[i].nbytes()) write_bytes(dout[i], out[i].data);
+  }
+  uncached_ = &st;
+  try {
+    encode(st, op, in, n_in, dout, n_out);
+  } catch (...) {
+    uncached_ = nullptr;
+    throw;
+  }
+  uncached_ = nullptr;
   for (int i = 0; i < n_out; ++i)
-    if (out[i].device != Device::Wgpu)
-      throw_unsupported_op(std::string(op_name(op.kind)) + " (host output)", "wgpu+rs", "-");
+    if (out[i].nbytes()) read_bytes(dout[i], out[i].data);
+}
+
+void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out) {
+  (void)n_out;
   switch (op.kind) {
     case OpKind::Matmul: return matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0]);
     case OpKind::FusedSwiGlu: return matmul(st, in[0], in[1], nullptr, &in[2], out[0]);

@@ -92,7 +92,10 @@ class WgpuBackend : public Backend {
     }
     return st;
   }
-  // A weight (or any long-lived host tensor) on the device, uploaded at first use.
+  // The op's encoder (execute's switch) on device outputs.
+  void encode(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out);
+  // A weight (or any long-lived host tensor) on the device, uploaded at first use; while an op
+  // with host outputs runs (uncached_ set), a frame buffer written for that op only.
   DevBuf* weight(const Tensor& t);
   // An activation buffer: a device tensor, or host data copied into a frame buffer (ids).
   WGPUBuffer act(State& st, const Tensor& t);
@@ -138,6 +141,7 @@ class WgpuBackend : public Backend {
   };
   std::unordered_map<std::pair<const void*, uint64_t>, DevBuf*, PairHash> weights_;
   State* last_ = nullptr;
+  State* uncached_ = nullptr;  // execute() with host outputs: host weights are not cached
   State fresh_;
 };
 
