@@ -271,6 +271,34 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return plain(in[0]) && in[1].offset == 0 && (in[1].dtype == DType::F32 || in[1].dtype == DType::F16) &&
              (n_in < 3 || plain(in[2])) && B * L_out <= 65535;
     }
+    // The f32 array ops of graph v2 (shaders/wgsl/array.wgsl, array_nn.wgsl): every data input
+    // f32 (where: a bool condition), whole buffers, under 2^31 elements, none empty; integer
+    // and bool results (comparisons, logic, not, cast, prod) stay on the cpu.
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Sqrt:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::SoftmaxAxis:
+    case OpKind::InstanceNorm:
+    case OpKind::MatmulNd:
+    case OpKind::Concat:
+    case OpKind::Conv:
+    case OpKind::ConvTranspose:
+      return all_plain() && array_op_fits(in, n_in);
+    case OpKind::Unary:  // every fn but not (bool)
+      return all_plain() && array_op_fits(in, n_in) && op.a.fn != 14;
+    case OpKind::Binary:  // add sub mul div pow min max mod
+      return all_plain() && array_op_fits(in, n_in) && op.a.fn <= 7;
+    case OpKind::Reduce:  // sum mean max min
+      return all_plain() && array_op_fits(in, n_in) && op.a.fn <= 3;
+    case OpKind::Where:
+      return in[0].dtype == DType::BOOL && plain(in[1]) && plain(in[2]) && array_op_fits(in, n_in);
+    case OpKind::Pad: {  // pads >= 0 (a negative one crops: cpu)
+      bool ok = all_plain() && array_op_fits(in, n_in);
+      for (int i = 0; i < op.a.n_ints; ++i) ok = ok && op.a.ints[i] >= 0;
+      return ok;
+    }
     default:
       return false;
   }
@@ -338,6 +366,22 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::Embedding: return embedding(st, op, in, out);
     case OpKind::Copy: return copy_tensor(st, in, out);
     case OpKind::MaskedPool: return masked_pool(st, op, in, out);
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Sqrt:
+    case OpKind::Unary:
+    case OpKind::Binary:
+    case OpKind::Where:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Pad:
+    case OpKind::Concat:
+    case OpKind::Reduce:
+    case OpKind::SoftmaxAxis:
+    case OpKind::InstanceNorm:
+    case OpKind::MatmulNd:
+    case OpKind::Conv:
+    case OpKind::ConvTranspose: return array_op(st, op, in, n_in, out);
     default: return eltwise(st, op, in, out);  // the element-wise ops (supports() declined the rest)
   }
 }

