@@ -194,3 +194,56 @@ def test_integer_ops_fall_back_visibly():
     assert got.dtype == np.bool_ and np.array_equal(got, x < 1)
     got = _core.run_op("unary", [x > 0], {"fn": "not"}, level="auto", backend="wgpu+rs")[0]
     assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, ~(x > 0))
+
+
+# ---- version-2 graphs end to end on wgpu+rs
+
+def _fallbacks(m) -> set:
+    return {(r["label"], r["op"]) for r in m.dispatch_records if r["fallback"] or r["backend"] != "wgpu+rs"}
+
+
+@pytest.fixture(scope="module")
+def silero(tmp_path_factory):
+    pytest.importorskip("onnxruntime")
+    from test_onnx_silero import _silero_path
+
+    src = _silero_path()
+    out = str(tmp_path_factory.mktemp("onnx") / "vad.model")
+    from cyb_llm.cli import main
+
+    assert main(["import", src, "-o", out]) == 0
+    return src, out
+
+
+def test_silero_on_wgpu_matches_onnxruntime(silero):
+    """Silero VAD v6 loaded with backend='wgpu+rs': every node but the LSTM (no WGSL kernel: the
+    cpu runs it, recorded as a fallback) runs on wgpu+rs; every output within
+    `onnx-vs-onnxruntime` of onnxruntime over seq_len 1, 3 and 8 with the state carried 3 calls."""
+    import onnxruntime as ort
+
+    import cyb_llm
+    from test_onnx_silero import _chunks, _err
+
+    tol = tolerance("onnx-vs-onnxruntime")
+    src, path = silero
+    m = cyb_llm.load(path, backend="wgpu+rs")
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(45)
+    worst = 0.0
+    for n in (1, 3, 8):
+        h = np.zeros((1, 1, 128), np.float32)
+        c = np.zeros((1, 1, 128), np.float32)
+        mine = m.session()
+        for _ in range(3):
+            x = _chunks(rng, n)
+            ref = dict(zip(["speech_probs", "hn", "cn"], sess.run(None, {"input": x, "h": h, "c": c})))
+            got = mine.run({"input": x})
+            for k in ref:
+                e = _err(ref[k], got[k])
+                worst = max(worst, e)
+                assert e <= tol, (n, k, e)
+            h, c = ref["hn"], ref["cn"]
+    ops = {r["op"] for r in m.dispatch_records if r["backend"] == "wgpu+rs" and not r["fallback"]}
+    assert {"conv1d", "pad", "transpose", "slice", "sqrt", "sigmoid", "relu"} <= ops, ops
+    assert {op for _, op in _fallbacks(m)} == {"lstm"}, _fallbacks(m)
+    print(f"silero on wgpu+rs: max error vs onnxruntime {worst:.3g}; fell back: {sorted(_fallbacks(m))}")
