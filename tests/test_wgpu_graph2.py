@@ -196,6 +196,55 @@ def test_integer_ops_fall_back_visibly():
     assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, ~(x > 0))
 
 
+@pytest.mark.parametrize("shape,groups", [((2, 6, 7), 3), ((1, 4, 3, 5), 2), ((1, 4, 3, 5), 4), ((2, 3, 40), 1)])
+def test_group_norm(shape, groups):
+    _check("group_norm", [_x(*shape), _x(shape[1]), _x(shape[1])], {"eps": 1e-5, "num_groups": groups})
+
+
+COORDS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]
+RESIZE = [((1, 2, 5, 4), (1, 2, 10, 8)), ((1, 3, 7, 6), (1, 3, 3, 11)), ((2, 2, 9), (2, 2, 6)), ((3, 1, 1, 3), (3, 1, 1, 5))]
+
+
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("case", range(len(RESIZE)))
+def test_resize_linear(coord, case):
+    shape, sizes = RESIZE[case]
+    _check("resize", [_x(*shape)], {"sizes": list(sizes), "mode": "linear", "coordinate_transformation_mode": coord})
+
+
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("nearest", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+@pytest.mark.parametrize("case", range(len(RESIZE)))
+def test_resize_nearest(coord, nearest, case):
+    """Nearest picks source values: the GPU's equal the cpu's exactly (the source indices come from
+    the host, computed as the cpu computes them)."""
+    shape, sizes = RESIZE[case]
+    ref, got = _both("resize", [_x(*shape)], {"sizes": list(sizes), "mode": "nearest",
+                                              "coordinate_transformation_mode": coord, "nearest_mode": nearest})
+    np.testing.assert_array_equal(got[0], ref[0])
+
+
+POOL = [  # x shape, mode, kernel, strides, pads, dilations, count_include_pad, ceil_mode
+    ((1, 2, 7, 8), "max", (3, 2), (2, 2), (1, 1, 1, 1), (1, 1), False, True),
+    ((2, 3, 9, 9), "max", (2, 2), (1, 1), (0, 0, 0, 0), (2, 2), False, False),
+    ((1, 2, 7, 8), "avg", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, False),
+    ((1, 2, 7, 8), "avg", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, False),
+    ((1, 2, 8, 7), "avg", (2, 3), (2, 2), (0, 1, 0, 1), (1, 1), True, True),
+    ((1, 3, 10), "avg", (4,), (3,), (0, 2), (1,), True, False),
+    ((1, 2, 5), "max", (2,), (2,), (1, 1), (1,), False, True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(POOL)))
+def test_pool(case):
+    xs, mode, k, s, pads, d, cip, ceil = POOL[case]
+    attrs = {"mode": mode, "kernel_shape": list(k), "strides": list(s), "pads": list(pads),
+             "count_include_pad": cip, "ceil_mode": ceil}
+    if mode == "max":
+        attrs["dilations"] = list(d)
+    _check("pool", [_x(*xs)], attrs)
+
+
 # ---- version-2 graphs end to end on wgpu+rs
 
 def _fallbacks(m) -> set:

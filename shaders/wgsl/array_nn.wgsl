@@ -4,7 +4,12 @@
 //   REDUCE   y[i] = fn over the reduced coordinates (code 0 sum, 1 mean, 2 max, 3 min): kept dims
 //            in shape / sa (the input's strides), reduced dims in sb (sizes) / sc (strides)
 //   SOFTMAX  exp(x - max) / sum along an axis of length u[0] with inner stride u[1]
-//   INORM    (x - mean) / sqrt(var + eps) * scale[c] + bias[c] over the u[0] spatial values of row i
+//   INORM    (x - mean) / sqrt(var + eps) * scale[c] + bias[c] over group i: u[2] channels (1:
+//            instance_norm) of u[0] spatial values each, u[1] channels in all
+//   POOL     average / max pooling (the CONV geometry in u; u[15] max, u[16] count_include_pad,
+//            u[17], u[18] pads at the end)
+//   RESIZE   y = sum over the 2^ndim corners of the source coordinates of B (per dim d at sb[d]:
+//            a source index pair and the upper one's weight per output index, from the host)
 //   MATMUL   y[b, m, n] = sum_k A[b, m, k] B[b, k, n]: u = M, K, N; batch dims in shape / sa / sb
 //   CONV     direct convolution (1-D as 2-D with one row) and, with TRANSPOSE, its adjoint
 struct P {
@@ -25,6 +30,9 @@ struct P {
 //#if INORM
 @group(0) @binding(3) var<storage, read> B: array<f32>;
 @group(0) @binding(4) var<storage, read> C: array<f32>;
+//#endif
+//#if RESIZE
+@group(0) @binding(3) var<storage, read> B: array<f32>;
 //#endif
 //#if CONV
 @group(0) @binding(3) var<storage, read> B: array<f32>;
@@ -101,29 +109,32 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 //#if INORM
   let S = uu(0u);
   let C_ = uu(1u);
-  let b = i * S;
+  let Cg = uu(2u);
+  let cnt = Cg * S;
+  let b = i * cnt;
   var s = 0.0;
   var comp = 0.0;
-  for (var k = 0u; k < S; k++) {
+  for (var k = 0u; k < cnt; k++) {
     let yk = A[b + k] - comp;
     let t = s + yk;
     comp = (t - s) - yk;
     s = t;
   }
-  let mean = s / f32(S);
+  let mean = s / f32(cnt);
   s = 0.0;
   comp = 0.0;
-  for (var k = 0u; k < S; k++) {
+  for (var k = 0u; k < cnt; k++) {
     let dv = A[b + k] - mean;
     let yk = dv * dv - comp;
     let t = s + yk;
     comp = (t - s) - yk;
     s = t;
   }
-  let inv = 1.0 / sqrt(s / f32(S) + p.f0);
-  let ch = i % C_;
-  let sc = B[ch] * inv;
-  for (var k = 0u; k < S; k++) { Y[b + k] = (A[b + k] - mean) * sc + C[ch]; }
+  let inv = 1.0 / sqrt(s / f32(cnt) + p.f0);
+  for (var k = 0u; k < cnt; k++) {
+    let ch = (i * Cg + k / S) % C_;
+    Y[b + k] = (A[b + k] - mean) * (B[ch] * inv) + C[ch];
+  }
 //#endif
 //#if MATMUL
   let M = uu(0u);
@@ -217,6 +228,76 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 //#if BIAS
   s = s + C[o];
 //#endif
+  Y[i] = s;
+//#endif
+//#if POOL
+  let out0 = ui(4u);
+  let out1 = ui(5u);
+  let in0 = ui(2u);
+  let in1 = ui(3u);
+  let ii = i32(i);
+  let q1 = ii % out1;
+  let q0 = (ii / out1) % out0;
+  let nc = ii / (out1 * out0);
+  let xc = nc * in0 * in1;
+  let mx = uu(15u) == 1u;
+  var s = select(0.0, bitcast<f32>(0xff800000u), mx);
+  var comp = 0.0;
+  var cnt = 0;
+  for (var j0 = 0; j0 < ui(6u); j0++) {
+    let i0 = q0 * ui(8u) + j0 * ui(10u) - ui(12u);
+    if (i0 < 0 || i0 >= in0) { continue; }
+    for (var j1 = 0; j1 < ui(7u); j1++) {
+      let i1 = q1 * ui(9u) + j1 * ui(11u) - ui(13u);
+      if (i1 < 0 || i1 >= in1) { continue; }
+      let v = A[xc + i0 * in1 + i1];
+      if (mx) {
+        if (v > s || v != v) { s = v; }
+      } else {
+        let yk = v - comp;
+        let t = s + yk;
+        comp = (t - s) - yk;
+        s = t;
+      }
+      cnt++;
+    }
+  }
+  if (!mx) {
+    if (uu(16u) == 1u) {  // the window clipped to the padded input
+      let b0 = q0 * ui(8u) - ui(12u);
+      cnt = min(b0 + ui(6u), in0 + ui(17u)) - b0;
+      if (uu(19u) == 2u) {
+        let b1 = q1 * ui(9u) - ui(13u);
+        cnt = cnt * (min(b1 + ui(7u), in1 + ui(18u)) - b1);
+      }
+    }
+    s = select(0.0, s / f32(cnt), cnt != 0);
+  }
+  Y[i] = s;
+//#endif
+//#if RESIZE
+  var idx: array<u32, 8>;
+  var rem = i;
+  for (var d = i32(p.ndim) - 1; d >= 0; d--) {
+    let n = shp(u32(d));
+    idx[d] = rem % n;
+    rem = rem / n;
+  }
+  var s = 0.0;
+  let corners = 1u << p.ndim;
+  for (var m = 0u; m < corners; m++) {
+    var wt = 1.0;
+    var off = 0u;
+    for (var d = 0u; d < p.ndim; d++) {
+      let e = s_b(d) + 3u * idx[d];
+      let f = B[e + 2u];
+      let hi = ((m >> d) & 1u) == 1u;
+      if (hi && f == 0.0) { wt = 0.0; break; }
+      wt = wt * select(1.0 - f, f, hi);
+      off = off + bitcast<u32>(B[select(e, e + 1u, hi)]) * s_a(d);
+    }
+    if (wt != 0.0) { s = s + wt * A[off]; }
+  }
   Y[i] = s;
 //#endif
 }

@@ -285,7 +285,11 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Concat:
     case OpKind::Conv:
     case OpKind::ConvTranspose:
+    case OpKind::GroupNorm:
+    case OpKind::Pool:
       return all_plain() && array_op_fits(in, n_in);
+    case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
+      return all_plain() && array_op_fits(in, n_in) && in[0].shape.ndim <= 8;
     case OpKind::Unary:  // every fn but not (bool)
       return all_plain() && array_op_fits(in, n_in) && op.a.fn != 14;
     case OpKind::Binary:  // add sub mul div pow min max mod
@@ -379,6 +383,9 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::Reduce:
     case OpKind::SoftmaxAxis:
     case OpKind::InstanceNorm:
+    case OpKind::GroupNorm:
+    case OpKind::Pool:
+    case OpKind::Resize:
     case OpKind::MatmulNd:
     case OpKind::Conv:
     case OpKind::ConvTranspose: return array_op(st, op, in, n_in, out);

@@ -1,6 +1,7 @@
 #if defined(CYB_HAVE_WGPU)
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backends/wgpu/wgpu_backend_impl.h"
@@ -202,11 +203,14 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       grid(xs.numel() / xs.d[ax], &nx, &ny);
       return run("array_nn", {"SOFTMAX"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
     }
-    case OpKind::InstanceNorm: {
+    case OpKind::InstanceNorm:
+    case OpKind::GroupNorm: {
       const Shape& xs = in[0].shape;
-      const int64_t rows = xs.d[0] * xs.d[1];
-      p.u[0] = u(xs.numel() / rows);
+      const int64_t G = op.kind == OpKind::GroupNorm ? op.a.group : xs.d[1];
+      const int64_t rows = xs.d[0] * G;
+      p.u[0] = u(xs.numel() / (xs.d[0] * xs.d[1]));
       p.u[1] = u(xs.d[1]);
+      p.u[2] = u(xs.d[1] / G);
       p.f0 = op.a.eps;
       grid(rows, &nx, &ny);
       return run("array_nn", {"INORM"},
@@ -240,6 +244,48 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
         b.push_back({4, act(st, in[2]), 0, W});
       }
       return run("array_nn", defs, b);
+    }
+    case OpKind::Pool: {
+      const ConvGeom g = conv_geom(op, in, n_in);
+      const int64_t v[20] = {g.C,         g.C,         g.in[0],    g.in[1],  g.out[0], g.out[1], g.k[0],
+                             g.k[1],      g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.pb[0],  g.pb[1],
+                             1,           op.a.mode,   op.a.count_include_pad ? 1 : 0,      g.pe[0],  g.pe[1],
+                             g.sd};
+      for (int k = 0; k < 20; ++k) p.u[k] = u(v[k]);
+      grid(g.N * g.C * g.out[0] * g.out[1], &nx, &ny);
+      return run("array_nn", {"POOL"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::Resize: {
+      // The source index pair and upper weight of every output index along every dim, from the
+      // host (the coordinate rules in double, as the cpu reference computes them).
+      const Shape& xs = in[0].shape;
+      std::vector<float> tab;
+      int64_t xst[Shape::kMaxDims];
+      strides_of(xs, xst);
+      set_shape(p, ys);
+      for (int d = 0; d < xs.ndim; ++d) {
+        p.sa[d] = u(xst[d]);
+        p.sb[d] = u(tab.size());
+        const int64_t n_in = xs.d[d], n_out = ys.d[d];
+        for (int64_t o = 0; o < n_out; ++o) {
+          int64_t a = o, b = o;
+          double f = 0.0;
+          resize_source(op, o, n_in, n_out, &a, &b, &f);
+          const uint32_t ua = u(a), ub = u(b);
+          float fa, fb;
+          std::memcpy(&fa, &ua, 4);
+          std::memcpy(&fb, &ub, 4);
+          tab.push_back(fa);
+          tab.push_back(fb);
+          tab.push_back(static_cast<float>(f));
+        }
+      }
+      Tensor tt;
+      tt.dtype = DType::F32;
+      tt.shape = Shape{static_cast<int64_t>(tab.size())};
+      tt.data = tab.data();
+      grid(ys.numel(), &nx, &ny);
+      return run("array_nn", {"RESIZE"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, tt), 0, W}});
     }
     default: throw_unsupported_op(op_name(op.kind), "wgpu+rs", "-");
   }
