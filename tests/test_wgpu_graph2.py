@@ -134,6 +134,15 @@ def test_reduce(fn, axes, keep):
     _check("reduce", [_x(3, 40, 7)], {"fn": fn, "axes": axes, "keepdims": keep})
 
 
+def test_reduce_sum_compensated():
+    """The GPU's sums are compensated (and kept so on a compiler that reassociates: lavapipe's):
+    1e8 followed by 1000 ones sums to 1e8 + 1000 (a plain f32 sum drops every one)."""
+    x = np.ones(1001, np.float32)
+    x[0] = 1e8
+    _check("reduce", [x], {"fn": "sum", "axes": []})
+    _check("reduce", [np.stack([x, -x])], {"fn": "mean", "axes": [1]})
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_softmax_axis(axis):
     _check("softmax_axis", [_x(4, 9, 33)], {"axis": axis})
@@ -245,6 +254,15 @@ def test_pool(case):
     _check("pool", [_x(*xs)], attrs)
 
 
+@pytest.mark.parametrize("S,B,I,H", [(5, 2, 7, 10), (3, 1, 16, 300), (1, 3, 4, 1), (9, 2, 33, 64)])
+@pytest.mark.parametrize("state", [0, 1, 2])
+def test_lstm(S, B, I, H, state):
+    """lstm.wgsl: with no initial state, h0 only, h0 and c0; H = 300 has threads owning two units."""
+    ins = [_x(S, B, I, scale=1.0), _x(4 * H, I, scale=0.3), _x(4 * H, H, scale=0.3), _x(8 * H, scale=0.3)]
+    ins += [_x(B, H, scale=0.5), _x(B, H, scale=0.5)][:state]
+    _check("lstm", ins)
+
+
 # ---- version-2 graphs end to end on wgpu+rs
 
 def _fallbacks(m) -> set:
@@ -265,8 +283,8 @@ def silero(tmp_path_factory):
 
 
 def test_silero_on_wgpu_matches_onnxruntime(silero):
-    """Silero VAD v6 loaded with backend='wgpu+rs': every node but the LSTM (no WGSL kernel: the
-    cpu runs it, recorded as a fallback) runs on wgpu+rs; every output within
+    """Silero VAD v6 loaded with backend='wgpu+rs': every node runs on wgpu+rs (none falls back to
+    the cpu, by its dispatch records); every output within
     `onnx-vs-onnxruntime` of onnxruntime over seq_len 1, 3 and 8 with the state carried 3 calls."""
     import onnxruntime as ort
 
@@ -294,5 +312,5 @@ def test_silero_on_wgpu_matches_onnxruntime(silero):
             h, c = ref["hn"], ref["cn"]
     ops = {r["op"] for r in m.dispatch_records if r["backend"] == "wgpu+rs" and not r["fallback"]}
     assert {"conv1d", "pad", "transpose", "slice", "sqrt", "sigmoid", "relu"} <= ops, ops
-    assert {op for _, op in _fallbacks(m)} == {"lstm"}, _fallbacks(m)
+    assert "lstm" in ops and not _fallbacks(m), _fallbacks(m)
     print(f"silero on wgpu+rs: max error vs onnxruntime {worst:.3g}; fell back: {sorted(_fallbacks(m))}")

@@ -58,7 +58,7 @@ fn unary(code: u32, x: f32) -> f32 {
   switch code {
     case 0u: { return -x; }
     case 1u: { return abs(x); }
-    case 2u: { return exp(x); }
+    case 2u: { return exp_p(x); }
     case 3u: { return log(x); }
     case 4u: { return erf_(x); }
     case 5u: { return sincos_q(x, false); }
@@ -68,11 +68,11 @@ fn unary(code: u32, x: f32) -> f32 {
     case 9u: { return round(x); }  // half to even, as ONNX Round
     case 10u: { return sign(x); }
     case 11u: { return 1.0 / x; }
-    case 12u: { return select(log(1.0 + exp(x)), x + log(1.0 + exp(-x)), x > 0.0); }
+    case 12u: { return select(log(1.0 + exp_p(x)), x + log(1.0 + exp_p(-x)), x > 0.0); }
     case 13u: { return select(p.f0 * x, x, x >= 0.0); }
     case 15u: { return select(select(x, p.f1, x > p.f1), p.f0, x < p.f0); }
-    case 32u: { return 1.0 / (1.0 + exp(-x)); }
-    case 33u: { return tanh_s(x); }
+    case 32u: { return sigmoid_p(x); }
+    case 33u: { return tanh_p(x); }
     case 34u: { return sqrt(x); }
     default: { return x; }
   }

@@ -1,6 +1,8 @@
 // The f32 reductions, matmul and convolutions of graph v2 (op.h tags 44, 50-53, 59), one thread an
 // output element or row (256 a workgroup, the grid folded into x and y). Sums in f32, compensated
-// (Kahan) where a thread adds a run of values. Variants:
+// (Kahan) where a thread adds a run of values; each partial sum is multiplied by p.one (1.0, a
+// run-time value) so that a compiler allowed to reassociate (lavapipe's does) cannot fold the
+// compensation (t - s) - y to zero. Variants:
 //   REDUCE   y[i] = fn over the reduced coordinates (code 0 sum, 1 mean, 2 max, 3 min): kept dims
 //            in shape / sa (the input's strides), reduced dims in sb (sizes) / sc (strides)
 //   SOFTMAX  exp(x - max) / sum along an axis of length u[0] with inner stride u[1]
@@ -14,7 +16,7 @@
 //   CONV     direct convolution (1-D as 2-D with one row) and, with TRANSPOSE, its adjoint
 struct P {
   n: u32, nx: u32, code: u32, ndim: u32,
-  f0: f32, f1: f32, flags: u32, pad0: u32,
+  f0: f32, f1: f32, flags: u32, one: f32,
   shape: array<vec4<u32>, 2>,
   sa: array<vec4<u32>, 2>,
   sb: array<vec4<u32>, 2>,
@@ -80,7 +82,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       if (v != v) { m = v; }  // NaN propagates
     } else {
       let yk = v - comp;
-      let t = s + yk;
+      let t = (s + yk) * p.one;
       comp = (t - s) - yk;
       s = t;
     }
@@ -99,7 +101,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   var comp = 0.0;
   for (var d = 0u; d < D; d++) {
     let yk = exp(A[b + d * inner] - m) - comp;
-    let t = s + yk;
+    let t = (s + yk) * p.one;
     comp = (t - s) - yk;
     s = t;
   }
@@ -116,7 +118,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   var comp = 0.0;
   for (var k = 0u; k < cnt; k++) {
     let yk = A[b + k] - comp;
-    let t = s + yk;
+    let t = (s + yk) * p.one;
     comp = (t - s) - yk;
     s = t;
   }
@@ -126,7 +128,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   for (var k = 0u; k < cnt; k++) {
     let dv = A[b + k] - mean;
     let yk = dv * dv - comp;
-    let t = s + yk;
+    let t = (s + yk) * p.one;
     comp = (t - s) - yk;
     s = t;
   }
@@ -158,7 +160,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   var comp = 0.0;
   for (var k = 0u; k < K; k++) {
     let yk = A[a0 + k] * B[b0 + k * N] - comp;
-    let t = s + yk;
+    let t = (s + yk) * p.one;
     comp = (t - s) - yk;
     s = t;
   }
@@ -197,7 +199,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let i1 = q1 * ui(9u) + j1 * ui(11u) - ui(13u);
         if (i1 < 0 || i1 >= in1) { continue; }
         let yk = A[xc + i0 * in1 + i1] * B[wc + j0 * k1 + j1] - comp;
-        let t = s + yk;
+        let t = (s + yk) * p.one;
         comp = (t - s) - yk;
         s = t;
       }
@@ -218,7 +220,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       for (var c = 0; c < Cg; c++) {
         let ci = grp * Cg + c;
         let yk = A[(nb * C_ + ci) * in0 * in1 + i0 * in1 + i1] * B[(ci * Og + ol) * k0 * k1 + j0 * k1 + j1] - comp;
-        let t = s + yk;
+        let t = (s + yk) * p.one;
         comp = (t - s) - yk;
         s = t;
       }
@@ -255,7 +257,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         if (v > s || v != v) { s = v; }
       } else {
         let yk = v - comp;
-        let t = s + yk;
+        let t = (s + yk) * p.one;
         comp = (t - s) - yk;
         s = t;
       }

@@ -288,6 +288,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::GroupNorm:
     case OpKind::Pool:
       return all_plain() && array_op_fits(in, n_in);
+    case OpKind::Lstm:  // one workgroup a batch row, up to 1024 hidden units (lstm.wgsl MAXH)
+      return all_plain() && array_op_fits(in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
     case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
       return all_plain() && array_op_fits(in, n_in) && in[0].shape.ndim <= 8;
     case OpKind::Unary:  // every fn but not (bool)
@@ -386,6 +388,7 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::GroupNorm:
     case OpKind::Pool:
     case OpKind::Resize:
+    case OpKind::Lstm:
     case OpKind::MatmulNd:
     case OpKind::Conv:
     case OpKind::ConvTranspose: return array_op(st, op, in, n_in, out);

@@ -18,7 +18,8 @@ namespace {
 struct ArrayParams {
   uint32_t n = 0, nx = 0, code = 0, ndim = 0;
   float f0 = 0.f, f1 = 0.f;
-  uint32_t base = 0, pad0 = 0;
+  uint32_t base = 0;  // array.wgsl; array_nn.wgsl: flags
+  float one = 1.f;    // array_nn.wgsl: 1.0 at run time (its compensated sums)
   uint32_t shape[8] = {}, sa[8] = {}, sb[8] = {}, sc[8] = {};
   uint32_t u[20] = {};
 };
@@ -286,6 +287,22 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       tt.data = tab.data();
       grid(ys.numel(), &nx, &ny);
       return run("array_nn", {"RESIZE"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, tt), 0, W}});
+    }
+    case OpKind::Lstm: {  // shaders/wgsl/lstm.wgsl: h0 / c0 copied into the final-state outputs first
+      const Shape& xs = in[0].shape;
+      const int64_t S = xs.d[0], B = xs.d[1], I = xs.d[2], H = in[1].shape.d[0] / 4;
+      if (n_in > 4) copy_tensor(st, &in[4], &out[1]);
+      if (n_in > 5) copy_tensor(st, &in[5], &out[2]);
+      const uint32_t q[8] = {u(S), u(B), u(I), u(H), n_in > 4 ? 1u : 0u, n_in > 5 ? 1u : 0u, f2u(1.f), 0};
+      Bind b[] = {{1, yb, 0, W},
+                  {2, act(st, in[0]), 0, W},
+                  {3, act(st, in[1]), 0, W},
+                  {4, act(st, in[2]), 0, W},
+                  {5, act(st, in[3]), 0, W},
+                  {6, dev(out[1])->bufs[0], 0, W},
+                  {7, dev(out[2])->bufs[0], 0, W}};
+      st.dispatch(pipeline(g_, "lstm", {}), q, sizeof(q), b, u(B), 1, 1);
+      return;
     }
     default: throw_unsupported_op(op_name(op.kind), "wgpu+rs", "-");
   }
