@@ -314,3 +314,37 @@ def test_silero_on_wgpu_matches_onnxruntime(silero):
     assert {"conv1d", "pad", "transpose", "slice", "sqrt", "sigmoid", "relu"} <= ops, ops
     assert "lstm" in ops and not _fallbacks(m), _fallbacks(m)
     print(f"silero on wgpu+rs: max error vs onnxruntime {worst:.3g}; fell back: {sorted(_fallbacks(m))}")
+
+
+def test_graph_host_values_and_fallbacks(tmp_path):
+    """A version-2 graph on wgpu+rs mixing data-dependent i64 nodes (nonzero, gather: no WGSL
+    kernel, the cpu runs them on the executor's host values, recorded as fallbacks) with f32 nodes
+    on the GPU; a concat of 10 i64 arrays falls back as it is (no transfer, so no limit of 8
+    inputs), the same concat of f32 arrays runs on wgpu+rs; an empty f32 array (nothing nonzero)
+    is left to the cpu, visibly. Every value equals numpy's."""
+    import cyb_llm
+    from cyb_llm.writer import write_model
+
+    nodes = [{"name": "nz", "op": "nonzero", "inputs": ["x"], "outputs": ["nz"]},
+             {"name": "g", "op": "gather", "inputs": ["x", "nz"], "outputs": ["g"], "attrs": {"axis": 0}},
+             {"name": "s", "op": "sigmoid", "inputs": ["g"], "outputs": ["s"]},
+             {"name": "cat_i64", "op": "concat", "inputs": ["nz"] * 10, "outputs": ["ci"], "attrs": {"axis": 1}},
+             {"name": "cat_f32", "op": "concat", "inputs": ["s"] * 10, "outputs": ["cf"], "attrs": {"axis": 1}}]
+    outputs = [{"name": "s", "dtype": "f32", "shape": [1, "k"]}, {"name": "ci", "dtype": "i64", "shape": [1, "m"]},
+               {"name": "cf", "dtype": "f32", "shape": [1, "m"]}]
+    graph = {"version": 2, "inputs": [{"name": "x", "dtype": "f32", "shape": ["n"]}], "outputs": outputs,
+             "constants": [], "nodes": nodes}
+    path = str(tmp_path / "g.model")
+    write_model(path, name="g", config={"model_type": "onnx-graph"}, tensors=[], graph=graph)
+    m = cyb_llm.load(path, backend="wgpu+rs")
+    x = np.array([0, 2, 0, -1, 3, 0, 0.5], np.float32)
+    out = dict(m.run({"x": x}))
+    idx = np.nonzero(x)[0]
+    sig = 1 / (1 + np.exp(-x[idx].astype(np.float64)))
+    assert _rel(sig[None], out["s"]) <= TOL
+    assert out["ci"].dtype == np.int64 and np.array_equal(out["ci"], np.tile(idx, 10)[None])
+    assert np.array_equal(out["cf"], np.tile(out["s"], 10))
+    assert _fallbacks(m) == {("nz", "nonzero"), ("g", "gather"), ("cat_i64", "concat")}, _fallbacks(m)
+    out = dict(m.run({"x": np.zeros(4, np.float32)}))  # nothing nonzero: empty arrays, on the cpu
+    assert out["s"].shape == (1, 0) and out["cf"].shape == (1, 0)
+    assert ("s", "sigmoid") in _fallbacks(m) and ("cat_f32", "concat") in _fallbacks(m)
