@@ -2,9 +2,8 @@
 pad, lstm) on the cpu backend at each of its levels, against numpy in float64: odd shapes, 1 to 4
 dims, negative axes and ONNX-style slice bounds (negative, past the end), the three pad modes, an
 LSTM over several steps and batch rows with and without initial state. Tolerance `op-f32`
-(docs/runtime.md). These ops have no wgpu+rs or nox kernels yet (docs/graph.md, "Version 2"):
-through those backends run_op falls back to the cpu, which is what the graph model refuses at load
-on nox (tests/test_onnx_silero.py)."""
+(docs/runtime.md). These ops have no nox kernels (the graph model refuses them at load on nox:
+tests/test_onnx_silero.py); their wgpu+rs kernels are tested in tests/test_wgpu_graph2.py."""
 from __future__ import annotations
 
 import numpy as np
