@@ -348,3 +348,11 @@ def test_graph_host_values_and_fallbacks(tmp_path):
     out = dict(m.run({"x": np.zeros(4, np.float32)}))  # nothing nonzero: empty arrays, on the cpu
     assert out["s"].shape == (1, 0) and out["cf"].shape == (1, 0)
     assert ("s", "sigmoid") in _fallbacks(m) and ("cat_f32", "concat") in _fallbacks(m)
+
+
+@pytest.mark.parametrize("op,n", [("relu", 1), ("add", 2), ("sigmoid", 1), ("binary", 2), ("softmax", 1)])
+def test_empty_arrays_fall_back(op, n):
+    """An empty array (a dim of 0) is left to the cpu, recorded as a fallback: an empty result, no crash."""
+    xs = [np.zeros((0, 3), np.float32)] * n
+    got = _core.run_op(op, xs, {"fn": "add"} if op == "binary" else {}, level="auto", backend="wgpu+rs")[0]
+    assert got.shape == (0, 3) and _core.last_run_op_backend() == "cpu (fallback)"

@@ -96,6 +96,7 @@ void WgpuBackend::release(Tensor& t) {
 
 void WgpuBackend::read_bytes(const Tensor& t, void* dst) {
   DevBuf* d = dev(t);
+  if (t.nbytes() == 0) return;
   if (d->bufs.size() != 1) throw_unsupported_op("read (split tensor)", "wgpu+rs", dtype_name(t.dtype));
   if (dev_padded(t.dtype)) {  // whole tensors only: the device layout pads each block
     if (t.offset != 0 || t.nbytes() / block_bytes(t.dtype) * dev_block_bytes(t.dtype) != d->bytes)
@@ -117,6 +118,7 @@ void WgpuBackend::read_bytes(const Tensor& t, void* dst) {
 
 void WgpuBackend::write_bytes(const Tensor& t, const void* src) {
   DevBuf* d = dev(t);
+  if (t.nbytes() == 0) return;
   if (d->bufs.size() != 1) throw_unsupported_op("write (split tensor)", "wgpu+rs", dtype_name(t.dtype));
   if (dev_padded(t.dtype))
     throw_unsupported_op("write (a block-encoded tensor; upload it whole)", "wgpu+rs", dtype_name(t.dtype));
@@ -203,6 +205,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       if (!plain(in[i])) return false;
     return true;
   };
+  for (int i = 0; i < n_in; ++i)  // an empty input: nothing to compute on the device (the cpu's kernels handle it)
+    if (in[i].shape.numel() == 0) return false;
   switch (op.kind) {
     case OpKind::Embedding:
       return weight_ok(in[1]) && in[1].offset == 0;
