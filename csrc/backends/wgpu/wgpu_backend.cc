@@ -291,21 +291,21 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::ConvTranspose:
     case OpKind::GroupNorm:
     case OpKind::Pool:
-      return all_plain() && array_op_fits(in, n_in);
+      return all_plain() && array_op_fits(op, in, n_in);
     case OpKind::Lstm:  // one workgroup a batch row, up to 1024 hidden units (lstm.wgsl MAXH)
-      return all_plain() && array_op_fits(in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
+      return all_plain() && array_op_fits(op, in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
     case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
-      return all_plain() && array_op_fits(in, n_in) && in[0].shape.ndim <= 8;
+      return all_plain() && array_op_fits(op, in, n_in) && in[0].shape.ndim <= 8;
     case OpKind::Unary:  // every fn but not (bool)
-      return all_plain() && array_op_fits(in, n_in) && op.a.fn != 14;
+      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn != 14;
     case OpKind::Binary:  // add sub mul div pow min max mod
-      return all_plain() && array_op_fits(in, n_in) && op.a.fn <= 7;
+      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 7;
     case OpKind::Reduce:  // sum mean max min
-      return all_plain() && array_op_fits(in, n_in) && op.a.fn <= 3;
+      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 3;
     case OpKind::Where:
-      return in[0].dtype == DType::BOOL && plain(in[1]) && plain(in[2]) && array_op_fits(in, n_in);
+      return in[0].dtype == DType::BOOL && plain(in[1]) && plain(in[2]) && array_op_fits(op, in, n_in);
     case OpKind::Pad: {  // pads >= 0 (a negative one crops: cpu)
-      bool ok = all_plain() && array_op_fits(in, n_in);
+      bool ok = all_plain() && array_op_fits(op, in, n_in);
       for (int i = 0; i < op.a.n_ints; ++i) ok = ok && op.a.ints[i] >= 0;
       return ok;
     }

@@ -44,8 +44,9 @@ inline uint32_t f2u(float f) {
 
 inline bool float_act(const Tensor& t) { return t.dtype == DType::F32; }
 
-// The sizes the array kernels index with u32 (wgpu_ops_array.cc): whole buffers, 1 .. 2^31 - 1 elements.
-bool array_op_fits(const Tensor* in, int n_in);
+// The sizes the array kernels index with u32 (wgpu_ops_array.cc): whole buffers, inputs and
+// outputs of 1 .. 2^31 - 1 elements.
+bool array_op_fits(const Op& op, const Tensor* in, int n_in);
 
 inline bool weight_ok(const Tensor& w) { return enc_fn(w.dtype) != nullptr && w.shape.ndim == 2; }
 

@@ -52,10 +52,13 @@ void set_shape(ArrayParams& p, const Shape& s) {
 
 }  // namespace
 
-bool array_op_fits(const Tensor* in, int n_in) {
-  for (int i = 0; i < n_in; ++i) {
-    if (in[i].offset != 0 || in[i].shape.numel() >= (int64_t{1} << 31) || in[i].shape.numel() == 0) return false;
-  }
+bool array_op_fits(const Op& op, const Tensor* in, int n_in) {
+  const int64_t lim = int64_t{1} << 31;
+  for (int i = 0; i < n_in; ++i)
+    if (in[i].offset != 0 || in[i].shape.numel() >= lim || in[i].shape.numel() == 0) return false;
+  // The outputs too (a broadcast, pad, resize, concat or matmul may be larger than any input).
+  for (const Shape& s : infer_output_shapes(op, in, n_in))
+    if (s.numel() >= lim) return false;
   return true;
 }
 
