@@ -142,12 +142,12 @@ class TtsModel(NamedArrayModel):
     def _plan(self, text, voice, speed, seed, noise_scale, noise_w, sentence_silence):
         cfg = self._piper("speak")
         speed = _number("speed", speed, positive=True)
+        length_scale = cfg.length_scale / speed
+        if not 0 < length_scale < 1e30:  # the graph takes it as f32
+            raise InvalidConfig(field="speed", reason=f"length_scale / speed = {length_scale!r} is out of range")
         scales = np.array([cfg.noise_scale if noise_scale is None else _number("noise_scale", noise_scale),
-                           cfg.length_scale / speed,
+                           length_scale,
                            cfg.noise_w_scale if noise_w is None else _number("noise_w", noise_w)], np.float32)
-        if not math.isfinite(float(scales[1])) or scales[1] <= 0:
-            raise InvalidConfig(field="speed", reason=f"length_scale / speed = {float(scales[1])!r} is not a positive "
-                                                      "finite number")
         silence = _number("sentence_silence", sentence_silence)
         sid = self.speaker_id(voice)
         if seed is None:
@@ -242,7 +242,7 @@ def _number(field: str, v: Any, positive: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
         raise InvalidConfig(field=field, reason=f"must be a number, got {type(v).__name__}")
     f = float(v)
-    if not math.isfinite(f) or f < 0 or (positive and f == 0):
+    if not math.isfinite(f) or f < 0 or f > 1e30 or (positive and f == 0):
         raise InvalidConfig(field=field, reason=f"must be a finite number {'>' if positive else '>='} 0, got {v!r}")
     return f
 
