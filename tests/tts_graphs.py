@@ -2,7 +2,7 @@
 importer (tests/test_tts_model.py, tests/test_tts_cli_serve.py).
 
 `multi_speaker_voice`: a stand-in Piper voice with a `sid` input. Its audio for ids x (length T) is
-    output[0, 0, 0, t] = 0.001 * x[t] + TABLE[sid]       (f32 [1, 1, 1, T])
+    output[0, 0, 0, t] = 0.001 * length_scale * x[t] + TABLE[sid]       (f32 [1, 1, 1, T])
 so a test reads the speaker off the first sample of text_to_mel (no peak scaling there), and the
 phoneme ids off the rest. Its sidecar is a Piper config (the real voice's phoneme map) naming
 three speakers."""
@@ -33,7 +33,9 @@ def multi_speaker_voice(d: str, default_speaker: int = 1, with_sidecar: bool = T
     nodes = [
         helper.make_node("Gather", ["table", "sid"], ["emb"], axis=0),             # [1, 1]
         helper.make_node("Cast", ["input"], ["xf"], to=TensorProto.FLOAT),         # [1, T]
-        helper.make_node("Mul", ["xf", "milli"], ["xs"]),
+        helper.make_node("Mul", ["xf", "milli"], ["x1"]),
+        helper.make_node("Gather", ["scales", "one"], ["length_scale"], axis=0),  # scalar
+        helper.make_node("Mul", ["x1", "length_scale"], ["xs"]),
         helper.make_node("Add", ["xs", "emb"], ["y"]),                             # [1, T]
         helper.make_node("Unsqueeze", ["y", "axes"], ["output"]),                  # [1, 1, 1, T]
         # the other inputs are read so that the graph takes them (as a Piper voice does)
@@ -51,6 +53,7 @@ def multi_speaker_voice(d: str, default_speaker: int = 1, with_sidecar: bool = T
          helper.make_tensor_value_info("len_f", TensorProto.FLOAT, [1])],
         initializer=[numpy_helper.from_array(TABLE, "table"),
                      numpy_helper.from_array(np.array(0.001, np.float32), "milli"),
+                     numpy_helper.from_array(np.array(1, np.int64), "one"),
                      numpy_helper.from_array(np.array([1, 2], np.int64), "axes")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     src = os.path.join(d, "multi.onnx")
