@@ -65,11 +65,11 @@ PIPELINES: tuple[Pipeline, ...] = (
     Pipeline("tts", "cyb_llm.tts.model:TtsModel", "text-to-speech models (Piper voices, vocoders)",
              ("speak", "serve"), ("/v1/audio/speech",), "cyb_llm.serve.engine:SpeechEngine"),
 )
+
+_BY_KIND = {p.kind: p for p in PIPELINES}
 #: kinds whose models are imported graphs (the native "graph" family), told apart by `[onnx] pipeline`
 #: or the sidecar; GraphModel loads any of them as a plain graph.
 GRAPH_KINDS = ("graph", "tts")
-
-_BY_KIND = {p.kind: p for p in PIPELINES}
 _CLASSES: dict[str, Any] = {}
 
 # TODO(issue 43): remove this table and the fallback in kind_of once every built _core has
