@@ -62,6 +62,11 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     # per image (a partial last one, panels across output rows), two images
     ((2, 8, 9, 13), 34, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 2, True),
     ((1, 3, 40, 37), 20, (3, 3), (2, 1), (1, 2), (2, 0, 1, 3), 1, True),
+    # 1-D over several column panels (the panel gathered along the row): Piper's dilated resblock
+    # conv, a strided grouped one, and one output channel (its conv_post)
+    ((1, 16, 300), 34, (11,), (1,), (5,), (25, 25), 1, True),
+    ((2, 6, 150), 8, (4,), (3,), (1,), (2, 1), 2, True),
+    ((1, 16, 100), 1, (7,), (1,), (1,), (3, 3), 1, True),
 ]
 
 
