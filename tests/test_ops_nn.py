@@ -170,7 +170,7 @@ def test_conv_transpose_fast_equals_reference_level():
     # the x86 levels' matmul + col2im path against the scalar level's f64 reference: a Piper-sized
     # upsampling layer (k 16, stride 8, pads 4), more input positions than one col2im chunk, groups
     cases = [((1, 64, 300), (64, 32, 16), {"strides": [8], "pads": [4, 4]}),
-             ((1, 4, 1100), (4, 256, 16), {"strides": [8], "pads": [4, 4]}),  # 2 chunks of 1024 positions
+             ((1, 4, 1100), (4, 256, 16), {"strides": [8], "pads": [4, 4]}),  # 18 chunks of 64 positions
              ((2, 6, 9, 7), (6, 2, 3, 4), {"strides": [2, 3], "dilations": [2, 1], "pads": [1, 0, 2, 1],
                                             "output_padding": [1, 2], "group": 3})]
     for xs, ws, attrs in cases:
