@@ -98,11 +98,11 @@ def test_round_trip_every_encoding(tmp_path):
         assert raw.tobytes() == np.ascontiguousarray(data).tobytes()
         view = mf.tensor(name)
         block, block_bytes = ENCODINGS[info.encoding]
-        if info.encoding in ("f32", "f16", "i32", "i64", "u8"):
+        if info.encoding in ("f32", "f16", "i32", "i64", "u8", "i8", "bool"):  # viewed element by element
             assert view.shape == tuple(shape)
-            assert view.dtype == data.dtype if info.encoding != "u8" else view.dtype == np.uint8
-            if info.encoding != "u8":
-                np.testing.assert_array_equal(view, data)
+            want = {"u8": np.uint8, "i8": np.int8, "bool": np.bool_}.get(info.encoding, data.dtype)
+            assert view.dtype == want
+            assert view.tobytes() == raw.tobytes()
         else:
             rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
             assert view.dtype == np.uint8

@@ -122,26 +122,27 @@ def test_planted_back_edge_fails(tmp_path, capsys, rel, code, want):
 
 def test_a_new_pipeline_is_one_row(tmp_path):
     """A pipeline the registry gains is a pipeline for the check too (nothing else edited): a leaf
-    importing its package fails, and its package importing the text pipeline fails."""
+    importing its package fails, and its package importing the text pipeline fails. (Its package is
+    `synth`, a name the package does not have: `tts` exists, a leaf.)"""
     root = _copy_package(tmp_path)
-    pkg = root / "python" / "cyb_llm" / "tts"
+    pkg = root / "python" / "cyb_llm" / "synth"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "model.py").write_text("from ..base import Model\n\n\nclass SpeechSynth(Model):\n    kind = 'tts'\n")
     reg = root / "python" / "cyb_llm" / "pipelines.py"
     text = reg.read_text()
-    row = ('    Pipeline("tts", "cyb_llm.tts.model:SpeechSynth", "speech synthesis models", ("speak",),\n'
+    row = ('    Pipeline("tts", "cyb_llm.synth.model:SpeechSynth", "speech synthesis models", ("speak",),\n'
            '             ("/v1/audio/speech",), "cyb_llm.serve.engine:EncoderEngine"),\n')
     assert "\n)\n\n_BY_KIND" in text
     reg.write_text(text.replace("\n)\n\n_BY_KIND", "\n" + row + ")\n\n_BY_KIND", 1))
     chk = _checker()
     assert chk.check(str(root)) == []
-    assert "cyb_llm.tts" in chk.pipeline_packages(chk.modules(str(root)))
-    _plant(root, "tts/model.py", "def _planted():\n    from ..text import chat  # noqa: F401")
-    _plant(root, "format.py", "def _planted():\n    from .tts import model  # noqa: F401")
+    assert "cyb_llm.synth" in chk.pipeline_packages(chk.modules(str(root)))
+    _plant(root, "synth/model.py", "def _planted():\n    from ..text import chat  # noqa: F401")
+    _plant(root, "format.py", "def _planted():\n    from .synth import model  # noqa: F401")
     errors = chk.check(str(root))
-    assert any("cyb_llm.tts.model -> cyb_llm.text.chat: a pipeline imports another pipeline" in e for e in errors)
-    assert any("cyb_llm.format -> cyb_llm.tts.model: a leaf imports the pipeline" in e for e in errors)
+    assert any("cyb_llm.synth.model -> cyb_llm.text.chat: a pipeline imports another pipeline" in e for e in errors)
+    assert any("cyb_llm.format -> cyb_llm.synth.model: a leaf imports the pipeline" in e for e in errors)
 
 
 def test_model_types_map_to_pipelines_only_in_the_registry():

@@ -69,7 +69,14 @@ class ArrayGraphModel : public Model {
       digest_.clear();  // a run that fails leaves no digest
     }
     std::string digest;
-    NamedArrays out = run_->run(inputs, options, *dispatcher_, *ctx_, nox_ ? &digest : nullptr);
+    // Node outputs and output copies are charged against the memory budget next to what the model
+    // already holds (LoadOptions::max_memory; 0 = what is available), before each is allocated.
+    const int64_t held = charged_bytes();
+    const int64_t budget = opts_.max_memory;
+    const ArrayGraphRun::BudgetCheck check = [held, budget](int64_t in_use, int64_t need, const std::string& what) {
+      check_memory_budget(budget, held + in_use, need, what);
+    };
+    NamedArrays out = run_->run(inputs, options, *dispatcher_, *ctx_, nox_ ? &digest : nullptr, check);
     if (nox_) {
       std::lock_guard<std::mutex> dl(digest_mu_);
       digest_ = digest;

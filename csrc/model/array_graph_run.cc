@@ -1,5 +1,6 @@
 #include "model/array_graph_run.h"
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 
@@ -115,8 +116,52 @@ std::vector<Shape> ArrayGraphRun::output_shapes(const graph2::Node& n, const std
   return infer_output_shapes(n.op, in.data(), static_cast<int>(in.size()));
 }
 
+namespace {
+
+constexpr int64_t kPad = 64;  // bytes past the end of every value buffer (vector loads)
+
+// Bytes of a value of `s` elements of `dt` (+ kPad); INT64_MAX when that does not fit an int64
+// (the budget check then refuses it).
+int64_t value_bytes(const Shape& s, DType dt) {
+  int64_t n = 1;
+  for (int i = 0; i < s.ndim; ++i) {
+    if (s.d[i] < 0) return INT64_MAX;
+    if (s.d[i] && n > INT64_MAX / 16 / s.d[i]) return INT64_MAX;
+    n *= s.d[i];
+  }
+  const int64_t b = static_cast<int64_t>(row_bytes(dt, n));
+  return b > INT64_MAX - kPad ? INT64_MAX : b + kPad;
+}
+
+int64_t add_bytes(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DType>& dts) {
+  std::string s;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    s += (i ? ", " : "") + std::string(dtype_name(dts[i])) + " [";
+    for (int k = 0; k < shapes[i].ndim; ++k) s += (k ? ", " : "") + std::to_string(shapes[i].d[k]);
+    s += "]";
+  }
+  return s;
+}
+
+// A value buffer of n bytes whose bytes count in *live while it is alive.
+std::shared_ptr<std::vector<uint8_t>> counted_buffer(const std::shared_ptr<int64_t>& live, size_t n) {
+  auto* v = new std::vector<uint8_t>(n);
+  *live += static_cast<int64_t>(n);
+  return std::shared_ptr<std::vector<uint8_t>>(v, [live, n](std::vector<uint8_t>* p) {
+    *live -= static_cast<int64_t>(n);
+    delete p;
+  });
+}
+
+}  // namespace
+
 NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& options, Dispatcher& disp, ExecContext& ctx,
-                               std::string* digest) const {
+                               std::string* digest, const BudgetCheck& check) const {
+  // Bytes of the buffers this run holds now (node outputs); each buffer gives its bytes back when
+  // its last view goes. Declared before the values so that it outlives them.
+  auto live = std::make_shared<int64_t>(0);
   std::unordered_map<std::string, Val> vals;
   std::map<std::string, int64_t> syms;
   for (const auto& [name, h] : inputs) {
@@ -150,7 +195,10 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     Val v;
     v.dtype = h->dtype;
     v.shape = to_shape(h->shape, "input '" + s.name + "'");
-    v.data = h->data.data();
+    // an empty input (a dim of 0) has no bytes: a valid pointer all the same (kernels read none of it,
+    // and a null one reads as "no data")
+    static const uint64_t kNoBytes[8] = {};
+    v.data = h->data.empty() ? static_cast<const void*>(kNoBytes) : h->data.data();
     vals[s.name] = v;
   }
   auto get = [&](const std::string& name) -> const Val& {
@@ -211,11 +259,20 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       std::vector<Shape> shapes = output_shapes(n, in);
       std::vector<Tensor> out(shapes.size());
       std::vector<Val> outv(shapes.size());
+      std::vector<DType> dts(shapes.size());
+      int64_t need = 0;  // this node's outputs, checked together before any is allocated
       for (size_t i = 0; i < shapes.size(); ++i) {
-        const DType dt = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
+        dts[i] = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
+        need = add_bytes(need, value_bytes(shapes[i], dts[i]));
+      }
+      if (check)
+        check(*live, need, "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" +
+                               (shapes.size() > 1 ? "s " : " ") + shapes_text(shapes, dts));
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const DType dt = dts[i];
         outv[i].dtype = dt;
         outv[i].shape = shapes[i];
-        outv[i].own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(shapes[i].numel()) * elem_bytes(dt) + 64);
+        outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)));
         outv[i].data = outv[i].own->data();
         out[i].dtype = dt;
         out[i].shape = shapes[i];
@@ -238,6 +295,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     }
   }
   NamedArrays out;
+  int64_t copied = 0;
   for (const graph2::IoSpec& s : g_.outputs) {
     const Val& v = get(s.name);
     if (v.dtype != s.dtype)
@@ -250,6 +308,9 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       throw_shape_mismatch("output '" + s.name + "' " + dims_text(s.shape), std::vector<int64_t>(s.shape.size(), -1),
                            h.shape);
     const size_t nb = row_bytes(v.dtype, v.shape.numel());
+    if (check) check(*live + copied, static_cast<int64_t>(nb), "the copy of output '" + s.name + "' " +
+                                                                shapes_text({v.shape}, {v.dtype}));
+    copied += static_cast<int64_t>(nb);
     h.data.resize(nb);
     if (nb) std::memcpy(h.data.data(), v.data, nb);
     out.emplace_back(s.name, std::move(h));

@@ -3,6 +3,7 @@
 // node dispatched through a Dispatcher; on nox also the digest chain of version 2 (docs/graph.md
 // "The digest chain"). Used by the model (array_graph_model.cc) and by tools/nox_golden2.cc.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -28,8 +29,11 @@ class ArrayGraphRun {
   // One run: the inputs checked against the graph's declarations, every node in order; `digest`
   // (nox only, may be null) receives the hex digest of the chain.
   // options.seed: the random nodes' seed for this run (seed_for_node(seed, k) for the k-th).
+  // check (may be empty): called before each allocation of node outputs or output copies with the
+  // bytes this run holds and the bytes it is about to allocate; throws (OutOfMemory) to refuse.
+  using BudgetCheck = std::function<void(int64_t in_use, int64_t need, const std::string& what)>;
   NamedArrays run(const NamedArrays& inputs, const RunOptions& options, Dispatcher& d, ExecContext& ctx,
-                  std::string* digest) const;
+                  std::string* digest, const BudgetCheck& check = {}) const;
   // The declared input names, comma separated (error messages).
   std::string input_names() const;
 

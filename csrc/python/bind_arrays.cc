@@ -30,6 +30,9 @@ HostArray to_host(const std::string& name, const py::handle& value) {
   std::string kind = py::str(a.dtype().attr("name"));
   for (const NumpyKind& k : kKinds) {
     if (kind != k.numpy) continue;
+    // numpy names a byte-swapped array ('>f4' here) like a native one: its values in native order
+    // (copied bytes as they are would be other numbers)
+    if (!a.dtype().attr("isnative").cast<bool>()) a = py::array(a.attr("astype")(py::dtype(k.numpy)));
     a = py::array::ensure(a, py::array::c_style);
     HostArray h;
     h.dtype = k.dtype;

@@ -90,7 +90,7 @@ class Model:
         if cls is not Model:
             return super().__new__(cls)
         mf = path if isinstance(path, ModelFile) else ModelFile(path)
-        kind = pipelines.kind_of(mf.config.get("model_type"))
+        kind = pipelines.kind_of_config(mf.config)
         self = super().__new__(pipelines.get(kind).load_class())
         self._opened = (mf, kind)  # __init__ takes them instead of opening `path` and routing again
         return self
@@ -102,7 +102,7 @@ class Model:
         mf, kind = self.__dict__.pop("_opened", (None, None))
         if mf is None:  # a pipeline's class called directly: the file must be of its kind
             mf = path if isinstance(path, ModelFile) else ModelFile(path)
-            kind = pipelines.kind_of(mf.config.get("model_type"))
+            kind = pipelines.kind_of_config(mf.config)
         model_type = mf.config.get("model_type")
         if kind != self.kind:
             raise InvalidConfig(field="model_type", reason=(

@@ -10,6 +10,7 @@
     cyb-llm embed MODEL TEXT...     sentence embeddings of an encoder model (docs/encoders.md)
     cyb-llm transcribe MODEL FILE...   speech to text with a whisper model (docs/whisper.md)
     cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
+    cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz]   run a graph model (docs/import.md "ONNX")
 
 MODEL is a .model or .gguf path, an HF folder, hf://ORG/REPO[/FILE.gguf], a
 known model name or a name `cyb-llm list` shows (default:
@@ -17,7 +18,7 @@ cyb_llm.hub.DEFAULT_MODEL), the same for every command and for cyb_llm.load:
 cyb_llm.hub.resolve reads them all. Names, .gguf files and folders are
 imported into the cache once and reused. Which commands take a model is its pipeline's
 (cyb_llm.pipelines: text models run, chat, serve, bench; encoders embed, serve; whisper models
-transcribe, serve). Errors of the request or of the model file print one line,
+transcribe, serve; graphs run-graph). Errors of the request or of the model file print one line,
 `error: <Class>: <message>`, and exit with status 1.
 """
 from __future__ import annotations
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--quantize", help="weight encoding to quantize to (names in docs/format.md)")
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
+    imp.add_argument("--pipeline", choices=("graph", "tts", "diffusion"),
+                     help="ONNX: what the graph is for, recorded in the config (default: graph)")
     imp.set_defaults(func=cmd_import)
 
     insp = sub.add_parser("inspect", help="describe a model (config, sampling, tensors)")
@@ -176,6 +179,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--precise", action="store_true", help="f32 activations (reference-exact mode)")
     tr.set_defaults(func=cmd_transcribe, format="text")
+
+    rg = sub.add_parser("run-graph", help="run a graph model (imported from ONNX) on arrays from .npy files")
+    rg.add_argument("model", help="graph .model path (cyb-llm import model.onnx -o MODEL)")
+    rg.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy", dest="inputs",
+                    help="one input of the graph from a .npy file (repeat for each input)")
+    rg.add_argument("-o", "--output", help="write the outputs to this .npz file (numpy.load reads them by name)")
+    g = rg.add_argument_group("model")
+    g.add_argument("--backend", help="force a backend (cpu, nox)")
+    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    rg.set_defaults(func=cmd_run_graph, precise=False)
 
     srv = sub.add_parser("serve", help="OpenAI-compatible HTTP server (FastAPI and uvicorn: in the base install)")
     serve_command.add_arguments(srv)
@@ -376,6 +389,65 @@ def cmd_embed(a: argparse.Namespace) -> int:
     return 0
 
 
+def _read_inputs(specs: list[str]) -> dict[str, Any]:
+    """{name: array} of `--input NAME=FILE.npy` options; InvalidConfig(field="input") naming the
+    option for a malformed one, a name given twice, a missing or unreadable file."""
+    import numpy as np
+
+    feeds: dict[str, Any] = {}
+    for spec in specs:
+        name, eq, path = spec.partition("=")
+        if not eq or not name or not path:
+            raise InvalidConfig(field="input", reason=f"{spec!r}: expected NAME=FILE.npy")
+        if name in feeds:
+            raise InvalidConfig(field="input", reason=f"input {name!r} given twice")
+        if not os.path.isfile(path):
+            raise InvalidConfig(field="input", reason=f"{name}={path}: no such file")
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - numpy's reasons (not .npy, truncated, object arrays)
+            raise InvalidConfig(field="input", reason=f"{name}={path}: not a readable .npy array ({e})") from None
+        if not isinstance(arr, np.ndarray):  # an .npz archive
+            arr.close()
+            raise InvalidConfig(field="input", reason=f"{name}={path}: an .npz archive; give one .npy array per input")
+        feeds[name] = arr
+    return feeds
+
+
+def _values_text(v: Any, n: int = 6) -> str:
+    flat = v.reshape(-1)
+    head = ", ".join(str(x) if v.dtype.kind in "biu" else f"{float(x):.6g}" for x in flat[:n])
+    return f"[{head}{', ...' if flat.size > n else ''}]"
+
+
+def cmd_run_graph(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    feeds = _read_inputs(a.inputs)  # the request's errors before the load
+    if a.output and not a.output.endswith(".npz"):
+        raise InvalidConfig(field="output", reason=f"{a.output!r}: the outputs are written as an .npz file")
+    m = _load(a, a.model, "run-graph")
+    missing = [i for i in m.inputs if i.name not in feeds]
+    if missing:
+        raise InvalidConfig(field="input", reason="missing " + ", ".join(
+            f"{i.name} ({i.dtype} [{', '.join(map(str, i.shape))}])" for i in missing) +
+            f": give each as --input NAME=FILE.npy")
+    out = m.run(feeds)
+    for name, v in out.items():
+        print(f"{name}  {v.dtype}  [{', '.join(map(str, v.shape))}]  {_values_text(v)}")
+    if a.output:
+        folder = os.path.dirname(os.path.abspath(a.output))
+        tmp = os.path.join(folder, f".{os.path.basename(a.output)}.tmp.npz")
+        try:
+            np.savez(tmp, **out)
+            os.replace(tmp, a.output)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        print(f"wrote {a.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_transcribe(a: argparse.Namespace) -> int:
     if a.beam_size < 1:
         raise InvalidConfig(field="beam_size", reason=f"must be >= 1, got {a.beam_size}")
@@ -440,7 +512,8 @@ def cmd_import(a: argparse.Namespace) -> int:
 
     from .hub import resolve_source
 
-    import_model(resolve_source(a.src), a.output, quantize=a.quantize, progress=True, graph=a.graph)
+    extra = {"pipeline": a.pipeline} if a.pipeline else {}  # ONNX only: other sources refuse it
+    import_model(resolve_source(a.src), a.output, quantize=a.quantize, progress=True, graph=a.graph, **extra)
     print(a.output)
     return 0
 

@@ -5,10 +5,12 @@ Python class that runs it, the `cyb-llm` commands that take it and the server en
     text      cyb_llm.text.model:TextModel         run, chat, serve, bench        chat/completions, completions
     encoder   cyb_llm.encode.model:Encoder         embed, serve                   embeddings, rerank
     speech    cyb_llm.speech.model:WhisperModel    transcribe, serve              audio/transcriptions, translations
-    graph     cyb_llm.graph.model:GraphModel       (Python only: run(feeds))      -
+    graph     cyb_llm.graph.model:GraphModel       run-graph                      -
 
 Which kind a model type is decides the native core (`_core.pipeline_of`: the families it was
-built with); `kind_of` asks it. `cyb_llm.load`, `cyb_llm.Model(path)`, the CLI and the server
+built with); `kind_of` asks it. A graph's config may name the pipeline it is for (`[onnx] pipeline`,
+written by `cyb-llm import x.onnx --pipeline tts`): `kind_of_config` reads it, and a pipeline
+without a row here (tts, diffusion: not written yet) is an InvalidConfig naming it. `cyb_llm.load`, `cyb_llm.Model(path)`, the CLI and the server
 route through this module, once. A new pipeline (TTS, diffusion) is a native family, one row of
 PIPELINES and a Python module holding its class (a subclass of cyb_llm.base.Model); nothing else.
 
@@ -58,7 +60,7 @@ PIPELINES: tuple[Pipeline, ...] = (
              ("/v1/audio/transcriptions", "/v1/audio/translations"),
              "cyb_llm.serve.engine:AudioEngine"),
     Pipeline("graph", "cyb_llm.graph.model:GraphModel", "named-array graphs (imported from ONNX)",
-             (), (), ""),
+             ("run-graph",), (), ""),
 )
 
 _BY_KIND = {p.kind: p for p in PIPELINES}
@@ -89,6 +91,28 @@ def kind_of(model_type: Any) -> str:
     if native is not None:
         return native(model_type)
     return _FALLBACK_KINDS.get(model_type, "text")  # TODO(issue 43): the fallback above
+
+
+def kind_of_config(config: Any) -> str:
+    """The pipeline kind of a model from its config: its model type's (`kind_of`), and for a graph
+    the pipeline its importer recorded (`[onnx] pipeline = "tts"`: `cyb-llm import x.onnx -o y.model
+    --pipeline tts`; absent or "graph": the graph row). A recorded pipeline this package has no row
+    for is an InvalidConfig naming it (not available yet)."""
+    config = config if isinstance(config, dict) else {}
+    kind = kind_of(config.get("model_type"))
+    if kind != "graph":
+        return kind
+    onnx = config.get("onnx")
+    want = onnx.get("pipeline", "graph") if isinstance(onnx, dict) else "graph"
+    if want == "graph":
+        return kind
+    if not isinstance(want, str):
+        raise InvalidConfig(field="onnx.pipeline", reason=f"must be a string, got {want!r}")
+    if want not in _BY_KIND:
+        raise InvalidConfig(field="onnx.pipeline", reason=(
+            f"the graph was imported for the {want!r} pipeline, which is not available yet in this version "
+            f"(pipelines: {', '.join(_BY_KIND)}); re-import it with --pipeline graph to run it as a plain graph"))
+    return want
 
 
 def get(kind: str) -> Pipeline:
@@ -162,5 +186,5 @@ def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
-__all__ = ["Pipeline", "PIPELINES", "kind_of", "get", "for_model_type", "model_class", "of", "check_verb",
+__all__ = ["Pipeline", "PIPELINES", "kind_of", "kind_of_config", "get", "for_model_type", "model_class", "of", "check_verb",
            "serves", "wrong_pipeline"]

@@ -55,18 +55,20 @@ def detect_source(src: str) -> str:
     raise make_error(FormatError, f"{src}: no such file or folder", section="source", key="path")
 
 
-def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False) -> None:
+def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False,
+                 pipeline: str | None = None) -> None:
     """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, a CTranslate2
     Whisper folder with model.bin, or a .onnx file: docs/import.md, "ONNX") into the
-    `.model` file `out`. Nothing is written when the import fails."""
+    `.model` file `out`. Nothing is written when the import fails. `pipeline` (ONNX only: graph,
+    tts, diffusion) records what the graph is for."""
     kind = detect_source(src)
     if kind == "onnx":  # a graph of named arrays (graph section version 2): convert/onnx_graph.py
-        if quantize:
-            raise make_error(InvalidConfig, "--quantize does not apply to ONNX graphs (their f32 weights are kept)",
-                             field="quantize", reason="onnx sources are not requantized")
         from .onnx_graph import import_onnx
-        import_onnx(src, out, progress=progress)
+        import_onnx(src, out, progress=progress, quantize=quantize, pipeline=pipeline or "graph")
         return
+    if pipeline is not None:
+        raise make_error(InvalidConfig, f"--pipeline applies to ONNX graphs; {kind} sources have their model type's "
+                         "pipeline", field="pipeline", reason=f"not an ONNX source ({kind})")
     if kind == "gguf":
         if quantize:
             raise make_error(

@@ -19,12 +19,14 @@ default, an output named like an input plus "n" ("hn" -> "h") of the same dtype 
 """
 from __future__ import annotations
 
+import heapq
+import json
 import os
 from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, InvalidConfig, UnsupportedOp
+from ..errors import Error, FormatError, InvalidConfig, UnsupportedOp
 from ..writer import write_model
 from . import onnx_ops, onnx_ops_index, onnx_ops_nn  # noqa: F401  (register the translations)
 from .common import Progress, make_error, write_atomically
@@ -90,6 +92,54 @@ def _mono_div(a: Dim, b: Dim) -> Dim | None:
     return _dim(ca // cb, tuple(left))
 
 
+def _label(node: Any, k: int | None = None) -> str:
+    """The name messages give a node: its name, else its first output, else its index."""
+    if node.name:
+        return node.name
+    out = next((o for o in node.output if o), "")
+    return out or (f"#{k} ({node.op_type})" if k is not None else f"({node.op_type} without outputs)")
+
+
+def tensor_array(t: Any, what: str) -> np.ndarray:
+    """The values of an ONNX TensorProto, checked first: element type known, dims >= 0, and as many
+    bytes (raw_data) or values (the typed fields) as the dims say. FormatError naming `what`
+    otherwise (nothing is allocated from the dims of a broken tensor)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    dims = [int(d) for d in t.dims]
+    if any(d < 0 for d in dims):
+        raise make_error(FormatError, f"{what}: negative dims {dims}", section="onnx", key=t.name)
+    if t.data_location == TensorProto.EXTERNAL:
+        raise make_error(FormatError, f"{what}: its data is in an external file that was not read", section="onnx",
+                         key=t.name)
+    try:
+        npt = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+    except Exception:  # noqa: BLE001 - an element type this onnx package does not know
+        raise make_error(FormatError, f"{what}: unknown ONNX element type {t.data_type}", section="onnx",
+                         key=t.name) from None
+    n = 1
+    for d in dims:
+        n *= d
+    name = TensorProto.DataType.Name(t.data_type) if t.data_type in TensorProto.DataType.values() else t.data_type
+    if t.data_type != TensorProto.STRING and npt.itemsize and t.HasField("raw_data"):
+        bits = {TensorProto.INT4: 4, TensorProto.UINT4: 4}.get(t.data_type, 8 * npt.itemsize)
+        want = (n * bits + 7) // 8
+        if len(t.raw_data) != want:
+            raise make_error(FormatError, f"{what}: raw_data holds {len(t.raw_data)} bytes, its dims {dims} of "
+                             f"{name} need {want}", section="onnx", key=t.name)
+    elif n and t.data_type not in (TensorProto.STRING,):
+        field = helper.tensor_dtype_to_field(t.data_type)
+        per = 2 if t.data_type in (TensorProto.COMPLEX64, TensorProto.COMPLEX128) else 1
+        have = len(getattr(t, field))
+        if have != n * per and t.data_type not in (TensorProto.INT4, TensorProto.UINT4):
+            raise make_error(FormatError, f"{what}: {field} holds {have} values, its dims {dims} of {name} need "
+                             f"{n * per}", section="onnx", key=t.name)
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001 - any other inconsistency the onnx package finds
+        raise make_error(FormatError, f"{what}: unreadable tensor ({e})", section="onnx", key=t.name) from None
+
+
 def _need_onnx():
     try:
         import onnx  # noqa: F401  (the importer's own dependency: the cyb_llm[onnx] extra)
@@ -138,7 +188,7 @@ class _Importer:
         self.fresh_names: set[str] = set()  # sizes this inference could not name
         self.used: set[str] = set()
         for t in self.g.initializer:
-            self.consts[t.name] = self.nh.to_array(t)
+            self.consts[t.name] = tensor_array(t, f"initializer '{t.name}'")
 
     # ---- helpers ----------------------------------------------------------------------------
     def name(self, v: str) -> str:
@@ -165,8 +215,8 @@ class _Importer:
         return self.consts[v]
 
     def unsupported(self, node: Any, why: str) -> Exception:
-        return make_error(UnsupportedOp, f"ONNX node '{node.name or node.output[0]}' ({node.op_type}): {why}",
-                          op=f"{node.op_type} (node '{node.name or node.output[0]}': {why})", backend="onnx import",
+        return make_error(UnsupportedOp, f"ONNX node '{_label(node)}' ({node.op_type}): {why}",
+                          op=f"{node.op_type} (node '{_label(node)}': {why})", backend="onnx import",
                           dtype="")
 
     def value(self, node: Any, v: str) -> str:
@@ -257,7 +307,7 @@ class _Importer:
         a = self.attrs(node)
         if op == "Constant":
             if "value" in a:
-                val = self.nh.to_array(a["value"])
+                val = tensor_array(a["value"], f"the value of Constant node '{node.name or node.output[0]}'")
             elif "value_float" in a:
                 val = np.array(a["value_float"], np.float32)
             elif "value_floats" in a:
@@ -351,13 +401,114 @@ class _Importer:
                 self.consts[o] = np.asarray(val)
         return True
 
+    # ---- structure --------------------------------------------------------------------------
+    def ordered_nodes(self, defined: list[str]) -> list[Any]:
+        """The nodes in an order where each reads only names defined before it (ONNX asks for that
+        order; a file out of order is sorted). FormatError naming the node for a node without
+        outputs, inputs or outputs outside the op's arity, a name defined twice, an input nothing
+        defines, and a cycle (the nodes along it)."""
+        nodes = list(self.g.node)
+        made: dict[str, int] = {}
+        known = set(defined)
+        for k, n in enumerate(nodes):
+            if not any(n.output):
+                raise make_error(FormatError, f"ONNX node '{_label(n, k)}' ({n.op_type}) has no outputs",
+                                 section="onnx", key=_label(n, k))
+            self.check_arity(n)
+            for o in n.output:
+                if not o:
+                    continue
+                if o in made or o in known:
+                    first = f"node '{_label(nodes[made[o]])}'" if o in made else "an input or initializer"
+                    raise make_error(FormatError, f"ONNX node '{_label(n)}' ({n.op_type}) defines '{o}', which "
+                                     f"{first} defines already (each name is defined once)", section="onnx", key=o)
+                made[o] = k
+        deps: list[set[int]] = []
+        for n in nodes:
+            d = set()
+            for i in n.input:
+                if not i or i in known:
+                    continue
+                if i not in made:
+                    raise make_error(FormatError, f"ONNX node '{_label(n)}' ({n.op_type}) reads '{i}', which no "
+                                     "node, graph input or initializer defines", section="onnx", key=i)
+                d.add(made[i])
+            deps.append(d)
+        order: list[int] = []
+        done = [False] * len(nodes)
+        readers: dict[int, list[int]] = {}
+        waiting = [len(d) for d in deps]
+        for k, d in enumerate(deps):
+            for j in d:
+                readers.setdefault(j, []).append(k)
+        ready = [k for k in range(len(nodes)) if not waiting[k]]
+        heapq.heapify(ready)  # the file's order among the ready nodes: a sorted file is kept as it is
+        while ready:
+            k = heapq.heappop(ready)
+            order.append(k)
+            done[k] = True
+            for r in readers.get(k, ()):
+                waiting[r] -= 1
+                if not waiting[r]:
+                    heapq.heappush(ready, r)
+        if len(order) < len(nodes):
+            start = next(k for k in range(len(nodes)) if not done[k])
+            path, seen = [start], {start: 0}
+            while True:  # walk to an undone dependency until one repeats: that loop is a cycle
+                nxt = next(j for j in sorted(deps[path[-1]]) if not done[j])
+                if nxt in seen:
+                    loop = path[seen[nxt]:] + [nxt]
+                    break
+                seen[nxt] = len(path)
+                path.append(nxt)
+            names = " <- ".join(f"'{_label(nodes[j])}'" for j in loop)
+            raise make_error(FormatError, f"the ONNX graph has a cycle: {names} (each reads the next's output)",
+                             section="onnx", key=_label(nodes[loop[0]]))
+        return [nodes[k] for k in order]
+
+    def check_declarations(self) -> None:
+        """FormatError for a graph input, initializer or output declared twice; UnsupportedOp for
+        sparse initializers (not read by this importer), naming them."""
+        if self.g.sparse_initializer:
+            names = [t.values.name for t in self.g.sparse_initializer]
+            raise make_error(UnsupportedOp, f"sparse initializers ({', '.join(names[:5])}"
+                             f"{', ...' if len(names) > 5 else ''}): this importer reads dense tensors only",
+                             op=f"sparse initializer '{names[0]}'", backend="onnx import", dtype="")
+        for what, names in (("graph input", [i.name for i in self.g.input]),
+                            ("initializer", [t.name for t in self.g.initializer]),
+                            ("graph output", [o.name for o in self.g.output])):
+            seen: set[str] = set()
+            for n in names:
+                if n in seen:
+                    raise make_error(FormatError, f"{what} '{n}' is declared twice", section="onnx", key=n)
+                seen.add(n)
+
+    def check_arity(self, n: Any) -> None:
+        """FormatError naming the node when its input / output count is outside the ONNX op's."""
+        if n.domain not in ("", "ai.onnx"):
+            return
+        try:
+            sch = self.onnx.defs.get_schema(n.op_type, self.opset, "")
+        except Exception:  # noqa: BLE001 - not an op of this opset: check_supported reports it
+            return
+        ni = len(n.input)
+        while ni and not n.input[ni - 1]:
+            ni -= 1  # trailing "" = absent optional inputs
+        no = len(n.output)
+        for what, count, lo, hi in (("inputs", ni, sch.min_input, sch.max_input),
+                                    ("outputs", no, sch.min_output, sch.max_output)):
+            if not lo <= count <= hi:
+                rng = str(lo) if lo == hi else f"{lo} to {hi}"
+                raise make_error(FormatError, f"ONNX node '{_label(n)}' ({n.op_type}) has {count} {what}; "
+                                 f"{n.op_type} of opset {self.opset} takes {rng}", section="onnx", key=_label(n))
+
     # ---- translation --------------------------------------------------------------------------
     def check_supported(self) -> None:
         bad: dict[str, list[str]] = {}
         for n in self.g.node:
             if n.domain not in ("", "ai.onnx") or (n.op_type not in _SUPPORTED and n.op_type not in HANDLERS):
                 key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
-                bad.setdefault(key, []).append(n.name or n.output[0])
+                bad.setdefault(key, []).append(_label(n))
         if bad:
             parts = [f"{op} x{len(names)} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"
                      for op, names in sorted(bad.items())]
@@ -371,6 +522,7 @@ class _Importer:
                              "(onnx.version_converter can convert the file)", op=f"opset {self.opset}",
                              backend="onnx import", dtype="")
         self.check_supported()
+        self.check_declarations()
         inputs = []
         init_names = {t.name for t in self.g.initializer}
         for i in self.g.input:
@@ -389,14 +541,23 @@ class _Importer:
             self.shapes[i.name] = dims
             self.dtypes[i.name] = _DTYPES[tt.elem_type][0]
             inputs.append({"name": i.name, "dtype": _DTYPES[tt.elem_type][0], "shape": dims})
-        for node in self.g.node:
-            if self.try_fold(node) or self.fold_any(node):
-                continue
-            self.translate(node)
-            self.track_symval(node)
+        for node in self.ordered_nodes([i.name for i in self.g.input] + list(init_names)):
+            try:
+                if self.try_fold(node) or self.fold_any(node):
+                    continue
+                self.translate(node)
+                self.track_symval(node)
+            except Error:
+                raise
+            except Exception as e:  # noqa: BLE001 - a node this importer did not foresee: named, not a traceback
+                raise make_error(FormatError, f"ONNX node '{_label(node)}' ({node.op_type}) could not be translated: "
+                                 f"{type(e).__name__}: {e}", section="onnx", key=_label(node)) from e
         outputs = []
         for o in self.g.output:
             v = self.name(o.name)
+            if v not in self.shapes and v not in self.consts:
+                raise make_error(FormatError, f"graph output '{o.name}' is defined by no node, input or initializer",
+                                 section="onnx", key=o.name)
             if v not in self.shapes:
                 raise make_error(UnsupportedOp, f"output '{o.name}' is a constant of the graph",
                                  op=f"output '{o.name}'", backend="onnx import", dtype="")
@@ -542,7 +703,10 @@ class _Importer:
         elif op == "Transpose":
             x = self.value(node, node.input[0])
             s = self.shape(x)
-            perm = list(a.get("perm", reversed(range(len(s)))))
+            perm = [int(p) for p in a.get("perm", reversed(range(len(s))))]
+            if sorted(perm) != list(range(len(s))):
+                raise make_error(FormatError, f"ONNX node '{nm}' (Transpose): perm {perm} is not a permutation of "
+                                 f"the {len(s)} axes of its input", section="onnx", key=nm)
             self.emit(nm, "transpose", [x], [out], [[s[p] for p in perm]], perm=perm)
         elif op == "Slice":
             self.slice(node, nm)
@@ -638,6 +802,9 @@ class _Importer:
                      axes: list[int], steps: list[int]) -> None:
         cur = x
         for k, (st, en, ax, sp) in enumerate(zip(starts, ends, axes, steps)):
+            if not -len(s) <= ax < len(s):
+                raise make_error(FormatError, f"ONNX node '{nm}' (Slice): axis {ax} of an input of {len(s)} dims",
+                                 section="onnx", key=nm)
             ax = ax + len(s) if ax < 0 else ax
             d = s[ax]
             en = min(en, 2 ** 62)
@@ -872,35 +1039,174 @@ class _Importer:
                 self.reshape(f"{nm}.{'hc'[k - 1]}.view", outs[k], want[k], [1, N, H])
 
 
-def onnx_to_graph(path: str, state: dict[str, str] | None = None) -> tuple[dict, dict[str, np.ndarray], dict]:
-    """(graph section as a dict, weights {name: f32 array}, config) of an ONNX file."""
+def load_external_data(model: Any, path: str) -> None:
+    """Reads the tensors whose data is in external files (`onnx.save(..., save_as_external_data=True)`:
+    `model.onnx` + `model.onnx.data`), each checked first: the file named next to the model (a name
+    that leaves the model's folder is refused), present, and long enough for the tensor's bytes.
+    FormatError naming the tensor and the file otherwise."""
+    from onnx import external_data_helper as ext
+    from onnx import helper
+
+    base = os.path.dirname(os.path.abspath(path))
+    tensors = [t for t in ext._get_all_tensors(model) if ext.uses_external_data(t)]
+    for t in tensors:
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        what = f"tensor '{t.name}'"
+        if not loc:
+            raise make_error(FormatError, f"{what}: external data without a location", section="onnx", key=t.name)
+        full = os.path.normpath(os.path.join(base, loc))
+        if os.path.isabs(loc) or not full.startswith(base + os.sep):
+            raise make_error(FormatError, f"{what}: external data file '{loc}' is outside the model's folder {base}",
+                             section="onnx", key=t.name)
+        if not os.path.isfile(full):
+            raise make_error(FormatError, f"{what}: its data is in '{loc}', which is missing (expected at {full}, "
+                             f"next to {os.path.basename(path)}: copy the data file with the model)",
+                             section="onnx", key=t.name)
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            n = 1
+            for d in t.dims:
+                n *= int(d)
+            item = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+            length = int(info["length"]) if info.get("length") else n * item
+        except Exception as e:  # noqa: BLE001 - offset / length / element type that make no sense
+            raise make_error(FormatError, f"{what}: bad external data fields {info} ({e})", section="onnx",
+                             key=t.name) from None
+        size = os.path.getsize(full)
+        if offset < 0 or length < 0 or offset + length > size:
+            raise make_error(FormatError, f"{what}: needs bytes {offset}..{offset + length} of '{loc}', which has "
+                             f"{size} bytes (the data file is too short)", section="onnx", key=t.name)
+        try:
+            ext.load_external_data_for_tensor(t, base)
+        except Exception as e:  # noqa: BLE001 - the onnx package's own checks
+            raise make_error(FormatError, f"{what}: external data '{loc}' unreadable ({e})", section="onnx",
+                             key=t.name) from None
+
+
+PIPELINES = ("graph", "tts", "diffusion")  # what `--pipeline` records ([onnx] pipeline; cyb_llm.pipelines)
+SIDECAR_MAX_BYTES = 16 << 20
+# --quantize choices -> (GGML type name, .model encoding): the matmul weights only
+QUANTIZE_TYPES = {"q8_0": ("Q8_0", "q8_0"), "q8": ("Q8_0", "q8_0"), "q4_0": ("Q4_0", "q4_0"), "q4": ("Q4_0", "q4_0")}
+
+
+def _convert(path: str, state: dict[str, str] | None) -> tuple[dict, dict[str, np.ndarray], dict, "_Importer"]:
     onnx, _ = _need_onnx()
+    path = os.fspath(path)
     try:
-        model = onnx.load(os.fspath(path))
+        model = onnx.load(path, load_external_data=False)
     except Exception as e:  # noqa: BLE001 - the onnx package's own parse errors
         raise make_error(FormatError, f"{path}: not a readable ONNX file ({e})", section="onnx", key="model") from None
+    load_external_data(model, path)
     imp = _Importer(model, state)
     graph, weights = imp.run()
     config = {"model_type": MODEL_TYPE,
               "onnx": {"opset": int(imp.opset), "producer": model.producer_name or "",
                        "source": os.path.basename(os.fspath(path))}}
+    return graph, weights, config, imp
+
+
+def onnx_to_graph(path: str, state: dict[str, str] | None = None) -> tuple[dict, dict[str, np.ndarray], dict]:
+    """(graph section as a dict, weights {name: f32 array}, config) of an ONNX file."""
+    graph, weights, config, _ = _convert(path, state)
     return graph, weights, config
 
 
-def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, progress: bool = True) -> None:
+def matmul_weights(graph: dict) -> set[str]:
+    """The names every reader of which is a `matmul` node reading it as its weight W (input 1)."""
+    readers: dict[str, list[tuple[str, int]]] = {}
+    for n in graph["nodes"]:
+        for k, i in enumerate(n["inputs"]):
+            readers.setdefault(i, []).append((n["op"], k))
+    outs = {o["name"] for o in graph["outputs"]}
+    return {v for v, rs in readers.items() if v not in outs and all(op == "matmul" and k == 1 for op, k in rs)}
+
+
+def _exact_f16(w: np.ndarray) -> bool:
+    """Whether every value of w is an f16 value (an f16 initializer, or a Cast of one folded at import)."""
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(w.astype(np.float16).astype(w.dtype), w))
+
+
+def weight_records(graph: dict, weights: dict[str, np.ndarray], quantize: str | None
+                   ) -> list[tuple[str, str, list[int], Any]]:
+    """(name, encoding, shape, data) of each weight: the 2-D W of matmul nodes in blocks of `quantize`
+    (when their rows are whole blocks of 32), else f16 when every value is an f16 value (the model
+    shipped them as f16: written f16, losslessly; the matmul op takes any weight encoding); every
+    other weight f32 (the other ops read f32 weights)."""
+    qtype = None
+    if quantize:
+        qtype = QUANTIZE_TYPES.get(quantize.lower())
+        if qtype is None:
+            raise make_error(InvalidConfig, f"--quantize {quantize!r} is not available for ONNX graphs (choices: "
+                             f"{', '.join(QUANTIZE_TYPES)})", field="quantize", reason="unknown type")
+    ws = matmul_weights(graph)
+    recs = []
+    for name, w in weights.items():
+        if name in ws and w.ndim == 2 and qtype is not None and w.shape[1] % 32 == 0 and w.size:
+            from gguf import GGMLQuantizationType, quants
+
+            blocks = quants.quantize(np.ascontiguousarray(w, np.float32), GGMLQuantizationType[qtype[0]])
+            recs.append((name, qtype[1], list(w.shape), blocks.reshape(-1).view(np.uint8)))
+        elif name in ws and w.ndim == 2 and w.size and _exact_f16(w):
+            recs.append((name, "f16", list(w.shape), np.ascontiguousarray(w, np.float16)))
+        else:
+            recs.append((name, "f32", list(w.shape), w))
+    return recs
+
+
+def read_sidecar(path: str) -> str:
+    """The text of a JSON sidecar (a Piper voice's `voice.onnx.json`), checked: a JSON object of at
+    most 16 MiB. FormatError naming the file otherwise."""
+    size = os.path.getsize(path)
+    if size > SIDECAR_MAX_BYTES:
+        raise make_error(FormatError, f"{path}: sidecar config of {size} bytes (at most {SIDECAR_MAX_BYTES})",
+                         section="sidecar", key=os.path.basename(path))
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        obj = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise make_error(FormatError, f"{path}: the sidecar config is not JSON ({e})", section="sidecar",
+                         key=os.path.basename(path)) from None
+    if not isinstance(obj, dict):
+        raise make_error(FormatError, f"{path}: the sidecar config is a JSON {type(obj).__name__}, not an object",
+                         section="sidecar", key=os.path.basename(path))
+    return text
+
+
+def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, progress: bool = True,
+                quantize: str | None = None, pipeline: str = "graph", sidecar: Any = None) -> None:
     """Writes `out` (a .model with a version-2 graph section) from the ONNX file `src`; nothing is
-    written when the import fails."""
-    graph, weights, config = onnx_to_graph(src, state)
+    written when the import fails. `quantize` ("q8_0", "q4_0"): the 2-D weights of matmul nodes in
+    those blocks. `pipeline` ("graph", "tts", "diffusion"): what the graph is for, recorded as
+    `[onnx] pipeline` (cyb_llm.load routes on it). `sidecar`: a JSON config kept verbatim in the
+    file's `sidecar` section (GraphModel.sidecar); None = `src + ".json"` when that file exists (a
+    Piper voice's `voice.onnx.json`), False = none."""
+    if pipeline not in PIPELINES:
+        raise make_error(InvalidConfig, f"--pipeline {pipeline!r}: one of {', '.join(PIPELINES)}",
+                         field="pipeline", reason="unknown pipeline")
+    if sidecar is None:
+        sidecar = os.fspath(src) + ".json" if os.path.isfile(os.fspath(src) + ".json") else False
+    sidecar_text = read_sidecar(os.fspath(sidecar)) if sidecar else None
+    graph, weights, config, imp = _convert(src, state)
+    records = weight_records(graph, weights, quantize)
+    config["onnx"]["pipeline"] = pipeline
+    if quantize:
+        config["onnx"]["quantize"] = quantize.lower()
+    extra = {}
+    if sidecar_text is not None:
+        config["onnx"]["sidecar"] = os.path.basename(os.fspath(sidecar))
+        extra["sidecar"] = sidecar_text
     name = os.path.splitext(os.path.basename(os.fspath(src)))[0]
-    total = sum(int(w.nbytes) for w in weights.values())
+    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
 
     def write(tmp: str) -> None:
         bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
         done = False
         try:
-            write_model(tmp, name=name, config=config,
-                        tensors=[(n, "f32", list(w.shape), w) for n, w in weights.items()],
-                        graph=graph, progress=bar)
+            write_model(tmp, name=name, config=config, tensors=records, graph=graph, extra_sections=extra,
+                        progress=bar)
             done = True
         finally:
             bar.close(done)
@@ -908,4 +1214,4 @@ def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, prog
     write_atomically(out, write)
 
 
-__all__ = ["import_onnx", "onnx_to_graph", "MODEL_TYPE"]
+__all__ = ["import_onnx", "onnx_to_graph", "MODEL_TYPE", "PIPELINES", "QUANTIZE_TYPES"]

@@ -7,18 +7,21 @@
     probs, = m.run(["speech_probs"], feeds)   # onnxruntime's argument order: a list
     s = m.session()                           # carries the graph's state pairs (hn -> h, cn -> c)
     s.run({"input": x})                       # state inputs from the last call (zeros at first)
+    m.sidecar                                 # the `x.onnx.json` kept at import (a dict), or None
+    m.pipeline                                # what the graph is for: "graph" (or tts, diffusion)
 
 Every node runs natively (csrc/model/array_graph_model.cc) through the dispatcher, on the cpu
 (nox where it has the kernels); the arrays are numpy.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from ..base import Model
-from ..errors import InvalidConfig
+from ..errors import FormatError, InvalidConfig
 
 _NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "i8": np.int8,
           "bool": np.bool_}
@@ -55,6 +58,16 @@ class GraphModel(Model):
                                        for o in section.get("outputs", [])]
         #: output -> input pairs a session feeds back (hn -> h)
         self.state: dict[str, str] = {s["output"]: s["input"] for s in section.get("state", [])}
+        onnx = self.config.get("onnx") if isinstance(self.config.get("onnx"), dict) else {}
+        #: what the graph is for (`[onnx] pipeline`: graph, tts, diffusion)
+        self.pipeline: str = onnx.get("pipeline", "graph")
+        #: the JSON config that sat next to the .onnx (`voice.onnx.json`), as a dict; None when none
+        self.sidecar: dict | None = None
+        if "sidecar" in self.file.sections:
+            try:
+                self.sidecar = json.loads(self.file.section_text("sidecar"))
+            except ValueError as e:
+                raise FormatError("sidecar", "", f"the sidecar section is not JSON ({e})") from None
 
     def get_inputs(self) -> list[GraphIO]:
         return list(self.inputs)

@@ -1,0 +1,218 @@
+"""Options of the ONNX import (docs/import.md "ONNX"): `--quantize q8_0|q4_0` turns the 2-D weights
+of matmul nodes into blocks (f16 initializers of matmul weights stay f16 otherwise, other weights
+f32), a `.onnx.json` sidecar is kept (GraphModel.sidecar), and `--pipeline` records what the graph
+is for (load() routes on it through cyb_llm.pipelines)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("gguf")
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+import cyb_llm  # noqa: E402
+from cyb_llm import pipelines  # noqa: E402
+from cyb_llm.cli import main  # noqa: E402
+from cyb_llm.convert import import_model  # noqa: E402
+from cyb_llm.convert.onnx_registry import HANDLERS  # noqa: E402
+from cyb_llm.errors import FormatError, InvalidConfig  # noqa: E402
+from cyb_llm.format import ModelFile  # noqa: E402
+
+N = helper.make_node
+
+
+def _matmul_standin(imp, node, a, nm):
+    """MatMul of a run-time x [.., K] by a 2-D constant B [K, N] as the `matmul` op (W = B^T, [N, K]),
+    as the nn translations write it; used only while this checkout has no MatMul translation."""
+    b = imp.const(node, 1, "B")
+    if b.ndim != 2:
+        raise imp.unsupported(node, "the stand-in takes a 2-D constant B")
+    wname = f"{nm}.weight"
+    imp.consts[wname] = np.ascontiguousarray(b.T)
+    x, w = imp.value(node, node.input[0]), imp.value(node, wname)
+    imp.emit(nm, "matmul", [x, w], [node.output[0]], [imp.shape(x)[:-1] + [int(b.shape[1])]])
+
+
+@pytest.fixture
+def matmul_translation(monkeypatch):
+    if "MatMul" not in HANDLERS:
+        monkeypatch.setitem(HANDLERS, "MatMul", _matmul_standin)
+
+
+def _mlp(path, f16=False, K=64, H=96, O=32):
+    """x [n, K] -> MatMul W1 [K, H] -> Add b1 -> Relu -> MatMul W2 [H, O] -> y, plus z = x * s (s: a
+    float vector weight that stays f32). f16: W1, W2 are f16 initializers, each Cast to f32 before
+    its MatMul (the layout of f16-weight exports with f32 activations)."""
+    rng = np.random.default_rng(1)
+    w1 = (rng.standard_normal((K, H)) / 8).astype(np.float16 if f16 else np.float32)
+    w2 = (rng.standard_normal((H, O)) / 8).astype(np.float16 if f16 else np.float32)
+    b1 = rng.standard_normal(H).astype(np.float32)
+    s = rng.standard_normal(K).astype(np.float32)
+    nodes = []
+    if f16:
+        nodes += [N("Cast", ["w1"], ["w1f"], to=T.FLOAT), N("Cast", ["w2"], ["w2f"], to=T.FLOAT)]
+    nodes += [N("MatMul", ["x", "w1f" if f16 else "w1"], ["h"], name="mm1"),
+              N("Add", ["h", "b1"], ["hb"], name="add_b1"), N("Relu", ["hb"], ["r"], name="relu"),
+              N("MatMul", ["r", "w2f" if f16 else "w2"], ["y"], name="mm2"), N("Mul", ["x", "s"], ["z"], name="mul_s")]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", T.FLOAT, ["n", K])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None),
+                           helper.make_tensor_value_info("z", T.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+                                       numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(s, "s")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    w1d, w2d = w1.astype(np.float64), w2.astype(np.float64)
+
+    def ref(x, wq1=None, wq2=None):
+        a = w1d if wq1 is None else wq1
+        b = w2d if wq2 is None else wq2
+        h = np.maximum(x.astype(np.float64) @ a + b1, 0)
+        return h @ b, x * s
+    return str(path), ref
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("q,tol", [(None, 1e-5), ("q8_0", 2e-2), ("q4_0", 1.5e-1)])
+def test_quantize_matmul_weights(tmp_path, matmul_translation, q, tol):
+    src, ref = _mlp(tmp_path / "mlp.onnx")
+    out = str(tmp_path / "mlp.model")
+    args = ["import", src, "-o", out] + (["--quantize", q] if q else [])
+    assert main(args) == 0
+    mf = ModelFile(out)
+    encs = {n: t.encoding for n, t in mf.tensors.items()}
+    mm = [n for n in encs if n not in ("b1", "s")]
+    assert len(mm) == 2 and all(encs[n] == (q or "f32") for n in mm), encs
+    assert encs["b1"] == encs["s"] == "f32"
+    assert mf.config["onnx"].get("quantize") == q
+    m = cyb_llm.load(out, backend="cpu")
+    x = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    got = m.run({"x": x})
+    ry, rz = ref(x)
+    assert _rel(got["y"], ry) <= tol, _rel(got["y"], ry)  # near the f32 model
+    assert _rel(got["z"], rz) <= 1e-6
+    if q:  # and the f32 computation over the blocks' own values (gguf's dequantize)
+        from gguf import GGMLQuantizationType, quants
+
+        deq = {tuple(mf.tensors[n].shape): quants.dequantize(np.asarray(mf.tensor_bytes(n)),
+                                                             GGMLQuantizationType[q.upper()])
+               .reshape(mf.tensors[n].shape).astype(np.float64).T for n in mm}
+        assert _rel(got["y"], ref(x, deq[(96, 64)], deq[(32, 96)])[0]) <= 1e-5
+
+
+def test_quantize_skips_rows_that_are_not_whole_blocks(tmp_path, matmul_translation):
+    src, ref = _mlp(tmp_path / "odd.onnx", K=48)  # W1 rows of 48: not whole blocks of 32
+    out = str(tmp_path / "odd.model")
+    import_model(src, out, quantize="q8_0", progress=False)
+    encs = {n: t.encoding for n, t in ModelFile(out).tensors.items()}
+    assert sorted(e for n, e in encs.items() if n not in ("b1", "s")) == ["f32", "q8_0"], encs
+    x = np.random.default_rng(3).standard_normal((2, 48)).astype(np.float32)
+    assert _rel(cyb_llm.load(out, backend="cpu").run({"x": x})["y"], ref(x)[0]) <= 2e-2
+
+
+def test_quantize_bad_type(tmp_path, matmul_translation):
+    src, _ = _mlp(tmp_path / "mlp.onnx")
+    with pytest.raises(InvalidConfig, match="q3_k.*q8_0"):
+        import_model(src, str(tmp_path / "x.model"), quantize="q3_k", progress=False)
+    assert not (tmp_path / "x.model").exists()
+
+
+def test_f16_matmul_weights_stay_f16(tmp_path, matmul_translation):
+    """f16 initializers read (through a Cast to f32 folded at import) as matmul weights are written
+    f16, losslessly; the f32 vectors stay f32; the result is the f32 computation's."""
+    src, ref = _mlp(tmp_path / "h.onnx", f16=True)
+    out = str(tmp_path / "h.model")
+    import_model(src, out, progress=False)
+    encs = {n: t.encoding for n, t in ModelFile(out).tensors.items()}
+    assert sorted(e for n, e in encs.items() if n not in ("b1", "s")) == ["f16", "f16"], encs
+    assert encs["b1"] == encs["s"] == "f32"
+    x = np.random.default_rng(4).standard_normal((3, 64)).astype(np.float32)
+    assert _rel(cyb_llm.load(out, backend="cpu").run({"x": x})["y"], ref(x)[0]) <= 1e-5
+
+
+# ---- the sidecar config ---------------------------------------------------------------------------
+
+def _relu(path):
+    g = helper.make_graph([N("Relu", ["x"], ["y"], name="r")], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, ["n", 4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+PIPER_LIKE = {"audio": {"sample_rate": 22050, "quality": "medium"}, "espeak": {"voice": "en-us"},
+              "inference": {"noise_scale": 0.667, "length_scale": 1, "noise_w": 0.8},
+              "phoneme_id_map": {"_": [0], "^": [1], " ": [3], "ə": [59], "\"": [150]},
+              "num_speakers": 1, "speaker_id_map": {}, "dataset": None, "piper_version": "1.0.0"}
+
+
+def test_sidecar_kept(tmp_path):
+    src = _relu(tmp_path / "voice.onnx")
+    (tmp_path / "voice.onnx.json").write_text(json.dumps(PIPER_LIKE, ensure_ascii=False), encoding="utf-8")
+    out = str(tmp_path / "voice.model")
+    assert main(["import", src, "-o", out]) == 0
+    m = cyb_llm.load(out, backend="cpu")
+    assert m.sidecar == PIPER_LIKE
+    assert m.config["onnx"]["sidecar"] == "voice.onnx.json"
+    plain = _relu(tmp_path / "plain.onnx")
+    import_model(plain, str(tmp_path / "plain.model"), progress=False)
+    assert cyb_llm.load(str(tmp_path / "plain.model"), backend="cpu").sidecar is None
+
+
+@pytest.mark.parametrize("text,needle", [("{\"audio\": ", "not JSON"), ("[1, 2]", "JSON list, not an object")])
+def test_bad_sidecar(tmp_path, text, needle):
+    src = _relu(tmp_path / "voice.onnx")
+    (tmp_path / "voice.onnx.json").write_text(text)
+    with pytest.raises(FormatError, match=needle) as e:
+        import_model(src, str(tmp_path / "voice.model"), progress=False)
+    assert "voice.onnx.json" in str(e.value)
+    assert not (tmp_path / "voice.model").exists()
+
+
+# ---- --pipeline ---------------------------------------------------------------------------------------
+
+def test_pipeline_default_graph(tmp_path):
+    out = str(tmp_path / "g.model")
+    import_model(_relu(tmp_path / "g.onnx"), out, progress=False)
+    m = cyb_llm.load(out, backend="cpu")
+    assert type(m).__name__ == "GraphModel" and m.config["onnx"]["pipeline"] == "graph" and m.pipeline == "graph"
+
+
+@pytest.mark.parametrize("kind", ["tts", "diffusion"])
+def test_pipeline_not_available_yet(tmp_path, kind):
+    out = str(tmp_path / f"{kind}.model")
+    assert main(["import", _relu(tmp_path / "g.onnx"), "-o", out, "--pipeline", kind]) == 0
+    assert ModelFile(out).config["onnx"]["pipeline"] == kind
+    with pytest.raises(InvalidConfig, match=f"'{kind}' pipeline, which is not available yet") as e:
+        cyb_llm.load(out, backend="cpu")
+    assert e.value.fields["field"] == "onnx.pipeline"
+
+
+def test_pipeline_routes_through_the_registry(tmp_path, monkeypatch):
+    """A row for the recorded pipeline (as a TTS class will add) makes load() return its class."""
+    from cyb_llm.graph.model import GraphModel
+
+    cls = type("FakeTTS", (GraphModel,), {"kind": "tts"})
+    row = pipelines.Pipeline("tts", "fake:FakeTTS", "text to speech", (), (), "")
+    monkeypatch.setitem(pipelines._BY_KIND, "tts", row)
+    monkeypatch.setitem(pipelines._CLASSES, "fake:FakeTTS", cls)
+    out = str(tmp_path / "t.model")
+    import_model(_relu(tmp_path / "g.onnx"), out, progress=False, pipeline="tts")
+    m = cyb_llm.load(out, backend="cpu")
+    assert type(m) is cls and m.kind == "tts" and m.pipeline == "tts"
+    assert m.run({"x": np.array([[-1, 2, -3, 4]], np.float32)})["y"].tolist() == [[0, 2, 0, 4]]
+
+
+def test_pipeline_only_for_onnx(tmp_path):
+    folder = tmp_path / "ct2"
+    folder.mkdir()
+    (folder / "model.bin").write_bytes(b"")
+    with pytest.raises(InvalidConfig, match="--pipeline applies to ONNX graphs"):
+        import_model(str(folder), str(tmp_path / "x.model"), pipeline="tts", progress=False)
+    with pytest.raises(SystemExit):  # argparse: not a choice
+        main(["import", _relu(tmp_path / "g.onnx"), "-o", str(tmp_path / "y.model"), "--pipeline", "vocoder"])
