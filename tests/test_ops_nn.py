@@ -92,6 +92,36 @@ def test_conv(level, case):
     assert _err(ref, fast) <= TOL_FAST
 
 
+ACTIVATIONS = {  # conv's fused epilogue (attr activation) against torch in f64
+    "relu": (F.relu, {}),
+    "silu": (F.silu, {}),
+    "leaky_relu": (lambda t: F.leaky_relu(t, 0.2), {"alpha": 0.2}),
+}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("case", [0, 2, 3, 5])
+def test_conv_activation(level, act, case):
+    xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
+    x = _rand(*xs)
+    w = _rand(O, xs[1] // group, *k)
+    b = _rand(O) if has_b else None
+    fn, extra = ACTIVATIONS[act]
+    attrs = {"strides": list(s), "dilations": list(d), "pads": list(pads), "group": group, "activation": act, **extra}
+    ref = fn(torch.tensor(_conv_ref(x, w, b, s, d, pads, group))).numpy()
+    inputs = [x, w] + ([b] if has_b else [])
+    assert _err(ref, _run("conv", inputs, attrs, level)) <= TOL
+    assert _err(ref, _run("conv", inputs, attrs, level, precise=False)) <= TOL_FAST
+    none = _run("conv", inputs, {**attrs, "activation": "none"}, level)
+    assert _err(_conv_ref(x, w, b, s, d, pads, group), none) <= TOL
+
+
+def test_conv_activation_errors():
+    with pytest.raises(InvalidConfig, match="activation"):
+        _run("conv", [_rand(1, 2, 5), _rand(3, 2, 3)], {"activation": "gelu"})
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_conv_defaults_and_large(level):
     # no strides / dilations / pads given; 32 -> 24 channels at 20x20 (several im2col rows per thread)

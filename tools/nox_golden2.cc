@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     }
     ArrayGraphRun run(std::move(g), *f, true);
     NoxBackend& nox = nox_backend();
+    run.fuse(nox);  // as a model loads it (fuse=True): the same graph, the same digest
     ThreadPool pool(1);
     ExecContext ctx(&pool, true);
     Dispatcher d({&nox});

@@ -133,7 +133,8 @@ enum class OpKind : uint16_t {
   // dilations in ints2[2..4), output_padding (conv_transpose) / kernel_shape (pool) in ints2[4..6);
   // n_part[0..3) says how many of each were given (0: the defaults 1, 1, 0).
   // y[n, o, p] = bias[o] + sum_{c in o's group, j} W[o, c, j] x[n, c, p*stride + j*dilation - pad_begin]
-  // (x = 0 outside).  x [N, C, L] or [N, C, H, W], W [O, C/group, k..], bias [O]?  out [N, O, ..].
+  // (x = 0 outside), then attr activation (none, relu, silu, leaky_relu with slope alpha) applied to y.
+  // x [N, C, L] or [N, C, H, W], W [O, C/group, k..], bias [O]?  out [N, O, ..].
   Conv = 50,
   // The adjoint of conv: y[n, o, i*stride + j*dilation - pad_begin] += x[n, c, i] W[c, o % (O/g), j]
   // (+ bias[o]); W [C, O/group, k..]; out dim = stride (in - 1) + output_padding + dilation (k - 1) + 1 - pads.
@@ -254,6 +255,7 @@ struct OpAttrs {
   bool ceil_mode = false;          // Pool
   int coord_mode = 0;          // Resize: half_pixel, asymmetric, align_corners, pytorch_half_pixel
   int nearest_mode = 0;        // Resize: round_prefer_floor, round_prefer_ceil, floor, ceil
+  int activation = 0;          // Conv: fused epilogue none / relu / silu / leaky_relu (slope alpha): op_schema.h
   const RopeTable* rope = nullptr;
 };
 

@@ -394,6 +394,10 @@ std::vector<OpSchema> build_table() {
       A("pads", AttrType::IntArray, false, F::Ints), Ai("group", false, F::Group, 1, 1 << 20)};
   std::vector<AttrSpec> conv_t_attrs = conv_attrs;
   conv_t_attrs.push_back(A("output_padding", AttrType::IntArray, false, F::Ints2Tail));
+  // conv's fused epilogue (the version-2 fusion pass writes it; docs/graph.md "Fusion of version-2 graphs")
+  std::vector<AttrSpec> conv_act_attrs = conv_attrs;
+  conv_act_attrs.push_back(Ae("activation", false, F::Activation, kConvActivations));
+  conv_act_attrs.push_back(A("alpha", Fl, false, F::Alpha));
   const int kConcatMax = 64;
   std::vector<InputSpec> concat_inputs(kConcatMax, InputSpec{"x", kDtArray});
   // clang-format off
@@ -553,7 +557,7 @@ std::vector<OpSchema> build_table() {
       A("axes", AttrType::IntArray, false, F::Ints)},
      {ax, {"pads", kDtI32 | kDtI64}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
     // ---- nn ops (graph v2, f32; geometry in dispatch/nn_geom.cc)
-    {OpKind::Conv, "conv", 2, 3, 1, false, conv_attrs,
+    {OpKind::Conv, "conv", 2, 3, 1, false, conv_act_attrs,
      {x, {"weight", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
     {OpKind::ConvTranspose, "conv_transpose", 2, 3, 1, false, conv_t_attrs,
      {x, {"weight", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
@@ -690,6 +694,7 @@ void set_attr(OpAttrs& a, const AttrSpec& s, double num, int64_t integer, bool f
     case F::CeilMode: a.ceil_mode = flag; break;
     case F::CoordMode: a.coord_mode = static_cast<int>(integer); break;
     case F::NearestMode: a.nearest_mode = static_cast<int>(integer); break;
+    case F::Activation: a.activation = static_cast<int>(integer); break;
     case F::Ints:
     case F::Ints2:
     case F::Strides:
@@ -834,6 +839,7 @@ void slice_bounds(const Op& op, const Shape& x, int* axis, int64_t* start, int64
 
 const char* const kUnaryFns =
     "neg|abs|exp|log|erf|sin|cos|ceil|floor|round|sign|reciprocal|softplus|leaky_relu|not|clip|isnan|isinf";
+const char* const kConvActivations = "none|relu|silu|leaky_relu";
 const char* const kBinaryFns =
     "add|sub|mul|div|pow|min|max|mod|equal|less|less_equal|greater|greater_equal|and|or|xor";
 const char* const kReduceFns = "sum|mean|max|min|prod";

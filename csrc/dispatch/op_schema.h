@@ -24,7 +24,7 @@ struct AttrSpec {
     ChannelsFirst, Axis, Mode, Value, Ints, Fn, To, Group, Ints2, KeepDims, Alpha, Beta, AllowZero,
     BatchDims, Exclusive, Reverse, SelectLast, Fill, Seed,
     // conv / pool parts of ints2 (op.h): [0..2) strides, [2..4) dilations, [4..6) output_padding / kernel_shape
-    Strides, Dilations, Ints2Tail, CountIncludePad, CeilMode, CoordMode, NearestMode
+    Strides, Dilations, Ints2Tail, CountIncludePad, CeilMode, CoordMode, NearestMode, Activation
   };
   const char* key;
   AttrType type;
@@ -61,6 +61,20 @@ extern const char* const kUnaryFns;
 extern const char* const kBinaryFns;
 extern const char* const kReduceFns;
 extern const char* const kCastTypes;
+// conv's `activation` choices (OpAttrs::activation), applied to bias + sum: relu, x sigmoid(x), leaky_relu (slope alpha).
+extern const char* const kConvActivations;
+enum ConvActivation : int { kActNone, kActRelu, kActSilu, kActLeakyRelu };
+// conv's fused epilogue (attr activation, op_schema.h ConvActivation): relu, silu = v sigmoid(v),
+// leaky_relu (slope alpha); `ex` is the exponential of the caller's math (the policy's, or std::exp).
+template <class T, class Exp>
+inline T conv_activation(int act, T alpha, T v, Exp ex) {
+  switch (act) {
+    case kActRelu: return v > T(0) ? v : T(0);
+    case kActSilu: return v / (T(1) + ex(-v));
+    case kActLeakyRelu: return v >= T(0) ? v : v * alpha;
+    default: return v;
+  }
+}
 enum UnaryFn : int {
   kUNeg, kUAbs, kUExp, kULog, kUErf, kUSin, kUCos, kUCeil, kUFloor, kURound, kUSign, kUReciprocal, kUSoftplus,
   kULeakyRelu, kUNot, kUClip, kUIsNan, kUIsInf

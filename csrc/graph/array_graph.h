@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "dispatch/backend.h"
 #include "dispatch/op.h"
 #include "format/toml.h"
+#include "graph/graph.h"
 
 namespace cyb {
 namespace graph2 {
@@ -71,6 +73,20 @@ bool is_version2(const toml::Value& doc);
 // output produced, state pairs naming an output and an input of equal dtype.
 // `has_tensor(name)` says whether the weights section holds a tensor (MissingTensor otherwise).
 Graph parse(const toml::Value& doc, const std::function<bool(const std::string&)>& has_tensor);
+
+// The values of a constant or initializer (as doubles), for the fusion pass's constant checks.
+struct ConstantData {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+};
+// Fills `out` when `name` is a constant or an initializer (false: a run-time value).
+using ConstantFn = std::function<bool(const std::string& name, ConstantData* out)>;
+
+// The fusion pass of version-2 graphs (graph/array_fusion.cc; docs/graph.md "Fusion of version-2
+// graphs"): rewrites g in place where `primary.supports()` accepts the fused op, and says what it
+// fused and what not.
+graph::FusionReport fuse(Graph& g, const Backend& primary, const ConstantFn& constant);
 
 
 }  // namespace graph2

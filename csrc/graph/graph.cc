@@ -690,7 +690,8 @@ int FusionReport::count(const std::string& pattern) const {
 std::string FusionReport::text() const {
   if (!enabled) return "fusion: disabled";
   std::string s;
-  for (const char* p : {"fused_skip_norm", "fused_swiglu", "fused_norm_matmul"})
+  const std::vector<std::string> v1 = {"fused_skip_norm", "fused_swiglu", "fused_norm_matmul"};
+  for (const std::string& p : patterns.empty() ? v1 : patterns)
     s += std::string(s.empty() ? "" : ", ") + p + " x" + std::to_string(count(p));
   for (const auto& nf : not_fused) s += "; " + nf.first + ": not fused: " + nf.second;
   return "fusion: " + s;

@@ -83,6 +83,7 @@ struct FusionReport {
   bool enabled = true;
   std::vector<FusionEntry> fused;
   std::vector<std::pair<std::string, std::string>> not_fused;  // (pattern, reason)
+  std::vector<std::string> patterns;  // the patterns text() counts (empty: the version-1 pass's)
   int count(const std::string& pattern) const;
   std::string text() const;
 };

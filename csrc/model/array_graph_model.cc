@@ -21,6 +21,12 @@ class ArrayGraphModel : public Model {
   int64_t max_position() const override { return 1; }
   std::string execution_path() const override { return "graph"; }
   std::string graph_origin() const override { return "section (version 2)"; }
+  std::string fusion_report() const override { return report_.text(); }
+  std::vector<std::pair<std::string, std::string>> fusion_entries() const override {
+    std::vector<std::pair<std::string, std::string>> r;
+    for (const auto& e : report_.fused) r.push_back({e.pattern, e.node});
+    return r;
+  }
   std::string last_digest() const override {
     std::lock_guard<std::mutex> lk(digest_mu_);
     return digest_;
@@ -45,6 +51,8 @@ class ArrayGraphModel : public Model {
     const toml::Value doc = file_->section_toml("graph");
     graph2::Graph g = graph2::parse(doc, [this](const std::string& n) { return file_->find(n) != nullptr; });
     run_ = std::make_unique<ArrayGraphRun>(std::move(g), *file_, nox);
+    if (opts_.fuse) report_ = run_->fuse(*dispatcher_->chain().front());
+    else report_.enabled = false;
     if (nox) {
       // nox never falls back: a node it has no kernel for makes the load fail, naming the node.
       Backend* b = dispatcher_->chain().front();
@@ -91,6 +99,7 @@ class ArrayGraphModel : public Model {
   }
   std::string family_;
   std::unique_ptr<ArrayGraphRun> run_;
+  graph::FusionReport report_;
   std::unique_ptr<ExecContext> ctx_;
   std::mutex mu_;
   bool nox_ = false;

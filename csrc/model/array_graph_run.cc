@@ -57,13 +57,40 @@ ArrayGraphRun::ArrayGraphRun(graph2::Graph g, const ModelFile& file, bool nox) :
     v.data = v.own->data();
     fixed_[c.name] = v;
   }
+  index_nodes();
+  if (nox_)
+    for (const auto& [name, v] : fixed_) fixed_digest_[name] = nox_tensor_digest(tensor_of(v));
+}
+
+void ArrayGraphRun::index_nodes() {
   for (graph2::Node& n : g_.nodes) n.op.label = n.name.c_str();  // (g_ is owned: stable names)
   // The last reader of each value (values no later node reads are dropped right after their node).
+  last_use_.clear();
   for (size_t i = 0; i < g_.nodes.size(); ++i)
     for (const std::string& in : g_.nodes[i].inputs) last_use_[in] = i;
   for (const graph2::IoSpec& o : g_.outputs) last_use_[o.name] = g_.nodes.size();
-  if (nox_)
-    for (const auto& [name, v] : fixed_) fixed_digest_[name] = nox_tensor_digest(tensor_of(v));
+}
+
+graph::FusionReport ArrayGraphRun::fuse(const Backend& primary) {
+  // A constant or initializer's values for the pass's checks (f32 / f16 / integer values as
+  // doubles; a large weight's values are not read: no pattern needs them).
+  auto constant = [this](const std::string& name, graph2::ConstantData* c) {
+    auto it = fixed_.find(name);
+    if (it == fixed_.end()) return false;
+    const Val& v = it->second;
+    c->dtype = v.dtype;
+    c->shape = v.shape.vec();
+    const int64_t n = v.shape.numel();
+    if (n > (int64_t{1} << 20)) return true;
+    const Tensor t = tensor_of(v);
+    c->values.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      c->values[static_cast<size_t>(i)] = is_int_dtype(v.dtype) ? static_cast<double>(get_i(t, i)) : get_f(t, i);
+    return true;
+  };
+  graph::FusionReport r = graph2::fuse(g_, primary, constant);
+  index_nodes();
+  return r;
 }
 
 Tensor ArrayGraphRun::tensor_of(const Val& v) {

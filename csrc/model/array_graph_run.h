@@ -26,6 +26,9 @@ class ArrayGraphRun {
   ArrayGraphRun(const ArrayGraphRun&) = delete;  // the nodes' labels point into g_
   ArrayGraphRun& operator=(const ArrayGraphRun&) = delete;
   const graph2::Graph& graph() const { return g_; }
+  // The fusion pass of version-2 graphs (graph/array_fusion.cc) over this graph, once, before the
+  // first run: rewrites where `primary` supports the fused op; the report says what fused and why not.
+  graph::FusionReport fuse(const Backend& primary);
   // One run: the inputs checked against the graph's declarations, every node in order; `digest`
   // (nox only, may be null) receives the hex digest of the chain.
   // options.seed: the random nodes' seed for this run (seed_for_node(seed, k) for the k-th).
@@ -47,6 +50,7 @@ class ArrayGraphRun {
 
  private:
   static Tensor tensor_of(const Val& v);
+  void index_nodes();  // node labels and each value's last reader
   Shape reshaped(const graph2::Node& n, const Shape& x) const;
   std::vector<Shape> output_shapes(const graph2::Node& n, const std::vector<Tensor>& in) const;
 

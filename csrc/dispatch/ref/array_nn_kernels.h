@@ -51,7 +51,9 @@ struct ArrayNnKernels {
                 }
               }
             }
-            y[((n * g.O + o) * g.out[0] + p0) * g.out[1] + p1] = static_cast<float>(s);
+            y[((n * g.O + o) * g.out[0] + p0) * g.out[1] + p1] = static_cast<float>(
+                conv_activation<double>(op.a.activation, static_cast<double>(op.a.alpha), s,
+                                        [](double v) { return M::exp(v); }));
           }
       }
   }

