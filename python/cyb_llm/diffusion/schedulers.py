@@ -184,7 +184,7 @@ class Scheduler:
             if arr.shape != (c["num_train_timesteps"],) or not np.all((arr > 0) & (arr < 1)):
                 raise _bad("trained_betas", f"must be {c['num_train_timesteps']} values in (0, 1)")
         for k, v in c.items():
-            if isinstance(self.defaults.get(k), bool) and not isinstance(v, (bool, np.bool_)):
+            if isinstance(self.defaults.get(k), bool) and not isinstance(v, (bool, np.bool_, type(None))):
                 raise _bad(k, f"must be true or false, got {v!r}")
 
     def _check_int(self, key: str, lo: int) -> None:
