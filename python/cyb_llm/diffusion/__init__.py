@@ -1,5 +1,5 @@
 """Diffusion sampling on numpy: noise schedulers (cyb_llm.diffusion.schedulers) and the
-one-step terrain sampler (cyb_llm.diffusion.terrain).
+one-step terrain sampler (cyb_llm.diffusion.terrain); docs/diffusion.md.
 
 Light on purpose: importing the package loads neither submodule; ``from
 cyb_llm.diffusion import schedulers`` / ``terrain`` does.
