@@ -171,6 +171,15 @@ def test_bad_config_names_the_field(field, value):
     assert e.value.fields["field"] == field
 
 
+def test_unknown_keyword_is_an_error():
+    with pytest.raises(InvalidConfig) as e:
+        S.EulerScheduler(SD15, use_karas_sigmas=True)
+    assert e.value.fields["field"] == "use_karas_sigmas"
+    with pytest.raises(InvalidConfig) as e:
+        S.DDIMScheduler([("beta_start", 0.1)])
+    assert e.value.fields["field"] == "config"
+
+
 def test_structured_errors_in_use():
     with pytest.raises(InvalidConfig) as e:
         S.scheduler_from_config(SD15)  # PNDM is not one of ours

@@ -147,6 +147,11 @@ class Scheduler:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         cfg = dict(self.defaults)
+        unknown = sorted(k for k in overrides if k not in cfg)
+        if unknown:  # a keyword given here is meant for this class: a typo must not pass silently
+            raise _bad(unknown[0], f"is not a config key of {type(self).__name__} (its keys: {', '.join(cfg)})")
+        if config is not None and not isinstance(config, Mapping):
+            raise _bad("config", f"must be a mapping of scheduler config keys, got {type(config).__name__}")
         given = dict(config or {})
         given.update(overrides)
         for k, v in given.items():
