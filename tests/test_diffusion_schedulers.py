@@ -204,6 +204,10 @@ def test_structured_errors_in_use():
     with pytest.raises(InvalidConfig) as e:
         s.step(np.zeros(SHAPE, np.float32), None, np.zeros(SHAPE, np.float32))
     assert e.value.fields["field"] == "timestep"
+    ddim = S.DDIMScheduler(SD15)  # leading spacing, steps_offset 1
+    with pytest.raises(InvalidConfig) as e:
+        ddim.set_timesteps(1000)  # would step from timestep 1000 of 0..999
+    assert e.value.fields["field"] == "steps_offset"
     lcm = S.LCMScheduler()
     with pytest.raises(InvalidConfig) as e:
         lcm.set_timesteps(60)  # more than original_inference_steps

@@ -313,7 +313,11 @@ class DDIMScheduler(Scheduler):
     def set_timesteps(self, num_inference_steps: int) -> None:
         n = self._check_steps(num_inference_steps)
         self.num_inference_steps = n
-        self.timesteps = self._spaced_timesteps(n, self.config["timestep_spacing"]).round().astype(np.int64)
+        ts = self._spaced_timesteps(n, self.config["timestep_spacing"]).round().astype(np.int64)
+        if ts.max() >= self.config["num_train_timesteps"]:
+            raise _bad("steps_offset", f"{self.config['steps_offset']} puts timestep {ts.max()} past the "
+                       f"{self.config['num_train_timesteps']} training timesteps at {n} steps")
+        self.timesteps = ts
         self.step_index = None
 
     def step(self, model_output: np.ndarray, timestep: Any, sample: np.ndarray, eta: float = 0.0,
