@@ -105,8 +105,8 @@ def _window_starts(length: int, tile: int, overlap: int) -> list[int]:
 
 def _load(model: Any) -> Any:
     if isinstance(model, (str, Path)):
-        import cyb_llm
-        model = cyb_llm.load(str(model))
+        from ..base import load
+        model = load(str(model))
     if not callable(getattr(model, "run", None)):
         raise InvalidConfig(field="model", reason="must be the terrain UNet (a GraphModel) or its path / hub name")
     names = {i.name for i in getattr(model, "inputs", [])}
