@@ -12,8 +12,9 @@ import pytest
 
 from cyb_llm.diffusion import terrain as T
 from cyb_llm.errors import InvalidConfig
+from tolerances import tolerance
 
-TOL = 1e-5  # metres: a few float32 ulps of heights up to 22 m (the order of operations differs)
+TOL = tolerance("terrain-standin")  # metres (docs/runtime.md)
 
 
 def _standin(noisy: np.ndarray, sigma: np.ndarray, difficulty: np.ndarray) -> np.ndarray:

@@ -20,8 +20,9 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from cyb_llm.diffusion.terrain import generate_terrain  # noqa: E402
+from tolerances import tolerance  # noqa: E402
 
-TOL = 1e-4  # metres, on heights up to 22 m
+TOL = tolerance("terrain-vs-package")  # metres, on heights up to 22 m
 
 
 @pytest.fixture(scope="module")
