@@ -67,6 +67,9 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     ((1, 16, 300), 34, (11,), (1,), (5,), (25, 25), 1, True),
     ((2, 6, 150), 8, (4,), (3,), (1,), (2, 1), 2, True),
     ((1, 16, 100), 1, (7,), (1,), (1,), (3, 3), 1, True),
+    # stride 1, output rows of 32+ positions: the rows read in place from a zero-padded copy of x
+    ((1, 4, 5, 37), 18, (3, 3), (1, 1), (2, 1), (1, 2, 0, 1), 1, True),
+    ((2, 6, 3, 40), 8, (1, 3), (1, 1), (1, 1), (0, 1, 0, 1), 2, False),
 ]
 
 
@@ -101,7 +104,7 @@ ACTIVATIONS = {  # conv's fused epilogue (attr activation) against torch in f64
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("act", sorted(ACTIVATIONS))
-@pytest.mark.parametrize("case", [0, 2, 3, 5])
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11])  # 10, 11: the x86 stride-1 rows read in place
 def test_conv_activation(level, act, case):
     xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
     x = _rand(*xs)
@@ -256,6 +259,18 @@ def test_instance_norm(level, shape):
     ax = tuple(range(2, x.ndim))
     bc = (1, -1) + (1,) * (x.ndim - 2)
     ref = (xd - xd.mean(ax, keepdims=True)) / np.sqrt(xd.var(ax, keepdims=True) + 1e-5) * s.reshape(bc) + b.reshape(bc)
+    assert _err(ref, _run("instance_norm", [x, s, b], {"eps": 1e-5}, level)) <= TOL
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_instance_norm_offset_spread(level):
+    """A mean far from zero against a small spread, long rows (the x86 kernel's vectors and tails):
+    x - mean keeps its digits (the mean held as two floats)."""
+    x = _rand(2, 3, 37, 41) * 0.01 + 300
+    s, b = _rand(3), _rand(3)
+    xd = x.astype(np.float64)
+    ref = (xd - xd.mean((2, 3), keepdims=True)) / np.sqrt(xd.var((2, 3), keepdims=True) + 1e-5) * \
+        s.reshape(1, -1, 1, 1) + b.reshape(1, -1, 1, 1)
     assert _err(ref, _run("instance_norm", [x, s, b], {"eps": 1e-5}, level)) <= TOL
 
 

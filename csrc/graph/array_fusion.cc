@@ -161,8 +161,8 @@ class Fuser {
     return true;
   }
 
-  // conv (no activation yet) whose output is read only by relu / leaky_relu, or by sigmoid s and
-  // mul(conv, s) with s read only by that mul.
+  // conv (no activation yet) whose output is read only by relu / leaky_relu / silu (the importer's
+  // form of x * sigmoid(x)), or by sigmoid s and mul(conv, s) with s read only by that mul.
   void conv_activation(size_t i) {
     const Node& c = g_.nodes[i];
     if (dead_[i] || c.kind != OpKind::Conv || c.op.a.activation != kActNone) return;
@@ -172,6 +172,8 @@ class Fuser {
     if (const Node* r = sole_reader(y)) {
       if (r->kind == OpKind::Relu) {
         f.op.a.activation = kActRelu;
+      } else if (r->kind == OpKind::Silu) {
+        f.op.a.activation = kActSilu;
       } else if (r->kind == OpKind::Unary && r->op.a.fn == kULeakyRelu) {
         f.op.a.activation = kActLeakyRelu;
         f.op.a.alpha = r->op.a.alpha;

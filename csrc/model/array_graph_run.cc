@@ -3,6 +3,9 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <new>
 
 #include "backends/nox/nox_backend.h"
 #include "core/array_elems.h"
@@ -32,7 +35,57 @@ std::string dims_text(const std::vector<graph2::Dim>& dims) {
 
 }  // namespace
 
+// The buffers of the node outputs, kept for the next value of the same byte size (a run's values
+// repeat their sizes run after run): no page faults and no zero fill per node once warm (every cpu
+// kernel writes its whole output). A buffer goes back when its last view lets go (the deleter holds
+// the pool, so one outliving the run is still freed). At most kMaxFree bytes wait in the pool
+// (calls of ever new shapes do not grow it without bound); past that, buffers are freed.
+class ArrayGraphRun::BufferPool : public std::enable_shared_from_this<ArrayGraphRun::BufferPool> {
+ public:
+  ~BufferPool() {
+    for (auto& kv : free_)
+      for (void* p : kv.second) ::operator delete(p, std::align_val_t(64));
+  }
+  std::shared_ptr<void> take(size_t bytes, const std::shared_ptr<int64_t>& live) {
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        free_bytes_ -= bytes;
+      }
+    }
+    if (!p) p = ::operator new(bytes, std::align_val_t(64));
+    *live += static_cast<int64_t>(bytes);
+    std::shared_ptr<BufferPool> self = shared_from_this();
+    return std::shared_ptr<void>(p, [self, live, bytes](void* q) {
+      *live -= static_cast<int64_t>(bytes);
+      self->give(bytes, q);
+    });
+  }
+
+ private:
+  static constexpr size_t kMaxFree = size_t{512} << 20;
+  void give(size_t bytes, void* p) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (free_bytes_ + bytes <= kMaxFree) {
+        free_[bytes].push_back(p);
+        free_bytes_ += bytes;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t(64));
+  }
+  std::mutex mu_;
+  size_t free_bytes_ = 0;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+};
+
 ArrayGraphRun::ArrayGraphRun(graph2::Graph g, const ModelFile& file, bool nox) : g_(std::move(g)), nox_(nox) {
+  if (!nox_) pool_ = std::make_shared<BufferPool>();
   for (const graph2::Initializer& in : g_.initializers) {
     const Tensor t = file.tensor(*file.find(in.tensor));
     Val v;
@@ -46,15 +99,16 @@ ArrayGraphRun::ArrayGraphRun(graph2::Graph g, const ModelFile& file, bool nox) :
     v.dtype = c.dtype;
     v.shape = to_shape(c.shape, "constant '" + c.name + "'");
     const int64_t n = v.shape.numel();
-    v.own = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * elem_bytes(c.dtype) + 8);
+    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n) * elem_bytes(c.dtype) + 8);
+    v.own = buf;
     Tensor t;
     t.dtype = c.dtype;
-    t.data = v.own->data();
+    t.data = buf->data();
     for (int64_t i = 0; i < n; ++i) {
       if (is_int_dtype(c.dtype)) put_i(t, i, c.ivalues[static_cast<size_t>(i)]);
       else put_f(t, i, c.values[static_cast<size_t>(i)]);
     }
-    v.data = v.own->data();
+    v.data = buf->data();
     fixed_[c.name] = v;
   }
   index_nodes();
@@ -172,13 +226,16 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DTyp
   return s;
 }
 
-// A value buffer of n bytes whose bytes count in *live while it is alive.
-std::shared_ptr<std::vector<uint8_t>> counted_buffer(const std::shared_ptr<int64_t>& live, size_t n) {
+// A value buffer of n bytes whose bytes count in *live while it is alive: zeroed (nox), or from the
+// pool (cpu).
+std::shared_ptr<void> counted_buffer(const std::shared_ptr<int64_t>& live, size_t n,
+                                     const std::shared_ptr<ArrayGraphRun::BufferPool>& pool) {
+  if (pool) return pool->take(n, live);
   auto* v = new std::vector<uint8_t>(n);
   *live += static_cast<int64_t>(n);
-  return std::shared_ptr<std::vector<uint8_t>>(v, [live, n](std::vector<uint8_t>* p) {
+  return std::shared_ptr<void>(v->data(), [live, n, v](void*) {
     *live -= static_cast<int64_t>(n);
-    delete p;
+    delete v;
   });
 }
 
@@ -299,11 +356,11 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
         const DType dt = dts[i];
         outv[i].dtype = dt;
         outv[i].shape = shapes[i];
-        outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)));
-        outv[i].data = outv[i].own->data();
+        outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)), pool_);
+        outv[i].data = outv[i].own.get();
         out[i].dtype = dt;
         out[i].shape = shapes[i];
-        out[i].data = outv[i].own->data();
+        out[i].data = outv[i].own.get();
       }
       if (options.has_seed && n.kind == OpKind::RandomNormalLike) {
         Op op = n.op;  // the caller's seed, mixed with the node's place among the random nodes

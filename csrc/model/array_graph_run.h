@@ -45,8 +45,9 @@ class ArrayGraphRun {
     DType dtype = DType::F32;
     Shape shape;
     const void* data = nullptr;
-    std::shared_ptr<std::vector<uint8_t>> own;
+    std::shared_ptr<void> own;
   };
+  class BufferPool;  // (array_graph_run.cc)
 
  private:
   static Tensor tensor_of(const Val& v);
@@ -59,6 +60,7 @@ class ArrayGraphRun {
   std::unordered_map<std::string, Val> fixed_;
   std::unordered_map<std::string, size_t> last_use_;
   std::unordered_map<std::string, Sha256::Digest> fixed_digest_;  // nox: D(t) of each fixed value
+  std::shared_ptr<BufferPool> pool_;  // the node outputs' buffers (not on nox: zeroed buffers there)
 };
 
 }  // namespace cyb

