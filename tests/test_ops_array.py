@@ -79,7 +79,7 @@ def test_unary_not_and_dtype_errors():
 
 
 BROADCAST = [((3, 5), (3, 5)), ((3, 5), (5,)), ((3, 5), (3, 1)), ((3, 5), ()), ((1,), (4, 2)),
-             ((2, 1, 4), (3, 1)), ((2, 3, 1, 4, 1), (1, 5)), ((0, 4), (4,)), ((4, 1), (1, 6))]
+             ((2, 1, 4), (3, 1)), ((2, 3, 1, 4, 1), (1, 5)), ((0, 4), (4,)), ((4, 1), (1, 6)), ((0, 3), (0, 3))]
 ARITH = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
          "min": np.minimum, "max": np.maximum, "mod": np.mod}
 COMPARE = {"equal": np.equal, "less": np.less, "less_equal": np.less_equal, "greater": np.greater,

@@ -209,3 +209,32 @@ def test_pad_dyn_errors():
         _run("pad_dyn", [np.zeros((0, 2), np.float32), np.array([1, 0, 0, 0], np.int64)], {"mode": "edge"})
     with pytest.raises(UnsupportedOp):  # float pads
         _run("pad_dyn", [x, np.zeros(4, np.float32)])
+
+
+# ------------------------------------------------------------------ slice (static), by runs
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_static_slice_moves_runs_of_any_dtype(dtype):
+    """The static slice copies runs of the dims after its axis (one run per row at step 1): the same
+    bytes as numpy's slicing for every element size, axes first / middle / last, steps > 1, empty."""
+    x = _data((3, 5, 4, 2), dtype)
+    for axis, rng in ((0, [1, 3, 1]), (1, [0, 5, 2]), (1, [-4, -1, 1]), (2, [1, 100, 3]), (3, [1, 2, 1]),
+                      (-3, [4, 2, 1]), (2, [0, 4, 1])):
+        idx = [slice(None)] * 4
+        idx[axis] = slice(rng[0], rng[1], rng[2])
+        _same(_run("slice", [x], {"axis": axis, "range": rng})[0], x[tuple(idx)])
+
+
+# ------------------------------------------------------------------ transpose, by output rows
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_rows_of_any_dtype(dtype):
+    """transpose walks output rows, each read with its source dim's stride: numpy's bytes for every
+    element size, permutations keeping or moving the last dim, size-1 and empty dims, 0-d."""
+    for shape, perm in (((3, 5), (1, 0)), ((2, 3, 4), (0, 2, 1)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4), (0, 1, 2)),
+                        ((1, 4, 1, 3), (3, 2, 1, 0)), ((2, 0, 3), (2, 1, 0)), ((2, 1, 3, 2, 2), (4, 0, 3, 1, 2)),
+                        ((), ())):
+        x = _data(shape, dtype)
+        _same(_run("transpose", [np.asarray(x)], {"perm": list(perm)})[0], np.array(np.transpose(x, perm)))

@@ -2,9 +2,8 @@
 pad, lstm) on the cpu backend at each of its levels, against numpy in float64: odd shapes, 1 to 4
 dims, negative axes and ONNX-style slice bounds (negative, past the end), the three pad modes, an
 LSTM over several steps and batch rows with and without initial state. Tolerance `op-f32`
-(docs/runtime.md). These ops have no wgpu+rs kernels yet (docs/graph.md, "Version 2"): through it
-run_op falls back to the cpu. nox runs them with the same kernels under its own math
-(tests/test_nox_graph2.py)."""
+(docs/runtime.md). Their wgpu+rs kernels are tested in tests/test_wgpu_graph2.py; nox runs them
+with the same kernels under its own math (tests/test_nox_graph2.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -62,6 +62,11 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     # per image (a partial last one, panels across output rows), two images
     ((2, 8, 9, 13), 34, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 2, True),
     ((1, 3, 40, 37), 20, (3, 3), (2, 1), (1, 2), (2, 0, 1, 3), 1, True),
+    # 1-D over several column panels (the panel gathered along the row): Piper's dilated resblock
+    # conv, a strided grouped one, and one output channel (its conv_post)
+    ((1, 16, 300), 34, (11,), (1,), (5,), (25, 25), 1, True),
+    ((2, 6, 150), 8, (4,), (3,), (1,), (2, 1), 2, True),
+    ((1, 16, 100), 1, (7,), (1,), (1,), (3, 3), 1, True),
     # stride 1, output rows of 32+ positions: the rows read in place from a zero-padded copy of x
     ((1, 4, 5, 37), 18, (3, 3), (1, 1), (2, 1), (1, 2, 0, 1), 1, True),
     ((2, 6, 3, 40), 8, (1, 3), (1, 1), (1, 1), (0, 1, 0, 1), 2, False),
@@ -198,7 +203,7 @@ def test_conv_transpose_fast_equals_reference_level():
     # the x86 levels' matmul + col2im path against the scalar level's f64 reference: a Piper-sized
     # upsampling layer (k 16, stride 8, pads 4), more input positions than one col2im chunk, groups
     cases = [((1, 64, 300), (64, 32, 16), {"strides": [8], "pads": [4, 4]}),
-             ((1, 4, 1100), (4, 256, 16), {"strides": [8], "pads": [4, 4]}),  # 2 chunks of 1024 positions
+             ((1, 4, 1100), (4, 256, 16), {"strides": [8], "pads": [4, 4]}),  # 18 chunks of 64 positions
              ((2, 6, 9, 7), (6, 2, 3, 4), {"strides": [2, 3], "dilations": [2, 1], "pads": [1, 0, 2, 1],
                                             "output_padding": [1, 2], "group": 3})]
     for xs, ws, attrs in cases:

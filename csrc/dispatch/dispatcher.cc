@@ -135,7 +135,12 @@ void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* o
   }
   const bool fallback = chosen != chain_.front();
   Backend* owner = chain_.front();
-  const bool transfer = fallback && chosen->host_memory() && !owner->host_memory();
+  // Transfers only where some tensor lives on the device (a device backend handed host tensors,
+  // as the version-2 graph executor does, falls back to the cpu on those tensors as they are).
+  bool on_device = false;
+  for (int i = 0; i < n_inputs; ++i) on_device = on_device || inputs[i].device != Device::Host;
+  for (int i = 0; i < n_outputs; ++i) on_device = on_device || outputs[i].device != Device::Host;
+  const bool transfer = fallback && chosen->host_memory() && !owner->host_memory() && on_device;
   double ms = 0.0;
   const bool profiling = profiling_.load(std::memory_order_relaxed);
   const auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

@@ -1,6 +1,8 @@
 // Geometry of the graph-v2 nn ops (dispatch/nn_geom.h).
 #include "dispatch/nn_geom.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/errors.h"
@@ -210,6 +212,43 @@ std::vector<Shape> nn_output_shapes(const Op& op, const Tensor* in, int n_in) {
     default: break;
   }
   bad(op, {-1}, xs, "x");
+}
+
+// Resize: the source coordinate of output index `o` along a dim of `in` -> `out` values.
+static double resize_coord(int mode, int64_t o, int64_t in, int64_t out) {
+  const double scale = static_cast<double>(out) / static_cast<double>(in);
+  switch (mode) {
+    case 1: return o / scale;  // asymmetric
+    case 2: return out > 1 ? o * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;  // align_corners
+    case 3: return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;  // pytorch_half_pixel
+    default: return (o + 0.5) / scale - 0.5;  // half_pixel
+  }
+}
+
+static int64_t resize_nearest(int mode, double c, int64_t in) {
+  double r;
+  switch (mode) {
+    case 1: r = (c == std::floor(c) + 0.5) ? std::ceil(c) : std::round(c); break;  // round_prefer_ceil
+    case 2: r = std::floor(c); break;
+    case 3: r = std::ceil(c); break;
+    default: r = (c == std::floor(c) + 0.5) ? std::floor(c) : std::round(c); break;  // round_prefer_floor
+  }
+  return std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(r), 0), in - 1);
+}
+
+void resize_source(const Op& op, int64_t o, int64_t n_in, int64_t n_out, int64_t* a, int64_t* b, double* f) {
+  *a = *b = o;
+  *f = 0.0;
+  if (n_in == n_out) return;
+  const double c = resize_coord(op.a.coord_mode, o, n_in, n_out);
+  if (op.a.mode == 0) {
+    *a = *b = resize_nearest(op.a.nearest_mode, c, n_in);
+    return;
+  }
+  const double cc = std::min(std::max(c, 0.0), static_cast<double>(n_in - 1));
+  *a = static_cast<int64_t>(std::floor(cc));
+  *b = std::min<int64_t>(*a + 1, n_in - 1);
+  *f = cc - static_cast<double>(*a);
 }
 
 }  // namespace cyb

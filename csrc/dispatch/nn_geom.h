@@ -37,4 +37,10 @@ std::vector<Shape> nn_output_shapes(const Op& op, const Tensor* in, int n_in);
 // An axis attribute (negative from the end) as a dim of a rank-nd array; InvalidConfig otherwise.
 int nn_axis(const Op& op, int nd);
 
+// Resize along one dim of n_in -> n_out values: output index o reads source indices a and b with
+// weight 1 - f and f (nearest: a = b, f = 0; a dim whose size is unchanged: o itself), by the
+// op's mode, coordinate_transformation_mode and nearest_mode, in double (the cpu reference and
+// the wgpu+rs kernel's host-side tables share it).
+void resize_source(const Op& op, int64_t o, int64_t n_in, int64_t n_out, int64_t* a, int64_t* b, double* f);
+
 }  // namespace cyb

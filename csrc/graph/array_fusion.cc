@@ -133,7 +133,11 @@ class Fuser {
   bool accepts(const Node& f) const {
     std::vector<Tensor> dummy(f.inputs.size());
     for (Tensor& t : dummy) t.dtype = DType::F32;
-    return backend_.supports(f.op, dummy.data(), static_cast<int>(dummy.size()));
+    try {  // supports() is a capability question; a backend that cannot answer it without shapes declines
+      return backend_.supports(f.op, dummy.data(), static_cast<int>(dummy.size()));
+    } catch (const Error&) {
+      return false;
+    }
   }
   // Replaces `nodes` (the pattern, its last output `fused.back().outputs`) by `fused`, placed where
   // the last of them was. False (and counted as rejected) when the backend declines a fused op.

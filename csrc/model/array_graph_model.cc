@@ -35,10 +35,11 @@ class ArrayGraphModel : public Model {
   void init(std::shared_ptr<ModelFile> file, const LoadOptions& opts) {
     file_ = std::move(file);
     opts_ = opts;
-    if (opts_.backend.empty()) opts_.backend = "cpu";  // the host path: device kernels of v2 ops are not written yet
-    if (opts_.backend != "cpu" && opts_.backend != "nox")
-      throw_backend_init(opts_.backend, "version-2 graphs (named arrays) run on cpu and nox in this build; the device "
-                                        "kernels of their ops are not written yet (load with backend='cpu')");
+    if (opts_.backend.empty()) opts_.backend = "cpu";  // the host path unless a device backend is asked for by name
+    const bool device = opts_.backend == "wgpu+rs" || opts_.backend == "wgpu" || opts_.backend == "webgpu:dawn";
+    if (opts_.backend != "cpu" && opts_.backend != "nox" && !device)
+      throw_backend_init(opts_.backend, "version-2 graphs (named arrays) run on cpu, nox and wgpu+rs (webgpu:dawn); "
+                                        "not on this backend (load with backend='cpu')");
     if (opts_.exec_path == "curated")
       throw_invalid_config("exec_path", "a version-2 graph model has only the graph path");
     family_ = file_->config().find("model_type")->as_string();
@@ -76,6 +77,24 @@ class ArrayGraphModel : public Model {
       std::lock_guard<std::mutex> dl(digest_mu_);
       digest_.clear();  // a run that fails leaves no digest
     }
+    // A device backend (wgpu+rs) runs each node it has a kernel for on host values: its inputs
+    // uploaded, its outputs read back (values stay in host memory between nodes; the nodes it
+    // declines run on the cpu, recorded as fallbacks). One forward a run (Model::run holds the
+    // device lock).
+    Backend* front = dispatcher_->chain().front();
+    front->begin_forward(*ctx_);
+    struct EndForward {  // on an error path only (the normal end calls end_forward itself)
+      Backend* b;
+      ExecContext& ctx;
+      bool done = false;
+      ~EndForward() {
+        if (done) return;
+        try {
+          b->end_forward(ctx);
+        } catch (...) {  // the error in flight is the one to report
+        }
+      }
+    } ender{front, *ctx_};
     std::string digest;
     // Node outputs and output copies are charged against the memory budget next to what the model
     // already holds (LoadOptions::max_memory; 0 = what is available), before each is allocated.
@@ -85,6 +104,8 @@ class ArrayGraphModel : public Model {
       check_memory_budget(budget, held + in_use, need, what);
     };
     NamedArrays out = run_->run(inputs, options, *dispatcher_, *ctx_, nox_ ? &digest : nullptr, check);
+    ender.done = true;
+    front->end_forward(*ctx_);
     if (nox_) {
       std::lock_guard<std::mutex> dl(digest_mu_);
       digest_ = digest;

@@ -90,7 +90,7 @@ class Model:
         if cls is not Model:
             return super().__new__(cls)
         mf = path if isinstance(path, ModelFile) else ModelFile(path)
-        kind = pipelines.kind_of_config(mf.config)
+        kind = pipelines.kind_of_file(mf)
         self = super().__new__(pipelines.get(kind).load_class())
         self._opened = (mf, kind)  # __init__ takes them instead of opening `path` and routing again
         return self
@@ -102,9 +102,9 @@ class Model:
         mf, kind = self.__dict__.pop("_opened", (None, None))
         if mf is None:  # a pipeline's class called directly: the file must be of its kind
             mf = path if isinstance(path, ModelFile) else ModelFile(path)
-            kind = pipelines.kind_of_config(mf.config)
+            kind = pipelines.kind_of_file(mf)
         model_type = mf.config.get("model_type")
-        if kind != self.kind:
+        if not pipelines.loads(self.kind, kind):
             raise InvalidConfig(field="model_type", reason=(
                 f"{model_type!r} is {pipelines.get(kind).what}, not {pipelines.get(self.kind).what}: "
                 f"{type(self).__name__} does not load it (cyb_llm.load or cyb_llm.Model load any model)"))

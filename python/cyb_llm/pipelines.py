@@ -6,6 +6,7 @@ Python class that runs it, the `cyb-llm` commands that take it and the server en
     encoder   cyb_llm.encode.model:Encoder         embed, serve                   embeddings, rerank
     speech    cyb_llm.speech.model:WhisperModel    transcribe, serve              audio/transcriptions, translations
     graph     cyb_llm.graph.model:GraphModel       run-graph                      -
+    tts       cyb_llm.tts.model:TtsModel           speak, serve                   audio/speech
 
 Which kind a model type is decides the native core (`_core.pipeline_of`: the families it was
 built with); `kind_of` asks it. A graph's config may name the pipeline it is for (`[onnx] pipeline`,
@@ -61,9 +62,14 @@ PIPELINES: tuple[Pipeline, ...] = (
              "cyb_llm.serve.engine:AudioEngine"),
     Pipeline("graph", "cyb_llm.graph.model:GraphModel", "named-array graphs (imported from ONNX)",
              ("run-graph",), (), ""),
+    Pipeline("tts", "cyb_llm.tts.model:TtsModel", "text-to-speech models (Piper voices, vocoders)",
+             ("speak", "serve"), ("/v1/audio/speech",), "cyb_llm.serve.engine:SpeechEngine"),
 )
 
 _BY_KIND = {p.kind: p for p in PIPELINES}
+#: kinds whose models are imported graphs (the native "graph" family), told apart by `[onnx] pipeline`
+#: or the sidecar; GraphModel loads any of them as a plain graph.
+GRAPH_KINDS = ("graph", "tts")
 _CLASSES: dict[str, Any] = {}
 
 # TODO(issue 43): remove this table and the fallback in kind_of once every built _core has
@@ -113,6 +119,31 @@ def kind_of_config(config: Any) -> str:
             f"the graph was imported for the {want!r} pipeline, which is not available yet in this version "
             f"(pipelines: {', '.join(_BY_KIND)}); re-import it with --pipeline graph to run it as a plain graph"))
     return want
+
+
+def kind_of_file(mf: Any) -> str:
+    """The pipeline kind of an opened ModelFile: kind_of_config, and a graph imported as a plain
+    graph whose sidecar is a Piper voice config (`voice.onnx.json`: phoneme_id_map, num_symbols,
+    audio) is a tts model."""
+    kind = kind_of_config(mf.config)
+    if kind != "graph" or "sidecar" not in mf.sections:
+        return kind
+    import json
+
+    try:
+        side = json.loads(mf.section_text("sidecar"))
+    except ValueError:
+        return kind  # GraphModel's load says what is wrong with it
+    if isinstance(side, dict) and "phoneme_id_map" in side and "num_symbols" in side \
+            and isinstance(side.get("audio"), dict):
+        return "tts"
+    return kind
+
+
+def loads(cls_kind: str, file_kind: str) -> bool:
+    """Whether the class of `cls_kind` loads a file of `file_kind`: its own, and GraphModel any
+    imported graph (a Piper voice as a plain graph)."""
+    return cls_kind == file_kind or (cls_kind == "graph" and file_kind in GRAPH_KINDS)
 
 
 def get(kind: str) -> Pipeline:
@@ -186,5 +217,5 @@ def _article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
-__all__ = ["Pipeline", "PIPELINES", "kind_of", "kind_of_config", "get", "for_model_type", "model_class", "of", "check_verb",
+__all__ = ["Pipeline", "PIPELINES", "GRAPH_KINDS", "kind_of", "kind_of_config", "kind_of_file", "loads", "get", "for_model_type", "model_class", "of", "check_verb",
            "serves", "wrong_pipeline"]

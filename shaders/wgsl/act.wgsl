@@ -23,3 +23,24 @@ fn erf_(x: f32) -> f32 {
 }
 fn gelu_erf(x: f32) -> f32 { return 0.5 * x * (1.0 + erf_(x * 0.7071067811865476)); }
 fn silu(x: f32) -> f32 { return x / (1.0 + exp(-x)); }
+// exp to about 1 ulp (the hardware's may be several: lavapipe's reaches 9): x = k ln2 + r with
+// ln2 in two parts (k ln2_hi exact), exp(r) by its Taylor series to r^7 on |r| <= ln2 / 2
+// (truncation under 0.1 ulp), scaled by 2^k. Used by the array kernels of graph v2, whose
+// results are held to op-f32 against a cpu computing in double.
+fn exp_p(x: f32) -> f32 {
+  if (x > 88.72283) { return bitcast<f32>(0x7f800000u); }
+  if (x < -103.97208) { return 0.0; }
+  let k = round(x * 1.4426950408889634);
+  let r = (x - k * 0.693145751953125) - k * 1.428606765330187e-6;
+  let q = r * r * (0.16666666666666666 + r * (0.041666666666666664 + r * (0.008333333333333333 +
+          r * (0.001388888888888889 + r * 0.0001984126984126984))));
+  return ldexp(1.0 + (r + r * (r * 0.5 + q)), i32(k));
+}
+fn sigmoid_p(x: f32) -> f32 { return 1.0 / (1.0 + exp_p(-x)); }
+// tanh with exp_p: the odd series near 0, (1 - e) / (1 + e) with e = exp(-2|x|) elsewhere.
+fn tanh_p(x: f32) -> f32 {
+  let a = abs(x);
+  if (a < 0.3) { return tanh_s(x); }
+  let e = exp_p(-2.0 * min(a, 15.0));
+  return sign(x) * (1.0 - e) / (1.0 + e);
+}

@@ -22,11 +22,13 @@ struct KernelTable {
 // The scalar reference kernels (accumulate in double, round once): the arbiter.
 void fill_reference_kernels(KernelTable& t);
 // (The graph-v2 ops' reference kernels are shared with nox: dispatch/ref/v2_kernel_table.h.)
-// A level's float matmul y[T, N] = x[T, K] @ W[N, K]^T (+ bias), threaded (the x86 levels' matmul_any).
-using LevelMatmul = void (*)(const float* x, int64_t T, int64_t K, const Tensor& W, const float* bias, float* y,
-                             ExecContext& ctx);
-// conv_transpose as the level's matmul (x^T @ W per group) then a col2im scatter-add (ref_array_nn.cc).
-void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm);
+// A level's strided float GEMM C[M, N] (row stride ldc) = A @ B with A(m, k) = a[m * sam + k * sak],
+// B(k, n) = b[k * sbk + n * sbn], threaded (the x86 levels' panel GEMM, nn_x86.inc gemm_strided).
+using StridedGemm = void (*)(const float* a, int64_t sam, int64_t sak, const float* b, int64_t sbk, int64_t sbn,
+                             int64_t M, int64_t N, int64_t K, float* c, int64_t ldc, ExecContext& ctx);
+// conv_transpose as that GEMM (x^T @ W per group, both read in place) then a col2im scatter-add
+// (ref_array_nn.cc).
+void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, StridedGemm gemm);
 // resize, mode nearest, as index tables and row copies (ref_array_nn.cc; equal to the reference);
 // other modes: the reference. Registered by the x86 levels.
 void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);

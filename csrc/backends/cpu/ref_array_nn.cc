@@ -1,5 +1,5 @@
 // The fast path of conv_transpose that the x86 levels register (kernels_x86_ops.inc): that level's
-// matmul then a col2im scatter-add (conv and matmul_nd have their own panel GEMM, nn_x86.inc). The
+// panel GEMM then a col2im scatter-add (conv and matmul_nd have their own panel GEMM, nn_x86.inc). The
 // reference kernels of the nn ops (shared with nox) are dispatch/ref/array_nn_kernels.h. docs/graph.md
 // "Version 2".
 #include <algorithm>
@@ -26,23 +26,14 @@ inline int64_t sp(const ConvGeom& g) { return g.in[0] * g.in[1]; }
 inline int64_t osp(const ConvGeom& g) { return g.out[0] * g.out[1]; }
 inline int64_t ksz(const ConvGeom& g) { return g.k[0] * g.k[1]; }
 
-// Disables the context's weight cache for one call: the fast path hands a transposed copy of the
-// weights in scratch to the level matmul as its weight.
-struct NoWeightCache {
-  ExecContext& c;
-  WeightCache* keep;
-  explicit NoWeightCache(ExecContext& ctx) : c(ctx), keep(ctx.weight_cache()) { c.set_weight_cache(nullptr); }
-  ~NoWeightCache() { c.set_weight_cache(keep); }
-};
-
 }  // namespace
 
-// conv_transpose as the level's matmul then col2im: per group the weights [C/group, O/group * k]
-// transposed once into [O/group * k, C/group] (the level matmul's weight layout); per image and
-// chunk of input positions, cols [positions, O/group * k] = x^T [positions, C/group] @ W, and each
-// column (o, j) of position p's row is added at y[o, p * stride + j * dilation - pad_begin] over the
-// bias (threads own output channels: no two write one element).
-void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, LevelMatmul mm) {
+// conv_transpose as the level's GEMM then col2im: per image, group and chunk of input positions,
+// cols [positions, O/group * k] = x^T [positions, C/group] @ W [C/group, O/group * k] (x and W read
+// where they lie), and each column (o, j) of position p's row is added at
+// y[o, p * stride + j * dilation - pad_begin] over the bias (threads own output channels: no two
+// write one element).
+void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out, ExecContext& ctx, StridedGemm gemm) {
   const ConvGeom g = conv_geom(op, in, n_in);
   const int64_t Cg = g.C / g.group, Og = g.O / g.group, KK = ksz(g), NC = Og * KK, P = sp(g), Q = osp(g);
   if (g.N == 0 || g.O == 0 || Q == 0) return;
@@ -52,38 +43,23 @@ void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out
     for (int64_t r = r0; r < r1; ++r) std::fill(y + r * Q, y + (r + 1) * Q, bias ? bias[r % g.O] : 0.f);
   });
   if (Cg == 0 || P == 0 || NC == 0) return;
-  NoWeightCache nwc(ctx);
-  const int64_t chunk = std::min<int64_t>(P, std::max<int64_t>(64, (int64_t{1} << 22) / NC));
-  float* wt = scratch<float>(kScratchNorm, static_cast<size_t>(NC * Cg + chunk * Cg));
-  float* xt = wt + NC * Cg;
+  const int64_t chunk = std::min<int64_t>(P, std::max<int64_t>(64, (int64_t{1} << 18) / NC));
   float* cols = scratch<float>(kScratchGateUp, static_cast<size_t>(chunk * NC));
   const float* x = in[0].f32();
   const float* w = in[1].f32();
-  Tensor W;
-  W.dtype = DType::F32;
-  W.shape = Shape{NC, Cg};
-  W.data = wt;
-  for (int64_t gi = 0; gi < g.group; ++gi) {
-    const float* wg = w + gi * Cg * NC;
-    parallel_rows(ctx, NC, std::max<int64_t>(1, 4096 / Cg), [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = 0; c < Cg; ++c) wt[r * Cg + c] = wg[c * NC + r];
-    });
-    for (int64_t n = 0; n < g.N; ++n) {
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.group; ++gi) {
       const float* xg = x + (n * g.C + gi * Cg) * P;
       for (int64_t p0 = 0; p0 < P; p0 += chunk) {
         const int64_t rows = std::min(chunk, P - p0);
-        parallel_rows(ctx, rows, std::max<int64_t>(1, 4096 / Cg), [&](int64_t r0, int64_t r1, int) {
-          for (int64_t r = r0; r < r1; ++r)
-            for (int64_t c = 0; c < Cg; ++c) xt[r * Cg + c] = xg[c * P + p0 + r];
-        });
-        mm(xt, rows, Cg, W, nullptr, cols, ctx);
+        // A(r, c) = x[c, p0 + r], B(c, j) = W[gi * Cg + c, j]
+        gemm(xg + p0, 1, P, w + gi * Cg * NC, NC, 1, rows, NC, Cg, cols, NC, ctx);
         float* yg = y + (n * g.O + gi * Og) * Q;
         parallel_rows(ctx, Og, 1, [&](int64_t o0, int64_t o1, int) {
-          for (int64_t o = o0; o < o1; ++o) {
-            float* yo = yg + o * Q;
-            for (int64_t r = 0; r < rows; ++r) {
-              const int64_t p = p0 + r, i0 = p / g.in[1], i1 = p % g.in[1];
+          for (int64_t r = 0; r < rows; ++r) {  // cols row by row (in memory order), this item's channels
+            const int64_t p = p0 + r, i0 = p / g.in[1], i1 = p % g.in[1];
+            for (int64_t o = o0; o < o1; ++o) {
+              float* yo = yg + o * Q;
               const float* cr = cols + r * NC + o * KK;
               for (int64_t j0 = 0; j0 < g.k[0]; ++j0) {
                 const int64_t q0 = i0 * g.stride[0] + j0 * g.dil[0] - g.pb[0];
@@ -99,7 +75,6 @@ void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out
         });
       }
     }
-  }
 }
 
 // resize, mode nearest: a source index per output index and dim (as the reference picks them), then
@@ -116,10 +91,12 @@ void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_ou
   std::vector<std::vector<int64_t>> src(static_cast<size_t>(nd));
   for (int d = 0; d < nd; ++d)
     for (int64_t o = 0; o < os.d[d]; ++o)
-      src[static_cast<size_t>(d)].push_back(
-          xs.d[d] == os.d[d] ? o
-                             : R::resize_nearest(op.a.nearest_mode, R::resize_coord(op.a.coord_mode, o, xs.d[d], os.d[d]),
-                                                 xs.d[d]));
+    {
+      int64_t a = o, b = o;
+      double f = 0.0;
+      resize_source(op, o, xs.d[d], os.d[d], &a, &b, &f);  // the reference's coordinate rules (nn_geom.cc)
+      src[static_cast<size_t>(d)].push_back(a);
+    }
   int64_t st[Shape::kMaxDims];
   strides_of(xs, st);
   const int64_t W = os.d[nd - 1], rows = os.numel() / W;

@@ -41,6 +41,7 @@ std::vector<WgpuShaderTime> wgpu_take_gpu_profile(uint64_t* untimed) {
 #include <vector>
 
 #include "backends/wgpu/wgpu_backend_impl.h"
+#include "dispatch/op_schema.h"
 
 namespace cyb {
 namespace wgpu {
@@ -96,6 +97,7 @@ void WgpuBackend::release(Tensor& t) {
 
 void WgpuBackend::read_bytes(const Tensor& t, void* dst) {
   DevBuf* d = dev(t);
+  if (t.nbytes() == 0) return;
   if (d->bufs.size() != 1) throw_unsupported_op("read (split tensor)", "wgpu+rs", dtype_name(t.dtype));
   if (dev_padded(t.dtype)) {  // whole tensors only: the device layout pads each block
     if (t.offset != 0 || t.nbytes() / block_bytes(t.dtype) * dev_block_bytes(t.dtype) != d->bytes)
@@ -117,6 +119,7 @@ void WgpuBackend::read_bytes(const Tensor& t, void* dst) {
 
 void WgpuBackend::write_bytes(const Tensor& t, const void* src) {
   DevBuf* d = dev(t);
+  if (t.nbytes() == 0) return;
   if (d->bufs.size() != 1) throw_unsupported_op("write (split tensor)", "wgpu+rs", dtype_name(t.dtype));
   if (dev_padded(t.dtype))
     throw_unsupported_op("write (a block-encoded tensor; upload it whole)", "wgpu+rs", dtype_name(t.dtype));
@@ -163,6 +166,17 @@ Tensor WgpuBackend::sampled_token(ExecContext& ctx) {
 
 DevBuf* WgpuBackend::weight(const Tensor& t) {
   if (t.device == Device::Wgpu) return dev(t);
+  if (uncached_) {  // a host value of the version-2 executor: a frame buffer of this forward
+    if (dev_padded(t.dtype))
+      throw_unsupported_op("a block-encoded host tensor as a weight (host outputs)", "wgpu+rs", dtype_name(t.dtype));
+    DevBuf* d = uncached_->alloc(t.nbytes());
+    Tensor dt = t;
+    dt.device = Device::Wgpu;
+    dt.offset = 0;
+    dt.data = d;
+    if (t.nbytes()) write_bytes(dt, t.data);
+    return d;
+  }
   std::lock_guard<std::mutex> lk(mu_);
   const std::pair<const void*, uint64_t> key{t.data, t.nbytes()};
   auto it = weights_.find(key);
@@ -192,6 +206,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       if (!plain(in[i])) return false;
     return true;
   };
+  for (int i = 0; i < n_in; ++i)  // an empty input: nothing to compute on the device (the cpu's kernels handle it)
+    if (in[i].shape.numel() == 0) return false;
   switch (op.kind) {
     case OpKind::Embedding:
       return weight_ok(in[1]) && in[1].offset == 0;
@@ -260,6 +276,41 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return plain(in[0]) && in[1].offset == 0 && (in[1].dtype == DType::F32 || in[1].dtype == DType::F16) &&
              (n_in < 3 || plain(in[2])) && B * L_out <= 65535;
     }
+    // The f32 array ops of graph v2 (shaders/wgsl/array.wgsl, array_nn.wgsl): every data input
+    // f32 (where: a bool condition), whole buffers, under 2^31 elements, none empty; integer
+    // and bool results (comparisons, logic, not, cast, prod) stay on the cpu.
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Sqrt:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::SoftmaxAxis:
+    case OpKind::InstanceNorm:
+    case OpKind::MatmulNd:
+    case OpKind::Concat:
+    case OpKind::ConvTranspose:
+    case OpKind::GroupNorm:
+    case OpKind::Pool:
+      return all_plain() && array_op_fits(op, in, n_in);
+    case OpKind::Conv:  // the WGSL kernel has no fused activation epilogue: such convs stay on the cpu
+      return op.a.activation == kActNone && all_plain() && array_op_fits(op, in, n_in);
+    case OpKind::Lstm:  // one workgroup a batch row, up to 1024 hidden units (lstm.wgsl MAXH)
+      return all_plain() && array_op_fits(op, in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
+    case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
+      return all_plain() && array_op_fits(op, in, n_in) && in[0].shape.ndim <= 8;
+    case OpKind::Unary:  // every fn with a float result (not, isnan, isinf give bools)
+      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn != kUNot && op.a.fn != kUIsNan && op.a.fn != kUIsInf;
+    case OpKind::Binary:  // add sub mul div pow min max mod
+      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 7;
+    case OpKind::Reduce:  // sum mean max min
+      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 3;
+    case OpKind::Where:
+      return in[0].dtype == DType::BOOL && plain(in[1]) && plain(in[2]) && array_op_fits(op, in, n_in);
+    case OpKind::Pad: {  // pads >= 0 (a negative one crops: cpu)
+      bool ok = all_plain() && array_op_fits(op, in, n_in);
+      for (int i = 0; i < op.a.n_ints; ++i) ok = ok && op.a.ints[i] >= 0;
+      return ok;
+    }
     default:
       return false;
   }
@@ -269,9 +320,40 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
   if (!supports(op, in, n_in))
     throw_unsupported_op(op_name(op.kind), "wgpu+rs", n_in > 0 ? dtype_name(in[0].dtype) : "-");
   State& st = state(ctx);
+  int host_out = 0;
+  for (int i = 0; i < n_out; ++i) host_out += out[i].device == Device::Host;
+  if (host_out == 0) return encode(st, op, in, n_in, out, n_out);
+  // Host outputs (the version-2 graph executor keeps its values in host memory): the op writes
+  // frame buffers of this forward, read back into the host outputs before execute returns. Host
+  // inputs are uploaded per use (act), and so are host "weights" (uncached_: a graph's value may
+  // be freed and its address reused by another, which a cache keyed by address would mistake
+  // for the old one).
+  if (host_out != n_out || n_out > 4)
+    throw_unsupported_op(std::string(op_name(op.kind)) + " (host and device outputs mixed)", "wgpu+rs", "-");
+  const bool in_place = op.kind == OpKind::KvWrite || op.kind == OpKind::FusedRopeKv;  // outputs read too
+  Tensor dout[4];
+  for (int i = 0; i < n_out; ++i) {
+    dout[i] = out[i];
+    dout[i].device = Device::Wgpu;
+    dout[i].offset = 0;
+    DevBuf* d = st.alloc(out[i].nbytes());
+    dout[i].data = d;
+    if (in_place && out[i].nbytes()) write_bytes(dout[i], out[i].data);
+  }
+  uncached_ = &st;
+  try {
+    encode(st, op, in, n_in, dout, n_out);
+  } catch (...) {
+    uncached_ = nullptr;
+    throw;
+  }
+  uncached_ = nullptr;
   for (int i = 0; i < n_out; ++i)
-    if (out[i].device != Device::Wgpu)
-      throw_unsupported_op(std::string(op_name(op.kind)) + " (host output)", "wgpu+rs", "-");
+    if (out[i].nbytes()) read_bytes(dout[i], out[i].data);
+}
+
+void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out) {
+  (void)n_out;
   switch (op.kind) {
     case OpKind::Matmul: return matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0]);
     case OpKind::FusedSwiGlu: return matmul(st, in[0], in[1], nullptr, &in[2], out[0]);
@@ -296,6 +378,26 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
     case OpKind::Embedding: return embedding(st, op, in, out);
     case OpKind::Copy: return copy_tensor(st, in, out);
     case OpKind::MaskedPool: return masked_pool(st, op, in, out);
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Sqrt:
+    case OpKind::Unary:
+    case OpKind::Binary:
+    case OpKind::Where:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Pad:
+    case OpKind::Concat:
+    case OpKind::Reduce:
+    case OpKind::SoftmaxAxis:
+    case OpKind::InstanceNorm:
+    case OpKind::GroupNorm:
+    case OpKind::Pool:
+    case OpKind::Resize:
+    case OpKind::Lstm:
+    case OpKind::MatmulNd:
+    case OpKind::Conv:
+    case OpKind::ConvTranspose: return array_op(st, op, in, n_in, out);
     default: return eltwise(st, op, in, out);  // the element-wise ops (supports() declined the rest)
   }
 }

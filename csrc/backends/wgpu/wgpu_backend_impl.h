@@ -6,6 +6,8 @@
 //   wgpu_ops_norm.cc       rms_norm, l2_normalize, softmax, fused_skip_norm, layer_norm,
 //                          element-wise ops
 //   wgpu_ops_data.cc       embedding, copy, masked_pool
+//   wgpu_ops_array.cc      the f32 array ops of graph v2 (unary, binary, where, layout, reduce,
+//                          softmax_axis, instance_norm, matmul_nd, conv, conv_transpose)
 //   wgpu_ops_sampling.cc   device sampling (sample_rows, take_draws)
 // Private to csrc/backends/wgpu/.
 #pragma once
@@ -41,6 +43,10 @@ inline uint32_t f2u(float f) {
 }
 
 inline bool float_act(const Tensor& t) { return t.dtype == DType::F32; }
+
+// The sizes the array kernels index with u32 (wgpu_ops_array.cc): whole buffers, inputs and
+// outputs of 1 .. 2^31 - 1 elements.
+bool array_op_fits(const Op& op, const Tensor* in, int n_in);
 
 inline bool weight_ok(const Tensor& w) { return enc_fn(w.dtype) != nullptr && w.shape.ndim == 2; }
 
@@ -92,7 +98,10 @@ class WgpuBackend : public Backend {
     }
     return st;
   }
-  // A weight (or any long-lived host tensor) on the device, uploaded at first use.
+  // The op's encoder (execute's switch) on device outputs.
+  void encode(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out);
+  // A weight (or any long-lived host tensor) on the device, uploaded at first use; while an op
+  // with host outputs runs (uncached_ set), a frame buffer written for that op only.
   DevBuf* weight(const Tensor& t);
   // An activation buffer: a device tensor, or host data copied into a frame buffer (ids).
   WGPUBuffer act(State& st, const Tensor& t);
@@ -124,6 +133,9 @@ class WgpuBackend : public Backend {
   void layer_norm(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
   void eltwise(State& st, const Op& op, const Tensor* in, Tensor* out);
 
+  // wgpu_ops_array.cc: the f32 array ops of graph v2 (shaders/wgsl/array.wgsl, array_nn.wgsl)
+  void array_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
+
   // wgpu_ops_data.cc
   void embedding(State& st, const Op& op, const Tensor* in, Tensor* out);
   void copy_tensor(State& st, const Tensor* in, Tensor* out);
@@ -138,6 +150,7 @@ class WgpuBackend : public Backend {
   };
   std::unordered_map<std::pair<const void*, uint64_t>, DevBuf*, PairHash> weights_;
   State* last_ = nullptr;
+  State* uncached_ = nullptr;  // execute() with host outputs: host weights are not cached
   State fresh_;
 };
 

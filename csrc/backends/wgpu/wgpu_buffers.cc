@@ -98,6 +98,10 @@ DevBuf* upload_new(Gpu& g, const void* data, const Shape& shape, DType dtype) {
     d->bufs.push_back(b);
     d->row0.push_back(r);
   }
+  if (d->bufs.empty()) {  // an empty tensor (a dim of 0): one word, so that it binds like any other
+    d->bufs.push_back(create_buffer(g, 4, kStorage));
+    d->row0.push_back(0);
+  }
   return d;
 }
 

@@ -82,6 +82,9 @@ DevBuf* State::alloc(uint64_t bytes) {
 }
 
 std::pair<WGPUBuffer, uint64_t> State::params(const void* p, size_t n) {
+  if (n > 256)  // the bound range of every dispatch (dispatch(): 256 bytes)
+    throw_shape_mismatch("wgpu+rs parameter block (bytes)", std::vector<int64_t>{256},
+                         std::vector<int64_t>{static_cast<int64_t>(n)});
   const size_t per = kArenaBytes / slot_bytes_;
   const size_t a = slot_ / per, s = slot_ % per;
   if (a >= arenas_.size()) {
@@ -132,7 +135,7 @@ void State::dispatch(Pipeline& pl, const void* prm, size_t prm_bytes, const Bind
     e[0].binding = 0;
     e[0].buffer = ub;
     e[0].offset = uo;
-    e[0].size = 128;  // a parameter struct is at most 128 bytes (params: slots of 256)
+    e[0].size = 256;  // a parameter struct is at most 256 bytes (params: slots of 256 or more)
     for (size_t i = 0; i < N; ++i) {
       e[i + 1].binding = binds[i].binding;
       e[i + 1].buffer = binds[i].buf;

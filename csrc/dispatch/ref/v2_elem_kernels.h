@@ -71,32 +71,71 @@ struct V2ElemKernels {
     each(in, out, [](double a) { return M::sqrt(a); });
   }
 
+  // y[r * n + t] = x[base(r) + t * s] for t < n: one output row (typed copies by element size).
+  template <class T>
+  static void strided_row(const uint8_t* x, int64_t s, int64_t n, uint8_t* y) {
+    const T* xs = reinterpret_cast<const T*>(x);
+    T* ys = reinterpret_cast<T*>(y);
+    for (int64_t t = 0; t < n; ++t) std::memcpy(ys + t, xs + t * s, sizeof(T));
+  }
+
   static void transpose(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
     const Shape& xs = in[0].shape;
+    const Shape& os = out[0].shape;
     int64_t st[Shape::kMaxDims];
     strides_of(xs, st);
     const int nd = xs.ndim;
-    gather_bytes(out[0].shape, out[0].data, [&](const int64_t* idx) {
-      int64_t o = 0;
-      for (int i = 0; i < nd; ++i) o += idx[i] * st[op.a.ints[i]];
-      return o;
-    }, in[0].data, elem_bytes(in[0].dtype), nullptr);
+    const size_t es = elem_bytes(in[0].dtype);
+    if (nd == 0 || os.numel() == 0) {
+      gather_bytes(os, out[0].data, [](const int64_t*) { return int64_t{0}; }, in[0].data, es, nullptr);
+      return;
+    }
+    // rows of the output's last dim, each read with the stride of the input dim it comes from: the
+    // same bytes as an element-wise gather
+    const int64_t n = os.d[nd - 1], s = st[op.a.ints[nd - 1]];
+    Shape rows;
+    for (int i = 0; i + 1 < nd; ++i) rows.d[rows.ndim++] = os.d[i];
+    const auto* x = static_cast<const uint8_t*>(in[0].data);
+    auto* y = static_cast<uint8_t*>(out[0].data);
+    for_each_index(rows, [&](int64_t r, const int64_t* idx) {
+      int64_t base = 0;
+      for (int i = 0; i + 1 < nd; ++i) base += idx[i] * st[op.a.ints[i]];
+      const uint8_t* src = x + static_cast<size_t>(base) * es;
+      uint8_t* dst = y + static_cast<size_t>(r * n) * es;
+      switch (es) {
+        case 1: strided_row<uint8_t>(src, s, n, dst); break;
+        case 2: strided_row<uint16_t>(src, s, n, dst); break;
+        case 4: strided_row<uint32_t>(src, s, n, dst); break;
+        default: strided_row<uint64_t>(src, s, n, dst); break;
+      }
+    });
   }
 
   static void slice(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {
     const Shape& xs = in[0].shape;
     int64_t st[Shape::kMaxDims];
     strides_of(xs, st);
-    const int nd = xs.ndim;
     int ax = 0;
     int64_t start = 0, count = 0;
     slice_bounds(op, xs, &ax, &start, &count);
     const int64_t step = op.a.ints[2];
-    gather_bytes(out[0].shape, out[0].data, [&](const int64_t* idx) {
-      int64_t o = 0;
-      for (int i = 0; i < nd; ++i) o += (i == ax ? start + idx[i] * step : idx[i]) * st[i];
-      return o;
-    }, in[0].data, elem_bytes(in[0].dtype), nullptr);
+    if (out[0].shape.numel() == 0) return;
+    // rows of the dims before the axis; per row, `count` runs of the dims after it (one run when
+    // step 1): the same bytes as an element-wise gather, moved by memcpy
+    int64_t outer = 1;
+    for (int i = 0; i < ax; ++i) outer *= xs.d[i];
+    const size_t run = static_cast<size_t>(st[ax]) * elem_bytes(in[0].dtype);
+    const auto* x = static_cast<const uint8_t*>(in[0].data);
+    auto* y = static_cast<uint8_t*>(out[0].data);
+    for (int64_t o = 0; o < outer; ++o) {
+      const uint8_t* src = x + static_cast<size_t>(o * xs.d[ax] + start) * run;
+      uint8_t* dst = y + static_cast<size_t>(o * count) * run;
+      if (step == 1) {
+        std::memcpy(dst, src, static_cast<size_t>(count) * run);
+      } else {
+        for (int64_t c = 0; c < count; ++c) std::memcpy(dst + static_cast<size_t>(c) * run, src + static_cast<size_t>(c * step) * run, run);
+      }
+    }
   }
 
   static void pad(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext&) {

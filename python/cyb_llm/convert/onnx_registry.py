@@ -13,7 +13,9 @@ def handler(*op_types: str) -> Callable[[Callable[..., None]], Callable[..., Non
     """Registers fn(importer, node, attrs, name) as the translation of `op_types`."""
     def reg(fn: Callable[..., None]) -> Callable[..., None]:
         for t in op_types:
-            if t in HANDLERS:
+            old = HANDLERS.get(t)
+            # a module imported again (a reload) registers the same function again: it replaces it
+            if old is not None and (old.__module__, old.__qualname__) != (fn.__module__, fn.__qualname__):
                 raise RuntimeError(f"two translations of ONNX {t}")
             HANDLERS[t] = fn
         return fn

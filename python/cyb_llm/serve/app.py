@@ -52,7 +52,9 @@ DEFAULT_MAX_QUEUE = 16         # requests waiting for a slot, per model
 DEFAULT_REQUEST_TIMEOUT = 600.0
 MAX_N = 8                      # choices per request
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank",
-             "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/models", "/health", "/metrics")
+             "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/audio/speech", "/v1/models", "/health",
+             "/metrics")
+SPEECH_SPEED = (0.25, 4.0)     # OpenAI's range of /v1/audio/speech's `speed`
 
 
 class ApiError(Exception):
@@ -748,6 +750,81 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
     @app.post("/v1/audio/translations")
     async def translations(request: Request):
         return await audio_request(request, "translate")
+
+    @app.post("/v1/audio/speech")
+    async def speech(request: Request):
+        """OpenAI's text to speech: a JSON body with `model`, `input`, `voice` (a single-voice model
+        takes any name; a multi-speaker one its speaker_id_map's), `response_format` (wav, pcm, flac;
+        mp3 and opus where PyAV is installed; default mp3 there, else wav), `speed` (0.25 to 4);
+        extensions `seed`, `noise_scale`, `noise_w`. wav and pcm bodies stream sentence by sentence."""
+        from ..tts import encode as tts_encode
+
+        body = await read_json(request, max_body)
+        eng = engine_for(body, "/v1/audio/speech")
+        text = body.get("input")
+        if not isinstance(text, str):
+            raise _type_error("input", "a string", text)
+        if not text.strip():
+            raise ApiError(400, "'input' is empty", param="input", code="invalid_value")
+        voice = body.get("voice")
+        if voice is not None and not isinstance(voice, str):
+            raise _type_error("voice", "a string", voice)
+        fmt = body.get("response_format")
+        if fmt is None:
+            fmt = "mp3" if "mp3" in tts_encode.supported_formats() else "wav"
+        try:
+            fmt = tts_encode.check_format(fmt)
+        except Error as e:
+            raise ApiError(400, str(e.fields.get("reason") or e), param="response_format",
+                           code="unsupported_value") from None
+        speed = body.get("speed", 1.0)
+        if speed is None:
+            speed = 1.0
+        if isinstance(speed, bool) or not isinstance(speed, (int, float)):
+            raise _type_error("speed", "a number", speed)
+        if not SPEECH_SPEED[0] <= speed <= SPEECH_SPEED[1]:
+            raise ApiError(400, f"'speed' must be in [{SPEECH_SPEED[0]}, {SPEECH_SPEED[1]}], got {speed}",
+                           param="speed", code="invalid_value")
+        for name in ("instructions",):
+            if body.get(name) is not None:
+                raise ApiError(400, f"'{name}' is not supported by this model", param=name,
+                               code="unsupported_parameter")
+        if body.get("stream_format") not in (None, "audio"):
+            raise ApiError(400, f"'stream_format' must be 'audio' (the body streams), got "
+                                f"{json.dumps(body.get('stream_format'))[:40]}", param="stream_format",
+                           code="unsupported_value")
+        extra = {}
+        for name in ("seed", "noise_scale", "noise_w"):
+            if body.get(name) is not None:
+                extra[name] = body[name]
+        m = eng.model
+        # the arguments and the text's phonemes are checked before the first byte (a 400 while we can)
+        sentences = await run_in_threadpool(
+            eng.run, lambda: m.speak_stream(text, voice=voice, speed=float(speed), **extra))
+
+        def next_sentence() -> Any:
+            return next(sentences, None)
+
+        async def chunks():
+            while True:
+                c = await run_in_threadpool(eng.run, next_sentence)
+                if c is None:
+                    return
+                yield c
+
+        async def body_bytes():
+            if fmt in tts_encode.STREAMED:
+                if fmt == "wav":
+                    yield tts_encode.wav_stream_header(m.sample_rate)
+                async for c in chunks():
+                    if c.size:
+                        yield tts_encode.pcm16(c)
+                return
+            parts = [c async for c in chunks()]
+            audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+            yield await run_in_threadpool(tts_encode.encode, audio, m.sample_rate, fmt)
+
+        return StreamingResponse(body_bytes(), media_type=tts_encode.MEDIA_TYPES[fmt])
 
     def model_card(mid: str) -> dict:
         e = engines[mid]

@@ -394,4 +394,9 @@ class AudioEngine(EncoderEngine):
     """A speech model (whisper): one transcription at a time, like an encoder."""
 
 
-__all__ = ["TextEngine", "EncoderEngine", "AudioEngine", "Slot", "Job", "DONE", "QueueFull", "QueueTimeout", "RequestTimeout"]
+class SpeechEngine(EncoderEngine):
+    """A text-to-speech model: one sentence at a time (a streamed request takes the lock per
+    sentence, so that concurrent requests interleave by sentence)."""
+
+
+__all__ = ["TextEngine", "EncoderEngine", "AudioEngine", "SpeechEngine", "Slot", "Job", "DONE", "QueueFull", "QueueTimeout", "RequestTimeout"]

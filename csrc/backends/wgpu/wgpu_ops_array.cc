@@ -1,0 +1,322 @@
+#if defined(CYB_HAVE_WGPU)
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/wgpu/wgpu_backend_impl.h"
+#include "core/errors.h"
+#include "dispatch/nn_geom.h"
+#include "dispatch/op_schema.h"
+
+namespace cyb {
+namespace wgpu {
+
+namespace {
+
+// The parameter block of shaders/wgsl/array.wgsl and array_nn.wgsl (array.wgsl reads the first 160 bytes).
+struct ArrayParams {
+  uint32_t n = 0, nx = 0, code = 0, ndim = 0;
+  float f0 = 0.f, f1 = 0.f;
+  uint32_t base = 0;  // array.wgsl; array_nn.wgsl: flags
+  float one = 1.f;    // array_nn.wgsl: 1.0 at run time (its compensated sums)
+  uint32_t shape[8] = {}, sa[8] = {}, sb[8] = {}, sc[8] = {};
+  uint32_t u[20] = {};
+};
+static_assert(sizeof(ArrayParams) == 240, "array params: the WGSL struct P");
+
+// Row-major strides of a shape, in elements.
+void strides_of(const Shape& s, int64_t* st) {
+  int64_t acc = 1;
+  for (int d = s.ndim - 1; d >= 0; --d) {
+    st[d] = acc;
+    acc *= s.d[d];
+  }
+}
+
+// The strides of x read as an array of the output's rank (right-aligned; 0 along broadcast dims).
+void bcast_strides(const Shape& x, const Shape& out, uint32_t* st) {
+  int64_t xs[Shape::kMaxDims] = {};
+  strides_of(x, xs);
+  const int off = out.ndim - x.ndim;
+  for (int d = 0; d < out.ndim; ++d) {
+    const int xd = d - off;
+    st[d] = xd < 0 || x.d[xd] == 1 ? 0u : u(xs[xd]);
+  }
+}
+
+void set_shape(ArrayParams& p, const Shape& s) {
+  p.ndim = u(s.ndim);
+  for (int d = 0; d < s.ndim; ++d) p.shape[d] = u(s.d[d]);
+}
+
+}  // namespace
+
+bool array_op_fits(const Op& op, const Tensor* in, int n_in) {
+  const int64_t lim = int64_t{1} << 31;
+  for (int i = 0; i < n_in; ++i)
+    if (in[i].offset != 0 || in[i].shape.numel() >= lim || in[i].shape.numel() == 0) return false;
+  // The outputs too (a broadcast, pad, resize, concat or matmul may be larger than any input);
+  // inputs whose shapes do not make outputs (a load-time question without shapes) are declined.
+  try {
+    for (const Shape& s : infer_output_shapes(op, in, n_in))
+      if (s.numel() >= lim) return false;
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+// The array ops of graph v2 with WGSL kernels (supports() declined everything else).
+void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out) {
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  ArrayParams p;
+  const Shape& ys = out[0].shape;
+  WGPUBuffer yb = dev(out[0])->bufs[0];
+  auto grid = [&](int64_t n, uint32_t* nx, uint32_t* ny) {
+    const int64_t wgs = (n + 255) / 256;
+    *nx = u(std::min<int64_t>(wgs, 65535));
+    *ny = u((wgs + 65534) / 65535);
+    p.n = u(n);
+    p.nx = *nx;
+  };
+  uint32_t nx = 0, ny = 0;
+  auto run = [&](const char* shader, const std::vector<std::string>& defs, const std::vector<Bind>& b) {
+    st.dispatch(pipeline(g_, shader, defs), &p, sizeof(p), b.data(), b.size(), nx, ny, 1);
+  };
+  switch (op.kind) {
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Sqrt:
+    case OpKind::Unary: {
+      p.code = op.kind == OpKind::Sigmoid ? 32u : op.kind == OpKind::Tanh ? 33u : op.kind == OpKind::Sqrt ? 34u : u(op.a.fn);
+      p.f0 = op.a.alpha;
+      p.f1 = op.a.beta;
+      grid(ys.numel(), &nx, &ny);
+      return run("array", {"UNARY"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::Binary: {
+      p.code = u(op.a.fn);
+      set_shape(p, ys);
+      bcast_strides(in[0].shape, ys, p.sa);
+      bcast_strides(in[1].shape, ys, p.sb);
+      grid(ys.numel(), &nx, &ny);
+      return run("array", {"BINARY"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}});
+    }
+    case OpKind::Where: {  // cond, x, y: A = x, B = y, C = cond
+      set_shape(p, ys);
+      bcast_strides(in[1].shape, ys, p.sa);
+      bcast_strides(in[2].shape, ys, p.sb);
+      bcast_strides(in[0].shape, ys, p.sc);
+      grid(ys.numel(), &nx, &ny);
+      return run("array", {"WHERE"},
+                 {{1, yb, 0, W}, {2, act(st, in[1]), 0, W}, {3, act(st, in[2]), 0, W}, {4, act(st, in[0]), 0, W}});
+    }
+    case OpKind::Transpose: {
+      const Shape& xs = in[0].shape;
+      int64_t xst[Shape::kMaxDims];
+      strides_of(xs, xst);
+      set_shape(p, ys);
+      for (int d = 0; d < ys.ndim; ++d) {
+        const int64_t pd = op.a.n_ints ? op.a.ints[d] : xs.ndim - 1 - d;
+        p.sa[d] = u(xst[pd]);
+      }
+      grid(ys.numel(), &nx, &ny);
+      return run("array", {"GATHER"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::Slice: {
+      const Shape& xs = in[0].shape;
+      int axis = 0;
+      int64_t start = 0, count = 0;
+      slice_bounds(op, xs, &axis, &start, &count);
+      const int64_t step = op.a.n_ints > 2 ? op.a.ints[2] : 1;
+      int64_t xst[Shape::kMaxDims];
+      strides_of(xs, xst);
+      set_shape(p, ys);
+      for (int d = 0; d < ys.ndim; ++d) p.sa[d] = u(d == axis ? xst[d] * step : xst[d]);
+      p.base = u(start * xst[axis]);
+      grid(ys.numel(), &nx, &ny);
+      return run("array", {"GATHER"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::Pad: {
+      const Shape& xs = in[0].shape;
+      int64_t xst[Shape::kMaxDims];
+      strides_of(xs, xst);
+      set_shape(p, ys);
+      for (int d = 0; d < ys.ndim; ++d) {
+        p.sa[d] = u(xst[d]);
+        p.sb[d] = u(op.a.ints[d]);  // pads before (a negative one crops: two's complement, read as i32)
+        p.sc[d] = u(xs.d[d]);
+      }
+      p.code = u(op.a.mode);
+      p.f0 = op.a.value;
+      grid(ys.numel(), &nx, &ny);
+      return run("array", {"PAD"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::Concat: {
+      int64_t yst[Shape::kMaxDims];
+      strides_of(ys, yst);
+      const int axis = op.a.axis < 0 ? op.a.axis + ys.ndim : op.a.axis;
+      int64_t at = 0;
+      for (int j = 0; j < n_in; ++j) {
+        const Shape& xs = in[j].shape;
+        if (xs.numel() > 0) {
+          p = ArrayParams{};
+          set_shape(p, xs);
+          for (int d = 0; d < xs.ndim; ++d) p.sa[d] = u(yst[d]);
+          p.base = u(at * yst[axis]);
+          grid(xs.numel(), &nx, &ny);
+          run("array", {"SCATTER"}, {{1, yb, 0, W}, {2, act(st, in[j]), 0, W}});
+        }
+        at += xs.d[axis];
+      }
+      return;
+    }
+    case OpKind::Reduce: {
+      const Shape& xs = in[0].shape;
+      int64_t xst[Shape::kMaxDims];
+      strides_of(xs, xst);
+      bool red[Shape::kMaxDims] = {};
+      for (int d = 0; d < xs.ndim && d < Shape::kMaxDims; ++d) red[d] = op.a.n_ints == 0;
+      for (int i = 0; i < op.a.n_ints; ++i) {
+        const int64_t a = op.a.ints[i] < 0 ? op.a.ints[i] + xs.ndim : op.a.ints[i];
+        if (a < 0 || a >= xs.ndim) throw_invalid_config("reduce.axes", "an axis outside the input's dims");
+        red[a] = true;
+      }
+      int nk = 0, nr = 0;
+      int64_t cnt = 1;
+      for (int d = 0; d < xs.ndim; ++d) {
+        if (red[d]) {
+          p.sb[nr] = u(xs.d[d]);
+          p.sc[nr++] = u(xst[d]);
+          cnt *= xs.d[d];
+        } else {
+          p.shape[nk] = u(xs.d[d]);
+          p.sa[nk++] = u(xst[d]);
+        }
+      }
+      p.ndim = u(nk);
+      p.u[0] = u(nr);
+      p.u[1] = u(cnt);
+      p.code = u(op.a.fn);
+      grid(ys.numel(), &nx, &ny);
+      return run("array_nn", {"REDUCE"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::SoftmaxAxis: {
+      const Shape& xs = in[0].shape;
+      const int ax = nn_axis(op, xs.ndim);
+      int64_t inner = 1;
+      for (int d = ax + 1; d < xs.ndim; ++d) inner *= xs.d[d];
+      p.u[0] = u(xs.d[ax]);
+      p.u[1] = u(inner);
+      grid(xs.numel() / xs.d[ax], &nx, &ny);
+      return run("array_nn", {"SOFTMAX"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::InstanceNorm:
+    case OpKind::GroupNorm: {
+      const Shape& xs = in[0].shape;
+      const int64_t G = op.kind == OpKind::GroupNorm ? op.a.group : xs.d[1];
+      const int64_t rows = xs.d[0] * G;
+      p.u[0] = u(xs.numel() / (xs.d[0] * xs.d[1]));
+      p.u[1] = u(xs.d[1]);
+      p.u[2] = u(xs.d[1] / G);
+      p.f0 = op.a.eps;
+      grid(rows, &nx, &ny);
+      return run("array_nn", {"INORM"},
+                 {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}, {4, act(st, in[2]), 0, W}});
+    }
+    case OpKind::MatmulNd: {
+      const MatmulGeom g = matmul_geom(op, in[0].shape, in[1].shape);
+      set_shape(p, g.batch_shape);
+      for (int d = 0; d < g.batch_shape.ndim; ++d) {
+        p.sa[d] = u(g.a_bstride[d]);
+        p.sb[d] = u(g.b_bstride[d]);
+      }
+      p.u[0] = u(g.M);
+      p.u[1] = u(g.K);
+      p.u[2] = u(g.N);
+      grid(g.batch_shape.numel() * g.M * g.N, &nx, &ny);
+      return run("array_nn", {"MATMUL"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}});
+    }
+    case OpKind::Conv:
+    case OpKind::ConvTranspose: {
+      const ConvGeom g = conv_geom(op, in, n_in);
+      const int64_t v[15] = {g.C,         g.O,         g.in[0],  g.in[1],  g.out[0], g.out[1], g.k[0], g.k[1],
+                             g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.pb[0],  g.pb[1],  g.group};
+      for (int k = 0; k < 15; ++k) p.u[k] = u(v[k]);
+      grid(g.N * g.O * g.out[0] * g.out[1], &nx, &ny);
+      std::vector<std::string> defs = {"CONV"};
+      if (op.kind == OpKind::ConvTranspose) defs.push_back("TRANSPOSE");
+      std::vector<Bind> b = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}};
+      if (n_in > 2) {
+        defs.push_back("BIAS");
+        b.push_back({4, act(st, in[2]), 0, W});
+      }
+      return run("array_nn", defs, b);
+    }
+    case OpKind::Pool: {
+      const ConvGeom g = conv_geom(op, in, n_in);
+      const int64_t v[20] = {g.C,         g.C,         g.in[0],    g.in[1],  g.out[0], g.out[1], g.k[0],
+                             g.k[1],      g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.pb[0],  g.pb[1],
+                             1,           op.a.mode,   op.a.count_include_pad ? 1 : 0,      g.pe[0],  g.pe[1],
+                             g.sd};
+      for (int k = 0; k < 20; ++k) p.u[k] = u(v[k]);
+      grid(g.N * g.C * g.out[0] * g.out[1], &nx, &ny);
+      return run("array_nn", {"POOL"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::Resize: {
+      // The source index pair and upper weight of every output index along every dim, from the
+      // host (the coordinate rules in double, as the cpu reference computes them).
+      const Shape& xs = in[0].shape;
+      std::vector<float> tab;
+      int64_t xst[Shape::kMaxDims];
+      strides_of(xs, xst);
+      set_shape(p, ys);
+      for (int d = 0; d < xs.ndim; ++d) {
+        p.sa[d] = u(xst[d]);
+        p.sb[d] = u(tab.size());
+        const int64_t n_in = xs.d[d], n_out = ys.d[d];
+        for (int64_t o = 0; o < n_out; ++o) {
+          int64_t a = o, b = o;
+          double f = 0.0;
+          resize_source(op, o, n_in, n_out, &a, &b, &f);
+          const uint32_t ua = u(a), ub = u(b);
+          float fa, fb;
+          std::memcpy(&fa, &ua, 4);
+          std::memcpy(&fb, &ub, 4);
+          tab.push_back(fa);
+          tab.push_back(fb);
+          tab.push_back(static_cast<float>(f));
+        }
+      }
+      Tensor tt;
+      tt.dtype = DType::F32;
+      tt.shape = Shape{static_cast<int64_t>(tab.size())};
+      tt.data = tab.data();
+      grid(ys.numel(), &nx, &ny);
+      return run("array_nn", {"RESIZE"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, tt), 0, W}});
+    }
+    case OpKind::Lstm: {  // shaders/wgsl/lstm.wgsl: h0 / c0 copied into the final-state outputs first
+      const Shape& xs = in[0].shape;
+      const int64_t S = xs.d[0], B = xs.d[1], I = xs.d[2], H = in[1].shape.d[0] / 4;
+      if (n_in > 4) copy_tensor(st, &in[4], &out[1]);
+      if (n_in > 5) copy_tensor(st, &in[5], &out[2]);
+      const uint32_t q[8] = {u(S), u(B), u(I), u(H), n_in > 4 ? 1u : 0u, n_in > 5 ? 1u : 0u, f2u(1.f), 0};
+      Bind b[] = {{1, yb, 0, W},
+                  {2, act(st, in[0]), 0, W},
+                  {3, act(st, in[1]), 0, W},
+                  {4, act(st, in[2]), 0, W},
+                  {5, act(st, in[3]), 0, W},
+                  {6, dev(out[1])->bufs[0], 0, W},
+                  {7, dev(out[2])->bufs[0], 0, W}};
+      st.dispatch(pipeline(g_, "lstm", {}), q, sizeof(q), b, u(B), 1, 1);
+      return;
+    }
+    default: throw_unsupported_op(op_name(op.kind), "wgpu+rs", "-");
+  }
+}
+
+}  // namespace wgpu
+}  // namespace cyb
+
+#endif  // CYB_HAVE_WGPU
