@@ -90,7 +90,7 @@ def _child(a) -> None:
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-        s = m.session()
+        s = m.session() if key == "silero" else m  # Silero: the LSTM state carried; Piper loads as a TtsModel
         ref = sess.run(None, ort_feed)[out_idx]
         got = s.run(feed)[out_name]
         err = float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30)) \
