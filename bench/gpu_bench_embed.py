@@ -84,6 +84,7 @@ def median_ms(fn, seconds: float) -> tuple[float, int]:
 
 def fixed_shapes(a, ref, path: str) -> int:
     import torch
+    from transformers import BertConfig, BertModel
 
     import cyb_llm
 
