@@ -101,8 +101,8 @@ def fixed_shapes(a, ref, path: str) -> int:
     # precise cross-path check: wgpu+rs precise against cpu precise, same file, same batches
     cpu = cyb_llm.load(path, backend="cpu", precise=True)._native
     gp = cyb_llm.load(path, backend=a.backend, precise=True)
-    check = {}
-    for B in sizes:
+    check = {B: (float("nan"), float("nan")) for B in sizes}
+    for B in sizes if not a.no_check else []:
         ids, mask = inputs[B]
         hc, hg = cpu.encode(ids, mask, None), gp._native.encode(ids, mask, None)
         ec, eg = cpu.embed(ids, mask, None, "mean", True), gp._native.embed(ids, mask, None, "mean", True)
@@ -113,7 +113,7 @@ def fixed_shapes(a, ref, path: str) -> int:
     m = cyb_llm.load(path, backend=a.backend)
     nat = m._native
     gpu = None
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and not a.no_torch:
         gpu = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
         gpu.load_state_dict(ref.state_dict())
         gpu = gpu.half().cuda()
@@ -124,7 +124,15 @@ def fixed_shapes(a, ref, path: str) -> int:
                "precise_embed_abs_diff_vs_cpu": check[B][1]}
         row["fast_embed_abs_diff_vs_torch_f32"] = float(np.max(np.abs(
             nat.embed(ids, mask, None, "mean", True) - torch_embed(ref, ids, mask, "cpu", torch.float32).numpy())))
+        from cyb_llm import _core
+
+        host_times = getattr(_core, "wgpu_take_host_times", lambda: {})
+        host_times()
         row["ours_ms"], row["ours_calls"] = median_ms(lambda: nat.embed(ids, mask, None, "mean", True), a.seconds)
+        ht = host_times()
+        if ht.get("forwards"):  # per forward: recording the dispatches, submitting, waiting for the read-back
+            row["ours_host_ms_per_forward"] = {k[:-3]: round(v / ht["forwards"], 4) for k, v in ht.items()
+                                               if k.endswith("_ms")}
         if gpu is not None:
             def theirs():
                 torch_embed(gpu, ids, mask, "cuda", torch.float16)
@@ -153,7 +161,7 @@ def fixed_shapes(a, ref, path: str) -> int:
     for r in res["rows"]:
         print(f"| {r['batch']} | {r['seq']} | {r['ours_ms']:.3f} | {r.get('torch_fp16_ms', float('nan')):.3f} | "
               f"{r.get('ratio_ours_over_torch', float('nan')):.3f}x | {r['precise_hidden_rel_diff_vs_cpu']:.1e} | "
-              f"{r['precise_embed_abs_diff_vs_cpu']:.1e} |")
+              f"{r['precise_embed_abs_diff_vs_cpu']:.1e} |  {r.get('ours_host_ms_per_forward', '')}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "embed_gpu_fixed.json"), "w") as f:
@@ -172,6 +180,8 @@ def main() -> int:
     ap.add_argument("--seq", type=int, default=0, help="fixed-shape mode: every batch at exactly this length")
     ap.add_argument("--batches", default="1,32", help="batch sizes of the fixed-shape mode")
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per side and shape (fixed-shape mode)")
+    ap.add_argument("--no-check", action="store_true", help="fixed-shape mode: skip the precise cross-path check")
+    ap.add_argument("--no-torch", action="store_true", help="fixed-shape mode: skip the torch side")
     a = ap.parse_args()
 
     import torch
