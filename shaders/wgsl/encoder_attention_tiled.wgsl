@@ -1,11 +1,14 @@
 // encoder_attention for head_dim 32 (HD32) or 64 (HD64): the op of encoder_attention.wgsl (q
 // [B*T, nh, hd], k/v [B*S, nkv, hd], key mask [B, S], i32 or f32 when mask_f32 = 1; window > 0:
 // only keys with |t - j| <= window; a row with no visible key writes 0), one workgroup per
-// (head, 64 queries, sequence): each invocation owns one query, its q and output in named vec4
-// registers (indexed private arrays would live in local memory), and the keys and values of the
-// sequence pass through workgroup memory in tiles of 32, read by all 64 queries. Per tile: the
-// 32 scores (into sc), their maximum, one rescale of the running sums (online softmax), then the
-// weighted values. Arithmetic in f32, sums of products in another order than encoder_attention.wgsl.
+// (head, 64 queries, sequence), 256 invocations: four a query (invocations q, q + 64, q + 128,
+// q + 192), each taking every fourth key of a tile with its own running maximum and sums (online softmax), its q and output in named vec4
+// registers (indexed private arrays would live in local memory). The keys and values of the
+// sequence pass through workgroup memory in tiles of 32, read by all 64 queries. Per tile and
+// invocation: its 8 scores (into sc), their maximum, one rescale of the running sums, then the
+// weighted values. At the end parts 1..3 of each query are merged into part 0 one at a time
+// through workgroup memory (the tiles' space). Arithmetic in f32, sums of products in another
+// order than encoder_attention.wgsl.
 struct P {
   T: u32, S: u32, nh: u32, nkv: u32,
   hd: u32, mask_f32: u32, window: u32, pad1: u32,
@@ -20,17 +23,21 @@ struct P {
 
 const QT = 64u;   // queries a workgroup
 const KT = 32u;   // keys a tile
-const SCW = 33u;  // a query's row of sc (33: the 32 lanes of a warp in 32 banks)
+const NS = 4u;     // invocations a query
+const NTH = 256u;  // QT * NS
+const SCW = 9u;    // an invocation's row of sc: KT / NS scores and one against bank conflicts
 //#if HD64
 const HD4 = 16u;
+const KTHD = 512u;  // KT * HD4
 //#else
 const HD4 = 8u;
+const KTHD = 256u;
 //#endif
 
-var<workgroup> ks: array<vec4<f32>, 512>;  // KT * HD4 (at most 16)
-var<workgroup> vs: array<vec4<f32>, 512>;
-var<workgroup> kreal: array<u32, 32>;      // KT: the tile's key is a real one
-var<workgroup> sc: array<f32, 2112>;       // QT * SCW
+var<workgroup> ks: array<vec4<f32>, KTHD>;
+var<workgroup> vs: array<vec4<f32>, KTHD>;
+var<workgroup> kreal: array<u32, KT>;  // the tile's key is a real one
+var<workgroup> sc: array<f32, 2304>;  // NTH * SCW
 
 fn real(i: u32) -> bool {
   let v = M[i];
@@ -38,11 +45,24 @@ fn real(i: u32) -> bool {
   return v != 0u;
 }
 
-@compute @workgroup_size(64)
+// A query's partial output vector d (of HD4) in the tiles' space: queries 0..31 in ks, 32..63 in vs.
+fn part_put(qi: u32, d: u32, v: vec4<f32>) {
+  if (qi < 32u) { ks[qi * HD4 + d] = v; } else { vs[(qi - 32u) * HD4 + d] = v; }
+}
+fn part_get(qi: u32, d: u32) -> vec4<f32> {
+  if (qi < 32u) { return ks[qi * HD4 + d]; }
+  return vs[(qi - 32u) * HD4 + d];
+}
+
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
   let b = wid.z;
-  let t = wid.y * QT + li;
+  // query li % QT, keys ks0, ks0 + NS, ... of each tile: the 32 lanes of a warp read the same key
+  // and value (a broadcast from workgroup memory)
+  let ks0 = li / QT;
+  let qi = li % QT;
+  let t = wid.y * QT + qi;
   let live = t < p.T;
   let kh = h / (p.nh / p.nkv);
   let qb = ((b * p.T + min(t, p.T - 1u)) * p.nh + h) * HD4;
@@ -63,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ntiles = (p.S + KT - 1u) / KT;
   for (var tile = 0u; tile < ntiles; tile++) {
     let j0 = tile * KT;
-    for (var i = li; i < KT * HD4; i += QT) {
+    for (var i = li; i < KT * HD4; i += NTH) {
       let j = j0 + i / HD4;
       var kv = vec4<f32>(0.0);
       var vv = vec4<f32>(0.0);
@@ -81,7 +101,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     var tm = -3.0e38;
-    for (var jj = 0u; jj < KT; jj++) {
+    for (var i = 0u; i < KT / NS; i++) {
+      let jj = i * NS + ks0;
       let j = j0 + jj;
       let o = jj * HD4;
       var d = dot(q0, ks[o]) + dot(q1, ks[o + 1u]) + dot(q2, ks[o + 2u]) + dot(q3, ks[o + 3u]) +
@@ -92,7 +113,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
       let ok = kreal[jj] != 0u && (p.window == 0u || max(t, j) - min(t, j) <= p.window);
       let s = select(-3.0e38, d * p.scale, ok);
-      sc[li * SCW + jj] = s;
+      sc[li * SCW + i] = s;
       tm = max(tm, s);
     }
     let mn = max(m, tm);
@@ -102,12 +123,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if HD64
     a8 *= corr; a9 *= corr; a10 *= corr; a11 *= corr; a12 *= corr; a13 *= corr; a14 *= corr; a15 *= corr;
 //#endif
-    for (var jj = 0u; jj < KT; jj++) {
-      let s = sc[li * SCW + jj];
+    for (var i = 0u; i < KT / NS; i++) {
+      let s = sc[li * SCW + i];
       var e = 0.0;
       if (s > -1.0e38) { e = exp(s - mn); }
       l += e;
-      let o = jj * HD4;
+      let o = (i * NS + ks0) * HD4;
       let ev = vec4<f32>(e);
       a0 = fma(ev, vs[o], a0); a1 = fma(ev, vs[o + 1u], a1); a2 = fma(ev, vs[o + 2u], a2);
       a3 = fma(ev, vs[o + 3u], a3); a4 = fma(ev, vs[o + 4u], a4); a5 = fma(ev, vs[o + 5u], a5);
@@ -121,7 +142,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     m = mn;
     workgroupBarrier();
   }
-  if (live) {
+  // parts 1..3 of each query into part 0, one at a time (the tiles are free after the last barrier)
+  for (var r = 1u; r < NS; r++) {
+    if (ks0 == r) {
+      sc[2u * qi] = m;
+      sc[2u * qi + 1u] = l;
+      part_put(qi, 0u, a0); part_put(qi, 1u, a1); part_put(qi, 2u, a2); part_put(qi, 3u, a3);
+      part_put(qi, 4u, a4); part_put(qi, 5u, a5); part_put(qi, 6u, a6); part_put(qi, 7u, a7);
+//#if HD64
+      part_put(qi, 8u, a8); part_put(qi, 9u, a9); part_put(qi, 10u, a10); part_put(qi, 11u, a11);
+      part_put(qi, 12u, a12); part_put(qi, 13u, a13); part_put(qi, 14u, a14); part_put(qi, 15u, a15);
+//#endif
+    }
+    workgroupBarrier();
+    if (ks0 == 0u) {
+      let m2 = sc[2u * qi];
+      let mq = max(m, m2);
+      let f1 = exp(m - mq);
+      let f2 = exp(m2 - mq);
+      l = l * f1 + sc[2u * qi + 1u] * f2;
+      a0 = a0 * f1 + part_get(qi, 0u) * f2; a1 = a1 * f1 + part_get(qi, 1u) * f2; a2 = a2 * f1 + part_get(qi, 2u) * f2;
+      a3 = a3 * f1 + part_get(qi, 3u) * f2; a4 = a4 * f1 + part_get(qi, 4u) * f2; a5 = a5 * f1 + part_get(qi, 5u) * f2;
+      a6 = a6 * f1 + part_get(qi, 6u) * f2; a7 = a7 * f1 + part_get(qi, 7u) * f2;
+//#if HD64
+      a8 = a8 * f1 + part_get(qi, 8u) * f2; a9 = a9 * f1 + part_get(qi, 9u) * f2; a10 = a10 * f1 + part_get(qi, 10u) * f2;
+      a11 = a11 * f1 + part_get(qi, 11u) * f2; a12 = a12 * f1 + part_get(qi, 12u) * f2; a13 = a13 * f1 + part_get(qi, 13u) * f2;
+      a14 = a14 * f1 + part_get(qi, 14u) * f2; a15 = a15 * f1 + part_get(qi, 15u) * f2;
+//#endif
+      m = mq;
+    }
+    workgroupBarrier();
+  }
+  if (live && ks0 == 0u) {
     var inv = 0.0;
     if (l > 0.0) { inv = 1.0 / l; }
     O[qb] = a0 * inv; O[qb + 1u] = a1 * inv; O[qb + 2u] = a2 * inv; O[qb + 3u] = a3 * inv;

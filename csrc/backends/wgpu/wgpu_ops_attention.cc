@@ -74,7 +74,8 @@ void WgpuBackend::encoder_attention(State& st, const Op& op, const Tensor* in, T
   Bind b[] = {{1, act(st, in[0]), 0, W}, {2, act(st, in[1]), 0, W}, {3, act(st, in[2]), 0, W},
               {4, act(st, in[3]), 0, W}, {5, dev(out[0])->bufs[0], 0, W}};
   // head_dim 32 or 64 (MiniLM, BERT-base): encoder_attention_tiled.wgsl, 64 queries of one
-  // sequence a workgroup sharing tiles of keys and values; else one workgroup per query row.
+  // sequence a workgroup sharing tiles of keys and values, four invocations a query; else one
+  // workgroup per query row.
   const int64_t qblocks = (T + 63) / 64;
   if ((hd == 32 || hd == 64) && qblocks <= 65535 && B <= 65535) {
     Pipeline& pl = pipeline(g_, "encoder_attention_tiled", {hd == 64 ? "HD64" : "HD32"});
