@@ -7,9 +7,18 @@ sentence-like lengths. Both sides compute what sentence-transformers does for Mi
 mean pooling over the attention mask, L2 normalization.
 
     python bench/gpu_bench_embed.py [--n 4096] [--batch-size 128] [--out DIR]
+    python bench/gpu_bench_embed.py --seq 128 --batches 1,32 [--profile] [--out DIR]
 
 Prints sentences/s of each, the ratio, and the agreement of the wgpu+rs embeddings with the
 torch f32 ones (max |difference| of normalized embeddings; the torch fp16 run is only timed).
+
+With --seq T: fixed shapes instead, every batch size of --batches at exactly T tokens (no padding),
+the median ms of one embed call of each side over --seconds of calls after a warm-up of the same
+shape (ours includes the upload of the ids and the read-back of the embeddings; torch's the upload
+of the ids and a synchronize), the ratio torch ms / ours ms, and the precise-mode cross-path check:
+wgpu+rs precise against the cpu backend precise on the same file and batch, max |a - b| / max |cpu|
+of the final hidden states and max |a - b| of the normalized embeddings (docs/runtime.md
+`cross-path`, 1e-4).
 """
 from __future__ import annotations
 
@@ -57,6 +66,109 @@ def torch_embed(model, ids, mask, device, dtype):
         return torch.nn.functional.normalize(e.float(), dim=-1)
 
 
+def median_ms(fn, seconds: float) -> tuple[float, int]:
+    """Median ms of fn() over `seconds` of calls (at least 5), after warm-up calls for a quarter of that."""
+    t_end = time.perf_counter() + max(0.25 * seconds, 0.2)
+    while True:
+        fn()
+        if time.perf_counter() > t_end:
+            break
+    ts = []
+    t_end = time.perf_counter() + seconds
+    while len(ts) < 5 or time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(ts)), len(ts)
+
+
+def fixed_shapes(a, ref, path: str) -> int:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    import cyb_llm
+
+    T = a.seq
+    sizes = [int(b) for b in a.batches.split(",") if b]
+    rng = np.random.default_rng(1)
+    inputs = {}
+    for B in sizes:
+        ids = rng.integers(1000, MINILM["vocab_size"], size=(B, T)).astype(np.int32)
+        ids[:, 0], ids[:, -1] = 101, 102
+        inputs[B] = (ids, np.ones((B, T), np.int32))
+    res = {"seq": T, "batches": sizes, "backend": a.backend, "rows": []}
+
+    # precise cross-path check: wgpu+rs precise against cpu precise, same file, same batches
+    cpu = cyb_llm.load(path, backend="cpu", precise=True)._native
+    gp = cyb_llm.load(path, backend=a.backend, precise=True)
+    check = {B: (float("nan"), float("nan")) for B in sizes}
+    for B in sizes if not a.no_check else []:
+        ids, mask = inputs[B]
+        hc, hg = cpu.encode(ids, mask, None), gp._native.encode(ids, mask, None)
+        ec, eg = cpu.embed(ids, mask, None, "mean", True), gp._native.embed(ids, mask, None, "mean", True)
+        check[B] = (float(np.max(np.abs(hg - hc)) / np.max(np.abs(hc))), float(np.max(np.abs(eg - ec))))
+    res["precise_ops_not_on_backend"] = sorted({r["op"] for r in gp.dispatch_records if r["backend"] != a.backend})
+    del cpu, gp
+
+    m = cyb_llm.load(path, backend=a.backend)
+    nat = m._native
+    gpu = None
+    if torch.cuda.is_available() and not a.no_torch:
+        gpu = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
+        gpu.load_state_dict(ref.state_dict())
+        gpu = gpu.half().cuda()
+        res["torch_device"] = torch.cuda.get_device_name(0)
+    for B in sizes:
+        ids, mask = inputs[B]
+        row = {"batch": B, "seq": T, "precise_hidden_rel_diff_vs_cpu": check[B][0],
+               "precise_embed_abs_diff_vs_cpu": check[B][1]}
+        row["fast_embed_abs_diff_vs_torch_f32"] = float(np.max(np.abs(
+            nat.embed(ids, mask, None, "mean", True) - torch_embed(ref, ids, mask, "cpu", torch.float32).numpy())))
+        from cyb_llm import _core
+
+        host_times = getattr(_core, "wgpu_take_host_times", lambda: {})
+        host_times()
+        row["ours_ms"], row["ours_calls"] = median_ms(lambda: nat.embed(ids, mask, None, "mean", True), a.seconds)
+        ht = host_times()
+        if ht.get("forwards"):  # per forward: recording the dispatches, submitting, waiting for the read-back
+            row["ours_host_ms_per_forward"] = {k[:-3]: round(v / ht["forwards"], 4) for k, v in ht.items()
+                                               if k.endswith("_ms")}
+        if gpu is not None:
+            def theirs():
+                torch_embed(gpu, ids, mask, "cuda", torch.float16)
+                torch.cuda.synchronize()
+
+            row["torch_fp16_ms"], row["torch_calls"] = median_ms(theirs, a.seconds)
+            row["ratio_ours_over_torch"] = row["torch_fp16_ms"] / row["ours_ms"]
+        if a.profile:
+            m.set_profiling(True)
+            nat.clear_dispatch_records()
+            nat.embed(ids, mask, None, "mean", True)
+            recs = sorted(m.dispatch_records, key=lambda r: -r["total_ms"])
+            row["host_ms_by_op"] = {f"{r['label']} ({r['op']}, {r['backend']})": round(r["total_ms"], 3)
+                                    for r in recs[:10]}
+            m.set_profiling(False)
+            if a.backend == "wgpu+rs":
+                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                from gpu_profile import profile
+
+                row["gpu_profile"] = profile(lambda: [nat.embed(ids, mask, None, "mean", True) for _ in range(4)],
+                                             f"4 calls of batch {B} x {T}")
+        res["rows"].append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "gpu_profile"}, indent=1), flush=True)
+    print(f"\n| batch | seq | wgpu+rs ms | torch fp16 ms | ratio (torch ms / ours) | precise vs cpu (hidden, rel) | "
+          f"precise vs cpu (embedding) |  [{res.get('torch_device', 'no CUDA')}]\n|---|---|---|---|---|---|---|")
+    for r in res["rows"]:
+        print(f"| {r['batch']} | {r['seq']} | {r['ours_ms']:.3f} | {r.get('torch_fp16_ms', float('nan')):.3f} | "
+              f"{r.get('ratio_ours_over_torch', float('nan')):.3f}x | {r['precise_hidden_rel_diff_vs_cpu']:.1e} | "
+              f"{r['precise_embed_abs_diff_vs_cpu']:.1e} |  {r.get('ours_host_ms_per_forward', '')}")
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "embed_gpu_fixed.json"), "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=4096)
@@ -65,6 +177,11 @@ def main() -> int:
     ap.add_argument("--backend", default="wgpu+rs")
     ap.add_argument("--out", default=None, help="folder for the JSON result")
     ap.add_argument("--profile", action="store_true", help="also print cyb_llm's per-op times of one pass")
+    ap.add_argument("--seq", type=int, default=0, help="fixed-shape mode: every batch at exactly this length")
+    ap.add_argument("--batches", default="1,32", help="batch sizes of the fixed-shape mode")
+    ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per side and shape (fixed-shape mode)")
+    ap.add_argument("--no-check", action="store_true", help="fixed-shape mode: skip the precise cross-path check")
+    ap.add_argument("--no-torch", action="store_true", help="fixed-shape mode: skip the torch side")
     a = ap.parse_args()
 
     import torch
@@ -79,6 +196,8 @@ def main() -> int:
     ref.save_pretrained(tmp)
     path = os.path.join(tmp, "minilm-shape.model")
     import_model(tmp, path, progress=False)
+    if a.seq:
+        return fixed_shapes(a, ref, path)
     data = batches(a.n, a.batch_size)
 
     m = cyb_llm.load(path, backend=a.backend)

@@ -156,6 +156,30 @@ def test_embed_pools_the_real_tokens(tinies, pooling, backend):
         ran_on(m, "wgpu+rs", f"embed {pooling}")
 
 
+def test_repeated_calls_match_a_fresh_model(tinies):
+    """A device backend keeps its context (frame buffers, bind groups, read-back buffers) from one
+    encode call to the next of the same shape: a sequence of calls of changing shapes, requests and
+    inputs gives, call by call, what a freshly loaded model gives for that call alone."""
+    t = tinies("bert", "seq")
+    rng = np.random.default_rng(5)
+    ids2 = rng.integers(5, 90, size=(3, 9)).astype(np.int32)
+    mask2 = np.ones_like(ids2)
+    mask2[1, 6:] = 0
+    rev = t.ids[:, ::-1].copy()
+    calls = [("embed", t.ids, t.mask), ("embed", rev, t.mask), ("embed", t.ids, t.mask), ("encode", ids2, mask2),
+             ("encode", ids2[::-1].copy(), mask2), ("embed", ids2, mask2), ("embed", ids2, np.ones_like(ids2)),
+             ("embed", t.ids, t.mask)]
+
+    def call(m, what, ids, mask):
+        return m.embed(ids, mask, None, "mean", True) if what == "embed" else m.encode(ids, mask, None)
+
+    kept = load(t, "wgpu+rs")
+    for what, ids, mask in calls:
+        got = call(kept, what, ids, mask)
+        want = call(load(t, "wgpu+rs"), what, ids, mask)
+        assert np.array_equal(got, want), what
+
+
 def test_ablations_are_far_from_the_reference(tinies):
     """Dropping the padding mask, attending causally or zeroing the token types moves the
     transformers output by more than `encoder-ablation` >> `encoder-vs-transformers`: our match

@@ -973,6 +973,12 @@ ENC_ATT_CASES = [  # (B, T, S, n_heads, n_kv_heads, head_dim, window): S != T is
     # encoder_attention_gemm); 300 queries take two blocks of rows
     (1, 40, 40, 3, 3, 32, 0),
     (1, 300, 24, 4, 2, 20, 0),
+    # head_dim 32 / 64 (wgpu: encoder_attention_tiled.wgsl, 64 queries a workgroup, keys in tiles
+    # of 32): several query blocks and key tiles, partial last ones, grouped heads, windows
+    (3, 70, 70, 2, 2, 32, 0),
+    (2, 33, 57, 4, 2, 64, 0),
+    (4, 130, 40, 2, 1, 32, 9),
+    (2, 64, 64, 3, 3, 64, 20),
 ]
 
 

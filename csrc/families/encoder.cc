@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/config_check.h"
@@ -269,6 +271,14 @@ class Encoder : public Model {
   // max_position_embeddings rows, built at load.
   RopeCache rope_;
   WeightCache wcache_;
+  // A device backend's context (its frame buffers, bind groups, uniform arenas and read-back
+  // buffers), kept from one encode call to the next of the same shape (batch, length, rows) so
+  // that repeated calls record into the buffers of the last one; a call of another shape replaces
+  // it (one shape's buffers held at a time), a call while another runs takes a fresh one. Host
+  // backends get a fresh context per call.
+  std::mutex ctx_mu_;
+  std::unique_ptr<ExecContext> ctx_;
+  int64_t ctx_shape_[3] = {-1, -1, -1};
 };
 
 void Encoder::reserve_weight_cache() {
@@ -742,7 +752,22 @@ void Encoder::encode_batch(const EncoderBatch& b, const EncoderRequest& req, flo
   EncoderInputs in;  // host inputs of the ops, sized per call
   prepare_inputs(b, req, in);
 
-  ExecContext ctx(pool_.get(), opts_.precise);
+  std::unique_lock<std::mutex> lk(ctx_mu_, std::defer_lock);
+  std::unique_ptr<ExecContext> own;
+  ExecContext* ctxp = nullptr;
+  if (!dispatcher_->chain().front()->host_memory() && lk.try_lock()) {
+    const int64_t shape[3] = {in.B, in.T, in.N};
+    if (!ctx_ || !std::equal(shape, shape + 3, ctx_shape_)) {
+      ctx_.reset();  // the last shape's buffers go first
+      ctx_ = std::make_unique<ExecContext>(pool_.get(), opts_.precise);
+      std::copy(shape, shape + 3, ctx_shape_);
+    }
+    ctxp = ctx_.get();
+  } else {
+    own = std::make_unique<ExecContext>(pool_.get(), opts_.precise);
+    ctxp = own.get();
+  }
+  ExecContext& ctx = *ctxp;
   ctx.set_weight_cache(&wcache_);
   const Emitter e(*dispatcher_, ctx);
   Backend& be = e.backend();

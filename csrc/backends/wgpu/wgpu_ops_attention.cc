@@ -69,12 +69,21 @@ void WgpuBackend::encoder_attention(State& st, const Op& op, const Tensor* in, T
   const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim;
   const int64_t B = in[3].shape.d[0], S = in[3].shape.d[1];
   const int64_t T = in[0].shape.numel() / (B * nh * hd);
-  Pipeline& pl = pipeline(g_, "encoder_attention", {});
   uint32_t p[12] = {u(T), u(S), u(nh), u(nkv), u(hd), in[3].dtype == DType::F32 ? 1u : 0u, u(op.a.window), 0,
                     f2u(op.a.scale), 0, 0, 0};
   Bind b[] = {{1, act(st, in[0]), 0, W}, {2, act(st, in[1]), 0, W}, {3, act(st, in[2]), 0, W},
               {4, act(st, in[3]), 0, W}, {5, dev(out[0])->bufs[0], 0, W}};
-  st.dispatch(pl, p, sizeof(p), b, u(nh), u(B * T), 1);
+  // head_dim 32 or 64 (MiniLM, BERT-base): encoder_attention_tiled.wgsl, 64 queries of one
+  // sequence a workgroup sharing tiles of keys and values, four invocations a query; else one
+  // workgroup per query row.
+  const int64_t qblocks = (T + 63) / 64;
+  if ((hd == 32 || hd == 64) && qblocks <= 65535 && B <= 65535) {
+    Pipeline& pl = pipeline(g_, "encoder_attention_tiled", {hd == 64 ? "HD64" : "HD32"});
+    st.dispatch(pl, p, sizeof(p), b, 5, u(nh), u(qblocks), u(B));
+    return;
+  }
+  Pipeline& pl = pipeline(g_, "encoder_attention", {});
+  st.dispatch(pl, p, sizeof(p), b, 5, u(nh), u(B * T), 1);
 }
 
 // shaders/wgsl/kv_write.wgsl: rows into the cache at pos0 (an f16 cache as packed pairs).
