@@ -18,22 +18,7 @@ I64_MIN = np.iinfo(np.int64).min
 DTYPES = [np.float32, np.float16, np.int64, np.int32, np.int8, np.bool_]
 
 
-def _run(op, inputs, attrs=None, level="auto"):
-    return _core.run_op(op, inputs, attrs or {}, level=level)
-
-
-def _data(shape, dtype):
-    if dtype == np.bool_:
-        return RNG.integers(0, 2, shape).astype(bool)
-    if np.issubdtype(dtype, np.integer):
-        return RNG.integers(-100, 100, shape).astype(dtype)
-    return RNG.standard_normal(shape).astype(dtype)
-
-
-def _same(got, want):
-    assert got.shape == want.shape, (got.shape, want.shape)
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    assert np.array_equal(got, want), (got, want)
+from test_ops_index import _data, _run, _same  # noqa: E402  (the array-op test helpers, defined once)
 
 
 # ------------------------------------------------------------------ slice_dyn
