@@ -4,8 +4,8 @@
 # graph run + nox) with every available compiler among g++ / clang++ at -O0 and
 # -O3 (FP flags of CMakeLists.txt: -ffp-contract=off for nox), runs the first on
 # the golden model and compares with tests/data/nox_golden.txt, the second on the
-# Silero VAD v6 graph (imported from faster_whisper's asset by the Python package,
-# PYTHONPATH=python) and compares with tests/data/nox_golden_silero.txt. Without
+# Silero VAD v6 graph (imported from faster_whisper's asset by the Python package: the
+# source tree's when it holds a built _core, else the installed one) and compares with tests/data/nox_golden_silero.txt. Without
 # faster_whisper / onnx the Silero half is skipped (said so). Exit status 0 only if
 # every build matches.
 set -euo pipefail
@@ -13,7 +13,10 @@ cd "$(dirname "$0")/.."
 WORK=${WORK:-$(mktemp -d)}
 python3 tests/nox_golden.py write "$WORK/golden.model" >/dev/null
 SILERO=""
-if PYTHONPATH=python python3 - "$WORK/vad.model" <<'PY' >/dev/null 2>"$WORK/import.log"
+# the source tree's package when a dev build put its _core there, else the installed one (pip install .)
+PP=""
+if ls python/cyb_llm/_core*.so >/dev/null 2>&1 || ls python/cyb_llm/_core*.pyd >/dev/null 2>&1; then PP=python; fi
+if PYTHONPATH=$PP python3 - "$WORK/vad.model" <<'PY' >/dev/null 2>"$WORK/import.log"
 import os, sys
 import faster_whisper
 from cyb_llm.cli import main
