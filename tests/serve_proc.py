@@ -25,11 +25,17 @@ def free_port() -> int:
     return port
 
 
-def child_env() -> dict:
-    """The environment of a child interpreter: the cyb_llm this test imported comes first."""
+def child_env(**extra: str) -> dict:
+    """The environment of a child interpreter: the cyb_llm this test imported comes first, with the
+    _core it imported (CYB_LLM_CORE_DIR: after `pip install .` the module is in site-packages, not
+    next to the source tree's package); `extra` variables on top."""
+    from cyb_llm import _core
+
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(cyb_llm.__file__)),
                                                     env.get("PYTHONPATH", "")] if p)
+    env["CYB_LLM_CORE_DIR"] = os.environ.get("CYB_LLM_CORE_DIR") or os.path.dirname(_core.__file__)
+    env.update(extra)
     return env
 
 

@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 import cyb_llm  # noqa: E402
 from cyb_llm.convert import import_model  # noqa: E402
 from tolerances import tolerance  # noqa: E402
+from serve_proc import child_env  # noqa: E402  (a child imports the package this test imported)
 
 N = helper.make_node
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,7 +81,7 @@ def _run_child(tmp_path, cases: list[dict], timeout: float = 120) -> dict[str, d
     spec.write_text(json.dumps(cases))
     script = tmp_path / "child.py"
     script.write_text(_CHILD)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     p = subprocess.run([sys.executable, str(script), str(spec)], capture_output=True, text=True, timeout=timeout,
                        env=env)
     lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]

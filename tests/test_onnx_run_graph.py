@@ -16,6 +16,7 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 from cyb_llm.cli import main  # noqa: E402
+from serve_proc import child_env  # noqa: E402  (a child imports the package this test imported)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = helper.make_node
@@ -96,8 +97,8 @@ def test_docs_example_runs(tmp_path):
     shim.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}"
-               f"{os.environ.get('PATH', '')}", PYTHONPATH=os.path.join(ROOT, "python"))
+    env = child_env(PATH=f"{bin_dir}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}"
+                         f"{os.environ.get('PATH', '')}")
     p = subprocess.run(["bash", "-e", "-c", m.group(1)], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "y  float32  [2, 4]  [0, 0, 0, 0, 0.5, 0, ...]" in p.stdout

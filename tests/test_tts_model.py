@@ -18,6 +18,7 @@ from tolerances import tolerance
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tts_graphs  # noqa: E402
+from serve_proc import child_env  # noqa: E402  (a child imports the package this test imported)
 
 pytest.importorskip("onnx")
 pytest.importorskip("piper")  # the frontend's espeak-ng (the `tts` extra)
@@ -216,7 +217,7 @@ def test_speak_imports_no_onnxruntime(tmp_path):
     code = ("import sys, cyb_llm; m = cyb_llm.load(sys.argv[1]); a, sr = m.speak('Hello there.', seed=1); "
             "assert a.size > 0; print(sorted(n for n in ('piper', 'onnxruntime', 'torch', 'transformers', 'onnx') "
             "if n in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -34,6 +34,7 @@ from cyb_llm.errors import InvalidConfig
 from cyb_llm.speech import vad
 from oracles import peer_import, peer_missing
 from tolerances import tolerance
+from serve_proc import child_env  # noqa: E402  (a child imports the package this test imported)
 
 SR = 16000
 # times rounded to 2 decimals on both sides differ by whole steps of 0.01 s (up to the binary
@@ -227,9 +228,7 @@ def test_vad_filter_imports_no_onnxruntime(vad_model, tmp_path):
         "bad = [k for k in ('onnxruntime', 'torch', 'transformers', 'faster_whisper', 'ctranslate2', 'onnx') "
         "if k in sys.modules]\n"
         "print(json.dumps({'bad': bad, 'text': r['text'], 'chunks': r['speech_chunks']}))\n")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), "python"), env.get("PYTHONPATH")] if p)
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
