@@ -4,6 +4,10 @@
 // backend (NoxMath, backends/nox/nox_math.h: nox's own functions, compiled without FMA
 // contraction). Exact operations (floor, ceil, trunc, nearbyint, round, fmod, fabs, the IEEE
 // square root) have one correct result everywhere and are not part of the policy.
+// Every kernel and helper that does floating-point arithmetic lives inside a class template over
+// M, so that nox's instances (compiled with -ffp-contract=off) are distinct symbols; the non-template
+// inline helpers the kernels call (core/array_elems.h, dispatch geometry) do no float arithmetic
+// beyond conversions (the linker keeps a single copy of an inline function).
 #pragma once
 #include <cmath>
 
