@@ -201,11 +201,9 @@ def test_sin_out_of_range_is_an_error():
 
 
 def _silero_src() -> str:
-    fw = pytest.importorskip("faster_whisper")
-    p = os.path.join(os.path.dirname(fw.__file__), "assets", "silero_vad_v6.onnx")
-    if not os.path.isfile(p):
-        pytest.skip("faster_whisper has no assets/silero_vad_v6.onnx")
-    return p
+    from test_onnx_silero import _silero_path  # one definition of where the Silero asset is
+
+    return _silero_path()
 
 
 @pytest.fixture(scope="module")
