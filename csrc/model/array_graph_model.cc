@@ -10,9 +10,37 @@
 
 namespace cyb {
 
-bool is_array_graph_model_type(const std::string& model_type) { return model_type == kOnnxGraphModelType; }
+bool is_array_graph_model_type(const std::string& model_type) {
+  return model_type == kOnnxGraphModelType || model_type == kGraphStagesModelType;
+}
 
 namespace {
+
+// The names of the file's stage sections (`graph_<stage>`), comma-separated, for messages.
+std::string stage_names(const ModelFile& file) {
+  std::string names;
+  for (const std::string& s : file.section_names())
+    if (s.rfind("graph_", 0) == 0) names += (names.empty() ? "" : ", ") + s.substr(6);
+  return names.empty() ? "none" : names;
+}
+
+// The section holding the graph to run: `graph`, or `graph_<stage>` of a stages file.
+std::string graph_section(const ModelFile& file, const std::string& family, const std::string& stage) {
+  if (family == kGraphStagesModelType) {
+    if (stage.empty())
+      throw_invalid_config("stage", "'" + family + "' files hold several graphs: load one stage by name (stages: " +
+                                        stage_names(file) + ")");
+    if (!file.has_section("graph_" + stage))
+      throw_invalid_config("stage", "the file has no stage '" + stage + "' (stages: " + stage_names(file) + ")");
+    return "graph_" + stage;
+  }
+  if (!stage.empty())
+    throw_invalid_config("stage", "'" + family + "' files hold one graph: stage '" + stage +
+                                      "' names none (stages are for model_type '" + kGraphStagesModelType + "')");
+  if (!file.has_section("graph"))
+    throw_invalid_config("model_type", "'" + family + "' models run their graph section, and the file has none");
+  return "graph";
+}
 
 class ArrayGraphModel : public Model {
  public:
@@ -47,9 +75,8 @@ class ArrayGraphModel : public Model {
     nox_ = nox;
     init_model_runtime(opts_, nox ? 1 : opts_.threads, &pool_, &dispatcher_);
     ctx_ = std::make_unique<ExecContext>(pool_.get(), true);
-    if (!file_->has_section("graph"))
-      throw_invalid_config("model_type", "'" + family_ + "' models run their graph section, and the file has none");
-    const toml::Value doc = file_->section_toml("graph");
+    const std::string section = graph_section(*file_, family_, opts_.stage);
+    const toml::Value doc = file_->section_toml(section);
     graph2::Graph g = graph2::parse(doc, [this](const std::string& n) { return file_->find(n) != nullptr; });
     run_ = std::make_unique<ArrayGraphRun>(std::move(g), *file_, nox);
     if (opts_.fuse) report_ = run_->fuse(*dispatcher_->chain().front());

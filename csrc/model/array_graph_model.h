@@ -9,6 +9,9 @@ namespace cyb {
 
 // The model type the importer of ONNX files writes (python/cyb_llm/convert/onnx.py).
 constexpr const char* kOnnxGraphModelType = "onnx-graph";
+// A file holding several named graphs (the stages of a pipeline: a text encoder, a UNet, a VAE
+// decoder), each in its section `graph_<stage>`; which one runs is LoadOptions::stage.
+constexpr const char* kGraphStagesModelType = "graph-stages";
 bool is_array_graph_model_type(const std::string& model_type);
 
 // Parses the file's graph section (version 2), binds the initializers, checks that the chosen

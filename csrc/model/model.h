@@ -34,6 +34,9 @@ struct LoadOptions {
   // physical memory at each check (no check where unknown), -1 = no check.
   // Over budget: OutOfMemory naming what and requested_bytes.
   int64_t max_memory = 0;
+  // A file of several graph stages (model_type "graph-stages", docs/graph.md "Stages"): the
+  // stage to run, its graph in section `graph_<stage>`. "" = the file's `graph` section.
+  std::string stage;
 };
 
 // Called by Model::forward after each chunk but the last of a long forward

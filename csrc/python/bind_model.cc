@@ -209,7 +209,7 @@ void bind_model(py::module_& m) {
   m.def(
       "load",
       [](std::shared_ptr<ModelFile> file, const std::string& backend, bool precise, py::object threads,
-         const std::string& exec_path, bool fuse, py::object max_memory) {
+         const std::string& exec_path, bool fuse, py::object max_memory, const std::string& stage) {
         if (!file) throw py::type_error("load: model_file must be a cyb_llm._core.ModelFile");
         LoadOptions o;
         o.backend = backend;
@@ -217,6 +217,7 @@ void bind_model(py::module_& m) {
         o.threads = ThreadPool::resolve_threads(int64_arg(threads, "threads"));
         o.exec_path = exec_path;
         o.fuse = fuse;
+        o.stage = stage;
         o.max_memory = max_memory.is_none() ? 0 : int64_arg(max_memory, "max_memory");
         if (!max_memory.is_none() && o.max_memory <= 0)
           throw_invalid_config("max_memory", "must be a positive byte count or None (available memory), got " +
@@ -226,8 +227,9 @@ void bind_model(py::module_& m) {
         return Model::load(std::move(file), o);
       },
       py::arg("model_file"), py::arg("backend") = "", py::arg("precise") = false, py::arg("threads") = 0,
-      py::arg("exec_path") = "", py::arg("fuse") = true, py::arg("max_memory") = py::none(),
+      py::arg("exec_path") = "", py::arg("fuse") = true, py::arg("max_memory") = py::none(), py::arg("stage") = "",
       "Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), "
+      "stage names the graph of a 'graph-stages' file (section graph_<stage>), "
       "fuse runs the graph path's fusion pass; threads: 0 = physical cores, larger than "
       "ThreadPool::max_threads() clamped, negative InvalidConfig; max_memory: budget in bytes "
       "(None: the available physical memory).");

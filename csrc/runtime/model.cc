@@ -43,7 +43,11 @@ std::shared_ptr<Model> Model::load_checked(std::shared_ptr<ModelFile> file, cons
   if (!mt || !mt->is_string()) throw_invalid_config("model_type", "required key is missing");
   if (!opts.exec_path.empty() && opts.exec_path != "curated" && opts.exec_path != "graph")
     throw_invalid_config("exec_path", "'" + opts.exec_path + "' is not an execution path (curated, graph)");
-  std::shared_ptr<Model> m = pipeline_of(mt->as_string()).load(std::move(file), opts);
+  const Pipeline& p = pipeline_of(mt->as_string());
+  if (!opts.stage.empty() && std::string(p.kind) != "graph")
+    throw_invalid_config("stage", "'" + mt->as_string() + "' is not a graph model: it has no stage '" + opts.stage +
+                                      "' (stages are for model_type 'graph-stages')");
+  std::shared_ptr<Model> m = p.load(std::move(file), opts);
   m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }

@@ -348,9 +348,9 @@ def last_run_op_backend() -> str:
     """
     Which backend ran the last run_op ('wgpu+rs', 'cpu (fallback)', 'cpu').
     """
-def load(model_file: ModelFile, backend: str = '', precise: bool = False, threads: typing.Any = 0, exec_path: str = '', fuse: bool = True, max_memory: typing.Any = None) -> Model:
+def load(model_file: ModelFile, backend: str = '', precise: bool = False, threads: typing.Any = 0, exec_path: str = '', fuse: bool = True, max_memory: typing.Any = None, stage: str = '') -> Model:
     """
-    Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), fuse runs the graph path's fusion pass; threads: 0 = physical cores, larger than ThreadPool::max_threads() clamped, negative InvalidConfig; max_memory: budget in bytes (None: the available physical memory).
+    Builds the runtime model over an open ModelFile; exec_path is '', 'curated' or 'graph' (docs/graph.md), stage names the graph of a 'graph-stages' file (section graph_<stage>), fuse runs the graph path's fusion pass; threads: 0 = physical cores, larger than ThreadPool::max_threads() clamped, negative InvalidConfig; max_memory: budget in bytes (None: the available physical memory).
     """
 def log_mel(samples: typing.Any, n_mels: typing.SupportsInt | typing.SupportsIndex = 80, pad_to_30s: bool = True, threads: typing.SupportsInt | typing.SupportsIndex = 0, padding: typing.SupportsInt | typing.SupportsIndex = 0) -> numpy.typing.NDArray[numpy.float32]:
     """

@@ -112,7 +112,7 @@ class Model:
         # threads: 0/None = physical cores, clamped to _core.max_threads(), negative InvalidConfig;
         # max_memory: budget in bytes (None: available physical memory), docs/errors.md "Guarantees".
         native = _core.load(mf._native, backend or "", bool(precise), 0 if threads is None else threads,
-                            exec_path or "", bool(fuse), max_memory)
+                            exec_path or "", bool(fuse), max_memory, self._native_stage(mf))
         if bool(getattr(native, "is_encoder", False)) != (kind == "encoder") \
                 or bool(getattr(native, "is_whisper", False)) != (kind == "speech"):
             raise InvalidConfig(field="model_type", reason=f"the registry's kind {kind!r} of {model_type!r} is not "
@@ -148,6 +148,11 @@ class Model:
     def _native_options(self, exec_path: str | None, fuse: bool) -> tuple[str | None, bool]:
         """The (exec_path, fuse) of the native load; a pipeline refuses those it cannot run."""
         return exec_path, fuse
+
+    def _native_stage(self, mf: ModelFile) -> str:
+        """The stage of a "graph-stages" file the native model runs ("" for a file of one graph);
+        a pipeline of several stages loads the others itself (cyb_llm.named_arrays.load_stage)."""
+        return ""
 
     def _setup(self, **options: Any) -> None:
         """The pipeline's own state, after the native load (`options`: n_ctx)."""

@@ -108,8 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.set_defaults(func=cmd_chat)
 
     imp = sub.add_parser("import", help="convert a GGUF file, an HF checkpoint or an ONNX file into a .model")
-    imp.add_argument("src", help="a .gguf or .onnx file, an HF / CTranslate2 folder, hf://ORG/REPO[/FILE.gguf] or a known "
-                                 "name (its source, fetched once)")
+    imp.add_argument("src", nargs="?", help="a .gguf or .onnx file, an HF / CTranslate2 folder, hf://ORG/REPO[/FILE.gguf] "
+                                            "or a known name (its source, fetched once)")
+    imp.add_argument("--stage", action="append", metavar="NAME=FILE.onnx",
+                     help="one stage of a several-graph model (repeat: --stage unet=unet.onnx --stage "
+                          "vae_decoder=vae.onnx; with --pipeline; instead of SRC)")
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--quantize", help="weight encoding to quantize to (names in docs/format.md)")
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
@@ -586,6 +589,22 @@ def cmd_import(a: argparse.Namespace) -> int:
 
     from .hub import resolve_source
 
+    if a.stage:
+        from .convert.onnx_graph import import_onnx_stages
+
+        if a.src is not None:
+            raise InvalidConfig(field="stage", reason="give either SRC or --stage NAME=FILE.onnx, not both")
+        stages = {}
+        for spec in a.stage:
+            name, sep, path = spec.partition("=")
+            if not sep or not name or not path or name in stages:
+                raise InvalidConfig(field="stage", reason=f"{spec!r}: NAME=FILE.onnx, each name once")
+            stages[name] = path
+        import_onnx_stages(stages, a.output, pipeline=a.pipeline or "graph", quantize=a.quantize, progress=True)
+        print(a.output)
+        return 0
+    if a.src is None:
+        raise InvalidConfig(field="src", reason="import needs SRC (or --stage NAME=FILE.onnx ...)")
     extra = {"pipeline": a.pipeline} if a.pipeline else {}  # ONNX only: other sources refuse it
     import_model(resolve_source(a.src), a.output, quantize=a.quantize, progress=True, graph=a.graph, **extra)
     print(a.output)

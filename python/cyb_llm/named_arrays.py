@@ -41,7 +41,9 @@ class NamedArrayModel(Model):
         return None, fuse
 
     def _setup(self, **options: Any) -> None:
-        section = self.file.sections.get("graph") or {}
+        #: the stage of a "graph-stages" file this object runs ("" for a file of one graph)
+        self.stage: str = options.get("stage") or self._native_stage(self.file)
+        section = self.file.sections.get(f"graph_{self.stage}" if self.stage else "graph") or {}
         self.inputs: list[GraphIO] = [GraphIO(i["name"], i["dtype"], tuple(i["shape"]))
                                       for i in section.get("inputs", [])]
         self.outputs: list[GraphIO] = [GraphIO(o["name"], o["dtype"], tuple(o["shape"]))
@@ -107,4 +109,39 @@ class NamedArrayModel(Model):
         return self._native.last_digest()
 
 
-__all__ = ["NamedArrayModel", "GraphIO"]
+def stage_names(mf: Any) -> list[str]:
+    """The stages of a "graph-stages" file, in the order of its `[stages] names` (each has a section
+    `graph_<stage>`); [] for a file of one graph."""
+    rec = mf.config.get("stages")
+    names = rec.get("names") if isinstance(rec, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidConfig(field="stages.names", reason="a graph-stages file lists its stages: names = [\"unet\", ...]")
+    missing = [n for n in names if f"graph_{n}" not in mf.sections]
+    if missing:
+        raise FormatError(f"graph_{missing[0]}", "", f"stage {missing[0]!r} of [stages] names has no section "
+                                                    f"graph_{missing[0]}")
+    return list(names)
+
+
+def load_stage(file: Any, stage: str, *, backend: str | None = None, precise: bool = False,
+               threads: int | None = None, fuse: bool = True, max_memory: int | None = None) -> NamedArrayModel:
+    """One stage of a "graph-stages" file (a cyb_llm.format.ModelFile or a path) as a named-array
+    model: `load_stage(f, "unet").run({"sample": x, ...})`. The pipeline classes of several stages
+    (diffusion, two-stage TTS) hold one per stage; an unknown stage is InvalidConfig naming the
+    file's stages."""
+    from . import _core
+    from .format import ModelFile
+
+    mf = file if isinstance(file, ModelFile) else ModelFile(file)
+    if stage not in stage_names(mf):
+        raise InvalidConfig(field="stage", reason=f"the file has no stage {stage!r} (stages: "
+                                                  f"{', '.join(stage_names(mf)) or 'none'})")
+    native = _core.load(mf._native, backend or "", bool(precise), 0 if threads is None else threads, "", bool(fuse),
+                        max_memory, stage)
+    m = NamedArrayModel._over(mf, native, backend=backend or native.backends()[0], stage=stage)
+    m.precise = bool(precise)
+    m.name = f"{m.name}:{stage}"
+    return m
+
+
+__all__ = ["NamedArrayModel", "GraphIO", "load_stage", "stage_names"]

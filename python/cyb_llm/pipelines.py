@@ -70,6 +70,10 @@ _BY_KIND = {p.kind: p for p in PIPELINES}
 #: kinds whose models are imported graphs (the native "graph" family), told apart by `[onnx] pipeline`
 #: or the sidecar; GraphModel loads any of them as a plain graph.
 GRAPH_KINDS = ("graph", "tts")
+#: the model type of a file holding several named graphs, the stages of one pipeline (a text
+#: encoder, a UNet, a VAE decoder), each in its section `graph_<stage>`; its `[stages] pipeline`
+#: says which (docs/graph.md "Stages"; csrc/model/array_graph_model.h)
+STAGES_MODEL_TYPE = "graph-stages"
 _CLASSES: dict[str, Any] = {}
 
 # TODO(issue 43): remove this table and the fallback in kind_of once every built _core has
@@ -108,14 +112,16 @@ def kind_of_config(config: Any) -> str:
     kind = kind_of(config.get("model_type"))
     if kind != "graph":
         return kind
-    onnx = config.get("onnx")
-    want = onnx.get("pipeline", "graph") if isinstance(onnx, dict) else "graph"
+    # a graph-stages file records its pipeline in [stages], an imported ONNX graph in [onnx]
+    table = "stages" if config.get("model_type") == STAGES_MODEL_TYPE else "onnx"
+    rec = config.get(table)
+    want = rec.get("pipeline", "graph") if isinstance(rec, dict) else "graph"
     if want == "graph":
         return kind
     if not isinstance(want, str):
-        raise InvalidConfig(field="onnx.pipeline", reason=f"must be a string, got {want!r}")
+        raise InvalidConfig(field=f"{table}.pipeline", reason=f"must be a string, got {want!r}")
     if want not in _BY_KIND:
-        raise InvalidConfig(field="onnx.pipeline", reason=(
+        raise InvalidConfig(field=f"{table}.pipeline", reason=(
             f"the graph was imported for the {want!r} pipeline, which is not available yet in this version "
             f"(pipelines: {', '.join(_BY_KIND)}); re-import it with --pipeline graph to run it as a plain graph"))
     return want

@@ -39,6 +39,12 @@ SECTION_FORMATS = {"card": "md", "config": "toml", "program": "rs", "tensors": "
                    "tokenizer": "json", "chat": "toml", "graph": "toml", "eval": "toml"}
 #: the order in which write_model places sections; unknown extras go before
 #: `tensors`, which is always last (it takes the alignment padding).
+def section_format(name: str) -> str:
+    """The [[files]] format of a section: SECTION_FORMATS's, TOML for a stage's graph (`graph_<stage>`),
+    else markdown (text kept as is)."""
+    return SECTION_FORMATS.get(name, "toml" if name.startswith("graph_") else "md")
+
+
 _ORDER = ("card", "config", "program", "vocab", "tokenizer", "chat", "graph", "eval")
 _SECTION_NAME = re.compile(r"[a-z0-9_]+\Z")
 _FENCE = re.compile(r"^(\\*~~~)", re.M)
@@ -155,6 +161,7 @@ def write_model(path: str | os.PathLike, *, name: str, config: dict,
                 tensors: Iterable[tuple[str, str, Iterable[int], Any]],
                 vocab: dict | None = None, tokenizer_json: str | None = None, chat: dict | None = None,
                 card: str | None = None, graph: dict | str | None = None,
+                stages: dict[str, dict | str] | None = None,
                 extra_sections: dict[str, str] | None = None,
                 progress: Callable[[str, int], None] | None = None) -> None:
     """Writes a `.model` file atomically (temp file in the same folder, renamed at the end).
@@ -164,7 +171,8 @@ def write_model(path: str | os.PathLike, *, name: str, config: dict,
     byte count must equal what shape x encoding implies. A list/tuple is written in one pass
     over the data; any other iterable is streamed through a spool file, so weights are never
     all held in memory. ``progress(name, nbytes)`` is called after each tensor is written.
-    On any failure nothing is left behind.
+    ``stages`` ({stage: graph}): the graphs of a model_type "graph-stages" file, each written to
+    its section `graph_<stage>` (docs/graph.md "Stages"). On any failure nothing is left behind.
     """
     path = os.fspath(path)
     if not isinstance(config, dict):
@@ -181,6 +189,10 @@ def write_model(path: str | os.PathLike, *, name: str, config: dict,
         texts["chat"] = toml_dumps(chat, "chat")
     if graph is not None:
         texts["graph"] = graph if isinstance(graph, str) else toml_dumps(graph, "graph")
+    for stage, g in (stages or {}).items():  # model_type "graph-stages": one graph section per stage
+        if not isinstance(stage, str) or not _SECTION_NAME.match(stage):
+            raise FormatError(f"graph_{stage}", "", "stage names are lowercase letters, digits and '_'")
+        texts[f"graph_{stage}"] = g if isinstance(g, str) else toml_dumps(g, f"graph_{stage}")
     for sec, text in (extra_sections or {}).items():
         if not isinstance(sec, str) or not _SECTION_NAME.match(sec):
             raise FormatError(str(sec), "", "section names are lowercase letters, digits and '_'")
@@ -261,7 +273,7 @@ def _write_head(out, name: str, texts: dict[str, str], order: list[str],
     tensors_doc = {t.name: {"shape": t.shape, "encoding": t.encoding, "offset": off, "size": t.size}
                    for t, off in index}
     tensors_text = toml_dumps(tensors_doc, "tensors")
-    files = [{"name": s, "format": SECTION_FORMATS.get(s, "md")} for s in order + ["tensors"]]
+    files = [{"name": s, "format": section_format(s)} for s in order + ["tensors"]]
     files.append({"name": "weights", "format": "tensors", "size": weights_size})
     front = toml_dumps({"cyb": {"types": ["model"], "name": str(name)}, "files": files}, "frontmatter")
     parts = [_escape_text(front)]

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import Error, FormatError, InvalidConfig, UnsupportedOp
+from ..pipelines import STAGES_MODEL_TYPE
 from ..writer import write_model
 from . import onnx_ops, onnx_ops_index, onnx_ops_nn  # noqa: F401  (register the translations)
 from .common import Progress, make_error, write_atomically
@@ -1214,4 +1215,59 @@ def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, prog
     write_atomically(out, write)
 
 
-__all__ = ["import_onnx", "onnx_to_graph", "MODEL_TYPE", "PIPELINES", "QUANTIZE_TYPES"]
+def stage_graph(graph: dict, weights: dict[str, np.ndarray], stage: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """The graph and weights of one stage of a "graph-stages" file: each initializer reads the tensor
+    `<stage>.<name>` (its value name in the graph unchanged), so the stages' weights never collide."""
+    graph = dict(graph)
+    graph["initializers"] = [{"name": i["name"], "tensor": f"{stage}.{i.get('tensor', i['name'])}"}
+                             for i in graph.get("initializers", [])]
+    return graph, {f"{stage}.{k}": v for k, v in weights.items()}
+
+
+def import_onnx_stages(stages: dict[str, str], out: str, *, pipeline: str, progress: bool = True,
+                       quantize: str | None = None, sidecar: Any = False, extra_config: dict | None = None) -> None:
+    """Writes `out`, a model_type "graph-stages" file (docs/graph.md "Stages"), from one ONNX file per
+    stage ({"text_encoder": "te.onnx", "unet": "unet.onnx", ...}): each stage's graph in its section
+    `graph_<stage>`, its weights named `<stage>.<initializer>`. `pipeline`: what the stages are for
+    (recorded as `[stages] pipeline`); `extra_config`: more config tables (the pipeline's own)."""
+    if pipeline not in PIPELINES:
+        raise make_error(InvalidConfig, f"--pipeline {pipeline!r}: one of {', '.join(PIPELINES)}",
+                         field="pipeline", reason="unknown pipeline")
+    if not stages:
+        raise make_error(InvalidConfig, "no stages given (--stage NAME=FILE.onnx)", field="stage", reason="empty")
+    graphs: dict[str, dict] = {}
+    records: list = []
+    sources = {}
+    for stage, src in stages.items():
+        if not isinstance(stage, str) or not stage or not all(c.isalnum() and c.isascii() and not c.isupper()
+                                                             or c == "_" for c in stage):
+            raise make_error(InvalidConfig, f"stage name {stage!r}: lowercase letters, digits and '_'",
+                             field="stage", reason="bad name")
+        graph, weights, _config, _ = _convert(src, None)
+        records.extend((f"{stage}.{n}", enc, shape, data) for n, enc, shape, data in weight_records(graph, weights, quantize))
+        graphs[stage], _ = stage_graph(graph, {}, stage)
+        sources[stage] = os.path.basename(os.fspath(src))
+    config = {"model_type": STAGES_MODEL_TYPE, "stages": {"pipeline": pipeline, "names": list(stages),
+                                                         "sources": sources}}
+    if quantize:
+        config["stages"]["quantize"] = quantize.lower()
+    config.update(extra_config or {})
+    extra = {"sidecar": read_sidecar(os.fspath(sidecar))} if sidecar else {}
+    name = os.path.splitext(os.path.basename(os.fspath(out)))[0]
+    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
+
+    def write(tmp: str) -> None:
+        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
+        done = False
+        try:
+            write_model(tmp, name=name, config=config, tensors=records, stages=graphs, extra_sections=extra,
+                        progress=bar)
+            done = True
+        finally:
+            bar.close(done)
+
+    write_atomically(out, write)
+
+
+__all__ = ["import_onnx", "import_onnx_stages", "onnx_to_graph", "stage_graph", "MODEL_TYPE", "STAGES_MODEL_TYPE",
+           "PIPELINES", "QUANTIZE_TYPES"]
