@@ -29,8 +29,8 @@ def emit_graph(config: dict, tensor_names) -> str:
 
 
 def detect_source(src: str) -> str:
-    """'gguf', 'hf', 'ct2' (a CTranslate2 Whisper folder) or 'onnx' (a .onnx file) for an importable
-    source, else a FormatError."""
+    """'gguf', 'hf', 'ct2' (a CTranslate2 Whisper folder), 'diffusers' (a pipeline folder with
+    model_index.json) or 'onnx' (a .onnx file) for an importable source, else a FormatError."""
     src = os.fspath(src)
     if os.path.isfile(src) and src.lower().endswith(".onnx"):
         return "onnx"
@@ -41,6 +41,8 @@ def detect_source(src: str) -> str:
             return "gguf"
         raise make_error(FormatError, f"{src}: not a GGUF file (magic {magic!r}) and not an HF folder", section="source", key="magic")
     if os.path.isdir(src):
+        if os.path.isfile(os.path.join(src, "model_index.json")):
+            return "diffusers"
         has_cfg = os.path.isfile(os.path.join(src, "config.json"))
         has_st = any(n.endswith(".safetensors") for n in os.listdir(src))
         if has_cfg and has_st:
@@ -58,13 +60,22 @@ def detect_source(src: str) -> str:
 def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False,
                  pipeline: str | None = None) -> None:
     """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, a CTranslate2
-    Whisper folder with model.bin, or a .onnx file: docs/import.md, "ONNX") into the
+    Whisper folder with model.bin, a diffusers pipeline folder with model_index.json, or a .onnx file: docs/import.md, "ONNX") into the
     `.model` file `out`. Nothing is written when the import fails. `pipeline` (ONNX only: graph,
     tts, diffusion) records what the graph is for."""
     kind = detect_source(src)
     if kind == "onnx":  # a graph of named arrays (graph section version 2): convert/onnx_graph.py
         from .onnx_graph import import_onnx
         import_onnx(src, out, progress=progress, quantize=quantize, pipeline=pipeline or "graph")
+        return
+    if kind == "diffusers":  # the stages of a diffusion model (docs/diffusion.md): convert/diffusers.py
+        from .diffusers import import_diffusers
+
+        if pipeline not in (None, "diffusion") or graph:
+            raise make_error(InvalidConfig, "a diffusers folder imports as the diffusion pipeline's stages "
+                             f"(--pipeline {pipeline!r}, --graph {graph})", field="pipeline" if pipeline else "graph",
+                             reason="not for diffusers folders")
+        import_diffusers(src, out, quantize=quantize, progress=progress)
         return
     if pipeline is not None:
         raise make_error(InvalidConfig, f"--pipeline applies to ONNX graphs; {kind} sources have their model type's "
