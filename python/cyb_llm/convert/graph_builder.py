@@ -125,4 +125,41 @@ class GraphBuilder:
         return graph, dict(self.weights)
 
 
-__all__ = ["GraphBuilder"]
+# ---- transformer layer helpers (the SpeechT5 importer, convert/speecht5.py) ----------------------
+# Each appends the nodes of one torch layer to a GraphBuilder, its weights read from `w` (tensor name
+# -> array) under `name`; value names are hints made unique by the builder.
+
+def tb_linear(b: GraphBuilder, x: str, w: dict, name: str, bias: bool = True) -> str:
+    """nn.Linear over the last axis: x [.., K] @ W^T + bias, W [N, K] as torch stores it (`matmul`)."""
+    ins = [x, b.weight(f"{name}.weight", np.asarray(w[f"{name}.weight"], np.float32))]
+    if bias:
+        ins.append(b.weight(f"{name}.bias", np.asarray(w[f"{name}.bias"], np.float32).reshape(-1)))
+    return b.node("matmul", ins, name=name)
+
+
+def tb_layer_norm(b: GraphBuilder, x: str, w: dict, name: str, eps: float) -> str:
+    """nn.LayerNorm over the last axis (`layer_norm`)."""
+    return b.node("layer_norm", [x, b.weight(f"{name}.weight", np.asarray(w[f"{name}.weight"], np.float32)),
+                                 b.weight(f"{name}.bias", np.asarray(w[f"{name}.bias"], np.float32))],
+                  name=name, eps=float(eps))
+
+
+def tb_heads(b: GraphBuilder, x: str, heads: int, head_dim: int) -> str:
+    """[B, T, heads * head_dim] -> [B, heads, T, head_dim]."""
+    return b.node("transpose", [b.node("reshape", [x], shape=[0, 0, heads, head_dim])], perm=[0, 2, 1, 3])
+
+
+def tb_merge_heads(b: GraphBuilder, x: str, heads: int, head_dim: int) -> str:
+    """[B, heads, T, head_dim] -> [B, T, heads * head_dim]."""
+    return b.node("reshape", [b.node("transpose", [x], perm=[0, 2, 1, 3])], shape=[0, 0, heads * head_dim])
+
+
+def tb_attend(b: GraphBuilder, q: str, k: str, v: str, bias: str | None = None) -> str:
+    """softmax(q @ k^T (+ bias)) @ v over [B, heads, T, head_dim] arrays (q already scaled)."""
+    s = b.node("matmul_nd", [q, b.node("transpose", [k], perm=[0, 1, 3, 2])], name="scores")
+    if bias is not None:
+        s = b.node("binary", [s, bias], fn="add")
+    return b.node("matmul_nd", [b.node("softmax_axis", [s], axis=-1), v], name="attn")
+
+
+__all__ = ["GraphBuilder", "tb_linear", "tb_layer_norm", "tb_heads", "tb_merge_heads", "tb_attend"]
