@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
     imp.add_argument("--pipeline", choices=("graph", "tts", "diffusion"),
                      help="ONNX: what the graph is for, recorded in the config (default: graph)")
+    imp.add_argument("--vocoder", metavar="VOCODER.onnx",
+                     help="a SpeechT5 folder: the vocoder graph (mel -> audio) stored as the model's vocoder stage")
     imp.set_defaults(func=cmd_import)
 
     insp = sub.add_parser("inspect", help="describe a model (config, sampling, tensors)")
@@ -620,6 +622,8 @@ def cmd_import(a: argparse.Namespace) -> int:
     if a.src is None:
         raise InvalidConfig(field="src", reason="import needs SRC (or --stage NAME=FILE.onnx ...)")
     extra = {"pipeline": a.pipeline} if a.pipeline else {}  # ONNX only: other sources refuse it
+    if a.vocoder:
+        extra["vocoder"] = a.vocoder  # SpeechT5 only
     import_model(resolve_source(a.src), a.output, quantize=a.quantize, progress=True, graph=a.graph, **extra)
     print(a.output)
     return 0

@@ -218,5 +218,40 @@ def upsample_nearest2x(b: GraphBuilder, x: str, name: str = "upsample") -> str:
     return b.node("reshape_to", [e, dims], name=name)
 
 
+# ---- transformer layer helpers (the SpeechT5 importer, convert/speecht5.py) ----------------------
+# Each appends the nodes of one torch layer to a GraphBuilder, its weights read from `w` (tensor name
+# -> array) under `name`; value names are hints made unique by the builder.
+
+def tb_linear(b: GraphBuilder, x: str, w: dict, name: str, bias: bool = True) -> str:
+    """nn.Linear `name` of the tensors `w` (linear above, f32)."""
+    return linear(b, x, name, np.asarray(w[f"{name}.weight"], np.float32),
+                  np.asarray(w[f"{name}.bias"], np.float32).reshape(-1) if bias else None)
+
+
+def tb_layer_norm(b: GraphBuilder, x: str, w: dict, name: str, eps: float) -> str:
+    """nn.LayerNorm `name` of the tensors `w` (layer_norm above, f32)."""
+    return layer_norm(b, x, name, np.asarray(w[f"{name}.weight"], np.float32),
+                      np.asarray(w[f"{name}.bias"], np.float32), eps)
+
+
+def tb_heads(b: GraphBuilder, x: str, heads: int, head_dim: int) -> str:
+    """[B, T, heads * head_dim] -> [B, heads, T, head_dim]."""
+    return b.node("transpose", [b.node("reshape", [x], shape=[0, 0, heads, head_dim])], perm=[0, 2, 1, 3])
+
+
+def tb_merge_heads(b: GraphBuilder, x: str, heads: int, head_dim: int) -> str:
+    """[B, heads, T, head_dim] -> [B, T, heads * head_dim]."""
+    return b.node("reshape", [b.node("transpose", [x], perm=[0, 2, 1, 3])], shape=[0, 0, heads * head_dim])
+
+
+def tb_attend(b: GraphBuilder, q: str, k: str, v: str, bias: str | None = None) -> str:
+    """softmax(q @ k^T (+ bias)) @ v over [B, heads, T, head_dim] arrays (q already scaled)."""
+    s = b.node("matmul_nd", [q, b.node("transpose", [k], perm=[0, 1, 3, 2])], name="scores")
+    if bias is not None:
+        s = b.node("binary", [s, bias], fn="add")
+    return b.node("matmul_nd", [b.node("softmax_axis", [s], axis=-1), v], name="attn")
+
+
 __all__ = ["GraphBuilder", "linear", "conv2d", "group_norm", "layer_norm", "add", "attention",
-           "masked_attention", "upsample_nearest2x"]
+           "masked_attention", "upsample_nearest2x", "tb_linear", "tb_layer_norm", "tb_heads", "tb_merge_heads",
+           "tb_attend"]
