@@ -214,3 +214,61 @@ def test_quantized_unet(sd, tmp_path):
     with torch.no_grad():
         ref = pipe.unet(x["latent"], torch.tensor([10.0, 500.0]), encoder_hidden_states=x["ehs"]).sample.numpy()
     assert ours.shape == ref.shape and np.isfinite(ours).all()
+
+
+def _copy(folder: str, tmp_path) -> str:
+    dst = str(tmp_path / "hostile")
+    shutil.copytree(folder, dst)
+    return dst
+
+
+def _edit_json(path: str, fn) -> None:
+    with open(path) as f:
+        obj = json.load(f)
+    fn(obj)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def _drop_tensor(path: str, name: str) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    ts = load_file(path)
+    del ts[name]
+    save_file(ts, path)
+
+
+def test_hostile_folders(sd, tmp_path):
+    """A missing subfolder, config key or tensor, or an unsupported block: a clear error naming it,
+    and no output file."""
+    folder, path, pipe = sd
+    out = str(tmp_path / "x.model")
+    cases = [
+        (lambda d: shutil.rmtree(os.path.join(d, "vae")), FormatError, "'vae'"),
+        (lambda d: os.unlink(os.path.join(d, "unet", "config.json")), FormatError, "unet"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"), lambda c: c.pop("block_out_channels")),
+         InvalidConfig, "block_out_channels"),
+        (lambda d: _edit_json(os.path.join(d, "text_encoder", "config.json"), lambda c: c.pop("num_hidden_layers")),
+         InvalidConfig, "num_hidden_layers"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"),
+                              lambda c: c.update(down_block_types=["SimpleCrossAttnDownBlock2D", "DownBlock2D"])),
+         InvalidConfig, "SimpleCrossAttnDownBlock2D"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"), lambda c: c.update(addition_embed_type="text")),
+         InvalidConfig, "addition_embed_type"),
+        (lambda d: _edit_json(os.path.join(d, "model_index.json"), lambda c: c.pop("text_encoder")),
+         InvalidConfig, "text_encoder"),
+        (lambda d: _drop_tensor(os.path.join(d, "unet", "diffusion_pytorch_model.safetensors"),
+                                "mid_block.attentions.0.transformer_blocks.0.attn2.to_k.weight"),
+         MissingTensor, "mid_block.attentions.0.transformer_blocks.0.attn2.to_k.weight"),
+        (lambda d: _drop_tensor(os.path.join(d, "vae", "diffusion_pytorch_model.safetensors"),
+                                "decoder.mid_block.attentions.0.to_q.bias"),
+         MissingTensor, "decoder.mid_block.attentions.0.to_q.bias"),
+        (lambda d: os.unlink(os.path.join(d, "tokenizer", "tokenizer.json")), FormatError, "vocab.json"),
+    ]
+    for k, (spoil, err, named) in enumerate(cases):
+        d = _copy(folder, tmp_path / str(k))
+        spoil(d)
+        with pytest.raises(err) as e:
+            import_model(d, out, progress=False)
+        assert named in str(e.value), (k, str(e.value))
+        assert not os.path.exists(out)

@@ -135,17 +135,16 @@ class _Layers:
     def __init__(self, b: GraphBuilder, c: Component):
         self.b, self.c = b, c
 
-    def linear(self, x: str, p: str, bias: bool | None = None) -> str:
-        """A torch Linear `p` (its bias when the folder has one, unless `bias` says)."""
-        has_bias = self.c.has(p + ".bias") if bias is None else bias
-        return linear(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias") if has_bias else None)
+    def linear(self, x: str, p: str, bias: bool = True) -> str:
+        """A torch Linear `p` (with its bias unless `bias` is false)."""
+        return linear(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias") if bias else None)
 
     def conv(self, x: str, p: str, stride: int = 1, pads: list[int] | None = None) -> str:
         w = self.c.t(p + ".weight")
         if w.ndim != 4:
             raise make_error(FormatError, f"{self.c.sub}: '{p}.weight' has shape {list(w.shape)}, a Conv2d weight "
                              "[out, in, kh, kw] expected", section="safetensors", key=f"{self.c.sub}/{p}.weight")
-        return conv2d(self.b, x, p, w, self.c.t(p + ".bias") if self.c.has(p + ".bias") else None, stride, pads)
+        return conv2d(self.b, x, p, w, self.c.t(p + ".bias"), stride, pads)
 
     def group_norm(self, x: str, p: str, groups: int, eps: float) -> str:
         return group_norm(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias"), groups, eps)
@@ -166,21 +165,23 @@ class _Layers:
             t = self.linear(temb_act, p + ".time_emb_proj")
             h = add(b, h, b.node("unsqueeze", [t], name=p + ".temb4", axes=[2, 3]), p + ".temb_add")
         h = self.conv(self.silu(self.group_norm(h, p + ".norm2", groups, eps), p + ".act2"), p + ".conv2")
-        if self.c.has(p + ".conv_shortcut.weight"):
+        w1 = self.c.shape(p + ".conv1.weight")
+        if self.c.has(p + ".conv_shortcut.weight") or w1[0] != w1[1]:  # in != out channels: the 1x1 conv
             x = self.conv(x, p + ".conv_shortcut")
         out = b.node("add", [x, h], name=p + ".out")
         if out_scale != 1.0:
             out = b.node("binary", [out, b.const([out_scale])], name=p + ".rescale", fn="div")
         return out
 
-    def attn(self, x: str, ctx: str, p: str, heads: int) -> str:
-        """diffusers' Attention (to_q / to_k / to_v, to_out.0) over x [B, T, C], keys from ctx."""
+    def attn(self, x: str, ctx: str, p: str, heads: int, qkv_bias: bool) -> str:
+        """diffusers' Attention (to_q / to_k / to_v, biased when `qkv_bias`; to_out.0) over x [B, T, C],
+        keys from ctx."""
         inner = self.c.shape(p + ".to_q.weight")[0]
         if inner % heads:
             raise make_error(InvalidConfig, f"{self.c.sub}: {p} has {inner} channels, not a multiple of its "
                              f"{heads} heads", field=f"{self.c.sub}.{p}", reason="heads")
         hd = inner // heads
-        q, k, v = (self.linear(t, f"{p}.to_{w}") for t, w in ((x, "q"), (ctx, "k"), (ctx, "v")))
+        q, k, v = (self.linear(t, f"{p}.to_{w}", qkv_bias) for t, w in ((x, "q"), (ctx, "k"), (ctx, "v")))
         o = attention(self.b, q, k, v, heads, hd, hd ** -0.5, name=p + ".attention")
         return self.linear(o, p + ".to_out.0")
 
@@ -192,7 +193,7 @@ class _Layers:
         h = b.node("reshape", [h], name=p + ".seq", shape=[0, 0, -1])
         h = b.node("transpose", [h], name=p + ".btc", perm=[0, 2, 1])
         heads = 1  # AutoencoderKL's Encoder / Decoder: attention_head_dim = the channels
-        h = self.attn(h, h, p, heads)
+        h = self.attn(h, h, p, heads, qkv_bias=True)
         h = b.node("transpose", [h], name=p + ".bct", perm=[0, 2, 1])
         h = b.node("reshape_to", [h, b.node("shape", [x], name=p + ".dims")], name=p + ".image")
         return b.node("add", [h, x], name=p + ".out")
@@ -227,9 +228,9 @@ class _Layers:
         after a LayerNorm (eps 1e-5) and added to the stream."""
         b = self.b
         n = self.layer_norm(h, p + ".norm1", 1e-5)
-        h = b.node("add", [h, self.attn(n, n, p + ".attn1", heads)], name=p + ".res1")
+        h = b.node("add", [h, self.attn(n, n, p + ".attn1", heads, qkv_bias=False)], name=p + ".res1")
         n = self.layer_norm(h, p + ".norm2", 1e-5)
-        h = b.node("add", [h, self.attn(n, ehs, p + ".attn2", heads)], name=p + ".res2")
+        h = b.node("add", [h, self.attn(n, ehs, p + ".attn2", heads, qkv_bias=False)], name=p + ".res2")
         n = self.layer_norm(h, p + ".norm3", 1e-5)
         return b.node("add", [h, self.geglu_ff(n, p + ".ff")], name=p + ".res3")
 
