@@ -109,7 +109,10 @@ def _inputs(seed: int = 0):
             "image": torch.rand(2, 3, 16, 16, generator=g) * 2 - 1}
 
 
-def check_stages(path: str, pipe, backend: str = "cpu") -> dict[str, float]:
+TIMESTEPS = ([999.0, 999.0], [1.0, 500.0], [0.0, 37.5])
+
+
+def check_stages(path: str, pipe, backend: str = "cpu", timesteps=TIMESTEPS) -> dict[str, float]:
     """Each stage of `path` vs `pipe`'s module on the same inputs: the relative max error per stage."""
     x = _inputs()
     errs = {}
@@ -118,7 +121,7 @@ def check_stages(path: str, pipe, backend: str = "cpu") -> dict[str, float]:
         ours = load_stage(path, "text_encoder", backend=backend).run({"input_ids": x["ids"].numpy()})
         errs["text_encoder"] = _rel(ours["last_hidden_state"], ref)
         unet = load_stage(path, "unet", backend=backend)
-        for t in ([999.0, 999.0], [1.0, 500.0], [0.0, 37.5]):
+        for t in timesteps:
             ts = torch.tensor(t)
             ref = pipe.unet(x["latent"], ts, encoder_hidden_states=x["ehs"]).sample.numpy()
             ours = unet.run({"sample": x["latent"].numpy(), "timestep": ts.numpy(),
@@ -138,6 +141,22 @@ def test_stages_match_diffusers(sd):
     folder, path, pipe = sd
     errs = check_stages(path, pipe)
     print("max error / max |ref|:", {k: f"{v:.1e}" for k, v in errs.items()})
+    bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
+    assert not bad, bad
+
+
+def test_stages_on_wgpu(sd):
+    """The same stages on wgpu+rs (lavapipe in CI), one UNet call: every f32 op on the GPU; the
+    size arithmetic (shape, concat of dims, constant_of_shape), the embeddings' gather and slice_dyn
+    and the upsampler's expand fall back to the cpu (dispatch records)."""
+    from placement import wgpu_skip_reason
+
+    reason = wgpu_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    folder, path, pipe = sd
+    errs = check_stages(path, pipe, backend="wgpu+rs", timesteps=TIMESTEPS[1:2])
+    print("wgpu+rs max error / max |ref|:", {k: f"{v:.1e}" for k, v in errs.items()})
     bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
     assert not bad, bad
 
