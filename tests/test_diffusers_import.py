@@ -291,3 +291,38 @@ def test_hostile_folders(sd, tmp_path):
             import_model(d, out, progress=False)
         assert named in str(e.value), (k, str(e.value))
         assert not os.path.exists(out)
+
+
+def test_unet_linear_projection(tmp_path):
+    """An SD 2.x-style UNet (use_linear_projection, one int of heads, cross-attention up and down blocks,
+    a mid-block scale factor, non-square latents, 77 tokens): the emitted graph against diffusers."""
+    from diffusers import UNet2DConditionModel
+
+    from cyb_llm.convert.diffusers import Component, unet_graph
+    from cyb_llm.convert.onnx_graph import stage_graph, weight_records
+    from cyb_llm.writer import write_model
+
+    torch.manual_seed(1)
+    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4,
+                                out_channels=4, down_block_types=("CrossAttnDownBlock2D",) * 2,
+                                up_block_types=("CrossAttnUpBlock2D",) * 2, cross_attention_dim=24,
+                                attention_head_dim=8, use_linear_projection=True, flip_sin_to_cos=False,
+                                freq_shift=1, mid_block_scale_factor=1.5, norm_num_groups=16, norm_eps=1e-6)
+    with torch.no_grad():
+        for p in unet.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    unet.save_pretrained(str(tmp_path / "unet"))
+    graph, weights = unet_graph(Component(str(tmp_path), "unet"))
+    recs = [(f"unet.{n}", e, s, d) for n, e, s, d in weight_records(graph, weights, None)]
+    path = str(tmp_path / "u.model")
+    write_model(path, name="u", config={"model_type": "graph-stages", "stages": {"pipeline": "diffusion",
+                                                                                "names": ["unet"]}},
+                stages={"unet": stage_graph(graph, {}, "unet")[0]}, tensors=recs)
+    g = torch.Generator().manual_seed(2)
+    sample, ehs = torch.randn(2, 4, 8, 16, generator=g), torch.randn(2, 77, 24, generator=g)
+    ts = torch.tensor([3.0, 801.0])
+    with torch.no_grad():
+        ref = unet(sample, ts, encoder_hidden_states=ehs).sample.numpy()
+    ours = load_stage(path, "unet").run({"sample": sample.numpy(), "timestep": ts.numpy(),
+                                         "encoder_hidden_states": ehs.numpy()})["out_sample"]
+    assert _rel(ours, ref) <= tolerance("diffusers-import"), _rel(ours, ref)
