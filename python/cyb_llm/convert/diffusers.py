@@ -332,7 +332,7 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
                                   ("act_fn", ("silu",), "silu"), ("class_embed_type", (None,), None),
                                   ("addition_embed_type", (None,), None), ("encoder_hid_dim", (None,), None),
                                   ("center_input_sample", (False,), False), ("dual_cross_attention", (False,), False),
-                                  ("only_cross_attention", (False,), False), ("upcast_attention", (False, None), False),
+                                  ("only_cross_attention", (False,), False),
                                   ("mid_block_type", ("UNetMidBlock2DCrossAttn",), "UNetMidBlock2DCrossAttn"),
                                   ("conv_in_kernel", (3,), 3), ("conv_out_kernel", (3,), 3),
                                   ("time_cond_proj_dim", (None,), None), ("attention_type", ("default",), "default")):
