@@ -326,3 +326,16 @@ def test_unet_linear_projection(tmp_path):
     ours = load_stage(path, "unet").run({"sample": sample.numpy(), "timestep": ts.numpy(),
                                          "encoder_hidden_states": ehs.numpy()})["out_sample"]
     assert _rel(ours, ref) <= tolerance("diffusers-import"), _rel(ours, ref)
+
+
+def test_import_options_refused(sd, tmp_path):
+    """--graph (curated decoder families) and --pipeline other than diffusion do not apply."""
+    folder, path, pipe = sd
+    for kw, field in (({"graph": True}, "graph"), ({"pipeline": "tts"}, "pipeline")):
+        with pytest.raises(InvalidConfig) as e:
+            import_model(folder, str(tmp_path / "x.model"), progress=False, **kw)
+        assert e.value.field == field
+    with pytest.raises(InvalidConfig) as e:
+        import_model(folder, str(tmp_path / "x.model"), progress=False, quantize="q3_zz")
+    assert e.value.field == "quantize"
+    assert not os.path.exists(tmp_path / "x.model")
