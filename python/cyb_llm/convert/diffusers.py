@@ -620,7 +620,8 @@ def diffusers_stages(root: str, quantize: str | None = None
                       "vae_scale_factor": 2 ** (len(boc) - 1),
                       "latent_channels": int(vae.cfg("latent_channels")),
                       "sample_size": int(sample_size),
-                      "max_text_length": tok_conf["model_max_length"],
+                      # the tokenizer's length, at most the text encoder's positions
+                      "max_text_length": min(tok_conf["model_max_length"], int(te.cfg("max_position_embeddings"))),
                       "pad_token_id": tok_conf["pad_token_id"],
                       "scheduler": json.dumps(sched.config),
                       "source": {"pipeline_class": str(idx.get("_class_name", "")),
