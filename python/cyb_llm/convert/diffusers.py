@@ -89,7 +89,7 @@ class Component:
         return name in self.files
 
     def t(self, name: str) -> np.ndarray:
-        """The tensor `name` as f32 (f16 values are exact in f32; bf16 widened by a shift)."""
+        """The tensor `name` as f32 (f16 values are exact in f32; bf16 widened by a shift; f32 mapped)."""
         sf = self.files.get(name)
         if sf is None:
             raise make_error(MissingTensor, f"{self.sub}: tensor '{name}' is missing from its safetensors files",
@@ -107,8 +107,10 @@ class Component:
                              f"and dtype {dt} need {n * width}", section="safetensors", key=f"{self.sub}/{name}")
         if dt == "BF16":
             a = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif dt == "F32":  # a read-only view of the mapped file: an f32 folder is never copied in memory
+            a = raw.view(np.float32)
         else:
-            a = raw.view(_FLOATS[dt]).astype(np.float32)
+            a = raw.view(np.float16).astype(np.float32)
         return a.reshape(shape)
 
     def shape(self, name: str) -> list[int]:
