@@ -26,7 +26,7 @@ from ..errors import FormatError, InvalidConfig, MissingTensor, TokenizerError
 from ..writer import write_model
 from .common import Progress, make_error, write_atomically
 from .graph_builder import (GraphBuilder, add, attention, conv2d, group_norm, layer_norm, linear, masked_attention,
-                            upsample_nearest2x)
+                            resize_nearest_like, upsample_nearest2x)
 from .hf import QUANTIZE_TYPES, _read_json, _SafetensorsFile
 from .onnx_graph import STAGES_MODEL_TYPE, stage_graph, weight_records
 
@@ -387,8 +387,8 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
             h = L.resnet(h, f"{p}.resnets.{j}", temb_act, groups, eps)
             if kind == "CrossAttnUpBlock2D":
                 h = L.transformer2d(h, f"{p}.attentions.{j}", ehs, r_heads[i], r_tlayers[i], groups, linear_proj)
-        if i < n - 1:
-            h = L.conv(upsample_nearest2x(b, h, f"{p}.upsample"), f"{p}.upsamplers.0.conv")
+        if i < n - 1:  # to the size of the skip read next (2x, or what an odd size went down from), as diffusers
+            h = L.conv(resize_nearest_like(b, h, skips[-1], f"{p}.upsample"), f"{p}.upsamplers.0.conv")
 
     h = L.silu(L.group_norm(h, "conv_norm_out", groups, eps), "conv_act")
     h = L.conv(h, "conv_out")
