@@ -26,7 +26,7 @@ from ..errors import FormatError, InvalidConfig, MissingTensor, TokenizerError
 from ..writer import write_model
 from .common import Progress, make_error, write_atomically
 from .graph_builder import (GraphBuilder, add, attention, conv2d, group_norm, layer_norm, linear, masked_attention,
-                            upsample_nearest2x)
+                            resize_nearest_like, upsample_nearest2x)
 from .hf import QUANTIZE_TYPES, _read_json, _SafetensorsFile
 from .onnx_graph import STAGES_MODEL_TYPE, stage_graph, weight_records
 
@@ -89,7 +89,7 @@ class Component:
         return name in self.files
 
     def t(self, name: str) -> np.ndarray:
-        """The tensor `name` as f32 (f16 values are exact in f32; bf16 widened by a shift)."""
+        """The tensor `name` as f32 (f16 values are exact in f32; bf16 widened by a shift; f32 mapped)."""
         sf = self.files.get(name)
         if sf is None:
             raise make_error(MissingTensor, f"{self.sub}: tensor '{name}' is missing from its safetensors files",
@@ -107,8 +107,10 @@ class Component:
                              f"and dtype {dt} need {n * width}", section="safetensors", key=f"{self.sub}/{name}")
         if dt == "BF16":
             a = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif dt == "F32":  # a read-only view of the mapped file: an f32 folder is never copied in memory
+            a = raw.view(np.float32)
         else:
-            a = raw.view(_FLOATS[dt]).astype(np.float32)
+            a = raw.view(np.float16).astype(np.float32)
         return a.reshape(shape)
 
     def shape(self, name: str) -> list[int]:
@@ -135,17 +137,16 @@ class _Layers:
     def __init__(self, b: GraphBuilder, c: Component):
         self.b, self.c = b, c
 
-    def linear(self, x: str, p: str, bias: bool | None = None) -> str:
-        """A torch Linear `p` (its bias when the folder has one, unless `bias` says)."""
-        has_bias = self.c.has(p + ".bias") if bias is None else bias
-        return linear(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias") if has_bias else None)
+    def linear(self, x: str, p: str, bias: bool = True) -> str:
+        """A torch Linear `p` (with its bias unless `bias` is false)."""
+        return linear(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias") if bias else None)
 
     def conv(self, x: str, p: str, stride: int = 1, pads: list[int] | None = None) -> str:
         w = self.c.t(p + ".weight")
         if w.ndim != 4:
             raise make_error(FormatError, f"{self.c.sub}: '{p}.weight' has shape {list(w.shape)}, a Conv2d weight "
                              "[out, in, kh, kw] expected", section="safetensors", key=f"{self.c.sub}/{p}.weight")
-        return conv2d(self.b, x, p, w, self.c.t(p + ".bias") if self.c.has(p + ".bias") else None, stride, pads)
+        return conv2d(self.b, x, p, w, self.c.t(p + ".bias"), stride, pads)
 
     def group_norm(self, x: str, p: str, groups: int, eps: float) -> str:
         return group_norm(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias"), groups, eps)
@@ -166,21 +167,23 @@ class _Layers:
             t = self.linear(temb_act, p + ".time_emb_proj")
             h = add(b, h, b.node("unsqueeze", [t], name=p + ".temb4", axes=[2, 3]), p + ".temb_add")
         h = self.conv(self.silu(self.group_norm(h, p + ".norm2", groups, eps), p + ".act2"), p + ".conv2")
-        if self.c.has(p + ".conv_shortcut.weight"):
+        w1 = self.c.shape(p + ".conv1.weight")
+        if self.c.has(p + ".conv_shortcut.weight") or w1[0] != w1[1]:  # in != out channels: the 1x1 conv
             x = self.conv(x, p + ".conv_shortcut")
         out = b.node("add", [x, h], name=p + ".out")
         if out_scale != 1.0:
             out = b.node("binary", [out, b.const([out_scale])], name=p + ".rescale", fn="div")
         return out
 
-    def attn(self, x: str, ctx: str, p: str, heads: int) -> str:
-        """diffusers' Attention (to_q / to_k / to_v, to_out.0) over x [B, T, C], keys from ctx."""
+    def attn(self, x: str, ctx: str, p: str, heads: int, qkv_bias: bool) -> str:
+        """diffusers' Attention (to_q / to_k / to_v, biased when `qkv_bias`; to_out.0) over x [B, T, C],
+        keys from ctx."""
         inner = self.c.shape(p + ".to_q.weight")[0]
         if inner % heads:
             raise make_error(InvalidConfig, f"{self.c.sub}: {p} has {inner} channels, not a multiple of its "
                              f"{heads} heads", field=f"{self.c.sub}.{p}", reason="heads")
         hd = inner // heads
-        q, k, v = (self.linear(t, f"{p}.to_{w}") for t, w in ((x, "q"), (ctx, "k"), (ctx, "v")))
+        q, k, v = (self.linear(t, f"{p}.to_{w}", qkv_bias) for t, w in ((x, "q"), (ctx, "k"), (ctx, "v")))
         o = attention(self.b, q, k, v, heads, hd, hd ** -0.5, name=p + ".attention")
         return self.linear(o, p + ".to_out.0")
 
@@ -192,7 +195,7 @@ class _Layers:
         h = b.node("reshape", [h], name=p + ".seq", shape=[0, 0, -1])
         h = b.node("transpose", [h], name=p + ".btc", perm=[0, 2, 1])
         heads = 1  # AutoencoderKL's Encoder / Decoder: attention_head_dim = the channels
-        h = self.attn(h, h, p, heads)
+        h = self.attn(h, h, p, heads, qkv_bias=True)
         h = b.node("transpose", [h], name=p + ".bct", perm=[0, 2, 1])
         h = b.node("reshape_to", [h, b.node("shape", [x], name=p + ".dims")], name=p + ".image")
         return b.node("add", [h, x], name=p + ".out")
@@ -227,9 +230,9 @@ class _Layers:
         after a LayerNorm (eps 1e-5) and added to the stream."""
         b = self.b
         n = self.layer_norm(h, p + ".norm1", 1e-5)
-        h = b.node("add", [h, self.attn(n, n, p + ".attn1", heads)], name=p + ".res1")
+        h = b.node("add", [h, self.attn(n, n, p + ".attn1", heads, qkv_bias=False)], name=p + ".res1")
         n = self.layer_norm(h, p + ".norm2", 1e-5)
-        h = b.node("add", [h, self.attn(n, ehs, p + ".attn2", heads)], name=p + ".res2")
+        h = b.node("add", [h, self.attn(n, ehs, p + ".attn2", heads, qkv_bias=False)], name=p + ".res2")
         n = self.layer_norm(h, p + ".norm3", 1e-5)
         return b.node("add", [h, self.geglu_ff(n, p + ".ff")], name=p + ".res3")
 
@@ -331,7 +334,7 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
                                   ("act_fn", ("silu",), "silu"), ("class_embed_type", (None,), None),
                                   ("addition_embed_type", (None,), None), ("encoder_hid_dim", (None,), None),
                                   ("center_input_sample", (False,), False), ("dual_cross_attention", (False,), False),
-                                  ("only_cross_attention", (False,), False), ("upcast_attention", (False, None), False),
+                                  ("only_cross_attention", (False,), False),
                                   ("mid_block_type", ("UNetMidBlock2DCrossAttn",), "UNetMidBlock2DCrossAttn"),
                                   ("conv_in_kernel", (3,), 3), ("conv_out_kernel", (3,), 3),
                                   ("time_cond_proj_dim", (None,), None), ("attention_type", ("default",), "default")):
@@ -384,8 +387,8 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
             h = L.resnet(h, f"{p}.resnets.{j}", temb_act, groups, eps)
             if kind == "CrossAttnUpBlock2D":
                 h = L.transformer2d(h, f"{p}.attentions.{j}", ehs, r_heads[i], r_tlayers[i], groups, linear_proj)
-        if i < n - 1:
-            h = L.conv(upsample_nearest2x(b, h, f"{p}.upsample"), f"{p}.upsamplers.0.conv")
+        if i < n - 1:  # to the size of the skip read next (2x, or what an odd size went down from), as diffusers
+            h = L.conv(resize_nearest_like(b, h, skips[-1], f"{p}.upsample"), f"{p}.upsamplers.0.conv")
 
     h = L.silu(L.group_norm(h, "conv_norm_out", groups, eps), "conv_act")
     h = L.conv(h, "conv_out")
@@ -619,7 +622,8 @@ def diffusers_stages(root: str, quantize: str | None = None
                       "vae_scale_factor": 2 ** (len(boc) - 1),
                       "latent_channels": int(vae.cfg("latent_channels")),
                       "sample_size": int(sample_size),
-                      "max_text_length": tok_conf["model_max_length"],
+                      # the tokenizer's length, at most the text encoder's positions
+                      "max_text_length": min(tok_conf["model_max_length"], int(te.cfg("max_position_embeddings"))),
                       "pad_token_id": tok_conf["pad_token_id"],
                       "scheduler": json.dumps(sched.config),
                       "source": {"pipeline_class": str(idx.get("_class_name", "")),
