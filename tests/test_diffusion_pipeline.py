@@ -276,3 +276,120 @@ def test_files_that_are_not_diffusion_models(tiny, tmp_path):
     with pytest.raises(InvalidConfig, match="DiffusionModel does not load it"):
         DiffusionModel(other)
     assert type(cyb_llm.load(tiny[0], threads=1)) is DiffusionModel
+
+
+# --- the CLI and the server ----------------------------------------------------------------------
+
+def test_imagine_writes_the_png(tiny, model, tmp_path, capsys):
+    from PIL import Image
+
+    from cyb_llm.cli import main
+
+    out = tmp_path / "cat.png"
+    assert main(["imagine", tiny[0], PROMPT, "-o", str(out), "--steps", "3", "--seed", "12", "--scheduler", "dpmpp_2m",
+                 "--guidance", "5", "--negative-prompt", NEGATIVE, "--size", "32x32", "--threads", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "seed 12" in err and "3 steps (dpmpp_2m, guidance 5)" in err
+    want = model.generate_image(PROMPT, negative_prompt=NEGATIVE, steps=3, seed=12, scheduler="dpmpp_2m",
+                                guidance_scale=5)
+    assert np.array_equal(np.asarray(Image.open(out)), want)
+
+
+def test_imagine_prints_a_fresh_seed_and_progress(tiny, tmp_path):
+    import subprocess
+
+    from serve_proc import child_env
+
+    out = tmp_path / "a.png"
+    proc = subprocess.run([sys.executable, "-m", "cyb_llm.cli", "imagine", tiny[0], PROMPT, "-o", str(out),
+                           "--steps", "2"], capture_output=True, text=True, env=child_env(CYB_LLM_PROGRESS="1"),
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "step 1/2" in proc.stderr and "step 2/2" in proc.stderr
+    seed = int(proc.stderr.split("seed ")[1].split()[0])
+    from PIL import Image
+
+    m = cyb_llm.load(tiny[0], threads=1)
+    assert np.array_equal(np.asarray(Image.open(out)), m.generate_image(PROMPT, steps=2, seed=seed))
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--steps", "0"], "'steps': must be an integer >= 1"),
+    (["--size", "30x32"], "'width': must be a positive multiple of 8"),
+    (["--scheduler", "heun"], "unknown scheduler 'heun'"),
+    (["--guidance", "nan"], "'guidance_scale': must be a finite number"),
+    (["-o", "x.jpg"], "the image is written as a .png file"),
+])
+def test_imagine_errors(tiny, tmp_path, capsys, args, msg):
+    from cyb_llm.cli import main
+
+    out = ["-o", str(tmp_path / "x.png")] if "-o" not in args else []
+    assert main(["imagine", tiny[0], PROMPT] + out + args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: InvalidConfig") and msg in err and not (tmp_path / "x.png").exists()
+
+
+def test_imagine_refuses_other_models(tmp_path, capsys, tiny):
+    from cyb_llm.cli import main
+
+    assert main(["speak", tiny[0], "hello", "-o", str(tmp_path / "x.wav")]) == 1
+    assert "diffusion models go to cyb-llm imagine, serve" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def client(model):
+    openai = pytest.importorskip("openai")
+    pytest.importorskip("fastapi")
+    from test_serve import serving
+
+    with serving({"tiny-sd": model}) as url:
+        yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120), url
+
+
+def _png(b64: str) -> np.ndarray:
+    import base64
+    import io
+
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(b64))))
+
+
+def test_images_generate_through_the_client(client, model):
+    c, _ = client
+    r = c.images.generate(model="tiny-sd", prompt=PROMPT, n=2, size="32x32", response_format="b64_json",
+                          extra_body={"seed": 21, "steps": 3, "scheduler": "euler_a"})
+    assert len(r.data) == 2 and [d.model_extra["seed"] for d in r.data] == [21, 22]
+    for i, d in enumerate(r.data):
+        assert np.array_equal(_png(d.b64_json), model.generate_image(PROMPT, steps=3, seed=21 + i, scheduler="euler_a"))
+    assert not np.array_equal(_png(r.data[0].b64_json), _png(r.data[1].b64_json))
+
+
+@pytest.mark.parametrize("kw, param", [
+    ({"n": 100}, "n"),
+    ({"n": 0}, "n"),
+    ({"response_format": "url"}, "response_format"),
+    ({"size": "30x30"}, "size"),
+    ({"size": "big"}, "size"),
+    ({"extra_body": {"steps": 0}}, "steps"),
+    ({"extra_body": {"guidance_scale": "high"}}, "guidance_scale"),
+    ({"extra_body": {"seed": -3}}, "seed"),
+    ({"extra_body": {"scheduler": "heun"}}, "scheduler"),
+    ({"prompt": " "}, "prompt"),
+])
+def test_images_bad_requests(client, kw, param):
+    openai = pytest.importorskip("openai")
+    c, _ = client
+    args = {"model": "tiny-sd", "prompt": PROMPT, **kw}
+    with pytest.raises(openai.BadRequestError) as e:
+        c.images.generate(**args)
+    assert e.value.status_code == 400 and e.value.body["param"] == param, e.value.body
+    assert e.value.body["type"] == "invalid_request_error" and e.value.body["message"]
+
+
+def test_images_url_format_says_why(client):
+    import httpx
+
+    _, url = client
+    r = httpx.post(url + "/v1/images/generations", json={"model": "tiny-sd", "prompt": PROMPT, "response_format": "url"})
+    assert r.status_code == 400 and "b64_json" in r.json()["error"]["message"]

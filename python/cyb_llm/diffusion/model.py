@@ -136,6 +136,8 @@ class DiffusionModel(NamedArrayModel):
                                                "file's tokenizer section")
         #: the last generate_image call's timings (ImageStats)
         self.last_stats: ImageStats | None = None
+        #: the steps the running (or last) generate_image call runs: what a callback's progress counts to
+        self.last_steps: int = 0
 
     def _diffusion_config(self) -> dict[str, Any]:
         table = self.config.get("diffusion")
@@ -329,7 +331,7 @@ class DiffusionModel(NamedArrayModel):
         takes_noise = isinstance(sch, (_schedulers.EulerAncestralScheduler, _schedulers.LCMScheduler))
         unet_ms = sched_ms = 0.0
         timesteps = sch.timesteps[start:]
-        stats.steps = len(timesteps)
+        stats.steps = self.last_steps = len(timesteps)
         for i, t in enumerate(timesteps):
             ts = time.perf_counter()
             xin = sch.scale_model_input(x, t)
@@ -398,6 +400,14 @@ class DiffusionModel(NamedArrayModel):
         return h, w
 
 
+def parse_size(text: Any) -> tuple[int, int]:
+    """(width, height) of "WxH" ("512x512", as OpenAI's `size`); InvalidConfig(field="size") otherwise."""
+    parts = text.lower().split("x") if isinstance(text, str) else []
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise InvalidConfig(field="size", reason=f"must be WIDTHxHEIGHT such as 512x512, got {text!r}")
+    return int(parts[0]), int(parts[1])
+
+
 def to_uint8(img: np.ndarray) -> np.ndarray:
     """[0, 1] float image -> uint8, as diffusers' numpy_to_pil: (x * 255).round()."""
     return np.ascontiguousarray((np.asarray(img, np.float32) * np.float32(255)).round().astype(np.uint8))
@@ -455,4 +465,4 @@ def _check_io(stage: str, m: NamedArrayModel) -> None:
             f"one takes {', '.join(sorted(have_in))} and gives {', '.join(sorted(have_out))}"))
 
 
-__all__ = ["DiffusionModel", "ImageStats", "to_uint8", "REQUIRED_STAGES", "STAGE_IO"]
+__all__ = ["DiffusionModel", "ImageStats", "to_uint8", "parse_size", "REQUIRED_STAGES", "STAGE_IO"]
