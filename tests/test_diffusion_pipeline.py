@@ -393,3 +393,26 @@ def test_images_url_format_says_why(client):
     _, url = client
     r = httpx.post(url + "/v1/images/generations", json={"model": "tiny-sd", "prompt": PROMPT, "response_format": "url"})
     assert r.status_code == 400 and "b64_json" in r.json()["error"]["message"]
+
+
+def test_cli_import_of_onnx_stages(tiny, model, tmp_path):
+    """`cyb-llm import --stage ... --pipeline diffusion --tokenizer --config-json`: the same model as
+    import_onnx_stages (the ONNX route of docs/diffusion.md)."""
+    import json
+
+    from cyb_llm.cli import main
+
+    path, sd = tiny
+    onnx_dir = os.path.join(os.path.dirname(path), "onnx")
+    (tmp_path / "tokenizer.json").write_text(sd.tokenizer.backend_tokenizer.to_str())
+    (tmp_path / "diffusion.json").write_text(json.dumps(sd_tiny.diffusion_config(sd)))
+    out = str(tmp_path / "cli.model")
+    stages = [f"--stage={s}={os.path.join(onnx_dir, s + '.onnx')}" for s in
+              ("text_encoder", "unet", "vae_decoder", "vae_encoder")]
+    assert main(["import", *stages, "--pipeline", "diffusion", "--tokenizer", str(tmp_path / "tokenizer.json"),
+                 "--config-json", str(tmp_path / "diffusion.json"), "-o", out]) == 0
+    m = cyb_llm.load(out, threads=2)
+    assert np.array_equal(m.generate_image(PROMPT, steps=2, seed=3), model.generate_image(PROMPT, steps=2, seed=3))
+    (tmp_path / "bad.json").write_text("[1]")
+    assert main(["import", *stages, "--pipeline", "diffusion", "--config-json", str(tmp_path / "bad.json"),
+                 "-o", str(tmp_path / "bad.model")]) == 1

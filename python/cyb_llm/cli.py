@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--stage", action="append", metavar="NAME=FILE.onnx",
                      help="one stage of a several-graph model (repeat: --stage unet=unet.onnx --stage "
                           "vae_decoder=vae.onnx; with --pipeline; instead of SRC)")
+    imp.add_argument("--tokenizer", metavar="TOKENIZER.json",
+                     help="with --stage: an HF tokenizer.json kept in the file (a diffusion model's CLIP tokenizer)")
+    imp.add_argument("--config-json", metavar="FILE.json",
+                     help="with --stage: more config tables, a JSON object ({\"diffusion\": {...}}: docs/diffusion.md)")
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--quantize", help="weight encoding to quantize to (names in docs/format.md)")
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
@@ -666,9 +670,27 @@ def cmd_import(a: argparse.Namespace) -> int:
             if not sep or not name or not path or name in stages:
                 raise InvalidConfig(field="stage", reason=f"{spec!r}: NAME=FILE.onnx, each name once")
             stages[name] = path
-        import_onnx_stages(stages, a.output, pipeline=a.pipeline or "graph", quantize=a.quantize, progress=True)
+        tokenizer_json = None
+        if a.tokenizer:
+            with open(a.tokenizer, encoding="utf-8") as f:
+                tokenizer_json = f.read()
+        extra_config = None
+        if a.config_json:
+            with open(a.config_json, encoding="utf-8") as f:
+                try:
+                    extra_config = json.load(f)
+                except ValueError as e:
+                    raise InvalidConfig(field="config_json", reason=f"{a.config_json}: not JSON ({e})") from None
+            if not isinstance(extra_config, dict) or not all(isinstance(v, dict) for v in extra_config.values()):
+                raise InvalidConfig(field="config_json", reason=f"{a.config_json}: must be a JSON object of tables "
+                                                                "({\"diffusion\": {...}})")
+        import_onnx_stages(stages, a.output, pipeline=a.pipeline or "graph", quantize=a.quantize, progress=True,
+                           tokenizer_json=tokenizer_json, extra_config=extra_config)
         print(a.output)
         return 0
+    if a.tokenizer or a.config_json:
+        raise InvalidConfig(field="tokenizer" if a.tokenizer else "config_json",
+                            reason="--tokenizer and --config-json go with --stage NAME=FILE.onnx")
     if a.src is None:
         raise InvalidConfig(field="src", reason="import needs SRC (or --stage NAME=FILE.onnx ...)")
     extra = {"pipeline": a.pipeline} if a.pipeline else {}  # ONNX only: other sources refuse it
