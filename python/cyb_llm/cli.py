@@ -12,7 +12,7 @@
     cyb-llm speak MODEL TEXT -o OUT.wav   text to speech with a Piper voice (docs/tts.md; `-o -`: raw PCM)
     cyb-llm imagine MODEL PROMPT -o OUT.png   text to image with a diffusion model (docs/diffusion.md)
     cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
-    cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz]   run a graph model (docs/import.md "ONNX")
+    cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz] [--plan]   run a graph model (docs/import.md "ONNX")
 
 MODEL is a .model or .gguf path, an HF folder, hf://ORG/REPO[/FILE.gguf], a
 known model name or a name `cyb-llm list` shows (default:
@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
     imp.add_argument("--pipeline", choices=("graph", "tts", "diffusion"),
                      help="ONNX: what the graph is for, recorded in the config (default: graph)")
+    imp.add_argument("--vocoder", metavar="VOCODER.onnx",
+                     help="a SpeechT5 folder: the vocoder graph (mel -> audio) stored as the model's vocoder stage")
     imp.set_defaults(func=cmd_import)
 
     insp = sub.add_parser("inspect", help="describe a model (config, sampling, tensors)")
@@ -229,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     rg.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy", dest="inputs",
                     help="one input of the graph from a .npy file (repeat for each input)")
     rg.add_argument("-o", "--output", help="write the outputs to this .npz file (numpy.load reads them by name)")
+    rg.add_argument("--plan", action="store_true",
+                    help="print the memory plan of this run before it runs, and what the run held after "
+                         "(docs/graph.md \"Shapes and the memory plan\")")
     g = rg.add_argument_group("model")
     g.add_argument("--backend", help="force a backend (cpu, nox)")
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
@@ -476,7 +481,18 @@ def cmd_run_graph(a: argparse.Namespace) -> int:
         raise InvalidConfig(field="input", reason="missing " + ", ".join(
             f"{i.name} ({i.dtype} [{', '.join(map(str, i.shape))}])" for i in missing) +
             f": give each as --input NAME=FILE.npy")
+    if a.plan:
+        p = m.memory_plan(**m.plan_dims(feeds))
+        dims = ", ".join(f"{k}={v}" for k, v in p["dims"].items()) or "no dims"
+        bound = "" if p["complete"] else f" (a lower bound: {len(p['unknown'])} values sized by the data at run time)"
+        print(f"plan ({dims}): peak {p['peak_bytes']} bytes{bound}; {len(p['values'])} values, "
+              f"{p['reused']} on reused bytes; {p['sum_bytes']} bytes each in its own buffer, "
+              f"at most {p['live_max_bytes']} alive at once")
     out = m.run(feeds)
+    if a.plan:
+        r = m.last_run_memory()
+        print(f"held: {r['measured_peak']} bytes at most (planned arena {r['planned_peak']}, "
+              f"{r['dynamic_peak']} in buffers sized at run time)")
     for name, v in out.items():
         print(f"{name}  {v.dtype}  [{', '.join(map(str, v.shape))}]  {_values_text(v)}")
     if a.output:
@@ -694,6 +710,8 @@ def cmd_import(a: argparse.Namespace) -> int:
     if a.src is None:
         raise InvalidConfig(field="src", reason="import needs SRC (or --stage NAME=FILE.onnx ...)")
     extra = {"pipeline": a.pipeline} if a.pipeline else {}  # ONNX only: other sources refuse it
+    if a.vocoder:
+        extra["vocoder"] = a.vocoder  # SpeechT5 only
     import_model(resolve_source(a.src), a.output, quantize=a.quantize, progress=True, graph=a.graph, **extra)
     print(a.output)
     return 0

@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 
 from .. import _core
@@ -29,8 +30,9 @@ def emit_graph(config: dict, tensor_names) -> str:
 
 
 def detect_source(src: str) -> str:
-    """'gguf', 'hf', 'ct2' (a CTranslate2 Whisper folder) or 'onnx' (a .onnx file) for an importable
-    source, else a FormatError."""
+    """'gguf', 'hf', 'speecht5' (an HF folder of SpeechT5ForTextToSpeech: convert/speecht5.py), 'ct2'
+    (a CTranslate2 Whisper folder), 'diffusers' (a pipeline folder with model_index.json) or 'onnx'
+    (a .onnx file) for an importable source, else a FormatError."""
     src = os.fspath(src)
     if os.path.isfile(src) and src.lower().endswith(".onnx"):
         return "onnx"
@@ -41,10 +43,19 @@ def detect_source(src: str) -> str:
             return "gguf"
         raise make_error(FormatError, f"{src}: not a GGUF file (magic {magic!r}) and not an HF folder", section="source", key="magic")
     if os.path.isdir(src):
+        if os.path.isfile(os.path.join(src, "model_index.json")):
+            return "diffusers"
         has_cfg = os.path.isfile(os.path.join(src, "config.json"))
         has_st = any(n.endswith(".safetensors") for n in os.listdir(src))
         if has_cfg and has_st:
-            return "hf"
+            from .speecht5 import is_speecht5_config
+
+            try:
+                with open(os.path.join(src, "config.json"), encoding="utf-8") as f:
+                    cfg = json.load(f)
+            except (OSError, ValueError):
+                cfg = None  # HFSource says what is wrong with it
+            return "speecht5" if is_speecht5_config(cfg) else "hf"
         if os.path.isfile(os.path.join(src, "model.bin")):
             return "ct2"
         raise make_error(
@@ -56,15 +67,37 @@ def detect_source(src: str) -> str:
 
 
 def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False,
-                 pipeline: str | None = None) -> None:
+                 pipeline: str | None = None, vocoder: str | None = None) -> None:
     """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, a CTranslate2
-    Whisper folder with model.bin, or a .onnx file: docs/import.md, "ONNX") into the
+    Whisper folder with model.bin, a diffusers pipeline folder with model_index.json, or a .onnx file: docs/import.md, "ONNX") into the
     `.model` file `out`. Nothing is written when the import fails. `pipeline` (ONNX only: graph,
-    tts, diffusion) records what the graph is for."""
+    tts, diffusion) records what the graph is for. `vocoder` (SpeechT5 only): a vocoder .onnx added
+    as the file's `vocoder` stage (docs/tts.md "Two-stage models")."""
     kind = detect_source(src)
+    if vocoder is not None and kind != "speecht5":
+        raise make_error(InvalidConfig, f"--vocoder applies to a two-stage TTS folder (SpeechT5); {src} is a {kind} "
+                         "source", field="vocoder", reason=f"not a SpeechT5 folder ({kind})")
+    if kind == "speecht5":
+        if quantize or graph or pipeline not in (None, "tts"):
+            raise make_error(InvalidConfig, "a SpeechT5 folder is imported as it is (f32 stages, pipeline tts): no "
+                             "--quantize, --graph or --pipeline", field="quantize" if quantize else "pipeline",
+                             reason="not for SpeechT5")
+        from .speecht5 import import_speecht5
+
+        import_speecht5(src, out, vocoder=vocoder, progress=progress)
+        return
     if kind == "onnx":  # a graph of named arrays (graph section version 2): convert/onnx_graph.py
         from .onnx_graph import import_onnx
         import_onnx(src, out, progress=progress, quantize=quantize, pipeline=pipeline or "graph")
+        return
+    if kind == "diffusers":  # the stages of a diffusion model (docs/diffusion.md): convert/diffusers.py
+        from .diffusers import import_diffusers
+
+        if pipeline not in (None, "diffusion") or graph:
+            raise make_error(InvalidConfig, "a diffusers folder imports as the diffusion pipeline's stages "
+                             f"(--pipeline {pipeline!r}, --graph {graph})", field="pipeline" if pipeline else "graph",
+                             reason="not for diffusers folders")
+        import_diffusers(src, out, quantize=quantize, progress=progress)
         return
     if pipeline is not None:
         raise make_error(InvalidConfig, f"--pipeline applies to ONNX graphs; {kind} sources have their model type's "

@@ -7,6 +7,9 @@ core it shares with cyb_llm.graph.GraphModel: inputs, outputs, sidecar, run) of 
     sample rate and inference defaults. speak() runs it sentence by sentence as piper-tts does.
   * a vocoder: one f32 input (mel [B, n_mels, frames]) and one f32 output (audio); its sidecar
     (a JSON object) names `audio.sample_rate` (or `sample_rate`). mel_to_audio() runs it.
+  * a two-stage SpeechT5 model: a "graph-stages" file (`[tts] style = "speecht5"`: encoder, decoder,
+    postnet and optionally vocoder stages, cyb_llm/convert/speecht5.py); this object runs the encoder
+    stage and cyb_llm.tts.speecht5.SpeechT5 the loop and the other stages.
 
     m = cyb_llm.load("piper-joe")                    # a TtsModel
     audio, sr = m.speak("Hello there. How are you?")  # float32 [N], 22050
@@ -43,11 +46,24 @@ class TtsModel(NamedArrayModel):
 
     kind = "tts"
 
+    def _native_stage(self, mf: Any) -> str:
+        return "encoder" if _two_stage_style(mf.config) == "speecht5" else ""
+
     def _setup(self, **options: Any) -> None:
         super()._setup(**options)
         names = {i.name for i in self.inputs}
         self.voice_config: VoiceConfig | None = None
-        if set(PIPER_INPUTS) <= names:
+        self._st5: Any = None
+        style = _two_stage_style(self.config)
+        if style is not None:
+            if style != "speecht5":
+                raise InvalidConfig(field="tts.style", reason=f"unknown two-stage style {style!r} (known: speecht5)")
+            from .speecht5 import SpeechT5
+
+            self.style = "speecht5"
+            self._st5 = SpeechT5(self)
+            self.sample_rate = self._st5.sample_rate
+        elif set(PIPER_INPUTS) <= names:
             self.style = "piper"
             if self.sidecar is None:
                 raise InvalidConfig(field="sidecar", reason=(
@@ -91,9 +107,11 @@ class TtsModel(NamedArrayModel):
         accepted, OpenAI's "alloy" included); a named voice of speaker_id_map, or a speaker id
         (an int, or its decimal string) below num_speakers; None: the voice's default speaker.
         InvalidConfig(field="voice") for anything else."""
-        cfg = self._piper("voice")
         if voice is not None and not isinstance(voice, (str, int)) or isinstance(voice, bool):
             raise InvalidConfig(field="voice", reason=f"must be a voice name (str) or a speaker id, got {type(voice).__name__}")
+        if self._st5 is not None:  # one voice (the speaker embedding picks the speaker)
+            return None
+        cfg = self._piper("voice")
         if cfg.num_speakers <= 1 and not cfg.speaker_id_map:
             return None
         if voice is None:
@@ -111,7 +129,10 @@ class TtsModel(NamedArrayModel):
     # --- text -> ids -------------------------------------------------------------------------------
     def sentences(self, text: str) -> list[list[int]]:
         """The phoneme ids of each sentence of `text`, as piper-tts synthesizes them (empty
-        sentences skipped): the frontend's text_to_phoneme_ids with this voice's config."""
+        sentences skipped): the frontend's text_to_phoneme_ids with this voice's config. A SpeechT5
+        model: the token ids of each piece SpeechT5.sentences cuts."""
+        if self._st5 is not None:
+            return [self._st5.ids(s).tolist() for s in self._st5.sentences(text)]
         cfg = self._piper("sentences")
         if not isinstance(text, str):
             raise InvalidConfig(field="text", reason=f"must be a str, got {type(text).__name__}")
@@ -136,8 +157,39 @@ class TtsModel(NamedArrayModel):
         """speak() one sentence at a time: yields each sentence's audio (float32 [n]) as soon as it
         is synthesized, the silence before it included (none before the first). Arguments are
         checked before the first sentence. `on_sentence(i, n)`: called before sentence i of n."""
+        if self._st5 is not None:
+            return self._st5_stream(text, voice, speed, seed, noise_scale, noise_w, sentence_silence, on_sentence)
         plan = self._plan(text, voice, speed, seed, noise_scale, noise_w, sentence_silence)
         return self._stream(*plan, on_sentence)
+
+    def _st5_stream(self, text, voice, speed, seed, noise_scale, noise_w, sentence_silence, on_sentence,
+                    speaker_embedding: Any = None) -> Iterator[np.ndarray]:
+        """speak_stream of a SpeechT5 model: text cut into sentences (SpeechT5.sentences), each one's
+        mel (text_to_mel) through the vocoder stage, clipped to [-1, 1]."""
+        st5 = self._st5
+        if _number("speed", speed, positive=True) != 1.0:
+            raise InvalidConfig(field="speed", reason="a SpeechT5 model has no speed control: speed must be 1.0")
+        for name, v in (("noise_scale", noise_scale), ("noise_w", noise_w)):
+            if v is not None:
+                raise InvalidConfig(field=name, reason="a SpeechT5 model has no noise scales (a Piper setting)")
+        self.speaker_id(voice)
+        silence = _number("sentence_silence", sentence_silence)
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2 ** 63):
+            raise InvalidConfig(field="seed", reason=f"must be an integer in [0, 2^63), got {seed!r}")
+        st5.need_vocoder()
+        speaker = st5.speaker(None, speaker_embedding)
+        sentences = [st5.ids(s) for s in st5.sentences(text)]
+        gap = np.zeros(int(self.sample_rate * silence), np.float32)
+
+        def run() -> Iterator[np.ndarray]:
+            for i, ids in enumerate(sentences):
+                if on_sentence is not None:
+                    on_sentence(i, len(sentences))
+                mel = st5.generate(ids, speaker, seed=None if seed is None else _sentence_seed(seed, i))
+                audio = np.clip(st5.mel_to_audio(mel), -1.0, 1.0).astype(np.float32)
+                yield np.concatenate([gap, audio]) if i and gap.size else audio
+
+        return run()
 
     def _plan(self, text, voice, speed, seed, noise_scale, noise_w, sentence_silence):
         cfg = self._piper("speak")
@@ -177,12 +229,26 @@ class TtsModel(NamedArrayModel):
     def text_to_mel(self, phonemes: Sequence[Any], speaker_id: int | None = None,
                     speaker_embedding: Any = None, *, seed: int | None = None,
                     noise_scale: float | None = None, length_scale: float | None = None,
-                    noise_w: float | None = None) -> np.ndarray:
+                    noise_w: float | None = None, **generate: Any) -> np.ndarray:
         """The acoustic stage. For a Piper VITS voice the graph is one piece (its decoder is not cut
         out): this runs the whole graph and returns the waveform (float32 [N], not peak-scaled), and
         mel_to_audio of it is the identity. `phonemes`: one sentence's phonemes (str each) or its
         phoneme ids (int each, BOS/EOS included as sentences() gives them). `speaker_id`: the
-        `sid` of a multi-speaker voice (None: its default). A Piper voice has no speaker embedding."""
+        `sid` of a multi-speaker voice (None: its default). A Piper voice has no speaker embedding.
+
+        For a SpeechT5 model: `phonemes` is text (str, tokenized with the stored character vocabulary),
+        a list of characters, or token ids (ints, </s> included as transformers takes input_ids);
+        `speaker_embedding` a speaker_embedding_dim x-vector (None: zeros); `seed` the prenet dropout's
+        noise; `threshold`, `minlenratio`, `maxlenratio` as transformers' generate_speech. Returns the
+        mel after the postnet, f32 [frames, n_mels] (generate_speech's spectrogram)."""
+        if self._st5 is not None:
+            if length_scale is not None or noise_scale is not None or noise_w is not None:
+                raise InvalidConfig(field="noise_scale", reason="a SpeechT5 model has no noise or length scales")
+            st5 = self._st5
+            ids = st5.ids(phonemes)
+            return st5.generate(ids, st5.speaker(speaker_id, speaker_embedding), seed=seed, **generate)
+        if generate:
+            raise InvalidConfig(field=next(iter(generate)), reason="a Piper voice has no such setting")
         cfg = self._piper("text_to_mel")
         if speaker_embedding is not None:
             raise InvalidConfig(field="speaker_embedding", reason="a Piper voice picks speakers by speaker_id; "
@@ -210,7 +276,10 @@ class TtsModel(NamedArrayModel):
     def mel_to_audio(self, mel: Any) -> np.ndarray:
         """The vocoder stage: mel (float32 [n_mels, frames] or [1, n_mels, frames]) to audio
         (float32 [samples]). On a Piper voice, whose text_to_mel already gives the waveform, it
-        returns that waveform (1-D float32) unchanged."""
+        returns that waveform (1-D float32) unchanged. For a SpeechT5 model: mel [frames, n_mels] as
+        text_to_mel gives it, through the file's vocoder stage."""
+        if self._st5 is not None:
+            return self._st5.mel_to_audio(mel)
         x = np.asarray(mel)
         if x.dtype.kind not in "fiu" or x.size == 0:
             raise InvalidConfig(field="mel", reason=f"must be a non-empty float array, got dtype {x.dtype}, "
@@ -236,6 +305,14 @@ class TtsModel(NamedArrayModel):
             raise InvalidConfig(field="model", reason=(
                 f"{what}: {self.name!r} is a vocoder (mel in, audio out); it has mel_to_audio only"))
         return self.voice_config
+
+
+def _two_stage_style(config: Any) -> str | None:
+    """The `[tts] style` of a two-stage "graph-stages" file ("speecht5"); None for a single graph."""
+    tts = config.get("tts") if isinstance(config, Mapping) else None
+    if not isinstance(config.get("stages"), Mapping) or not isinstance(tts, Mapping):  # [stages]: a graph-stages file
+        return None
+    return tts.get("style")
 
 
 def _number(field: str, v: Any, positive: bool = False) -> float:
