@@ -175,3 +175,25 @@ def make_model(folder: str, seed: int = 0) -> tuple[str, TinySD]:
     import_onnx_stages(paths, out, pipeline="diffusion", progress=False, extra_config=diffusion_config(sd),
                        tokenizer_json=sd.tokenizer.backend_tokenizer.to_str())
     return out, sd
+
+
+def save_folder(sd: TinySD, folder: str) -> str:
+    """The tiny pipeline saved as a diffusers folder (model_index.json, safetensors), SD 1.5's
+    scheduler config; returns its path."""
+    from diffusers import PNDMScheduler, StableDiffusionPipeline
+
+    pipe = StableDiffusionPipeline(vae=sd.vae, text_encoder=sd.text_encoder, tokenizer=sd.tokenizer, unet=sd.unet,
+                                   scheduler=PNDMScheduler.from_config(SCHEDULER_CONFIG), safety_checker=None,
+                                   feature_extractor=None, requires_safety_checker=False)
+    pipe.save_pretrained(folder)
+    return folder
+
+
+def make_folder_model(folder: str, sd: TinySD) -> str:
+    """The same modules through the diffusers-folder importer (`cyb-llm import FOLDER`): the .model's path."""
+    from cyb_llm.convert import import_model
+
+    src = save_folder(sd, os.path.join(folder, "pipeline"))
+    out = os.path.join(folder, "tiny-sd-folder.model")
+    import_model(src, out, progress=False)
+    return out

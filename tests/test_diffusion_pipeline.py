@@ -1,6 +1,7 @@
 """The diffusion pipeline (docs/diffusion.md) against diffusers: a tiny random Stable Diffusion
 (tests/sd_tiny.py: diffusers' UNet2DConditionModel and AutoencoderKL, transformers' CLIPTextModel,
-a tiny CLIP tokenizer) imported through the ONNX route, then DiffusionModel.generate_image and
+a tiny CLIP tokenizer) imported through the ONNX route and through the diffusers-folder importer,
+then DiffusionModel.generate_image and
 diffusers' StableDiffusionPipeline / StableDiffusionImg2ImgPipeline run with the same prompt,
 latents and per-step noise, every scheduler, with and without guidance; each stage on its own too."""
 from __future__ import annotations
@@ -52,11 +53,23 @@ def model(tiny):
     return cyb_llm.load(tiny[0], threads=2)
 
 
-def _pipe(sd, scheduler: str, img2img: bool = False):
+@pytest.fixture(scope="module")
+def routes(tiny, model, tmp_path_factory):
+    """The same modules through both importers: {"onnx": ..., "folder": ...} (the folder's saved
+    scheduler config spells out PNDM's timestep_spacing "leading", so the two files' schedules differ
+    where a scheduler's own default is another spacing: each is compared with diffusers on its own
+    config)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        folder = sd_tiny.make_folder_model(str(tmp_path_factory.mktemp("sd-folder")), tiny[1])
+    return {"onnx": model, "folder": cyb_llm.load(folder, threads=2)}
+
+
+def _pipe(sd, scheduler: str, img2img: bool = False, config: dict | None = None):
     from diffusers import StableDiffusionImg2ImgPipeline, StableDiffusionPipeline
 
     cls_name, over = SCHEDULERS[scheduler]
-    sch = getattr(diffusers, cls_name).from_config(sd_tiny.SCHEDULER_CONFIG, **over)
+    sch = getattr(diffusers, cls_name).from_config(config or sd_tiny.SCHEDULER_CONFIG, **over)
     cls = StableDiffusionImg2ImgPipeline if img2img else StableDiffusionPipeline
     p = cls(vae=sd.vae, text_encoder=sd.text_encoder, tokenizer=sd.tokenizer, unet=sd.unet, scheduler=sch,
             safety_checker=None, feature_extractor=None, requires_safety_checker=False)
@@ -91,24 +104,26 @@ def _fed_noise(arrays):
             m.randn_tensor = f
 
 
-def _ref_image(sd, scheduler, guidance, latents, step_noise, negative=NEGATIVE):
-    p = _pipe(sd, scheduler)
+def _ref_image(sd, scheduler, guidance, latents, step_noise, negative=NEGATIVE, config=None, height=32, width=32):
+    p = _pipe(sd, scheduler, config=config)
     with torch.no_grad(), _fed_noise(step_noise):
         out = p(PROMPT, negative_prompt=negative if guidance > 1 else None, num_inference_steps=STEPS,
-                guidance_scale=guidance, height=32, width=32, latents=torch.from_numpy(latents.copy()),
+                guidance_scale=guidance, height=height, width=width, latents=torch.from_numpy(latents.copy()),
                 output_type="np")
     return out.images[0]
 
 
+@pytest.mark.parametrize("route", ["onnx", "folder"])
 @pytest.mark.parametrize("guidance", [7.5, 1.0])
 @pytest.mark.parametrize("scheduler", list(SCHEDULERS))
-def test_image_matches_diffusers(tiny, model, scheduler, guidance):
+def test_image_matches_diffusers(tiny, routes, scheduler, guidance, route):
     _, sd = tiny
+    model = routes[route]
     rng = np.random.default_rng(7)
     shape = (1, 4, sd_tiny.SAMPLE_SIZE, sd_tiny.SAMPLE_SIZE)
     latents = rng.standard_normal(shape, dtype=np.float32)
     step_noise = [rng.standard_normal(shape, dtype=np.float32) for _ in range(STEPS)]
-    want = _ref_image(sd, scheduler, guidance, latents, step_noise)
+    want = _ref_image(sd, scheduler, guidance, latents, step_noise, config=model.scheduler_config)
     got = model.generate_image(PROMPT, negative_prompt=NEGATIVE, steps=STEPS, guidance_scale=guidance, height=32,
                                width=32, scheduler=scheduler, latents=latents, noise=step_noise, output_type="float")
     assert got.shape == want.shape == (32, 32, 3)
@@ -118,6 +133,21 @@ def test_image_matches_diffusers(tiny, model, scheduler, guidance):
     assert st.unet_calls == STEPS and st.steps == STEPS and st.scheduler == scheduler
     # not a flat picture: the bound is small against what the image holds
     assert float(np.ptp(want)) > tolerance("diffusion-image-spread")
+
+
+def test_other_sizes_through_the_folder_route(tiny, routes):
+    """The folder importer's UNet and VAE take any size (multiples of 8): a 48x32 image with guidance."""
+    _, sd = tiny
+    model = routes["folder"]
+    rng = np.random.default_rng(8)
+    shape = (1, 4, 16, 24)
+    latents = rng.standard_normal(shape, dtype=np.float32)
+    step_noise = [rng.standard_normal(shape, dtype=np.float32) for _ in range(STEPS)]
+    want = _ref_image(sd, "euler_a", 6.0, latents, step_noise, config=model.scheduler_config, height=32, width=48)
+    got = model.generate_image(PROMPT, negative_prompt=NEGATIVE, steps=STEPS, guidance_scale=6.0, height=32, width=48,
+                               scheduler="euler_a", latents=latents, noise=step_noise, output_type="float")
+    assert got.shape == want.shape == (32, 48, 3)
+    assert float(np.abs(got - want).max()) <= tolerance("diffusion-vs-diffusers")
 
 
 def test_seeded_runs_repeat_and_differ(model):
@@ -141,10 +171,12 @@ def test_seed_rule_is_numpy_default_rng(model):
     assert np.array_equal(a, b)
 
 
-def test_img2img_matches_diffusers(tiny, model):
+@pytest.mark.parametrize("route", ["onnx", "folder"])
+def test_img2img_matches_diffusers(tiny, routes, route):
     from PIL import Image
 
     _, sd = tiny
+    model = routes[route]
     rng = np.random.default_rng(5)
     shape = (1, 4, sd_tiny.SAMPLE_SIZE, sd_tiny.SAMPLE_SIZE)
     init = Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8))
@@ -153,7 +185,7 @@ def test_img2img_matches_diffusers(tiny, model):
     steps, strength = 8, 0.6  # int(8 * 0.6) = 4 steps run
     for scheduler in ("euler_a", "dpmpp_2m"):
         step_noise = [rng.standard_normal(shape, dtype=np.float32) for _ in range(4)]
-        p = _pipe(sd, scheduler, img2img=True)
+        p = _pipe(sd, scheduler, img2img=True, config=model.scheduler_config)
         with torch.no_grad(), _fed_noise([enc_noise, start_noise] + step_noise):
             want = p(PROMPT, image=init, strength=strength, num_inference_steps=steps, guidance_scale=5.0,
                      negative_prompt=NEGATIVE, output_type="np").images[0]
