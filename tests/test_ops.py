@@ -381,6 +381,16 @@ def test_embedding_every_encoding(enc, backend):
     assert rel_err(y, deq[ids] * 1.5) <= TOL_F32
 
 
+def test_embedding_more_ids_than_a_grid_row(backend):
+    """More ids than one dimension of a GPU dispatch holds (65535 workgroups: a batch of 256 x 512
+    tokens): every token's row, the last ones too."""
+    rng = np.random.default_rng(4)
+    w, deq = random_weight("f32", 50, 32, rng)
+    ids = rng.integers(0, 50, size=70000).astype(np.int32)
+    (y,) = run("embedding", [ids, w], {"scale": 1.0}, backend=backend)
+    assert rel_err(y, deq[ids]) <= TOL_F32
+
+
 @pytest.mark.parametrize("enc", ENCODINGS)
 @pytest.mark.parametrize("T", [1, 5, 9, 40])  # 9: the tile paths (avx512 8-token tiles, amx); 40: cpu packed float GEMM
 def test_matmul_every_encoding(enc, T, backend, precise):
