@@ -284,7 +284,7 @@ std::shared_ptr<void> counted_buffer(const std::shared_ptr<int64_t>& live, size_
   if (pool) return pool->take(n, live);
   auto* v = new std::vector<uint8_t>(n);
   *live += static_cast<int64_t>(n);
-  return std::shared_ptr<void>(v->data(), [live, n, v](void* /*data*/) {
+  return std::shared_ptr<void>(v->data(), [live, n, v](void*) {
     *live -= static_cast<int64_t>(n);
     delete v;
   });
