@@ -209,7 +209,7 @@ def test_f16_folder(sd, tmp_path):
     assert encs["unet.conv_in.weight"] == "f32" and encs["vae_decoder.decoder.conv_in.weight"] == "f32"
     pipe = diffusers.StableDiffusionPipeline.from_pretrained(folder16, safety_checker=None,
                                                              requires_safety_checker=False).to(torch.float32)
-    errs = check_stages(out, pipe)
+    errs = check_stages(out, pipe, timesteps=TIMESTEPS[:1])
     bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
     assert not bad, bad
 
