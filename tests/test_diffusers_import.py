@@ -209,7 +209,7 @@ def test_f16_folder(sd, tmp_path):
     assert encs["unet.conv_in.weight"] == "f32" and encs["vae_decoder.decoder.conv_in.weight"] == "f32"
     pipe = diffusers.StableDiffusionPipeline.from_pretrained(folder16, safety_checker=None,
                                                              requires_safety_checker=False).to(torch.float32)
-    errs = check_stages(out, pipe)
+    errs = check_stages(out, pipe, timesteps=TIMESTEPS[:1])
     bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
     assert not bad, bad
 
@@ -274,6 +274,10 @@ def test_hostile_folders(sd, tmp_path):
          InvalidConfig, "SimpleCrossAttnDownBlock2D"),
         (lambda d: _edit_json(os.path.join(d, "unet", "config.json"), lambda c: c.update(addition_embed_type="text")),
          InvalidConfig, "addition_embed_type"),
+        (lambda d: _edit_json(os.path.join(d, "vae", "config.json"), lambda c: c.update(norm_num_groups="32")),
+         InvalidConfig, "norm_num_groups"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"), lambda c: c.update(block_out_channels=[])),
+         InvalidConfig, "block_out_channels"),
         (lambda d: _edit_json(os.path.join(d, "model_index.json"), lambda c: c.pop("text_encoder")),
          InvalidConfig, "text_encoder"),
         (lambda d: _drop_tensor(os.path.join(d, "unet", "diffusion_pytorch_model.safetensors"),
@@ -340,3 +344,26 @@ def test_import_options_refused(sd, tmp_path):
         import_model(folder, str(tmp_path / "x.model"), progress=False, quantize="q3_zz")
     assert e.value.field == "quantize"
     assert not os.path.exists(tmp_path / "x.model")
+
+
+def test_wrong_tensor_shape(sd, tmp_path):
+    """A tensor of the wrong shape imports (the graph takes shapes at run time) and the stage's first
+    run names the node that reads it."""
+    from safetensors.numpy import load_file, save_file
+
+    from cyb_llm.errors import ShapeMismatch
+
+    folder, path, pipe = sd
+    d = _copy(folder, tmp_path)
+    st = os.path.join(d, "unet", "diffusion_pytorch_model.safetensors")
+    ts = load_file(st)
+    name = "down_blocks.0.attentions.0.transformer_blocks.0.attn2.to_k.weight"
+    ts[name] = ts[name][:, :16].copy()
+    save_file(ts, st)
+    out = str(tmp_path / "bad.model")
+    import_model(d, out, progress=False)
+    x = _inputs()
+    with pytest.raises(ShapeMismatch) as e:
+        load_stage(out, "unet").run({"sample": x["latent"].numpy(), "timestep": np.ones(2, np.float32),
+                                     "encoder_hidden_states": x["ehs"].numpy()})
+    assert name.rsplit(".", 1)[0] in str(e.value)

@@ -76,6 +76,22 @@ class Component:
                              reason="missing")
         return default
 
+    def int(self, key: str, default: Any = _REQUIRED) -> int:
+        """A config value that must be an integer (InvalidConfig naming the key otherwise)."""
+        v = self.cfg(key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise make_error(InvalidConfig, f"{self.sub}/config.json: {key} = {v!r} is not an integer",
+                             field=f"{self.sub}.{key}", reason="not an integer")
+        return v
+
+    def float(self, key: str, default: Any = _REQUIRED) -> float:
+        """A config value that must be a finite number (InvalidConfig naming the key otherwise)."""
+        v = self.cfg(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise make_error(InvalidConfig, f"{self.sub}/config.json: {key} = {v!r} is not a finite number",
+                             field=f"{self.sub}.{key}", reason="not a number")
+        return float(v)
+
     def expect(self, key: str, allowed: tuple, default: Any) -> Any:
         """A config key whose other values this importer does not implement: InvalidConfig naming it."""
         v = self.config.get(key, default)
@@ -126,6 +142,15 @@ def _per_block(c: Component, key: str, value: Any, n: int) -> list[int]:
         raise make_error(InvalidConfig, f"{c.sub}/config.json: {key} = {value!r} (a positive int or one per block, "
                          f"{n} blocks)", field=f"{c.sub}.{key}", reason="bad value")
     return list(vals)
+
+
+def _block_channels(c: Component) -> list[int]:
+    """block_out_channels: a non-empty list of positive ints (the block count)."""
+    boc = c.cfg("block_out_channels")
+    if not isinstance(boc, list) or not boc:
+        raise make_error(InvalidConfig, f"{c.sub}/config.json: block_out_channels = {boc!r} (a list of channels per "
+                         "block)", field=f"{c.sub}.block_out_channels", reason="bad value")
+    return _per_block(c, "block_out_channels", boc, len(boc))
 
 
 # ---- the shared layers of diffusers' models ----------------------------------------------------
@@ -253,9 +278,9 @@ def text_encoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     """CLIPTextModel -> last_hidden_state: token + position embeddings, pre-norm layers with causal
     self-attention (masked_attention over a [T, T] slice of a causal mask), the MLP (quick_gelu or
     gelu), final_layer_norm."""
-    n_layers = c.cfg("num_hidden_layers")
-    heads = c.cfg("num_attention_heads")
-    eps = float(c.cfg("layer_norm_eps"))
+    n_layers = c.int("num_hidden_layers")
+    heads = c.int("num_attention_heads")
+    eps = c.float("layer_norm_eps")
     act = c.expect("hidden_act", ("quick_gelu", "gelu", "gelu_new"), "quick_gelu")
     b = GraphBuilder()
     L = _Layers(b, c)
@@ -323,7 +348,7 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     kept for the skips), the cross-attention mid block, up blocks (each resnet reads the skip
     concatenated on the channels), group_norm, silu, conv_out."""
     downs, ups = c.cfg("down_block_types"), c.cfg("up_block_types")
-    boc = c.cfg("block_out_channels")
+    boc = _block_channels(c)
     for key, types, allowed in (("down_block_types", downs, _DOWN), ("up_block_types", ups, _UP)):
         if not isinstance(types, list) or len(types) != len(boc) or any(t not in allowed for t in types):
             raise make_error(InvalidConfig, f"unet/config.json: {key} = {types!r} (one of {', '.join(allowed)} per "
@@ -339,15 +364,15 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
                                   ("conv_in_kernel", (3,), 3), ("conv_out_kernel", (3,), 3),
                                   ("time_cond_proj_dim", (None,), None), ("attention_type", ("default",), "default")):
         c.expect(key, allowed, default)
-    groups, eps = int(c.cfg("norm_num_groups")), float(c.cfg("norm_eps"))
+    groups, eps = c.int("norm_num_groups"), c.float("norm_eps")
     layers = _per_block(c, "layers_per_block", c.cfg("layers_per_block"), n)
     heads = _per_block(c, "attention_head_dim", c.cfg("num_attention_heads", None) or c.cfg("attention_head_dim"), n)
     tlayers = _per_block(c, "transformer_layers_per_block", c.cfg("transformer_layers_per_block", 1), n)
     linear_proj = bool(c.cfg("use_linear_projection", False))
-    down_pad = int(c.cfg("downsample_padding", 1))
-    mid_scale = float(c.cfg("mid_block_scale_factor", 1))
-    cross = int(c.cfg("cross_attention_dim"))
-    in_ch, out_ch = int(c.cfg("in_channels")), int(c.cfg("out_channels"))
+    down_pad = c.int("downsample_padding", 1)
+    mid_scale = c.float("mid_block_scale_factor", 1)
+    cross = c.int("cross_attention_dim")
+    in_ch, out_ch = c.int("in_channels"), c.int("out_channels")
 
     b = GraphBuilder()
     L = _Layers(b, c)
@@ -355,7 +380,7 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     t = b.input("timestep", "f32", ["batch"])
     ehs = b.input("encoder_hidden_states", "f32", ["batch", "seq", cross])
 
-    temb = timestep_embedding(b, t, int(boc[0]), bool(c.cfg("flip_sin_to_cos")), float(c.cfg("freq_shift")))
+    temb = timestep_embedding(b, t, int(boc[0]), bool(c.cfg("flip_sin_to_cos")), c.float("freq_shift"))
     temb = L.linear(L.silu(L.linear(temb, "time_embedding.linear_1"), "time_embedding.act"), "time_embedding.linear_2")
     temb_act = L.silu(temb, "temb_act")  # every resnet's nonlinearity(temb), computed once
 
@@ -407,25 +432,21 @@ def _vae_mid(L: _Layers, h: str, p: str, groups: int) -> str:
 
 
 def _vae_check(c: Component) -> tuple[int, int, int]:
-    boc = c.cfg("block_out_channels")
-    if not isinstance(boc, list) or not boc:
-        raise make_error(InvalidConfig, f"vae/config.json: block_out_channels = {boc!r}", field="vae.block_out_channels",
-                         reason="bad value")
+    boc = _block_channels(c)
     c.expect("act_fn", ("silu",), "silu")
     c.expect("norm_type", ("group",), "group")
-    return len(boc), int(c.cfg("layers_per_block")), int(c.cfg("norm_num_groups"))
+    return len(boc), c.int("layers_per_block"), c.int("norm_num_groups")
 
 
 def vae_decoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     """AutoencoderKL.decode: post_quant_conv, decoder (conv_in, mid block, up blocks of
     layers_per_block + 1 resnets with nearest 2x upsampling, group_norm, silu, conv_out)."""
     n, layers, groups = _vae_check(c)
-    for key in ("UpDecoderBlock2D",):
-        for t in c.cfg("up_block_types"):
-            if t != key:
-                raise make_error(InvalidConfig, f"vae/config.json: up block {t!r} (UpDecoderBlock2D expected)",
-                                 field="vae.up_block_types", reason="unsupported block")
-    lat = int(c.cfg("latent_channels"))
+    for t in c.cfg("up_block_types"):
+        if t != "UpDecoderBlock2D":
+            raise make_error(InvalidConfig, f"vae/config.json: up block {t!r} (UpDecoderBlock2D expected)",
+                             field="vae.up_block_types", reason="unsupported block")
+    lat = c.int("latent_channels")
     b = GraphBuilder()
     L = _Layers(b, c)
     h = b.input("latent_sample", "f32", ["batch", lat, "height", "width"])
@@ -440,7 +461,7 @@ def vae_decoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
         if i < n - 1:
             h = L.conv(upsample_nearest2x(b, h, f"{p}.upsample"), f"{p}.upsamplers.0.conv")
     h = L.conv(L.silu(L.group_norm(h, "decoder.conv_norm_out", groups, 1e-6), "decoder.conv_act"), "decoder.conv_out")
-    b.output("sample", h, ["batch", int(c.cfg("out_channels")), "image_height", "image_width"])
+    b.output("sample", h, ["batch", c.int("out_channels"), "image_height", "image_width"])
     return b.build()
 
 
@@ -453,10 +474,10 @@ def vae_encoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
         if t != "DownEncoderBlock2D":
             raise make_error(InvalidConfig, f"vae/config.json: down block {t!r} (DownEncoderBlock2D expected)",
                              field="vae.down_block_types", reason="unsupported block")
-    lat = int(c.cfg("latent_channels"))
+    lat = c.int("latent_channels")
     b = GraphBuilder()
     L = _Layers(b, c)
-    h = b.input("sample", "f32", ["batch", int(c.cfg("in_channels")), "image_height", "image_width"])
+    h = b.input("sample", "f32", ["batch", c.int("in_channels"), "image_height", "image_width"])
     h = L.conv(h, "encoder.conv_in")
     for i in range(n):
         p = f"encoder.down_blocks.{i}"
@@ -606,11 +627,11 @@ def diffusers_stages(root: str, quantize: str | None = None
         records.extend((f"{stage}.{n}", enc, shape, data) for n, enc, shape, data in weight_records(graph, weights, q))
         graphs[stage], _ = stage_graph(graph, {}, stage)
     boc = vae.cfg("block_out_channels")
-    sample_size = unet.cfg("sample_size")
-    if isinstance(sample_size, list):
-        sample_size = int(sample_size[0])
-    cross = int(unet.cfg("cross_attention_dim"))
-    hidden = int(te.cfg("hidden_size"))
+    if isinstance(unet.cfg("sample_size"), list):  # [h, w]: the height
+        unet.config["sample_size"] = unet.config["sample_size"][0]
+    sample_size = unet.int("sample_size")
+    cross = unet.int("cross_attention_dim")
+    hidden = te.int("hidden_size")
     if cross != hidden:
         raise make_error(InvalidConfig, f"unet cross_attention_dim {cross} != text_encoder hidden_size {hidden}",
                          field="unet.cross_attention_dim", reason="does not match the text encoder")
@@ -618,12 +639,12 @@ def diffusers_stages(root: str, quantize: str | None = None
         "model_type": STAGES_MODEL_TYPE,
         "stages": {"pipeline": "diffusion", "names": list(graphs), "sources": {"text_encoder": "text_encoder", "unet": "unet",
                                                                 "vae_decoder": "vae", "vae_encoder": "vae"}},
-        "diffusion": {"vae_scaling_factor": float(vae.cfg("scaling_factor")),
+        "diffusion": {"vae_scaling_factor": vae.float("scaling_factor"),
                       "vae_scale_factor": 2 ** (len(boc) - 1),
-                      "latent_channels": int(vae.cfg("latent_channels")),
-                      "sample_size": int(sample_size),
+                      "latent_channels": vae.int("latent_channels"),
+                      "sample_size": sample_size,
                       # the tokenizer's length, at most the text encoder's positions
-                      "max_text_length": min(tok_conf["model_max_length"], int(te.cfg("max_position_embeddings"))),
+                      "max_text_length": min(tok_conf["model_max_length"], te.int("max_position_embeddings")),
                       "pad_token_id": tok_conf["pad_token_id"],
                       "scheduler": json.dumps(sched.config),
                       "source": {"pipeline_class": str(idx.get("_class_name", "")),
