@@ -128,6 +128,12 @@ def _compare(sess, m, f: dict) -> dict:
     assert np.array_equal(got[CEIL], ref[CEIL])  # whole frames per phoneme
     assert got["output"].shape == ref["output"].shape  # the audio's length: 256 samples per frame
     assert got[FRAMES].tolist() == ref[FRAMES].tolist()
+    # the memory plan (docs/graph.md "Shapes and the memory plan"): the sizes the durations decide
+    # are known only at run time, so the planned peak is a lower bound of what the run held
+    plan = m.memory_plan(**m.plan_dims(f))
+    held = m.last_run_memory()
+    assert not plan["complete"] and held["unplanned"] == 0
+    assert held["planned_peak"] == plan["peak_bytes"] <= held["measured_peak"]
     return errs
 
 

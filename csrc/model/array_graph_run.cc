@@ -1,5 +1,6 @@
 #include "model/array_graph_run.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -123,6 +124,28 @@ void ArrayGraphRun::index_nodes() {
   for (size_t i = 0; i < g_.nodes.size(); ++i)
     for (const std::string& in : g_.nodes[i].inputs) last_use_[in] = i;
   for (const graph2::IoSpec& o : g_.outputs) last_use_[o.name] = g_.nodes.size();
+  // The memory plan's lifetimes: per node output, the last node that needs its bytes (itself when
+  // none reads it; a view's reads count for the value it views; graph outputs: the node count).
+  lifetime_last_.clear();
+  std::unordered_map<std::string, size_t> owner;  // value -> the plan index of the value owning its bytes
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const graph2::Node& n = g_.nodes[i];
+    const bool view = n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View;
+    for (const std::string& in : n.inputs) {
+      auto it = owner.find(in);
+      if (it != owner.end()) lifetime_last_[it->second] = std::max(lifetime_last_[it->second], static_cast<int>(i));
+    }
+    for (const std::string& o : n.outputs) {
+      auto src = view ? owner.find(n.inputs[0]) : owner.end();
+      if (src != owner.end()) owner[o] = src->second;
+      else if (!view) owner[o] = lifetime_last_.size();
+      lifetime_last_.push_back(static_cast<int>(i));
+    }
+  }
+  for (const graph2::IoSpec& o : g_.outputs) {
+    auto it = owner.find(o.name);
+    if (it != owner.end()) lifetime_last_[it->second] = static_cast<int>(g_.nodes.size());
+  }
 }
 
 graph::FusionReport ArrayGraphRun::fuse(const Backend& primary) {
@@ -197,12 +220,10 @@ std::vector<Shape> ArrayGraphRun::output_shapes(const graph2::Node& n, const std
   return infer_output_shapes(n.op, in.data(), static_cast<int>(in.size()));
 }
 
-namespace {
+namespace array_graph_detail {
 
 constexpr int64_t kPad = 64;  // bytes past the end of every value buffer (vector loads)
 
-// Bytes of a value of `s` elements of `dt` (+ kPad); INT64_MAX when that does not fit an int64
-// (the budget check then refuses it).
 int64_t value_bytes(const Shape& s, DType dt) {
   int64_t n = 1;
   for (int i = 0; i < s.ndim; ++i) {
@@ -216,6 +237,7 @@ int64_t value_bytes(const Shape& s, DType dt) {
 
 int64_t add_bytes(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 
+namespace {
 std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DType>& dts) {
   std::string s;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -225,6 +247,20 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DTyp
   }
   return s;
 }
+}  // namespace
+
+std::string node_outputs_text(const graph2::Node& n, const std::vector<Shape>& shapes, const std::vector<DType>& dts) {
+  return "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" + (shapes.size() > 1 ? "s " : " ") +
+         shapes_text(shapes, dts);
+}
+
+}  // namespace array_graph_detail
+
+namespace {
+
+using array_graph_detail::add_bytes;
+using array_graph_detail::shapes_text;
+using array_graph_detail::value_bytes;
 
 // A value buffer of n bytes whose bytes count in *live while it is alive: zeroed (nox), or from the
 // pool (cpu).
@@ -285,6 +321,39 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     v.data = h->data.empty() ? static_cast<const void*>(kNoBytes) : h->data.data();
     vals[s.name] = v;
   }
+  // The memory plan of these dims (array_graph_plan.cc), checked against the budget before anything
+  // is allocated: the largest value alone (naming its node), then the planned peak. Values of known
+  // size live in one arena at their planned offsets; the others (sizes the data decides) get their
+  // own buffers as they come, each checked before it is allocated.
+  const std::shared_ptr<const MemoryPlan> plan = memory_plan(syms, *disp.chain().back(), ctx);
+  if (check && plan->largest >= 0) {
+    const PlanValue& big = plan->values[static_cast<size_t>(plan->largest)];
+    const graph2::Node& bn = g_.nodes[static_cast<size_t>(big.first)];
+    std::vector<Shape> shapes;
+    std::vector<DType> dts;
+    for (size_t i = 0; i < bn.outputs.size(); ++i) {
+      shapes.push_back(plan->values[plan->first_value[static_cast<size_t>(big.first)] + i].shape);
+      dts.push_back(plan->values[plan->first_value[static_cast<size_t>(big.first)] + i].dtype);
+    }
+    check(0, big.bytes, array_graph_detail::node_outputs_text(bn, shapes, dts));
+  }
+  std::string dims_of_run;
+  for (const auto& [k, v] : syms) dims_of_run += (dims_of_run.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+  if (check)
+    check(0, plan->peak_bytes, "the memory plan of this run (" + (dims_of_run.empty() ? "no dims" : dims_of_run) +
+                                   "): its peak of " + std::to_string(plan->peak_bytes) + " bytes");
+  RunMemory mem;
+  mem.planned_peak = plan->peak_bytes;
+  mem.unknown_values = static_cast<int64_t>(plan->unknown.size());
+  std::shared_ptr<void> arena;
+  if (plan->peak_bytes > 0 && plan->peak_bytes < (int64_t{1} << 50))
+    arena = counted_buffer(live, static_cast<size_t>(plan->peak_bytes), pool_);
+  const int64_t arena_bytes = arena ? plan->peak_bytes : 0;
+  auto held = [&]() {
+    mem.measured_peak = std::max(mem.measured_peak, *live);
+    mem.dynamic_peak = std::max(mem.dynamic_peak, *live - arena_bytes);
+  };
+  held();
   auto get = [&](const std::string& name) -> const Val& {
     auto it = vals.find(name);
     if (it != vals.end()) return it->second;
@@ -344,19 +413,28 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       std::vector<Tensor> out(shapes.size());
       std::vector<Val> outv(shapes.size());
       std::vector<DType> dts(shapes.size());
-      int64_t need = 0;  // this node's outputs, checked together before any is allocated
+      int64_t need = 0;  // this node's outputs the plan has no bytes for, checked together before any is allocated
+      std::vector<const PlanValue*> planned(shapes.size(), nullptr);
       for (size_t i = 0; i < shapes.size(); ++i) {
         dts[i] = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
-        need = add_bytes(need, value_bytes(shapes[i], dts[i]));
+        const PlanValue& pv = plan->values[plan->first_value[ni] + i];
+        if (arena && pv.offset >= 0 && pv.shape == shapes[i] && pv.dtype == dts[i]) planned[i] = &pv;
+        else need = add_bytes(need, value_bytes(shapes[i], dts[i]));
       }
-      if (check)
-        check(*live, need, "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" +
-                               (shapes.size() > 1 ? "s " : " ") + shapes_text(shapes, dts));
+      if (check && need > 0)
+        check(*live, need, array_graph_detail::node_outputs_text(n, shapes, dts));
       for (size_t i = 0; i < shapes.size(); ++i) {
         const DType dt = dts[i];
         outv[i].dtype = dt;
         outv[i].shape = shapes[i];
-        outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)), pool_);
+        if (planned[i]) {
+          void* at = static_cast<uint8_t*>(arena.get()) + planned[i]->offset;
+          if (nox_) std::memset(at, 0, static_cast<size_t>(planned[i]->bytes));  // nox: zeroed, as its own buffer was
+          outv[i].own = std::shared_ptr<void>(arena, at);
+        } else {
+          outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)), pool_);
+          mem.unplanned += plan->values[plan->first_value[ni] + i].known;
+        }
         outv[i].data = outv[i].own.get();
         out[i].dtype = dt;
         out[i].shape = shapes[i];
@@ -369,6 +447,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       } else {
         disp.run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
       }
+      held();
       n_random += n.kind == OpKind::RandomNormalLike;
       if (nox_) link(n, in, out);
       for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
@@ -400,6 +479,10 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     out.emplace_back(s.name, std::move(h));
   }
   if (nox_ && digest) *digest = Sha256::hex(chain);
+  {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    last_mem_ = mem;
+  }
   return out;
 }
 

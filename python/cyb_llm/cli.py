@@ -11,7 +11,7 @@
     cyb-llm transcribe MODEL FILE...   speech to text with a whisper model (docs/whisper.md)
     cyb-llm speak MODEL TEXT -o OUT.wav   text to speech with a Piper voice (docs/tts.md; `-o -`: raw PCM)
     cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
-    cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz]   run a graph model (docs/import.md "ONNX")
+    cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz] [--plan]   run a graph model (docs/import.md "ONNX")
 
 MODEL is a .model or .gguf path, an HF folder, hf://ORG/REPO[/FILE.gguf], a
 known model name or a name `cyb-llm list` shows (default:
@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     rg.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy", dest="inputs",
                     help="one input of the graph from a .npy file (repeat for each input)")
     rg.add_argument("-o", "--output", help="write the outputs to this .npz file (numpy.load reads them by name)")
+    rg.add_argument("--plan", action="store_true",
+                    help="print the memory plan of this run before it runs, and what the run held after "
+                         "(docs/graph.md \"Shapes and the memory plan\")")
     g = rg.add_argument_group("model")
     g.add_argument("--backend", help="force a backend (cpu, nox)")
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
@@ -449,7 +452,18 @@ def cmd_run_graph(a: argparse.Namespace) -> int:
         raise InvalidConfig(field="input", reason="missing " + ", ".join(
             f"{i.name} ({i.dtype} [{', '.join(map(str, i.shape))}])" for i in missing) +
             f": give each as --input NAME=FILE.npy")
+    if a.plan:
+        p = m.memory_plan(**m.plan_dims(feeds))
+        dims = ", ".join(f"{k}={v}" for k, v in p["dims"].items()) or "no dims"
+        bound = "" if p["complete"] else f" (a lower bound: {len(p['unknown'])} values sized by the data at run time)"
+        print(f"plan ({dims}): peak {p['peak_bytes']} bytes{bound}; {len(p['values'])} values, "
+              f"{p['reused']} on reused bytes; {p['sum_bytes']} bytes each in its own buffer, "
+              f"at most {p['live_max_bytes']} alive at once")
     out = m.run(feeds)
+    if a.plan:
+        r = m.last_run_memory()
+        print(f"held: {r['measured_peak']} bytes at most (planned arena {r['planned_peak']}, "
+              f"{r['dynamic_peak']} in buffers sized at run time)")
     for name, v in out.items():
         print(f"{name}  {v.dtype}  [{', '.join(map(str, v.shape))}]  {_values_text(v)}")
     if a.output:
