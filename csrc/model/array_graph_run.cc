@@ -549,13 +549,13 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
         out[i].shape = shapes[i];
         out[i].data = outv[i].own.get();
       }
-      held();
       Op op = n.op;
       if (options.has_seed && n.kind == OpKind::RandomNormalLike)  // the caller's seed, mixed with the node's
         op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));  // place among the random nodes
       if (host_shape) disp.run_host_shape(op, in.data(), static_cast<int>(in.size()), out.data(),
                                           static_cast<int>(out.size()), ctx);
       else disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
+      held();
       n_random += n.kind == OpKind::RandomNormalLike;
       if (nox_) link(n, in, out);
       for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
