@@ -1,6 +1,9 @@
 #include "model/array_graph_run.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -9,6 +12,7 @@
 
 #include "backends/nox/nox_backend.h"
 #include "core/array_elems.h"
+#include "core/env_setting.h"
 #include "core/errors.h"
 #include "core/counter_rng.h"
 #include "dispatch/op_schema.h"
@@ -239,6 +243,32 @@ std::shared_ptr<void> counted_buffer(const std::shared_ptr<int64_t>& live, size_
   });
 }
 
+// CYB_GRAPH_PROFILE=1: each run prints to stderr, per op kind, the nodes run, their wall time and its
+// share of the run (docs/graph.md "Profile of a run"); views and reshapes count under their kind.
+// CYB_GRAPH_PROFILE=shapes: per op kind and input shapes instead.
+struct NodeProfile {
+  bool on = false;
+  std::map<std::string, std::pair<int64_t, double>> by_kind;  // op name -> (nodes, seconds)
+  void add(const char* kind, double s) {
+    auto& e = by_kind[kind];
+    e.first += 1;
+    e.second += s;
+  }
+  void print(size_t nodes) const {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [k, e] : by_kind) {
+      rows.emplace_back(e.second, k);
+      total += e.second;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "graph profile: %zu nodes, %.3f ms in nodes\n", nodes, total * 1e3);
+    for (const auto& [s, k] : rows)
+      std::fprintf(stderr, "  %-28s %6lld nodes %10.3f ms %5.1f%%\n", k.c_str(),
+                   static_cast<long long>(by_kind.at(k).first), s * 1e3, total > 0 ? 100 * s / total : 0.0);
+  }
+};
+
 }  // namespace
 
 NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& options, Dispatcher& disp, ExecContext& ctx,
@@ -321,8 +351,13 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     chain = h.finish();
   };
   int64_t n_random = 0;  // random nodes met so far (the k of seed_for_node)
+  static const std::string kProfile = env_one_of("CYB_GRAPH_PROFILE", {"0", "1", "shapes"});
+  NodeProfile prof;
+  prof.on = kProfile == "1" || kProfile == "shapes";
+  const bool prof_shapes = kProfile == "shapes";
   for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
     const graph2::Node& n = g_.nodes[ni];
+    const auto t0 = prof.on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::vector<Tensor> in;
     for (const std::string& name : n.inputs) {
       const Val& v = get(name);
@@ -377,7 +412,21 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       auto it = last_use_.find(name);
       if (it != last_use_.end() && it->second == ni) vals.erase(name);
     }
+    if (prof.on) {
+      std::string key = op_name(n.kind);
+      if (prof_shapes) {
+        std::vector<Shape> ss;
+        std::vector<DType> ds;
+        for (const Tensor& t : in) {
+          ss.push_back(t.shape);
+          ds.push_back(t.dtype);
+        }
+        key += " " + shapes_text(ss, ds);
+      }
+      prof.add(key.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
+  if (prof.on) prof.print(g_.nodes.size());
   NamedArrays out;
   int64_t copied = 0;
   for (const graph2::IoSpec& s : g_.outputs) {
