@@ -47,6 +47,7 @@ class ArrayGraphModel : public Model {
     nox_ = nox;
     init_model_runtime(opts_, nox ? 1 : opts_.threads, &pool_, &dispatcher_);
     ctx_ = std::make_unique<ExecContext>(pool_.get(), true);
+    if (!nox) ctx_->set_weight_cache(&wcache_);  // conv's packed weights, built on first use
     if (!file_->has_section("graph"))
       throw_invalid_config("model_type", "'" + family_ + "' models run their graph section, and the file has none");
     const toml::Value doc = file_->section_toml("graph");
@@ -98,7 +99,7 @@ class ArrayGraphModel : public Model {
     std::string digest;
     // Node outputs and output copies are charged against the memory budget next to what the model
     // already holds (LoadOptions::max_memory; 0 = what is available), before each is allocated.
-    const int64_t held = charged_bytes();
+    const int64_t held = charged_bytes() + static_cast<int64_t>(wcache_.bytes());
     const int64_t budget = opts_.max_memory;
     const ArrayGraphRun::BudgetCheck check = [held, budget](int64_t in_use, int64_t need, const std::string& what) {
       check_memory_budget(budget, held + in_use, need, what);
@@ -121,6 +122,7 @@ class ArrayGraphModel : public Model {
   std::string family_;
   std::unique_ptr<ArrayGraphRun> run_;
   graph::FusionReport report_;
+  WeightCache wcache_;  // declared before ctx_, which points at it
   std::unique_ptr<ExecContext> ctx_;
   std::mutex mu_;
   bool nox_ = false;

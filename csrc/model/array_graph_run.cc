@@ -127,6 +127,12 @@ void ArrayGraphRun::index_nodes() {
   for (size_t i = 0; i < g_.nodes.size(); ++i)
     for (const std::string& in : g_.nodes[i].inputs) last_use_[in] = i;
   for (const graph2::IoSpec& o : g_.outputs) last_use_[o.name] = g_.nodes.size();
+  rest_fixed_.assign(g_.nodes.size(), 1);
+  for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (size_t k = 1; k < g_.nodes[i].inputs.size(); ++k) {
+      const std::string& in = g_.nodes[i].inputs[k];
+      if (!in.empty() && !fixed_.count(in)) rest_fixed_[i] = 0;
+    }
 }
 
 graph::FusionReport ArrayGraphRun::fuse(const Backend& primary) {
@@ -397,6 +403,13 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
         out[i].shape = shapes[i];
         out[i].data = outv[i].own.get();
       }
+      // the weight cache only where the weights are the model's own (rest_fixed_); restored after
+      struct CacheScope {
+        ExecContext& ctx;
+        WeightCache* wc;
+        ~CacheScope() { ctx.set_weight_cache(wc); }
+      } scope{ctx, ctx.weight_cache()};
+      if (!rest_fixed_[ni]) ctx.set_weight_cache(nullptr);
       if (options.has_seed && n.kind == OpKind::RandomNormalLike) {
         Op op = n.op;  // the caller's seed, mixed with the node's place among the random nodes
         op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));
