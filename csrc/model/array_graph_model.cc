@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "core/errors.h"
+#include "core/memory_budget.h"
 #include "dispatch/op_schema.h"
 #include "graph/array_graph.h"
 #include "model/array_graph_run.h"
@@ -101,8 +102,16 @@ class ArrayGraphModel : public Model {
     // already holds (LoadOptions::max_memory; 0 = what is available), before each is allocated.
     const int64_t held = charged_bytes() + static_cast<int64_t>(wcache_.bytes());
     const int64_t budget = opts_.max_memory;
-    const ArrayGraphRun::BudgetCheck check = [held, budget](int64_t in_use, int64_t need, const std::string& what) {
-      check_memory_budget(budget, held + in_use, need, what);
+    // With no budget given (0: what is available), the available memory is read once a run (a read of
+    // /proc/meminfo per node cost ~10-30 us, most of a small graph's run); a node whose outputs
+    // would not fit in it, less what this run already holds, is checked again against a fresh
+    // reading (check_memory_budget), which refuses it or lets it pass.
+    const int64_t avail = budget == 0 ? available_memory_bytes() : -1;
+    const ArrayGraphRun::BudgetCheck check = [held, budget, avail](int64_t in_use, int64_t need,
+                                                                   const std::function<std::string()>& what) {
+      if (budget < 0 || need <= 0) return;
+      if (budget > 0 ? need > budget - (held + in_use) : (avail < 0 || need > avail - in_use))
+        check_memory_budget(budget, held + in_use, need, what());
     };
     NamedArrays out = run_->run(inputs, options, *dispatcher_, *ctx_, nox_ ? &digest : nullptr, check);
     ender.done = true;

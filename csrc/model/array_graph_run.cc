@@ -391,8 +391,10 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
         need = add_bytes(need, value_bytes(shapes[i], dts[i]));
       }
       if (check)
-        check(*live, need, "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" +
-                               (shapes.size() > 1 ? "s " : " ") + shapes_text(shapes, dts));
+        check(*live, need, [&] {
+          return "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" + (shapes.size() > 1 ? "s " : " ") +
+                 shapes_text(shapes, dts);
+        });
       for (size_t i = 0; i < shapes.size(); ++i) {
         const DType dt = dts[i];
         outv[i].dtype = dt;
@@ -454,8 +456,9 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       throw_shape_mismatch("output '" + s.name + "' " + dims_text(s.shape), std::vector<int64_t>(s.shape.size(), -1),
                            h.shape);
     const size_t nb = row_bytes(v.dtype, v.shape.numel());
-    if (check) check(*live + copied, static_cast<int64_t>(nb), "the copy of output '" + s.name + "' " +
-                                                                shapes_text({v.shape}, {v.dtype}));
+    if (check)
+      check(*live + copied, static_cast<int64_t>(nb),
+            [&] { return "the copy of output '" + s.name + "' " + shapes_text({v.shape}, {v.dtype}); });
     copied += static_cast<int64_t>(nb);
     h.data.resize(nb);
     if (nb) std::memcpy(h.data.data(), v.data, nb);

@@ -35,8 +35,10 @@ class ArrayGraphRun {
   // ctx's weight cache (may be null) is offered to the nodes whose inputs after the first are all
   // fixed values of the model, whose addresses stay for its life (conv keeps its packed weights).
   // check (may be empty): called before each allocation of node outputs or output copies with the
-  // bytes this run holds and the bytes it is about to allocate; throws (OutOfMemory) to refuse.
-  using BudgetCheck = std::function<void(int64_t in_use, int64_t need, const std::string& what)>;
+  // bytes this run holds and the bytes it is about to allocate; throws (OutOfMemory) to refuse,
+  // naming what() (built only then: a run calls it once a node).
+  using BudgetCheck =
+      std::function<void(int64_t in_use, int64_t need, const std::function<std::string()>& what)>;
   NamedArrays run(const NamedArrays& inputs, const RunOptions& options, Dispatcher& d, ExecContext& ctx,
                   std::string* digest, const BudgetCheck& check = {}) const;
   // The declared input names, comma separated (error messages).
