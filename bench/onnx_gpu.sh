@@ -5,8 +5,8 @@
 # compressed with xz; piper-joe.onnx.json beside them, plain). Builds the native core into /tmp/b
 # (kept while the machine stays warm: a second run reuses it), unpacks the models into the hub's
 # cache layout (CYB_LLM_CACHE=/tmp/cyb_cache: src/<name>.onnx, where hub.fetch_source finds them
-# without fetching) and runs bench/bench_onnx.py --device wgpu+rs on the models given ($1, default
-# silero,terrain,piper) with onnxruntime's CPU provider on $THREADS threads (default 16).
+# without fetching) and runs bench/bench_onnx.py --device wgpu+rs on each of the models given ($1,
+# default silero,terrain,piper) with onnxruntime's CPU provider on $THREADS threads (default 16).
 set -o pipefail
 GL=${GL:-../.gl}
 WHL=${WHL:-../.whl}
@@ -32,5 +32,9 @@ done
 cp .models/*.json $CYB_LLM_CACHE/src/ 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "models unpacked at ${SECONDS}s"
-python3 bench/bench_onnx.py --device wgpu+rs --threads "${THREADS:-16}" --reps "${REPS:-5}" --models "${1:-silero,terrain,piper}" \
-  --json "${OUT:-/tmp}/bench_onnx_gpu.json"
+# one bench run a model, so that each result prints as soon as it is measured
+for m in $(echo "${1:-silero,terrain,piper}" | tr , ' '); do
+  python3 bench/bench_onnx.py --device wgpu+rs --threads "${THREADS:-16}" --reps "${REPS:-5}" --models "$m" \
+    --json "${OUT:-/tmp}/bench_onnx_gpu_$m.json"
+  echo "$m done at ${SECONDS}s"
+done
