@@ -460,7 +460,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     Tensor t = front->alloc_frame_as(ctx, w.shape, w.dtype);
     const int64_t nb = value_bytes(w.shape, w.dtype);
     *live += nb;
-    w.dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+    w.dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void* /*frame*/) {
       *live -= nb;
       front->release_frame(ctx, t);
     });
@@ -567,7 +567,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
           const Tensor t = front->alloc_frame_as(ctx, shapes[i], dt);
           const int64_t nb = value_bytes(shapes[i], dt);
           *live += nb;
-          outv[i].dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+          outv[i].dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void* /*frame*/) {
             *live -= nb;
             front->release_frame(ctx, t);
           });
