@@ -109,7 +109,10 @@ def _inputs(seed: int = 0):
             "image": torch.rand(2, 3, 16, 16, generator=g) * 2 - 1}
 
 
-def check_stages(path: str, pipe, backend: str = "cpu") -> dict[str, float]:
+TIMESTEPS = ([999.0, 999.0], [1.0, 500.0], [0.0, 37.5])
+
+
+def check_stages(path: str, pipe, backend: str = "cpu", timesteps=TIMESTEPS) -> dict[str, float]:
     """Each stage of `path` vs `pipe`'s module on the same inputs: the relative max error per stage."""
     x = _inputs()
     errs = {}
@@ -118,7 +121,7 @@ def check_stages(path: str, pipe, backend: str = "cpu") -> dict[str, float]:
         ours = load_stage(path, "text_encoder", backend=backend).run({"input_ids": x["ids"].numpy()})
         errs["text_encoder"] = _rel(ours["last_hidden_state"], ref)
         unet = load_stage(path, "unet", backend=backend)
-        for t in ([999.0, 999.0], [1.0, 500.0], [0.0, 37.5]):
+        for t in timesteps:
             ts = torch.tensor(t)
             ref = pipe.unet(x["latent"], ts, encoder_hidden_states=x["ehs"]).sample.numpy()
             ours = unet.run({"sample": x["latent"].numpy(), "timestep": ts.numpy(),
@@ -138,6 +141,22 @@ def test_stages_match_diffusers(sd):
     folder, path, pipe = sd
     errs = check_stages(path, pipe)
     print("max error / max |ref|:", {k: f"{v:.1e}" for k, v in errs.items()})
+    bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
+    assert not bad, bad
+
+
+def test_stages_on_wgpu(sd):
+    """The same stages on wgpu+rs (lavapipe in CI), one UNet call: every f32 op on the GPU; the
+    size arithmetic (shape, concat of dims, constant_of_shape, the resize indices), the embeddings'
+    gather and slice_dyn, the upsamplers' gather / expand fall back to the cpu (dispatch records)."""
+    from placement import wgpu_skip_reason
+
+    reason = wgpu_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    folder, path, pipe = sd
+    errs = check_stages(path, pipe, backend="wgpu+rs", timesteps=TIMESTEPS[1:2])
+    print("wgpu+rs max error / max |ref|:", {k: f"{v:.1e}" for k, v in errs.items()})
     bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
     assert not bad, bad
 
@@ -190,7 +209,7 @@ def test_f16_folder(sd, tmp_path):
     assert encs["unet.conv_in.weight"] == "f32" and encs["vae_decoder.decoder.conv_in.weight"] == "f32"
     pipe = diffusers.StableDiffusionPipeline.from_pretrained(folder16, safety_checker=None,
                                                              requires_safety_checker=False).to(torch.float32)
-    errs = check_stages(out, pipe)
+    errs = check_stages(out, pipe, timesteps=TIMESTEPS[:1])
     bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
     assert not bad, bad
 
@@ -214,3 +233,137 @@ def test_quantized_unet(sd, tmp_path):
     with torch.no_grad():
         ref = pipe.unet(x["latent"], torch.tensor([10.0, 500.0]), encoder_hidden_states=x["ehs"]).sample.numpy()
     assert ours.shape == ref.shape and np.isfinite(ours).all()
+
+
+def _copy(folder: str, tmp_path) -> str:
+    dst = str(tmp_path / "hostile")
+    shutil.copytree(folder, dst)
+    return dst
+
+
+def _edit_json(path: str, fn) -> None:
+    with open(path) as f:
+        obj = json.load(f)
+    fn(obj)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def _drop_tensor(path: str, name: str) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    ts = load_file(path)
+    del ts[name]
+    save_file(ts, path)
+
+
+def test_hostile_folders(sd, tmp_path):
+    """A missing subfolder, config key or tensor, or an unsupported block: a clear error naming it,
+    and no output file."""
+    folder, path, pipe = sd
+    out = str(tmp_path / "x.model")
+    cases = [
+        (lambda d: shutil.rmtree(os.path.join(d, "vae")), FormatError, "'vae'"),
+        (lambda d: os.unlink(os.path.join(d, "unet", "config.json")), FormatError, "unet"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"), lambda c: c.pop("block_out_channels")),
+         InvalidConfig, "block_out_channels"),
+        (lambda d: _edit_json(os.path.join(d, "text_encoder", "config.json"), lambda c: c.pop("num_hidden_layers")),
+         InvalidConfig, "num_hidden_layers"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"),
+                              lambda c: c.update(down_block_types=["SimpleCrossAttnDownBlock2D", "DownBlock2D"])),
+         InvalidConfig, "SimpleCrossAttnDownBlock2D"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"), lambda c: c.update(addition_embed_type="text")),
+         InvalidConfig, "addition_embed_type"),
+        (lambda d: _edit_json(os.path.join(d, "vae", "config.json"), lambda c: c.update(norm_num_groups="32")),
+         InvalidConfig, "norm_num_groups"),
+        (lambda d: _edit_json(os.path.join(d, "unet", "config.json"), lambda c: c.update(block_out_channels=[])),
+         InvalidConfig, "block_out_channels"),
+        (lambda d: _edit_json(os.path.join(d, "model_index.json"), lambda c: c.pop("text_encoder")),
+         InvalidConfig, "text_encoder"),
+        (lambda d: _drop_tensor(os.path.join(d, "unet", "diffusion_pytorch_model.safetensors"),
+                                "mid_block.attentions.0.transformer_blocks.0.attn2.to_k.weight"),
+         MissingTensor, "mid_block.attentions.0.transformer_blocks.0.attn2.to_k.weight"),
+        (lambda d: _drop_tensor(os.path.join(d, "vae", "diffusion_pytorch_model.safetensors"),
+                                "decoder.mid_block.attentions.0.to_q.bias"),
+         MissingTensor, "decoder.mid_block.attentions.0.to_q.bias"),
+        (lambda d: os.unlink(os.path.join(d, "tokenizer", "tokenizer.json")), FormatError, "vocab.json"),
+    ]
+    for k, (spoil, err, named) in enumerate(cases):
+        d = _copy(folder, tmp_path / str(k))
+        spoil(d)
+        with pytest.raises(err) as e:
+            import_model(d, out, progress=False)
+        assert named in str(e.value), (k, str(e.value))
+        assert not os.path.exists(out)
+
+
+def test_unet_linear_projection(tmp_path):
+    """An SD 2.x-style UNet (use_linear_projection, one int of heads, cross-attention up and down blocks,
+    a mid-block scale factor, 77 tokens) on non-square latents of an odd width (13 goes down to 7 and is
+    upsampled back to 13, not 14, as diffusers does): the emitted graph against diffusers."""
+    from diffusers import UNet2DConditionModel
+
+    from cyb_llm.convert.diffusers import Component, unet_graph
+    from cyb_llm.convert.onnx_graph import stage_graph, weight_records
+    from cyb_llm.writer import write_model
+
+    torch.manual_seed(1)
+    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4,
+                                out_channels=4, down_block_types=("CrossAttnDownBlock2D",) * 2,
+                                up_block_types=("CrossAttnUpBlock2D",) * 2, cross_attention_dim=24,
+                                attention_head_dim=8, use_linear_projection=True, flip_sin_to_cos=False,
+                                freq_shift=1, mid_block_scale_factor=1.5, norm_num_groups=16, norm_eps=1e-6)
+    with torch.no_grad():
+        for p in unet.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    unet.save_pretrained(str(tmp_path / "unet"))
+    graph, weights = unet_graph(Component(str(tmp_path), "unet"))
+    recs = [(f"unet.{n}", e, s, d) for n, e, s, d in weight_records(graph, weights, None)]
+    path = str(tmp_path / "u.model")
+    write_model(path, name="u", config={"model_type": "graph-stages", "stages": {"pipeline": "diffusion",
+                                                                                "names": ["unet"]}},
+                stages={"unet": stage_graph(graph, {}, "unet")[0]}, tensors=recs)
+    g = torch.Generator().manual_seed(2)
+    sample, ehs = torch.randn(2, 4, 8, 13, generator=g), torch.randn(2, 77, 24, generator=g)
+    ts = torch.tensor([3.0, 801.0])
+    with torch.no_grad():
+        ref = unet(sample, ts, encoder_hidden_states=ehs).sample.numpy()
+    ours = load_stage(path, "unet").run({"sample": sample.numpy(), "timestep": ts.numpy(),
+                                         "encoder_hidden_states": ehs.numpy()})["out_sample"]
+    assert _rel(ours, ref) <= tolerance("diffusers-import"), _rel(ours, ref)
+
+
+def test_import_options_refused(sd, tmp_path):
+    """--graph (curated decoder families) and --pipeline other than diffusion do not apply."""
+    folder, path, pipe = sd
+    for kw, field in (({"graph": True}, "graph"), ({"pipeline": "tts"}, "pipeline")):
+        with pytest.raises(InvalidConfig) as e:
+            import_model(folder, str(tmp_path / "x.model"), progress=False, **kw)
+        assert e.value.field == field
+    with pytest.raises(InvalidConfig) as e:
+        import_model(folder, str(tmp_path / "x.model"), progress=False, quantize="q3_zz")
+    assert e.value.field == "quantize"
+    assert not os.path.exists(tmp_path / "x.model")
+
+
+def test_wrong_tensor_shape(sd, tmp_path):
+    """A tensor of the wrong shape imports (the graph takes shapes at run time) and the stage's first
+    run names the node that reads it."""
+    from safetensors.numpy import load_file, save_file
+
+    from cyb_llm.errors import ShapeMismatch
+
+    folder, path, pipe = sd
+    d = _copy(folder, tmp_path)
+    st = os.path.join(d, "unet", "diffusion_pytorch_model.safetensors")
+    ts = load_file(st)
+    name = "down_blocks.0.attentions.0.transformer_blocks.0.attn2.to_k.weight"
+    ts[name] = ts[name][:, :16].copy()
+    save_file(ts, st)
+    out = str(tmp_path / "bad.model")
+    import_model(d, out, progress=False)
+    x = _inputs()
+    with pytest.raises(ShapeMismatch) as e:
+        load_stage(out, "unet").run({"sample": x["latent"].numpy(), "timestep": np.ones(2, np.float32),
+                                     "encoder_hidden_states": x["ehs"].numpy()})
+    assert name.rsplit(".", 1)[0] in str(e.value)

@@ -140,10 +140,11 @@ class ArrayGraphModel : public Model {
       std::lock_guard<std::mutex> dl(digest_mu_);
       digest_.clear();  // a run that fails leaves no digest
     }
-    // A device backend (wgpu+rs) runs each node it has a kernel for on host values: its inputs
-    // uploaded, its outputs read back (values stay in host memory between nodes; the nodes it
-    // declines run on the cpu, recorded as fallbacks). One forward a run (Model::run holds the
-    // device lock).
+    // A device backend (wgpu+rs) runs each node it has a kernel for on device values, which stay
+    // on the device between nodes (ArrayGraphRun::run: feeds uploaded at their first use, outputs
+    // read back once; a value goes to the host only for a node the device declines, recorded as a
+    // fallback, for a host shape computation, or for a shape rule that reads it). One forward a
+    // run (Model::run holds the device lock).
     Backend* front = dispatcher_->chain().front();
     front->begin_forward(*ctx_);
     struct EndForward {  // on an error path only (the normal end calls end_forward itself)

@@ -146,6 +146,21 @@ void ArrayGraphRun::index_nodes() {
     auto it = owner.find(o.name);
     if (it != owner.end()) lifetime_last_[it->second] = static_cast<int>(g_.nodes.size());
   }
+  shape_only_.clear();
+  for (const auto& kv : fixed_) shape_only_[kv.first] = true;
+  for (const graph2::Node& n : g_.nodes) {
+    bool known = n.kind == OpKind::ShapeOf;  // reads its input's shape only
+    if (!known && n.kind != OpKind::RandomNormalLike) {
+      known = true;
+      for (const std::string& in : n.inputs) known = known && shape_only_.count(in) != 0;
+    }
+    if (known)
+      for (const std::string& o : n.outputs) shape_only_[o] = true;
+  }
+}
+
+ArrayGraphRun::~ArrayGraphRun() {
+  for (auto& kv : fixed_dev_) fixed_dev_backend_->release(kv.second);
 }
 
 graph::FusionReport ArrayGraphRun::fuse(const Backend& primary) {
@@ -269,10 +284,27 @@ std::shared_ptr<void> counted_buffer(const std::shared_ptr<int64_t>& live, size_
   if (pool) return pool->take(n, live);
   auto* v = new std::vector<uint8_t>(n);
   *live += static_cast<int64_t>(n);
-  return std::shared_ptr<void>(v->data(), [live, n, v](void* /*data*/) {
+  return std::shared_ptr<void>(v->data(), [live, n, v](void*) {
     *live -= static_cast<int64_t>(n);
     delete v;
   });
+}
+
+// The inputs of node kinds whose output shapes come from input values (read on the host by the
+// shape rules and by the kernels' plans): on a device backend these inputs are handed over as host
+// values.
+bool value_input(OpKind k, size_t i) {
+  switch (k) {
+    case OpKind::Range:
+    case OpKind::NonZero:
+    case OpKind::ConstantOfShape: return true;
+    case OpKind::Expand:
+    case OpKind::Tile:
+    case OpKind::SliceDyn:
+    case OpKind::PadDyn:
+    case OpKind::ReshapeTo: return i >= 1;
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -359,6 +391,49 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     if (it != vals.end()) return it->second;
     return fixed_.at(name);
   };
+  // A device backend (wgpu+rs) keeps the values of the nodes it runs on the device: the inputs are
+  // uploaded at their first use on the device, a node's device outputs stay there for the next
+  // nodes, a value goes to the host only where a host node (a shape computation, an op the device
+  // declines) or a shape rule reads it, and the outputs are read back at the end.
+  Backend* front = disp.chain().front();
+  const bool device = !nox_ && !front->host_memory();
+  if (device && fixed_dev_backend_ && fixed_dev_backend_ != front)
+    throw_backend_init(front->name(), "a version-2 graph run on two device backends");
+  auto host_of = [&](const std::string& name) -> const Val& {
+    const Val& v = get(name);
+    if (v.data || !v.dev.data) return v;
+    Val& w = vals.at(name);  // device-only values are the run's own
+    const int64_t nb = value_bytes(w.shape, w.dtype);
+    if (check) check(*live, nb, "the host copy of '" + name + "' " + shapes_text({w.shape}, {w.dtype}));
+    w.own = counted_buffer(live, static_cast<size_t>(nb), pool_);
+    front->read_bytes(w.dev, w.own.get());
+    w.data = w.own.get();
+    return w;
+  };
+  auto dev_of = [&](const std::string& name) -> Tensor {
+    const Val& v = get(name);
+    if (v.dev.data) return v.dev;
+    auto f = fixed_.find(name);
+    if (f != fixed_.end() && !vals.count(name)) {
+      auto it = fixed_dev_.find(name);
+      if (it == fixed_dev_.end()) {
+        fixed_dev_backend_ = front;
+        it = fixed_dev_.emplace(name, front->upload(v.data, v.shape, v.dtype)).first;
+      }
+      return it->second;
+    }
+    Val& w = vals.at(name);
+    Tensor t = front->alloc_frame_as(ctx, w.shape, w.dtype);
+    const int64_t nb = value_bytes(w.shape, w.dtype);
+    *live += nb;
+    w.dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+      *live -= nb;
+      front->release_frame(ctx, t);
+    });
+    w.dev = t;
+    front->write_bytes(t, w.data);
+    return t;
+  };
   // nox: the digest chain of version 2 (docs/graph.md "The digest chain"): H_0 over the named
   // inputs in declared order, then one link per node (views included).
   Sha256::Digest chain{};
@@ -392,21 +467,29 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
   int64_t n_random = 0;  // random nodes met so far (the k of seed_for_node)
   for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
     const graph2::Node& n = g_.nodes[ni];
+    const bool view = n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View;
+    // device: which side runs the node (views: none; their input's sides carry over)
+    const bool host_shape = device && !view && shape_only_.count(n.outputs[0]) != 0;
     std::vector<Tensor> in;
-    for (const std::string& name : n.inputs) {
-      const Val& v = get(name);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::string& name = n.inputs[i];
+      // a device value is read back where a shape rule (or a host shape computation) needs it
+      const bool need_host = device && (value_input(n.kind, i) || (host_shape && n.kind != OpKind::ShapeOf));
+      const Val& v = need_host ? host_of(name) : get(name);
       Tensor t;
       t.dtype = v.dtype;
       t.shape = v.shape;
-      t.data = const_cast<void*>(v.data);
+      static const uint64_t kShapeOnly[8] = {};  // shape: no values read
+      t.data = const_cast<void*>(v.data ? v.data : static_cast<const void*>(kShapeOnly));
       t.name = name.c_str();
       in.push_back(t);
     }
-    if (n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View) {
+    if (view) {
       Val v = get(n.inputs[0]);
       v.shape = n.kind == OpKind::Reshape ? reshaped(n, v.shape)
                                           : view_shape(n.op, v.shape, in.size() > 1 ? &in[1] : nullptr);
       if (nox_) link(n, in, {tensor_of(v)});
+      if (v.dev.data) v.dev.shape = v.shape;
       vals[n.outputs[0]] = v;
     } else {
       std::vector<Shape> shapes = output_shapes(n, in);
@@ -423,10 +506,36 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       }
       if (check && need > 0)
         check(*live, need, array_graph_detail::node_outputs_text(n, shapes, dts));
+      // device: the node runs there when the device backend takes it; its inputs then go as device
+      // tensors (value inputs: as host values), else every input as a host value.
+      bool on_dev = device && !host_shape && front->supports(n.op, in.data(), static_cast<int>(in.size()));
+      if (device && !host_shape)
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (on_dev && !value_input(n.kind, i)) {
+            const Tensor d = dev_of(n.inputs[i]);
+            in[i].device = d.device;
+            in[i].data = d.data;
+            in[i].offset = d.offset;
+          } else if (!on_dev && !value_input(n.kind, i) && !get(n.inputs[i]).data) {
+            in[i].data = const_cast<void*>(host_of(n.inputs[i]).data);
+          }
+        }
       for (size_t i = 0; i < shapes.size(); ++i) {
         const DType dt = dts[i];
         outv[i].dtype = dt;
         outv[i].shape = shapes[i];
+        if (on_dev) {  // a device frame (the plan's arena is host memory)
+          const Tensor t = front->alloc_frame_as(ctx, shapes[i], dt);
+          const int64_t nb = value_bytes(shapes[i], dt);
+          *live += nb;
+          outv[i].dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+            *live -= nb;
+            front->release_frame(ctx, t);
+          });
+          outv[i].dev = t;
+          out[i] = t;
+          continue;
+        }
         if (planned[i]) {
           void* at = static_cast<uint8_t*>(arena.get()) + planned[i]->offset;
           if (nox_) std::memset(at, 0, static_cast<size_t>(planned[i]->bytes));  // nox: zeroed, as its own buffer was
@@ -440,14 +549,13 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
         out[i].shape = shapes[i];
         out[i].data = outv[i].own.get();
       }
-      if (options.has_seed && n.kind == OpKind::RandomNormalLike) {
-        Op op = n.op;  // the caller's seed, mixed with the node's place among the random nodes
-        op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));
-        disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
-      } else {
-        disp.run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
-      }
       held();
+      Op op = n.op;
+      if (options.has_seed && n.kind == OpKind::RandomNormalLike)  // the caller's seed, mixed with the node's
+        op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));  // place among the random nodes
+      if (host_shape) disp.run_host_shape(op, in.data(), static_cast<int>(in.size()), out.data(),
+                                          static_cast<int>(out.size()), ctx);
+      else disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
       n_random += n.kind == OpKind::RandomNormalLike;
       if (nox_) link(n, in, out);
       for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
@@ -460,7 +568,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
   NamedArrays out;
   int64_t copied = 0;
   for (const graph2::IoSpec& s : g_.outputs) {
-    const Val& v = get(s.name);
+    const Val& v = device ? host_of(s.name) : get(s.name);
     if (v.dtype != s.dtype)
       throw_format("graph", "outputs." + s.name + ".dtype", std::string("declared ") + dtype_name(s.dtype) +
                                                             ", the graph computes " + dtype_name(v.dtype));

@@ -37,6 +37,7 @@ class ArrayGraphRun {
   // Binds the parsed graph to the file's initializers (the file must outlive this) and to its
   // constants; nox: the digests of those fixed values are computed once here.
   ArrayGraphRun(graph2::Graph g, const ModelFile& file, bool nox);
+  ~ArrayGraphRun();
   ArrayGraphRun(const ArrayGraphRun&) = delete;  // the nodes' labels point into g_
   ArrayGraphRun& operator=(const ArrayGraphRun&) = delete;
   const graph2::Graph& graph() const { return g_; }
@@ -110,12 +111,17 @@ class ArrayGraphRun {
     return last_mem_;
   }
 
-  // A value of a run: a typed, shaped host buffer (owned, or a view of the file / an input / another value).
+  // A value of a run: a typed, shaped host buffer (owned, or a view of the file / an input / another
+  // value) and / or, on a device backend, a device tensor (dev.data non-null; owned by dev_own, a
+  // frame of the forward, or one of the fixed values' device copies). Each side is made from the
+  // other at its first use (an upload, a read-back) and kept while the value lives.
   struct Val {
     DType dtype = DType::F32;
     Shape shape;
     const void* data = nullptr;
     std::shared_ptr<void> own;
+    Tensor dev;
+    std::shared_ptr<void> dev_own;
   };
   class BufferPool;  // (array_graph_run.cc)
 
@@ -139,6 +145,12 @@ class ArrayGraphRun {
   bool nox_ = false;
   std::unordered_map<std::string, Val> fixed_;
   std::unordered_map<std::string, size_t> last_use_;
+  // Values known without the graph's data (constants, initializers, shapes, and what nodes make
+  // of only those): on a device backend their nodes run on the host (host shape computations).
+  std::unordered_map<std::string, bool> shape_only_;
+  // The fixed values' device copies (uploaded at first use, kept across runs) and their backend.
+  mutable std::unordered_map<std::string, Tensor> fixed_dev_;
+  mutable Backend* fixed_dev_backend_ = nullptr;
   std::unordered_map<std::string, Sha256::Digest> fixed_digest_;  // nox: D(t) of each fixed value
   std::shared_ptr<BufferPool> pool_;  // the node outputs' buffers (not on nox: zeroed buffers there)
   std::vector<int> lifetime_last_;    // per node output (plan order): the last node that needs its bytes

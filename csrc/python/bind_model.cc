@@ -191,6 +191,7 @@ void bind_model(py::module_& m) {
           d["op"] = r.op;
           d["backend"] = r.backend;
           d["fallback"] = r.fallback;
+          d["host_shape"] = r.host_shape;
           d["count"] = r.count;
           d["total_ms"] = r.total_ms;
           out.append(d);

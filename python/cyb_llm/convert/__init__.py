@@ -93,10 +93,12 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
     if kind == "diffusers":  # the stages of a diffusion model (docs/diffusion.md): convert/diffusers.py
         from .diffusers import import_diffusers
 
-        if pipeline not in (None, "diffusion") or graph:
-            raise make_error(InvalidConfig, "a diffusers folder imports as the diffusion pipeline's stages "
-                             f"(--pipeline {pipeline!r}, --graph {graph})", field="pipeline" if pipeline else "graph",
-                             reason="not for diffusers folders")
+        if graph:
+            raise make_error(InvalidConfig, "--graph emits the graph of a curated decoder family; a diffusers folder's "
+                             "stages are graphs already", field="graph", reason="not for diffusers folders")
+        if pipeline not in (None, "diffusion"):
+            raise make_error(InvalidConfig, f"--pipeline {pipeline}: a diffusers folder imports as the diffusion "
+                             "pipeline's stages", field="pipeline", reason="not for diffusers folders")
         import_diffusers(src, out, quantize=quantize, progress=progress)
         return
     if pipeline is not None:

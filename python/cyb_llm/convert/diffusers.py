@@ -26,7 +26,7 @@ from ..errors import FormatError, InvalidConfig, MissingTensor, TokenizerError
 from ..writer import write_model
 from .common import Progress, make_error, write_atomically
 from .graph_builder import (GraphBuilder, add, attention, conv2d, group_norm, layer_norm, linear, masked_attention,
-                            upsample_nearest2x)
+                            resize_nearest_like, upsample_nearest2x)
 from .hf import QUANTIZE_TYPES, _read_json, _SafetensorsFile
 from .onnx_graph import STAGES_MODEL_TYPE, stage_graph, weight_records
 
@@ -76,6 +76,22 @@ class Component:
                              reason="missing")
         return default
 
+    def int(self, key: str, default: Any = _REQUIRED) -> int:
+        """A config value that must be an integer (InvalidConfig naming the key otherwise)."""
+        v = self.cfg(key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise make_error(InvalidConfig, f"{self.sub}/config.json: {key} = {v!r} is not an integer",
+                             field=f"{self.sub}.{key}", reason="not an integer")
+        return v
+
+    def float(self, key: str, default: Any = _REQUIRED) -> float:
+        """A config value that must be a finite number (InvalidConfig naming the key otherwise)."""
+        v = self.cfg(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise make_error(InvalidConfig, f"{self.sub}/config.json: {key} = {v!r} is not a finite number",
+                             field=f"{self.sub}.{key}", reason="not a number")
+        return float(v)
+
     def expect(self, key: str, allowed: tuple, default: Any) -> Any:
         """A config key whose other values this importer does not implement: InvalidConfig naming it."""
         v = self.config.get(key, default)
@@ -89,7 +105,7 @@ class Component:
         return name in self.files
 
     def t(self, name: str) -> np.ndarray:
-        """The tensor `name` as f32 (f16 values are exact in f32; bf16 widened by a shift)."""
+        """The tensor `name` as f32 (f16 values are exact in f32; bf16 widened by a shift; f32 mapped)."""
         sf = self.files.get(name)
         if sf is None:
             raise make_error(MissingTensor, f"{self.sub}: tensor '{name}' is missing from its safetensors files",
@@ -107,8 +123,10 @@ class Component:
                              f"and dtype {dt} need {n * width}", section="safetensors", key=f"{self.sub}/{name}")
         if dt == "BF16":
             a = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif dt == "F32":  # a read-only view of the mapped file: an f32 folder is never copied in memory
+            a = raw.view(np.float32)
         else:
-            a = raw.view(_FLOATS[dt]).astype(np.float32)
+            a = raw.view(np.float16).astype(np.float32)
         return a.reshape(shape)
 
     def shape(self, name: str) -> list[int]:
@@ -126,6 +144,15 @@ def _per_block(c: Component, key: str, value: Any, n: int) -> list[int]:
     return list(vals)
 
 
+def _block_channels(c: Component) -> list[int]:
+    """block_out_channels: a non-empty list of positive ints (the block count)."""
+    boc = c.cfg("block_out_channels")
+    if not isinstance(boc, list) or not boc:
+        raise make_error(InvalidConfig, f"{c.sub}/config.json: block_out_channels = {boc!r} (a list of channels per "
+                         "block)", field=f"{c.sub}.block_out_channels", reason="bad value")
+    return _per_block(c, "block_out_channels", boc, len(boc))
+
+
 # ---- the shared layers of diffusers' models ----------------------------------------------------
 
 class _Layers:
@@ -135,17 +162,16 @@ class _Layers:
     def __init__(self, b: GraphBuilder, c: Component):
         self.b, self.c = b, c
 
-    def linear(self, x: str, p: str, bias: bool | None = None) -> str:
-        """A torch Linear `p` (its bias when the folder has one, unless `bias` says)."""
-        has_bias = self.c.has(p + ".bias") if bias is None else bias
-        return linear(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias") if has_bias else None)
+    def linear(self, x: str, p: str, bias: bool = True) -> str:
+        """A torch Linear `p` (with its bias unless `bias` is false)."""
+        return linear(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias") if bias else None)
 
     def conv(self, x: str, p: str, stride: int = 1, pads: list[int] | None = None) -> str:
         w = self.c.t(p + ".weight")
         if w.ndim != 4:
             raise make_error(FormatError, f"{self.c.sub}: '{p}.weight' has shape {list(w.shape)}, a Conv2d weight "
                              "[out, in, kh, kw] expected", section="safetensors", key=f"{self.c.sub}/{p}.weight")
-        return conv2d(self.b, x, p, w, self.c.t(p + ".bias") if self.c.has(p + ".bias") else None, stride, pads)
+        return conv2d(self.b, x, p, w, self.c.t(p + ".bias"), stride, pads)
 
     def group_norm(self, x: str, p: str, groups: int, eps: float) -> str:
         return group_norm(self.b, x, p, self.c.t(p + ".weight"), self.c.t(p + ".bias"), groups, eps)
@@ -166,21 +192,23 @@ class _Layers:
             t = self.linear(temb_act, p + ".time_emb_proj")
             h = add(b, h, b.node("unsqueeze", [t], name=p + ".temb4", axes=[2, 3]), p + ".temb_add")
         h = self.conv(self.silu(self.group_norm(h, p + ".norm2", groups, eps), p + ".act2"), p + ".conv2")
-        if self.c.has(p + ".conv_shortcut.weight"):
+        w1 = self.c.shape(p + ".conv1.weight")
+        if self.c.has(p + ".conv_shortcut.weight") or w1[0] != w1[1]:  # in != out channels: the 1x1 conv
             x = self.conv(x, p + ".conv_shortcut")
         out = b.node("add", [x, h], name=p + ".out")
         if out_scale != 1.0:
             out = b.node("binary", [out, b.const([out_scale])], name=p + ".rescale", fn="div")
         return out
 
-    def attn(self, x: str, ctx: str, p: str, heads: int) -> str:
-        """diffusers' Attention (to_q / to_k / to_v, to_out.0) over x [B, T, C], keys from ctx."""
+    def attn(self, x: str, ctx: str, p: str, heads: int, qkv_bias: bool) -> str:
+        """diffusers' Attention (to_q / to_k / to_v, biased when `qkv_bias`; to_out.0) over x [B, T, C],
+        keys from ctx."""
         inner = self.c.shape(p + ".to_q.weight")[0]
         if inner % heads:
             raise make_error(InvalidConfig, f"{self.c.sub}: {p} has {inner} channels, not a multiple of its "
                              f"{heads} heads", field=f"{self.c.sub}.{p}", reason="heads")
         hd = inner // heads
-        q, k, v = (self.linear(t, f"{p}.to_{w}") for t, w in ((x, "q"), (ctx, "k"), (ctx, "v")))
+        q, k, v = (self.linear(t, f"{p}.to_{w}", qkv_bias) for t, w in ((x, "q"), (ctx, "k"), (ctx, "v")))
         o = attention(self.b, q, k, v, heads, hd, hd ** -0.5, name=p + ".attention")
         return self.linear(o, p + ".to_out.0")
 
@@ -192,7 +220,7 @@ class _Layers:
         h = b.node("reshape", [h], name=p + ".seq", shape=[0, 0, -1])
         h = b.node("transpose", [h], name=p + ".btc", perm=[0, 2, 1])
         heads = 1  # AutoencoderKL's Encoder / Decoder: attention_head_dim = the channels
-        h = self.attn(h, h, p, heads)
+        h = self.attn(h, h, p, heads, qkv_bias=True)
         h = b.node("transpose", [h], name=p + ".bct", perm=[0, 2, 1])
         h = b.node("reshape_to", [h, b.node("shape", [x], name=p + ".dims")], name=p + ".image")
         return b.node("add", [h, x], name=p + ".out")
@@ -227,9 +255,9 @@ class _Layers:
         after a LayerNorm (eps 1e-5) and added to the stream."""
         b = self.b
         n = self.layer_norm(h, p + ".norm1", 1e-5)
-        h = b.node("add", [h, self.attn(n, n, p + ".attn1", heads)], name=p + ".res1")
+        h = b.node("add", [h, self.attn(n, n, p + ".attn1", heads, qkv_bias=False)], name=p + ".res1")
         n = self.layer_norm(h, p + ".norm2", 1e-5)
-        h = b.node("add", [h, self.attn(n, ehs, p + ".attn2", heads)], name=p + ".res2")
+        h = b.node("add", [h, self.attn(n, ehs, p + ".attn2", heads, qkv_bias=False)], name=p + ".res2")
         n = self.layer_norm(h, p + ".norm3", 1e-5)
         return b.node("add", [h, self.geglu_ff(n, p + ".ff")], name=p + ".res3")
 
@@ -250,9 +278,9 @@ def text_encoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     """CLIPTextModel -> last_hidden_state: token + position embeddings, pre-norm layers with causal
     self-attention (masked_attention over a [T, T] slice of a causal mask), the MLP (quick_gelu or
     gelu), final_layer_norm."""
-    n_layers = c.cfg("num_hidden_layers")
-    heads = c.cfg("num_attention_heads")
-    eps = float(c.cfg("layer_norm_eps"))
+    n_layers = c.int("num_hidden_layers")
+    heads = c.int("num_attention_heads")
+    eps = c.float("layer_norm_eps")
     act = c.expect("hidden_act", ("quick_gelu", "gelu", "gelu_new"), "quick_gelu")
     b = GraphBuilder()
     L = _Layers(b, c)
@@ -320,7 +348,7 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     kept for the skips), the cross-attention mid block, up blocks (each resnet reads the skip
     concatenated on the channels), group_norm, silu, conv_out."""
     downs, ups = c.cfg("down_block_types"), c.cfg("up_block_types")
-    boc = c.cfg("block_out_channels")
+    boc = _block_channels(c)
     for key, types, allowed in (("down_block_types", downs, _DOWN), ("up_block_types", ups, _UP)):
         if not isinstance(types, list) or len(types) != len(boc) or any(t not in allowed for t in types):
             raise make_error(InvalidConfig, f"unet/config.json: {key} = {types!r} (one of {', '.join(allowed)} per "
@@ -331,20 +359,20 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
                                   ("act_fn", ("silu",), "silu"), ("class_embed_type", (None,), None),
                                   ("addition_embed_type", (None,), None), ("encoder_hid_dim", (None,), None),
                                   ("center_input_sample", (False,), False), ("dual_cross_attention", (False,), False),
-                                  ("only_cross_attention", (False,), False), ("upcast_attention", (False, None), False),
+                                  ("only_cross_attention", (False,), False),
                                   ("mid_block_type", ("UNetMidBlock2DCrossAttn",), "UNetMidBlock2DCrossAttn"),
                                   ("conv_in_kernel", (3,), 3), ("conv_out_kernel", (3,), 3),
                                   ("time_cond_proj_dim", (None,), None), ("attention_type", ("default",), "default")):
         c.expect(key, allowed, default)
-    groups, eps = int(c.cfg("norm_num_groups")), float(c.cfg("norm_eps"))
+    groups, eps = c.int("norm_num_groups"), c.float("norm_eps")
     layers = _per_block(c, "layers_per_block", c.cfg("layers_per_block"), n)
     heads = _per_block(c, "attention_head_dim", c.cfg("num_attention_heads", None) or c.cfg("attention_head_dim"), n)
     tlayers = _per_block(c, "transformer_layers_per_block", c.cfg("transformer_layers_per_block", 1), n)
     linear_proj = bool(c.cfg("use_linear_projection", False))
-    down_pad = int(c.cfg("downsample_padding", 1))
-    mid_scale = float(c.cfg("mid_block_scale_factor", 1))
-    cross = int(c.cfg("cross_attention_dim"))
-    in_ch, out_ch = int(c.cfg("in_channels")), int(c.cfg("out_channels"))
+    down_pad = c.int("downsample_padding", 1)
+    mid_scale = c.float("mid_block_scale_factor", 1)
+    cross = c.int("cross_attention_dim")
+    in_ch, out_ch = c.int("in_channels"), c.int("out_channels")
 
     b = GraphBuilder()
     L = _Layers(b, c)
@@ -352,7 +380,7 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     t = b.input("timestep", "f32", ["batch"])
     ehs = b.input("encoder_hidden_states", "f32", ["batch", "seq", cross])
 
-    temb = timestep_embedding(b, t, int(boc[0]), bool(c.cfg("flip_sin_to_cos")), float(c.cfg("freq_shift")))
+    temb = timestep_embedding(b, t, int(boc[0]), bool(c.cfg("flip_sin_to_cos")), c.float("freq_shift"))
     temb = L.linear(L.silu(L.linear(temb, "time_embedding.linear_1"), "time_embedding.act"), "time_embedding.linear_2")
     temb_act = L.silu(temb, "temb_act")  # every resnet's nonlinearity(temb), computed once
 
@@ -384,8 +412,8 @@ def unet_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
             h = L.resnet(h, f"{p}.resnets.{j}", temb_act, groups, eps)
             if kind == "CrossAttnUpBlock2D":
                 h = L.transformer2d(h, f"{p}.attentions.{j}", ehs, r_heads[i], r_tlayers[i], groups, linear_proj)
-        if i < n - 1:
-            h = L.conv(upsample_nearest2x(b, h, f"{p}.upsample"), f"{p}.upsamplers.0.conv")
+        if i < n - 1:  # to the size of the skip read next (2x, or what an odd size went down from), as diffusers
+            h = L.conv(resize_nearest_like(b, h, skips[-1], f"{p}.upsample"), f"{p}.upsamplers.0.conv")
 
     h = L.silu(L.group_norm(h, "conv_norm_out", groups, eps), "conv_act")
     h = L.conv(h, "conv_out")
@@ -404,25 +432,21 @@ def _vae_mid(L: _Layers, h: str, p: str, groups: int) -> str:
 
 
 def _vae_check(c: Component) -> tuple[int, int, int]:
-    boc = c.cfg("block_out_channels")
-    if not isinstance(boc, list) or not boc:
-        raise make_error(InvalidConfig, f"vae/config.json: block_out_channels = {boc!r}", field="vae.block_out_channels",
-                         reason="bad value")
+    boc = _block_channels(c)
     c.expect("act_fn", ("silu",), "silu")
     c.expect("norm_type", ("group",), "group")
-    return len(boc), int(c.cfg("layers_per_block")), int(c.cfg("norm_num_groups"))
+    return len(boc), c.int("layers_per_block"), c.int("norm_num_groups")
 
 
 def vae_decoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
     """AutoencoderKL.decode: post_quant_conv, decoder (conv_in, mid block, up blocks of
     layers_per_block + 1 resnets with nearest 2x upsampling, group_norm, silu, conv_out)."""
     n, layers, groups = _vae_check(c)
-    for key in ("UpDecoderBlock2D",):
-        for t in c.cfg("up_block_types"):
-            if t != key:
-                raise make_error(InvalidConfig, f"vae/config.json: up block {t!r} (UpDecoderBlock2D expected)",
-                                 field="vae.up_block_types", reason="unsupported block")
-    lat = int(c.cfg("latent_channels"))
+    for t in c.cfg("up_block_types"):
+        if t != "UpDecoderBlock2D":
+            raise make_error(InvalidConfig, f"vae/config.json: up block {t!r} (UpDecoderBlock2D expected)",
+                             field="vae.up_block_types", reason="unsupported block")
+    lat = c.int("latent_channels")
     b = GraphBuilder()
     L = _Layers(b, c)
     h = b.input("latent_sample", "f32", ["batch", lat, "height", "width"])
@@ -437,7 +461,7 @@ def vae_decoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
         if i < n - 1:
             h = L.conv(upsample_nearest2x(b, h, f"{p}.upsample"), f"{p}.upsamplers.0.conv")
     h = L.conv(L.silu(L.group_norm(h, "decoder.conv_norm_out", groups, 1e-6), "decoder.conv_act"), "decoder.conv_out")
-    b.output("sample", h, ["batch", int(c.cfg("out_channels")), "image_height", "image_width"])
+    b.output("sample", h, ["batch", c.int("out_channels"), "image_height", "image_width"])
     return b.build()
 
 
@@ -450,10 +474,10 @@ def vae_encoder_graph(c: Component) -> tuple[dict, dict[str, np.ndarray]]:
         if t != "DownEncoderBlock2D":
             raise make_error(InvalidConfig, f"vae/config.json: down block {t!r} (DownEncoderBlock2D expected)",
                              field="vae.down_block_types", reason="unsupported block")
-    lat = int(c.cfg("latent_channels"))
+    lat = c.int("latent_channels")
     b = GraphBuilder()
     L = _Layers(b, c)
-    h = b.input("sample", "f32", ["batch", int(c.cfg("in_channels")), "image_height", "image_width"])
+    h = b.input("sample", "f32", ["batch", c.int("in_channels"), "image_height", "image_width"])
     h = L.conv(h, "encoder.conv_in")
     for i in range(n):
         p = f"encoder.down_blocks.{i}"
@@ -603,11 +627,11 @@ def diffusers_stages(root: str, quantize: str | None = None
         records.extend((f"{stage}.{n}", enc, shape, data) for n, enc, shape, data in weight_records(graph, weights, q))
         graphs[stage], _ = stage_graph(graph, {}, stage)
     boc = vae.cfg("block_out_channels")
-    sample_size = unet.cfg("sample_size")
-    if isinstance(sample_size, list):
-        sample_size = int(sample_size[0])
-    cross = int(unet.cfg("cross_attention_dim"))
-    hidden = int(te.cfg("hidden_size"))
+    if isinstance(unet.cfg("sample_size"), list):  # [h, w]: the height
+        unet.config["sample_size"] = unet.config["sample_size"][0]
+    sample_size = unet.int("sample_size")
+    cross = unet.int("cross_attention_dim")
+    hidden = te.int("hidden_size")
     if cross != hidden:
         raise make_error(InvalidConfig, f"unet cross_attention_dim {cross} != text_encoder hidden_size {hidden}",
                          field="unet.cross_attention_dim", reason="does not match the text encoder")
@@ -615,11 +639,12 @@ def diffusers_stages(root: str, quantize: str | None = None
         "model_type": STAGES_MODEL_TYPE,
         "stages": {"pipeline": "diffusion", "names": list(graphs), "sources": {"text_encoder": "text_encoder", "unet": "unet",
                                                                 "vae_decoder": "vae", "vae_encoder": "vae"}},
-        "diffusion": {"vae_scaling_factor": float(vae.cfg("scaling_factor")),
+        "diffusion": {"vae_scaling_factor": vae.float("scaling_factor"),
                       "vae_scale_factor": 2 ** (len(boc) - 1),
-                      "latent_channels": int(vae.cfg("latent_channels")),
-                      "sample_size": int(sample_size),
-                      "max_text_length": tok_conf["model_max_length"],
+                      "latent_channels": vae.int("latent_channels"),
+                      "sample_size": sample_size,
+                      # the tokenizer's length, at most the text encoder's positions
+                      "max_text_length": min(tok_conf["model_max_length"], te.int("max_position_embeddings")),
                       "pad_token_id": tok_conf["pad_token_id"],
                       "scheduler": json.dumps(sched.config),
                       "source": {"pipeline_class": str(idx.get("_class_name", "")),

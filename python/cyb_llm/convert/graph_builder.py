@@ -218,6 +218,28 @@ def upsample_nearest2x(b: GraphBuilder, x: str, name: str = "upsample") -> str:
     return b.node("reshape_to", [e, dims], name=name)
 
 
+def resize_nearest_like(b: GraphBuilder, x: str, like: str, name: str = "resize") -> str:
+    """torch's interpolate(x, size=like.shape[2:], mode="nearest") of x [N, C, H, W], the sizes read at
+    run time: along each spatial axis a gather of the source rows min(floor(i * (in / out)), in - 1),
+    i < out, the scale a float32 division and the product a float32 one, as torch computes them (a
+    size of 2 * in gives floor(i / 2))."""
+    for axis in (2, 3):
+        tag = f"{name}.{'hw'[axis - 2]}"
+        n_in = b.node("shape", [x], name=f"{tag}.in", range=[axis, axis + 1])
+        n_out = b.node("shape", [like], name=f"{tag}.out", range=[axis, axis + 1])
+        scale = b.node("binary", [b.node("cast", [n_in], name=f"{tag}.inf", to="f32"),
+                                  b.node("cast", [n_out], name=f"{tag}.outf", to="f32")], name=f"{tag}.scale", fn="div")
+        pos = b.node("cumsum", [b.node("constant_of_shape", [n_out], name=f"{tag}.ones", value=1.0)],
+                     name=f"{tag}.pos", axis=0, exclusive=True)
+        src = b.node("unary", [b.node("binary", [pos, scale], name=f"{tag}.src", fn="mul")], name=f"{tag}.floor",
+                     fn="floor")
+        last = b.node("binary", [n_in, b.const([1], "i64")], name=f"{tag}.last", fn="sub")
+        idx = b.node("binary", [b.node("cast", [src], name=f"{tag}.idx", to="i64"), last], name=f"{tag}.clamp",
+                     fn="min")
+        x = b.node("gather", [x, idx], name=tag, axis=axis)
+    return x
+
+
 # ---- transformer layer helpers (the SpeechT5 importer, convert/speecht5.py) ----------------------
 # Each appends the nodes of one torch layer to a GraphBuilder, its weights read from `w` (tensor name
 # -> array) under `name`; value names are hints made unique by the builder.
@@ -253,5 +275,5 @@ def tb_attend(b: GraphBuilder, q: str, k: str, v: str, bias: str | None = None) 
 
 
 __all__ = ["GraphBuilder", "linear", "conv2d", "group_norm", "layer_norm", "add", "attention",
-           "masked_attention", "upsample_nearest2x", "tb_linear", "tb_layer_norm", "tb_heads", "tb_merge_heads",
-           "tb_attend"]
+           "masked_attention", "upsample_nearest2x", "resize_nearest_like", "tb_linear", "tb_layer_norm", "tb_heads",
+           "tb_merge_heads", "tb_attend"]
