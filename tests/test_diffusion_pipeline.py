@@ -272,6 +272,17 @@ def test_callback_timings_and_records(model):
     assert stages == {"text_encoder", "unet", "vae_decoder"}  # no image: the encoder did not run
 
 
+def test_memory_and_close(tiny):
+    m = cyb_llm.load(tiny[0], threads=1)
+    one = m.stages["unet"]._native.charged_bytes
+    assert m.memory["charged"] > one > 0 and m.info["kind"] == "diffusion"
+    stage = m.stages["vae_decoder"]
+    m.close()
+    assert m.closed and stage.closed
+    with pytest.raises(InvalidConfig, match="closed"):
+        m.generate_image(PROMPT, steps=1)
+
+
 def test_pil_output(model):
     from PIL import Image
 
