@@ -272,10 +272,9 @@ def test_callback_timings_and_records(model):
     assert stages == {"text_encoder", "unet", "vae_decoder"}  # no image: the encoder did not run
 
 
-def test_memory_and_close(tiny):
+def test_close_closes_the_stages(tiny):
     m = cyb_llm.load(tiny[0], threads=1)
-    one = m.stages["unet"]._native.charged_bytes
-    assert m.memory["charged"] > one > 0 and m.info["kind"] == "diffusion"
+    assert m.info["kind"] == "diffusion" and m.memory["weights"] > 0
     stage = m.stages["vae_decoder"]
     m.close()
     assert m.closed and stage.closed
