@@ -135,6 +135,29 @@ def test_image_matches_diffusers(tiny, routes, scheduler, guidance, route):
     assert float(np.ptp(want)) > tolerance("diffusion-image-spread")
 
 
+@pytest.mark.parametrize("scheduler", ["euler_a", "dpmpp_2m_karras"])
+def test_image_on_wgpu_matches_diffusers(tiny, routes, scheduler):
+    """The stages on wgpu+rs (lavapipe where no GPU): every stage on that backend, the schedulers on
+    the host as on the cpu; the image against diffusers as on the cpu (the folder route's file)."""
+    from placement import wgpu_skip_reason
+
+    reason = wgpu_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    _, sd = tiny
+    model = cyb_llm.load(routes["folder"].path, backend="wgpu+rs", threads=2)
+    assert {m.backend for m in model.stages.values()} == {"wgpu+rs"}
+    rng = np.random.default_rng(9)
+    shape = (1, 4, sd_tiny.SAMPLE_SIZE, sd_tiny.SAMPLE_SIZE)
+    latents = rng.standard_normal(shape, dtype=np.float32)
+    step_noise = [rng.standard_normal(shape, dtype=np.float32) for _ in range(STEPS)]
+    want = _ref_image(sd, scheduler, 7.5, latents, step_noise, config=model.scheduler_config)
+    got = model.generate_image(PROMPT, negative_prompt=NEGATIVE, steps=STEPS, guidance_scale=7.5, scheduler=scheduler,
+                               latents=latents, noise=step_noise, output_type="float")
+    assert float(np.abs(got - want).max()) <= tolerance("diffusion-vs-diffusers")
+    assert any(r["backend"] == "wgpu+rs" and r["count"] and r["stage"] == "unet" for r in model.dispatch_records)
+
+
 def test_other_sizes_through_the_folder_route(tiny, routes):
     """The folder importer's UNet and VAE take any size (multiples of 8): a 48x32 image with guidance."""
     _, sd = tiny
@@ -247,6 +270,16 @@ def test_callback_timings_and_records(model):
     assert st["unet_calls"] == 3 and len(st["per_step_ms"]) == 3 and st["unet_steps_per_s"] > 0
     stages = {r["stage"] for r in model.dispatch_records if r["count"]}
     assert stages == {"text_encoder", "unet", "vae_decoder"}  # no image: the encoder did not run
+
+
+def test_close_closes_the_stages(tiny):
+    m = cyb_llm.load(tiny[0], threads=1)
+    assert m.info["kind"] == "diffusion" and m.memory["weights"] > 0
+    stage = m.stages["vae_decoder"]
+    m.close()
+    assert m.closed and stage.closed
+    with pytest.raises(InvalidConfig, match="closed"):
+        m.generate_image(PROMPT, steps=1)
 
 
 def test_pil_output(model):
