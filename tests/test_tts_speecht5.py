@@ -276,3 +276,27 @@ def test_import_errors(built, tmp_path):
         import_model(str(broken), str(tmp_path / "b.model"), progress=False)
     assert "feat_out.weight" in str(e.value)
     assert not os.path.exists(tmp_path / "b.model")
+
+
+def test_spm_char_model_is_speecht5_tokenizer(built, tmp_path):
+    """A folder with SpeechT5Tokenizer's SentencePiece char model (spm_char.model, trained here): the
+    importer reads its pieces without sentencepiece; the ids of speak's sentences are the tokenizer's."""
+    spm = pytest.importorskip("sentencepiece")
+    import shutil
+
+    _, folder, _, _ = built
+    d = tmp_path / "with-spm"
+    d.mkdir()
+    for n in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(folder, n), d / n)
+    train = tmp_path / "train.txt"
+    train.write_text("hello there, how are you? the quick brown fox jumps over the lazy dog! it's 1 2 3.\n" * 20)
+    spm.SentencePieceTrainer.train(input=str(train), model_prefix=str(d / "spm_char"), model_type="char",
+                                   vocab_size=40, bos_id=0, pad_id=1, eos_id=2, unk_id=3, character_coverage=1.0,
+                                   minloglevel=2)
+    out = str(tmp_path / "spm.model")
+    import_model(str(d), out, progress=False)
+    m = cyb_llm.load(out, threads=2)
+    tok = transformers.SpeechT5Tokenizer(str(d / "spm_char.model"))
+    for text in ["Hello there", "  the  quick brown fox, 1 2 3!", "Zebra \u00fcmlaut", "it\u2019s \uff48i fine?"]:
+        assert m.sentences(text) == [tok(text).input_ids], text

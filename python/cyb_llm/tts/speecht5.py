@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,14 +59,14 @@ class SpeechT5:
 
     # --- text -> ids -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
-        """SpeechT5Tokenizer's ids of `text` from the stored character vocabulary: whitespace runs as
-        one SPACE piece, a SPACE first, each character its piece (<unk> for one the vocabulary lacks),
+        """SpeechT5Tokenizer's ids of `text` from the stored character vocabulary: NFKC (SentencePiece's
+        nmt_nfkc, without its control-character rules), whitespace runs as one SPACE piece, a SPACE first, each character its piece (<unk> for one the vocabulary lacks),
         then </s>."""
         if self.vocab is None:
             raise InvalidConfig(field="text", reason=(
                 "this SpeechT5 file has no character vocabulary (vocab.json was not in the HF folder at import): "
                 "pass token ids to text_to_mel"))
-        pieces = SPACE + SPACE.join(text.split())
+        pieces = SPACE + SPACE.join(unicodedata.normalize("NFKC", text).split())
         ids = []
         for ch in pieces:
             i = self.vocab.get(ch, self.unk_id)
