@@ -186,7 +186,7 @@ def test_speak_is_generate_speech_then_vocoder(built, model):
         with torch.no_grad():
             mel = hf.generate_speech(torch.tensor([i]), torch.tensor(spk[None])).numpy()
         want.append(np.clip(sess.run(None, {"mel": mel.T[None]})[0].reshape(-1), -1, 1))
-    chunks = list(model._st5_stream(text, None, 1.0, None, None, None, 0.0, None, speaker_embedding=spk))
+    chunks = list(model.speak_stream(text, voice="alloy", speaker_embedding=spk))
     assert [c.shape for c in chunks] == [w.shape for w in want]
     for c, w in zip(chunks, want):
         assert _rel(w, c) <= TOL
@@ -238,6 +238,7 @@ def test_server_speech(model):
     (lambda m: m.mel_to_audio(np.zeros((5, 40), np.float32)), "mel"),
     (lambda m: m.speak("Hi.", speed=1.5), "speed"),
     (lambda m: m.speak("Hi.", noise_scale=0.3), "noise_scale"),
+    (lambda m: m.speak("Hi.", speaker_embedding=np.ones(3)), "speaker_embedding"),
 ])
 def test_bad_input(model, call, field):
     with pytest.raises(InvalidConfig) as e:
@@ -300,3 +301,18 @@ def test_spm_char_model_is_speecht5_tokenizer(built, tmp_path):
     tok = transformers.SpeechT5Tokenizer(str(d / "spm_char.model"))
     for text in ["Hello there", "  the  quick brown fox, 1 2 3!", "Zebra \u00fcmlaut", "it\u2019s \uff48i fine?"]:
         assert m.sentences(text) == [tok(text).input_ids], text
+
+
+def test_speak_imports_no_torch(built):
+    """speak of the two-stage model in a fresh interpreter imports none of the oracles."""
+    import subprocess
+
+    from serve_proc import child_env
+
+    code = ("import sys, cyb_llm; m = cyb_llm.load(sys.argv[1]); a, sr = m.speak('hi bob.'); assert a.size > 0; "
+            "print(sorted(n for n in ('onnxruntime', 'torch', 'transformers', 'onnx', 'sentencepiece') "
+            "if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, built[3]], capture_output=True, text=True, env=child_env(),
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
