@@ -316,3 +316,39 @@ def test_speak_imports_no_torch(built):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_nox_matches_cpu(built, model):
+    nox = cyb_llm.load(built[3], backend="nox")
+    ids, spk = INPUTS[0], _speaker(4)
+    a = nox.text_to_mel(ids, speaker_embedding=spk, minlenratio=2.0)
+    digest = nox._st5.decoder.last_digest
+    b = model.text_to_mel(ids, speaker_embedding=spk, minlenratio=2.0)
+    assert a.shape == b.shape and _rel(b, a) <= tolerance("cross-path")
+    assert np.array_equal(nox.text_to_mel(ids, speaker_embedding=spk, minlenratio=2.0), a)
+    assert digest and nox._st5.decoder.last_digest == digest
+
+
+def test_prenet_dropout_is_seeded(tmp_path):
+    """speech_decoder_prenet_dropout > 0 (the released checkpoints' 0.5): transformers draws the masks at
+    inference too; here they come from the seed (same seed, same mel; another seed, another mel)."""
+    folder = str(tmp_path / "drop")
+    hf = _tiny(folder)
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["speech_decoder_prenet_dropout"] = 0.5
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    out = str(tmp_path / "drop.model")
+    import_model(folder, out, progress=False)
+    m = cyb_llm.load(out, threads=2)
+    kw = {"speaker_embedding": _speaker(0), "minlenratio": 2.0, "maxlenratio": 2.0}
+    a = m.text_to_mel(INPUTS[0], seed=1, **kw)
+    assert np.array_equal(m.text_to_mel(INPUTS[0], seed=1, **kw), a)
+    assert not np.array_equal(m.text_to_mel(INPUTS[0], seed=2, **kw), a)
+    assert not np.array_equal(m.text_to_mel(INPUTS[0], **kw), m.text_to_mel(INPUTS[0], **kw))
+    # the dropout is on: the mel differs from transformers with dropout 0 (the same weights otherwise)
+    with torch.no_grad():
+        ref = hf.generate_speech(torch.tensor([INPUTS[0]]), torch.tensor(kw["speaker_embedding"][None]),
+                                 minlenratio=2.0, maxlenratio=2.0).numpy()
+    assert a.shape == ref.shape and _rel(ref, a) > tolerance("speecht5-vs-transformers")
