@@ -255,6 +255,11 @@ def test_import_errors(built, tmp_path):
     hf, folder, voc, _ = built
     with pytest.raises(InvalidConfig):  # --vocoder on something else
         import_model(voc, str(tmp_path / "x.model"), vocoder=voc)
+    os.makedirs(tmp_path / "v4")
+    tts_graphs.tiny_vocoder(str(tmp_path / "v4"), n_mels=4)
+    with pytest.raises(InvalidConfig) as e:  # a vocoder of 4 mel bins
+        import_model(folder, str(tmp_path / "y.model"), vocoder=str(tmp_path / "v4" / "voc.onnx"), progress=False)
+    assert e.value.fields["field"] == "vocoder" and not os.path.exists(tmp_path / "y.model")
     # without a vocoder stage: text_to_mel works, mel_to_audio says how to add one
     out = str(tmp_path / "novoc.model")
     import_model(folder, out, progress=False)

@@ -401,8 +401,9 @@ def import_speecht5(folder: str, out: str, *, vocoder: str | None = None, progre
 
         vg, vw, _cfg, _ = _convert(vocoder, None)
         ins = vg.get("inputs", [])
-        if len(ins) != 1 or ins[0].get("dtype") != "f32" or len(ins[0].get("shape", [])) != 3 or \
-                ins[0]["shape"][1] not in (c["num_mel_bins"], "n_mels") and not isinstance(ins[0]["shape"][1], str):
+        shape = ins[0].get("shape", []) if len(ins) == 1 else []
+        if len(ins) != 1 or ins[0].get("dtype") != "f32" or len(shape) != 3 or \
+                isinstance(shape[1], int) and shape[1] != c["num_mel_bins"]:
             raise make_error(InvalidConfig, f"{vocoder}: a vocoder takes one f32 mel input [1, {c['num_mel_bins']}, "
                              f"frames]; its inputs: {[(i.get('name'), i.get('shape')) for i in ins]}",
                              field="vocoder", reason="not a vocoder of this model's mel")
