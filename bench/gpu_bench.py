@@ -146,7 +146,7 @@ def bench_ours(path, prompts, n_gen, backend, precise=False, warmup=1.0):
     t1 = time.perf_counter()
     tg = n_gen / (t1 - t0)
     h = host_times()
-    if backend == "wgpu+rs" and h.get("forwards"):
+    if h.get("forwards"):
         n = h["forwards"]
         step_ms = 1e3 * (t1 - t0) / n_gen
         print(f"  decode step {step_ms:.2f} ms: recording the ops {h['record_ms'] / n:.2f} ms, submitting "
@@ -251,7 +251,7 @@ def bench_torch(spec, prompt, n_gen):
     return len(prompt) / (t1 - t0), n_gen / (t3 - t2)
 
 
-def fidelity(path, vocab, n):
+def fidelity(path, vocab, n, ours="wgpu+rs"):
     """Whole-forward error of an n-token prompt (every position's logits, max |a-b| / max |ref|):
     wgpu+rs fast against wgpu+rs precise and against the cpu precise, the cpu's own fast mode
     against its precise (16-bit activations: the comparison point), wgpu+rs precise against the
@@ -262,17 +262,17 @@ def fidelity(path, vocab, n):
         return cyb_llm.load(path, backend=backend, precise=precise).new_conversation(n + 8).forward(
             ids, all_logits=True)
 
-    gf, gp, cp, cf = logits("wgpu+rs", False), logits("wgpu+rs", True), logits("cpu", True), logits("cpu", False)
+    gf, gp, cp, cf = logits(ours, False), logits(ours, True), logits("cpu", True), logits("cpu", False)
     return {"wgpu fast vs wgpu precise": rel_err(gf, gp), "wgpu fast vs cpu precise": rel_err(gf, cp),
             "cpu fast vs cpu precise": rel_err(cf, cp), "wgpu precise vs cpu precise": rel_err(gp, cp)}
 
 
-def check_against_cpu(path, vocab):
+def check_against_cpu(path, vocab, ours="wgpu+rs"):
     """wgpu+rs vs cpu on this file, precise mode: 8-token prefill and one decode step (max rel. error),
     and the ops that fell back to the cpu."""
     ids = np.random.default_rng(1).integers(0, vocab, size=8).tolist()
     ref = cyb_llm.load(path, backend="cpu", precise=True).new_conversation(32).forward(ids, all_logits=True)
-    gm = cyb_llm.load(path, backend="wgpu+rs", precise=True)
+    gm = cyb_llm.load(path, backend=ours, precise=True)
     gc_ = gm.new_conversation(32)
     got = gc_.forward(ids, all_logits=True)
     step = gc_.forward([int(got[-1].argmax())])
@@ -282,6 +282,11 @@ def check_against_cpu(path, vocab):
     err = max(rel_err(got, ref), rel_err(step, cpu_step))
     fallbacks = sorted({r["label"] + ":" + r["backend"] for r in gm.dispatch_records if r.get("fallback")})
     return err, fallbacks
+
+
+def settings():
+    """The CYB_ variables of this run (CYB_WGPU_SM etc.)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("CYB_")}
 
 
 def markdown(cols, rows):
@@ -313,7 +318,8 @@ def write_report(args, info, rows, sampling_lines, profiles):
     table = markdown(cols, rows)
     with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
         if info:
-            f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']})\n\n")
+            f.write(f"adapter: {info['adapter']} ({info['backend_type']}, {info['adapter_type']}); the wgpu+rs "
+                    f"columns are backend {args.backend}, settings {sorted(settings().items())}\n\n")
         f.write(f"{table}\n")
         f.write("\n" + "\n".join(sampling_lines) + "\n")
         for p in profiles:
@@ -328,6 +334,9 @@ def main():
                     help="names from bench/gpu_models.json: smollm2, qwen05, qwen15, llama7b")
     ap.add_argument("--prompts", default="128,512", help="prompt lengths (tokens), each timed as one bulk forward")
     ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--backend", default="wgpu+rs", choices=["wgpu+rs", "webgpu:dawn"],
+                    help="ours: wgpu+rs (wgpu-native) or webgpu:dawn (the same backend on Dawn; its numbers "
+                    "still fill the wgpu+rs columns, the report's first line names it)")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up forwards before each prompt length")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--work", default="/tmp/gpu_bench")
@@ -355,7 +364,12 @@ def main():
     specs = json.load(open(os.path.join(HERE, "gpu_models.json")))
     info = None
     if not args.skip_ours:
+        if args.backend == "webgpu:dawn":  # before any probe: one WebGPU implementation a process
+            from cyb_llm import webgpu_dawn
+
+            webgpu_dawn.attach()
         info = _core.wgpu_info(True)
+        print("settings:", settings(), flush=True)
         print("adapter:", json.dumps(info), flush=True)
     llama_bench = None
     if args.peer == "llamacpp-cuda":
@@ -380,12 +394,12 @@ def main():
             print(f"{name}: wrote {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t:.1f}s", flush=True)
             # 1. correctness on this file: wgpu+rs vs cpu, precise mode
             if not args.no_check:
-                err, fallbacks = check_against_cpu(path, vocab)
+                err, fallbacks = check_against_cpu(path, vocab, args.backend)
                 row["wgpu+rs vs cpu (precise)"] = err
                 print(f"{name}: wgpu+rs vs cpu precise logits rel err {err:.2e}; fallbacks: {fallbacks or 'none'}",
                       flush=True)
             if args.fidelity:
-                fid = fidelity(path, vocab, args.fidelity)
+                fid = fidelity(path, vocab, args.fidelity, args.backend)
                 print(f"{name}: {args.fidelity}-token prompt, all logits: " +
                       ", ".join(f"{k} {v:.2e}" for k, v in fid.items()), flush=True)
             gc.collect()
@@ -393,7 +407,7 @@ def main():
             _core.wgpu_memory(reset_peak=True)
             base = _core.wgpu_memory()["live_bytes"]
             with peer.GpuMemSampler() as mem:
-                pp, tg, m = bench_ours(path, prompts, args.gen, "wgpu+rs", warmup=args.warmup)
+                pp, tg, m = bench_ours(path, prompts, args.gen, args.backend, warmup=args.warmup)
             row["wgpu+rs peak MiB (nvidia-smi)"] = mem.peak_mib
             row["wgpu+rs peak MiB (buffers)"] = (_core.wgpu_memory()["peak_bytes"] - base) / 2**20
             for n, v in zip(prompt_lens, pp):

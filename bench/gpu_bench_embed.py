@@ -8,17 +8,25 @@ mean pooling over the attention mask, L2 normalization.
 
     python bench/gpu_bench_embed.py [--n 4096] [--batch-size 128] [--out DIR]
     python bench/gpu_bench_embed.py --seq 128 --batches 1,32 [--profile] [--out DIR]
+    python bench/gpu_bench_embed.py --shapes minilm,bert-base --seq 128,512 --batches 1,32,256 \
+        --check-batches 1,32 --backend webgpu:dawn [--out DIR]
 
 Prints sentences/s of each, the ratio, and the agreement of the wgpu+rs embeddings with the
 torch f32 ones (max |difference| of normalized embeddings; the torch fp16 run is only timed).
 
-With --seq T: fixed shapes instead, every batch size of --batches at exactly T tokens (no padding),
+With --seq T (or a list): fixed shapes instead, every batch size of --batches at exactly T tokens (no padding),
 the median ms of one embed call of each side over --seconds of calls after a warm-up of the same
 shape (ours includes the upload of the ids and the read-back of the embeddings; torch's the upload
 of the ids and a synchronize), the ratio torch ms / ours ms, and the precise-mode cross-path check:
 wgpu+rs precise against the cpu backend precise on the same file and batch, max |a - b| / max |cpu|
 of the final hidden states and max |a - b| of the normalized embeddings (docs/runtime.md
-`cross-path`, 1e-4).
+`cross-path`, 1e-4; --check-batches: at these batch sizes only, each length). Also per shape: the
+fast-mode embeddings' max |difference| from torch f32 (on CUDA where there is one, TF32 off) and
+torch fp16's own, and the peak bytes each side's allocator held during its timed calls (ours:
+`_core.wgpu_memory()` peak of the backend's buffers, weights included; torch:
+`torch.cuda.max_memory_allocated`). --shapes: MiniLM's config and BERT-base's (hidden 768, 12
+layers, 12 heads, feed-forward 3072), random weights. A shape that fails prints its error and the
+run goes on.
 """
 from __future__ import annotations
 
@@ -34,6 +42,24 @@ import numpy as np
 MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
               vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
               layer_norm_eps=1e-12)
+BERT_BASE = dict(MINILM, hidden_size=768, num_hidden_layers=12, intermediate_size=3072)
+SHAPES = {"minilm": MINILM, "bert-base": BERT_BASE}
+
+
+def make_model(cfg: dict):
+    """A BertModel of this config with seeded random weights, and its imported .model path."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from cyb_llm.convert import import_model
+
+    torch.manual_seed(0)
+    ref = BertModel(BertConfig(**cfg), add_pooling_layer=False).eval()
+    tmp = tempfile.mkdtemp()
+    ref.save_pretrained(tmp)
+    path = os.path.join(tmp, "encoder-shape.model")
+    import_model(tmp, path, progress=False)
+    return ref, path
 
 
 def batches(n: int, batch_size: int, seed: int = 0):
@@ -82,90 +108,135 @@ def median_ms(fn, seconds: float) -> tuple[float, int]:
     return 1e3 * float(np.median(ts)), len(ts)
 
 
-def fixed_shapes(a, ref, path: str) -> int:
+def fixed_shapes(a) -> int:
     import torch
     from transformers import BertConfig, BertModel
 
     import cyb_llm
+    from cyb_llm import _core
 
-    T = a.seq
+    seqs = [int(t) for t in str(a.seq).split(",") if t]
     sizes = [int(b) for b in a.batches.split(",") if b]
-    rng = np.random.default_rng(1)
-    inputs = {}
-    for B in sizes:
-        ids = rng.integers(1000, MINILM["vocab_size"], size=(B, T)).astype(np.int32)
-        ids[:, 0], ids[:, -1] = 101, 102
-        inputs[B] = (ids, np.ones((B, T), np.int32))
-    res = {"seq": T, "batches": sizes, "backend": a.backend, "rows": []}
+    checked = [int(b) for b in a.check_batches.split(",") if b] if a.check_batches else sizes
+    if a.backend == "webgpu:dawn":  # before any probe: one WebGPU implementation a process
+        from cyb_llm import webgpu_dawn
 
-    # precise cross-path check: wgpu+rs precise against cpu precise, same file, same batches
-    cpu = cyb_llm.load(path, backend="cpu", precise=True)._native
-    gp = cyb_llm.load(path, backend=a.backend, precise=True)
-    check = {B: (float("nan"), float("nan")) for B in sizes}
-    for B in sizes if not a.no_check else []:
-        ids, mask = inputs[B]
-        hc, hg = cpu.encode(ids, mask, None), gp._native.encode(ids, mask, None)
-        ec, eg = cpu.embed(ids, mask, None, "mean", True), gp._native.embed(ids, mask, None, "mean", True)
-        check[B] = (float(np.max(np.abs(hg - hc)) / np.max(np.abs(hc))), float(np.max(np.abs(eg - ec))))
-    res["precise_ops_not_on_backend"] = sorted({r["op"] for r in gp.dispatch_records if r["backend"] != a.backend})
-    del cpu, gp
-
-    m = cyb_llm.load(path, backend=a.backend)
-    nat = m._native
-    gpu = None
-    if torch.cuda.is_available() and not a.no_torch:
-        gpu = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
-        gpu.load_state_dict(ref.state_dict())
-        gpu = gpu.half().cuda()
+        webgpu_dawn.attach()
+    cuda = torch.cuda.is_available()
+    torch.backends.cuda.matmul.allow_tf32 = False  # the f32 reference in f32
+    res = {"seqs": seqs, "batches": sizes, "backend": a.backend, "env": {k: v for k, v in os.environ.items()
+                                                                          if k.startswith("CYB_")}, "rows": []}
+    if cuda:
         res["torch_device"] = torch.cuda.get_device_name(0)
-    for B in sizes:
-        ids, mask = inputs[B]
-        row = {"batch": B, "seq": T, "precise_hidden_rel_diff_vs_cpu": check[B][0],
-               "precise_embed_abs_diff_vs_cpu": check[B][1]}
-        row["fast_embed_abs_diff_vs_torch_f32"] = float(np.max(np.abs(
-            nat.embed(ids, mask, None, "mean", True) - torch_embed(ref, ids, mask, "cpu", torch.float32).numpy())))
-        from cyb_llm import _core
+    for shape in a.shapes.split(","):
+        cfg = SHAPES[shape]
+        ref, path = make_model(cfg)
+        rng = np.random.default_rng(1)
+        inputs = {}
+        for T in seqs:
+            for B in sizes:
+                ids = rng.integers(1000, cfg["vocab_size"], size=(B, T)).astype(np.int32)
+                ids[:, 0], ids[:, -1] = 101, 102
+                inputs[B, T] = (ids, np.ones((B, T), np.int32))
 
-        host_times = getattr(_core, "wgpu_take_host_times", lambda: {})
-        host_times()
-        row["ours_ms"], row["ours_calls"] = median_ms(lambda: nat.embed(ids, mask, None, "mean", True), a.seconds)
-        ht = host_times()
-        if ht.get("forwards"):  # per forward: recording the dispatches, submitting, waiting for the read-back
-            row["ours_host_ms_per_forward"] = {k[:-3]: round(v / ht["forwards"], 4) for k, v in ht.items()
-                                               if k.endswith("_ms")}
-        if gpu is not None:
-            def theirs():
-                torch_embed(gpu, ids, mask, "cuda", torch.float16)
-                torch.cuda.synchronize()
+        # precise cross-path check: ours precise against cpu precise, same file, same batches
+        check = {k: (float("nan"), float("nan")) for k in inputs}
+        fell_back = []
+        if not a.no_check:
+            cpu = cyb_llm.load(path, backend="cpu", precise=True)._native
+            gp = cyb_llm.load(path, backend=a.backend, precise=True)
+            for (B, T), (ids, mask) in inputs.items():
+                if B not in checked:
+                    continue
+                hc, hg = cpu.encode(ids, mask, None), gp._native.encode(ids, mask, None)
+                ec, eg = cpu.embed(ids, mask, None, "mean", True), gp._native.embed(ids, mask, None, "mean", True)
+                check[B, T] = (float(np.max(np.abs(hg - hc)) / np.max(np.abs(hc))), float(np.max(np.abs(eg - ec))))
+            fell_back = sorted({r["op"] for r in gp.dispatch_records if r["backend"] != a.backend})
+            del cpu, gp
 
-            row["torch_fp16_ms"], row["torch_calls"] = median_ms(theirs, a.seconds)
-            row["ratio_ours_over_torch"] = row["torch_fp16_ms"] / row["ours_ms"]
-        if a.profile:
-            m.set_profiling(True)
-            nat.clear_dispatch_records()
-            nat.embed(ids, mask, None, "mean", True)
-            recs = sorted(m.dispatch_records, key=lambda r: -r["total_ms"])
-            row["host_ms_by_op"] = {f"{r['label']} ({r['op']}, {r['backend']})": round(r["total_ms"], 3)
-                                    for r in recs[:10]}
-            m.set_profiling(False)
-            if a.backend == "wgpu+rs":
-                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-                from gpu_profile import profile
+        m = cyb_llm.load(path, backend=a.backend)
+        nat = m._native
+        f32 = gpu = None
+        if cuda and not a.no_torch:
+            gpu = BertModel(BertConfig(**cfg), add_pooling_layer=False).eval()
+            gpu.load_state_dict(ref.state_dict())
+            gpu = gpu.half().cuda()
+            f32 = BertModel(BertConfig(**cfg), add_pooling_layer=False).eval()
+            f32.load_state_dict(ref.state_dict())
+            f32 = f32.cuda()
+        for (B, T), (ids, mask) in inputs.items():
+            row = {"shape": shape, "batch": B, "seq": T, "precise_hidden_rel_diff_vs_cpu": check[B, T][0],
+                   "precise_embed_abs_diff_vs_cpu": check[B, T][1], "precise_ops_not_on_backend": fell_back}
+            try:
+                mine = nat.embed(ids, mask, None, "mean", True)
+                if f32 is not None:
+                    want = torch_embed(f32, ids, mask, "cuda", torch.float32).cpu().numpy()
+                    half = torch_embed(gpu, ids, mask, "cuda", torch.float16).cpu().numpy()
+                    row["torch_fp16_embed_abs_diff_vs_torch_f32"] = float(np.max(np.abs(half - want)))
+                elif B * T <= 8192:
+                    want = torch_embed(ref, ids, mask, "cpu", torch.float32).numpy()
+                else:
+                    want = None
+                if want is not None:
+                    row["fast_embed_abs_diff_vs_torch_f32"] = float(np.max(np.abs(mine - want)))
 
-                row["gpu_profile"] = profile(lambda: [nat.embed(ids, mask, None, "mean", True) for _ in range(4)],
-                                             f"4 calls of batch {B} x {T}")
-        res["rows"].append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "gpu_profile"}, indent=1), flush=True)
-    print(f"\n| batch | seq | wgpu+rs ms | torch fp16 ms | ratio (torch ms / ours) | precise vs cpu (hidden, rel) | "
-          f"precise vs cpu (embedding) |  [{res.get('torch_device', 'no CUDA')}]\n|---|---|---|---|---|---|---|")
+                host_times = getattr(_core, "wgpu_take_host_times", lambda: {})
+                host_times()
+                _core.wgpu_memory(reset_peak=True)
+                row["ours_ms"], row["ours_calls"] = median_ms(lambda: nat.embed(ids, mask, None, "mean", True),
+                                                              a.seconds)
+                row["ours_peak_mib"] = _core.wgpu_memory()["peak_bytes"] / 2**20
+                ht = host_times()
+                if ht.get("forwards"):  # per forward: recording the dispatches, submitting, waiting for the read-back
+                    row["ours_host_ms_per_forward"] = {k[:-3]: round(v / ht["forwards"], 4) for k, v in ht.items()
+                                                       if k.endswith("_ms")}
+                if gpu is not None:
+                    def theirs():
+                        torch_embed(gpu, ids, mask, "cuda", torch.float16)
+                        torch.cuda.synchronize()
+
+                    torch.cuda.reset_peak_memory_stats()
+                    row["torch_fp16_ms"], row["torch_calls"] = median_ms(theirs, a.seconds)
+                    row["torch_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+                    row["ratio_ours_over_torch"] = row["torch_fp16_ms"] / row["ours_ms"]
+                if a.profile:
+                    m.set_profiling(True)
+                    nat.clear_dispatch_records()
+                    nat.embed(ids, mask, None, "mean", True)
+                    recs = sorted(m.dispatch_records, key=lambda r: -r["total_ms"])
+                    row["host_ms_by_op"] = {f"{r['label']} ({r['op']}, {r['backend']})": round(r["total_ms"], 3)
+                                            for r in recs[:10]}
+                    m.set_profiling(False)
+                    if a.backend in ("wgpu+rs", "webgpu:dawn"):
+                        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                        from gpu_profile import profile
+
+                        row["gpu_profile"] = profile(lambda: [nat.embed(ids, mask, None, "mean", True)
+                                                              for _ in range(4)], f"4 calls of batch {B} x {T}")
+            except Exception as e:  # noqa: BLE001 - a shape that fails is reported, the others still run
+                row["error"] = f"{type(e).__name__}: {e}"[:2000]
+            res["rows"].append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "gpu_profile"}), flush=True)
+            if a.out:
+                os.makedirs(a.out, exist_ok=True)
+                with open(os.path.join(a.out, "embed_gpu_fixed.json"), "w") as f:
+                    json.dump(res, f, indent=1)
+        del m, nat, gpu, f32
+        if cuda:
+            torch.cuda.empty_cache()
+    print(f"\n{a.backend} {res['env']}  [{res.get('torch_device', 'no CUDA')}]\n"
+          "| shape | batch | seq | ours ms | torch fp16 ms | ratio (torch ms / ours) | ours / torch peak MiB | "
+          "fast vs torch f32 (ours / torch fp16) | precise vs cpu (hidden rel / embedding) |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+    nan = float("nan")
     for r in res["rows"]:
-        print(f"| {r['batch']} | {r['seq']} | {r['ours_ms']:.3f} | {r.get('torch_fp16_ms', float('nan')):.3f} | "
-              f"{r.get('ratio_ours_over_torch', float('nan')):.3f}x | {r['precise_hidden_rel_diff_vs_cpu']:.1e} | "
-              f"{r['precise_embed_abs_diff_vs_cpu']:.1e} |  {r.get('ours_host_ms_per_forward', '')}")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "embed_gpu_fixed.json"), "w") as f:
-            json.dump(res, f, indent=1)
+        if "error" in r:
+            print(f"| {r['shape']} | {r['batch']} | {r['seq']} | {r['error'][:200]} |")
+            continue
+        print(f"| {r['shape']} | {r['batch']} | {r['seq']} | {r['ours_ms']:.3f} | {r.get('torch_fp16_ms', nan):.3f} | "
+              f"{r.get('ratio_ours_over_torch', nan):.2f}x | {r['ours_peak_mib']:.0f} / {r.get('torch_peak_mib', nan):.0f} | "
+              f"{r.get('fast_embed_abs_diff_vs_torch_f32', nan):.1e} / {r.get('torch_fp16_embed_abs_diff_vs_torch_f32', nan):.1e} | "
+              f"{r['precise_hidden_rel_diff_vs_cpu']:.1e} / {r['precise_embed_abs_diff_vs_cpu']:.1e} |")
     return 0
 
 
@@ -177,27 +248,23 @@ def main() -> int:
     ap.add_argument("--backend", default="wgpu+rs")
     ap.add_argument("--out", default=None, help="folder for the JSON result")
     ap.add_argument("--profile", action="store_true", help="also print cyb_llm's per-op times of one pass")
-    ap.add_argument("--seq", type=int, default=0, help="fixed-shape mode: every batch at exactly this length")
+    ap.add_argument("--seq", default="", help="fixed-shape mode: every batch at exactly this length (or lengths: 128,512)")
+    ap.add_argument("--shapes", default="minilm", help="fixed-shape mode: model shapes, of " + ",".join(SHAPES))
+    ap.add_argument("--check-batches", default="", help="fixed-shape mode: the precise check at these batch sizes only")
     ap.add_argument("--batches", default="1,32", help="batch sizes of the fixed-shape mode")
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per side and shape (fixed-shape mode)")
     ap.add_argument("--no-check", action="store_true", help="fixed-shape mode: skip the precise cross-path check")
     ap.add_argument("--no-torch", action="store_true", help="fixed-shape mode: skip the torch side")
     a = ap.parse_args()
 
+    if a.seq:
+        return fixed_shapes(a)
     import torch
     from transformers import BertConfig, BertModel
 
     import cyb_llm
-    from cyb_llm.convert import import_model
 
-    torch.manual_seed(0)
-    ref = BertModel(BertConfig(**MINILM), add_pooling_layer=False).eval()
-    tmp = tempfile.mkdtemp()
-    ref.save_pretrained(tmp)
-    path = os.path.join(tmp, "minilm-shape.model")
-    import_model(tmp, path, progress=False)
-    if a.seq:
-        return fixed_shapes(a, ref, path)
+    ref, path = make_model(MINILM)
     data = batches(a.n, a.batch_size)
 
     m = cyb_llm.load(path, backend=a.backend)

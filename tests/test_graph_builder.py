@@ -10,6 +10,7 @@ from cyb_llm.convert.graph_builder import GraphBuilder
 from cyb_llm.errors import FormatError
 from cyb_llm.named_arrays import load_stage
 from cyb_llm.writer import write_model
+from tolerances import tolerance
 
 
 def _linear(prefix: str = "") -> tuple[dict, dict, np.ndarray, np.ndarray]:
@@ -33,7 +34,7 @@ def test_builder_graph_runs(tmp_path):
                 tensors=[(k, "f32", list(v.shape), v) for k, v in weights.items()])
     m = cyb_llm.load(path)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    np.testing.assert_allclose(m.run({"x": x})["y"], (x @ w + bias) * 2, rtol=1e-6)
+    np.testing.assert_allclose(m.run({"x": x})["y"], (x @ w + bias) * 2, rtol=tolerance("op-f32"))
 
 
 def test_builder_stage_prefix(tmp_path):
@@ -44,7 +45,7 @@ def test_builder_stage_prefix(tmp_path):
                                                                                   "names": ["enc"]}},
                 stages={"enc": graph}, tensors=[(k, "f32", list(v.shape), v) for k, v in weights.items()])
     x = np.ones((1, 3), np.float32)
-    np.testing.assert_allclose(load_stage(path, "enc").run({"x": x})["y"], (x @ w + bias) * 2, rtol=1e-6)
+    np.testing.assert_allclose(load_stage(path, "enc").run({"x": x})["y"], (x @ w + bias) * 2, rtol=tolerance("op-f32"))
 
 
 def test_builder_refuses_duplicates():

@@ -168,14 +168,15 @@ def test_pipeline_default_graph(tmp_path):
     assert type(m).__name__ == "GraphModel" and m.config["onnx"]["pipeline"] == "graph" and m.pipeline == "graph"
 
 
-@pytest.mark.parametrize("kind", ["diffusion"])  # tts has its row now (tests/test_tts_model.py)
-def test_pipeline_not_available_yet(tmp_path, kind):
-    out = str(tmp_path / f"{kind}.model")
-    assert main(["import", _relu(tmp_path / "g.onnx"), "-o", out, "--pipeline", kind]) == 0
-    assert ModelFile(out).config["onnx"]["pipeline"] == kind
-    with pytest.raises(InvalidConfig, match=f"'{kind}' pipeline, which is not available yet") as e:
+def test_pipeline_diffusion_needs_stages(tmp_path):
+    """Every pipeline has its row now; one graph imported with --pipeline diffusion is not a diffusion
+    model (its stages are: docs/diffusion.md), and the error says how to import one."""
+    out = str(tmp_path / "diffusion.model")
+    assert main(["import", _relu(tmp_path / "g.onnx"), "-o", out, "--pipeline", "diffusion"]) == 0
+    assert ModelFile(out).config["onnx"]["pipeline"] == "diffusion"
+    with pytest.raises(InvalidConfig, match="graph-stages") as e:
         cyb_llm.load(out, backend="cpu")
-    assert e.value.fields["field"] == "onnx.pipeline"
+    assert e.value.fields["field"] == "model_type"
 
 
 def test_pipeline_routes_through_the_registry(tmp_path, monkeypatch):

@@ -8,18 +8,22 @@ noise [B, 2, phonemes], the prior's [B, 192, frames]); both runtimes get the sam
 copy also outputs the durations (`/Mul_1`: exp(logw) * mask * length_scale, and its `/Ceil`) and the
 prior's shape (its frames, read first with a broadcastable stand-in noise). The original graph (our
 random_normal_like) is checked with the noise scales at 0, where its output is deterministic and
-must match onnxruntime's too, and with noise_w 0, where the frame count must."""
+must match onnxruntime's too, and with noise_w 0, where the frame count must. One short sentence
+runs at every cpu level, in a child per level (CYB_CPU_LEVEL is read once per process)."""
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import cyb_llm
-from cyb_llm import hub
+from cyb_llm import _core, hub
 from cyb_llm.errors import InvalidConfig
+from serve_proc import child_env  # a child imports the package this test imported
 from tolerances import tolerance
 
 onnx = pytest.importorskip("onnx")
@@ -128,6 +132,12 @@ def _compare(sess, m, f: dict) -> dict:
     assert np.array_equal(got[CEIL], ref[CEIL])  # whole frames per phoneme
     assert got["output"].shape == ref["output"].shape  # the audio's length: 256 samples per frame
     assert got[FRAMES].tolist() == ref[FRAMES].tolist()
+    # the memory plan (docs/graph.md "Shapes and the memory plan"): the sizes the durations decide
+    # are known only at run time, so the planned peak is a lower bound of what the run held
+    plan = m.memory_plan(**m.plan_dims(f))
+    held = m.last_run_memory()
+    assert not plan["complete"] and held["unplanned"] == 0
+    assert held["planned_peak"] == plan["peak_bytes"] <= held["measured_peak"]
     return errs
 
 
@@ -145,6 +155,31 @@ def test_piper_batch_of_two_lengths(piper):
     rng = np.random.default_rng(7)
     f = _with_noise(sess, _feeds(cfg, [phonemes(cfg, 9, rng), phonemes(cfg, 5, rng)], _defaults(cfg)), rng)
     _compare(sess, m, f)
+
+
+_CHILD = r"""
+import sys, numpy as np, cyb_llm
+feeds = dict(np.load(sys.argv[2]))
+np.savez(sys.argv[3], **cyb_llm.load(sys.argv[1], backend="cpu", threads=2).run(feeds))
+"""
+
+
+@pytest.mark.parametrize("level", _core.cpu_levels())
+def test_piper_every_level(piper, level, tmp_path):
+    """One short sentence at each cpu level, in a child (CYB_CPU_LEVEL is read once per process)."""
+    src, cfg, sess, m = piper
+    rng = np.random.default_rng(71)
+    f = _with_noise(sess, _feeds(cfg, [phonemes(cfg, 7, rng)], _defaults(cfg)), rng)
+    fp, op = str(tmp_path / "feeds.npz"), str(tmp_path / "out.npz")
+    np.savez(fp, **f)
+    r = subprocess.run([sys.executable, "-c", _CHILD, m.path, fp, op], env=child_env(CYB_CPU_LEVEL=level),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = dict(np.load(op))
+    ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, f)))
+    for k in ("output", DURATIONS, CEIL):
+        assert _err(ref[k], got[k]) <= TOL, (level, k, _err(ref[k], got[k]))
+    assert np.array_equal(got[CEIL], ref[CEIL]) and got[FRAMES].tolist() == ref[FRAMES].tolist(), level
 
 
 def test_piper_original_graph_with_our_noise(tmp_path):

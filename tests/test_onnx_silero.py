@@ -302,3 +302,17 @@ def test_random_normal_like_seed(tmp_path):
         m.run(feeds, seed=-1)
     with pytest.raises(InvalidConfig):
         m.run(feeds, seed="x")
+
+
+def test_silero_memory_plan(silero):
+    """The plan before a run is what the run holds (docs/graph.md "Shapes and the memory plan"), with
+    bytes reused; the shapes at load follow seq_len."""
+    m = cyb_llm.load(silero[1], backend="cpu")
+    assert m.shapes["speech_probs"]["shape"] == ["seq_len"] and m.shapes["hn"]["shape"] == [1, 1, 128]
+    h = np.zeros((1, 1, 128), np.float32)
+    for n in (1, 8):
+        p = m.memory_plan(seq_len=n)
+        assert p["complete"] and p["live_max_bytes"] <= p["peak_bytes"] < p["sum_bytes"] and p["reused"] > 0
+        m.run({"input": _chunks(np.random.default_rng(n), n), "h": h, "c": h})
+        r = m.last_run_memory()
+        assert r["planned_peak"] == r["measured_peak"] == p["peak_bytes"] and r["unplanned"] == 0, (r, n)

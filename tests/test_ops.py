@@ -280,6 +280,38 @@ def f16_gemm_ref(x, deq):
     return x16 @ w16.T, bound * (U16 / (1 - m * U16)) + absolute
 
 
+# docs/webgpu-dawn.md, "Prompt GEMMs on the tensor cores": with CYB_WGPU_SM=f16, on a device with
+# 16 x 16 x 16 f16 x f16 -> f32 subgroup matrices and subgroups of 32 lanes (webgpu:dawn on NVIDIA;
+# the op matrix's wgpu+rs row runs there through bench/dawn_pytest_plugin.py), fast-mode matmuls of
+# SM_MIN_TOKENS or more tokens run on the tensor cores with f16 inputs and f32 sums: each token's
+# activations scaled by a power of two and rounded to f16, the decoded weights rounded to f16.
+SM_MIN_TOKENS = 64  # wgpu_settings.h kSmMinTokens
+
+
+def wgpu_sm_f16_gemm(backend, precise, tokens):
+    """The spec's answer: does this matmul run as the f16 subgroup-matrix GEMM?"""
+    if backend != "wgpu+rs" or precise or tokens < SM_MIN_TOKENS or os.environ.get("CYB_WGPU_SM") != "f16":
+        return False
+    i = _core.wgpu_info(True)
+    return (bool(i.get("subgroup_matrix")) and "f16->f32 16x16x16" in (i.get("subgroup_matrix_configs") or [])
+            and i["subgroup_min"] == 32 and i["subgroup_max"] == 32 and bool(i["shader_f16"]))
+
+
+def sm_f16_gemm_ref(x, deq):
+    """(reference, per-output error bound) of the f16 subgroup-matrix GEMM: the f64 product of the
+    unrounded inputs, and the bound of f16 inputs and f32 sums. Each input is one of the two f16
+    values nearest it (WGSL leaves the choice to the device: at most one f16 unit, 2^-10 of it,
+    after the token's scaling), so a product is within (2 * 2^-10 + 2^-20) of its size; the
+    K products' f32 sums within K * 2^-23 of the sum of their sizes (a running bound that also
+    holds for truncating adders). Absolute terms for f16's subnormal range as f16_gemm_ref's."""
+    x64, w64 = np.asarray(x, np.float64), np.asarray(deq, np.float64)
+    K = x64.shape[1]
+    size = np.abs(x64) @ np.abs(w64).T
+    unscale = np.maximum(1.0, 2.0 * np.abs(x64).max(axis=1, keepdims=True))
+    absolute = np.abs(w64).sum(axis=1)[None, :] * 2.0 ** -24 * unscale
+    return x64 @ w64.T, size * (2 * 2.0 ** -10 + 2.0 ** -20 + K * 2.0 ** -23) + absolute
+
+
 def assert_within(y, ref, bound, what=None):
     """Every output within its bound (plus `op-f32` of the largest reference value: the f32 part)."""
     y = np.asarray(y, np.float64)
@@ -290,8 +322,8 @@ def assert_within(y, ref, bound, what=None):
 def assert_mm(y, x, deq, enc, backend, precise, add=0.0, what=None):
     """y = x @ deq.T + add as the kernel computes it: within `op-f32` of mm_ref, or, for the
     wgpu+rs f16 GEMM, each output within the bound of its f16 sums."""
-    if wgpu_f16_gemm(backend, precise, enc, len(x)):
-        ref, bound = f16_gemm_ref(x, deq)
+    if wgpu_f16_gemm(backend, precise, enc, len(x)) or wgpu_sm_f16_gemm(backend, precise, len(x)):
+        ref, bound = (f16_gemm_ref if wgpu_f16_gemm(backend, precise, enc, len(x)) else sm_f16_gemm_ref)(x, deq)
         assert_within(y, ref + add, bound, what)
     else:
         assert rel_err(y, mm_ref(x, deq, enc, backend, precise) + add) <= TOL_F32, what
@@ -305,9 +337,10 @@ def assert_swiglu(y, x, dg, du, enc, backend, precise, what=None):
     """silu(x @ dg.T) * (x @ du.T) as the kernel computes it (see assert_mm): for the f16 GEMM the
     bounds of gate (eg) and up (eu) carried through: |silu(g) u - silu(g') u'| <= 1.1 eg (|u| + eu)
     + |silu(g)| eu."""
-    if wgpu_f16_gemm(backend, precise, enc, len(x)):
-        g, eg = f16_gemm_ref(x, dg)
-        u, eu = f16_gemm_ref(x, du)
+    if wgpu_f16_gemm(backend, precise, enc, len(x)) or wgpu_sm_f16_gemm(backend, precise, len(x)):
+        gemm_ref = f16_gemm_ref if wgpu_f16_gemm(backend, precise, enc, len(x)) else sm_f16_gemm_ref
+        g, eg = gemm_ref(x, dg)
+        u, eu = gemm_ref(x, du)
         assert_within(y, silu64(g) * u, SILU_SLOPE * eg * (np.abs(u) + eu) + np.abs(silu64(g)) * eu, what)
     else:
         ref = silu64(mm_ref(x, dg, enc, backend, precise)) * mm_ref(x, du, enc, backend, precise)
@@ -379,6 +412,16 @@ def test_embedding_every_encoding(enc, backend):
     ids = np.array([3, 0, 8, 3, 5], dtype=np.int32)
     (y,) = run("embedding", [ids, w], {"scale": 1.5}, backend=backend)
     assert rel_err(y, deq[ids] * 1.5) <= TOL_F32
+
+
+def test_embedding_more_ids_than_a_grid_row(backend):
+    """More ids than one dimension of a GPU dispatch holds (65535 workgroups: a batch of 256 x 512
+    tokens): every token's row, the last ones too."""
+    rng = np.random.default_rng(4)
+    w, deq = random_weight("f32", 50, 32, rng)
+    ids = rng.integers(0, 50, size=70000).astype(np.int32)
+    (y,) = run("embedding", [ids, w], {"scale": 1.0}, backend=backend)
+    assert rel_err(y, deq[ids]) <= TOL_F32
 
 
 @pytest.mark.parametrize("enc", ENCODINGS)

@@ -81,7 +81,7 @@ def test_close_and_the_context_manager(real_model):
 
 def test_the_registry_and_the_native_core_agree():
     kinds = [p.kind for p in pipelines.PIPELINES]
-    assert kinds == ["text", "encoder", "speech", "graph", "tts"]
+    assert kinds == ["text", "encoder", "speech", "graph", "tts", "diffusion"]
     if hasattr(_core, "pipelines"):  # the native registry: every native kind has its Python row; the
         # kinds beyond it are graphs told apart by what they were imported for (pipelines.GRAPH_KINDS)
         assert {k for k, _ in _core.pipelines()} == set(kinds) - set(pipelines.GRAPH_KINDS[1:])
@@ -94,7 +94,7 @@ def test_the_registry_and_the_native_core_agree():
     with pytest.raises(InvalidConfig, match="model_type"):
         pipelines.kind_of(None)
     with pytest.raises(InvalidConfig, match="no class for"):
-        pipelines.get("diffusion")
+        pipelines.get("video")
 
 
 def test_kind_of_without_the_native_decision(monkeypatch):

@@ -50,7 +50,8 @@ def test_package_follows_the_module_dag():
     errors = chk.check(ROOT)
     assert errors == [], "imports against the module DAG:\n" + "\n".join(errors)
     files = chk.modules(ROOT)
-    assert chk.pipeline_packages(files) == ["cyb_llm.encode", "cyb_llm.graph", "cyb_llm.speech", "cyb_llm.text",
+    assert chk.pipeline_packages(files) == ["cyb_llm.diffusion", "cyb_llm.encode", "cyb_llm.graph", "cyb_llm.speech",
+                                             "cyb_llm.text",
                                              "cyb_llm.tts"]
     assert {n for n in files if chk.is_shim(n, files)} == {f"cyb_llm.{old}" for old in ALIASES}
 

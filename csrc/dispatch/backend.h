@@ -65,6 +65,13 @@ class Backend {
   virtual bool host_memory() const { return true; }
   virtual void begin_forward(ExecContext& ctx) { ctx.frame().reset(); }
   virtual Tensor alloc_frame(ExecContext& ctx, const Shape& shape) { return ctx.alloc_f32(shape); }
+  // A frame of any unquantized dtype, and its return to the frame pool before the forward ends
+  // (the version-2 graph executor keeps its values on a device backend: a value's frame goes back
+  // once its last reader is recorded; the device runs the recorded work in order, so a later
+  // writer of the same frame comes after every earlier reader). Host backends: F32 frames of the
+  // context only, whose release is the forward's end.
+  virtual Tensor alloc_frame_as(ExecContext& ctx, const Shape& shape, DType dtype);
+  virtual void release_frame(ExecContext& /*ctx*/, const Tensor& /*t*/) {}
   virtual void end_forward(ExecContext&) {}
   // Raw bytes (t.nbytes()) between host memory and a tensor of this backend.
   virtual void write_bytes(const Tensor& t, const void* src);

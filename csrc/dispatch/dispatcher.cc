@@ -59,6 +59,10 @@ void Backend::release(Tensor& t) {
   aligned_free_bytes(t.data);
   t.data = nullptr;
 }
+Tensor Backend::alloc_frame_as(ExecContext& ctx, const Shape& shape, DType dtype) {
+  if (dtype != DType::F32) throw_unsupported_op("frame", name(), dtype_name(dtype));
+  return alloc_frame(ctx, shape);
+}
 void Backend::write_bytes(const Tensor& t, const void* src) { std::memcpy(t.data, src, t.nbytes()); }
 void Backend::read_bytes(const Tensor& t, void* dst) { std::memcpy(dst, t.data, t.nbytes()); }
 void Backend::sample_rows(const Tensor&, const DeviceSampling*, DeviceDraw*, int64_t, ExecContext&) {
@@ -123,11 +127,22 @@ void Dispatcher::run(const Op& op, std::initializer_list<Tensor> inputs,
 
 void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs,
                      int n_outputs, ExecContext& ctx) {
+  run_impl(op, inputs, n_inputs, outputs, n_outputs, ctx, false);
+}
+
+void Dispatcher::run_host_shape(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
+                                ExecContext& ctx) {
+  run_impl(op, inputs, n_inputs, outputs, n_outputs, ctx, true);
+}
+
+void Dispatcher::run_impl(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
+                          ExecContext& ctx, bool host_shape) {
   // Validity once, from the op schema, before any backend is asked: supports()
   // only answers capability, and kernels only compute.
   validate_op(op, inputs, n_inputs, outputs, n_outputs);
   Backend* chosen = chain_.back();
   for (Backend* b : chain_) {
+    if (host_shape) break;
     if (b->supports(op, inputs, n_inputs)) {
       chosen = b;
       break;
@@ -175,6 +190,7 @@ void Dispatcher::run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* o
   s->rec.op = op_name(op.kind);
   s->rec.backend = chosen->name();
   s->rec.fallback = fallback;
+  s->rec.host_shape = host_shape && fallback;
   s->rec.count = 1;
   s->rec.total_ms = ms;
   slots_.push_back(s);

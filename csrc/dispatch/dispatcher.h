@@ -19,6 +19,10 @@ struct DispatchRecord {
   std::string op;         // op name
   std::string backend;    // backend that ran it
   bool fallback = false;  // true when the preferred backend rejected it
+  // A shape computation of a version-2 graph on a device backend: a node whose inputs are all
+  // known without running the graph's data (constants, shapes), run on the host by design (its
+  // values size later nodes); `fallback` is true too (the cpu ran it).
+  bool host_shape = false;
   uint64_t count = 0;
   double total_ms = 0.0;  // only when profiling is on
 };
@@ -29,6 +33,9 @@ class Dispatcher {
   explicit Dispatcher(std::vector<Backend*> chain);
   void run(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
            ExecContext& ctx);
+  // The same on the last backend of the chain (the host), recorded as a host shape computation.
+  void run_host_shape(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
+                      ExecContext& ctx);
   void run(const Op& op, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor*> outputs,
            ExecContext& ctx);
   // Records work that is not an op of the schema (device sampling: op "sample") as run by `b`.
@@ -46,6 +53,8 @@ class Dispatcher {
   std::atomic<bool> profiling_{false};  // set from any thread while forwards run
   struct Slot;
   std::vector<Slot*> slots_;
+  void run_impl(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
+                ExecContext& ctx, bool host_shape);
   std::vector<DispatchRecord> extra_;  // record(): few entries, under the index's lock
   void* index_ = nullptr;
  public:

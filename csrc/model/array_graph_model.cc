@@ -92,6 +92,42 @@ class ArrayGraphModel : public Model {
                                         ") has no nox kernel; this graph runs on cpu (backend='cpu')");
       }
     }
+    // shapes at load (docs/graph.md "Shapes and the memory plan"): small shape values computed on
+    // the chain's host backend (cpu; nox on nox)
+    run_->infer_shapes(*dispatcher_->chain().back(), *ctx_);
+  }
+
+  std::string memory_plan_json(const std::map<std::string, int64_t>& dims) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return run_->memory_plan(dims, *dispatcher_->chain().back(), *ctx_)->json();
+  }
+  std::string shapes_json() const override {
+    std::string s = "{";
+    bool first = true;
+    for (const auto& [name, v] : run_->symbolic_shapes()) {
+      s += std::string(first ? "" : ", ") + array_graph_detail::json_text(name) + ": {\"dtype\": " + array_graph_detail::json_text(dtype_info(v.dtype).encoding) +
+           ", \"shape\": ";
+      if (!v.rank_known) {
+        s += "null}";
+      } else {
+        s += "[";
+        for (size_t k = 0; k < v.dims.size(); ++k) {
+          const std::string& d = v.dims[k];
+          const bool num = !d.empty() && d.find_first_not_of("0123456789") == std::string::npos;
+          s += (k ? ", " : "") + (num ? d : array_graph_detail::json_text(d));
+        }
+        s += "]}";
+      }
+      first = false;
+    }
+    return s + "}";
+  }
+  std::string last_run_memory_json() const override {
+    const ArrayGraphRun::RunMemory m = run_->last_run_memory();
+    return "{\"planned_peak\": " + std::to_string(m.planned_peak) + ", \"measured_peak\": " +
+           std::to_string(m.measured_peak) + ", \"dynamic_peak\": " + std::to_string(m.dynamic_peak) +
+           ", \"unknown_values\": " + std::to_string(m.unknown_values) + ", \"unplanned\": " +
+           std::to_string(m.unplanned) + "}";
   }
 
  protected:
@@ -104,10 +140,11 @@ class ArrayGraphModel : public Model {
       std::lock_guard<std::mutex> dl(digest_mu_);
       digest_.clear();  // a run that fails leaves no digest
     }
-    // A device backend (wgpu+rs) runs each node it has a kernel for on host values: its inputs
-    // uploaded, its outputs read back (values stay in host memory between nodes; the nodes it
-    // declines run on the cpu, recorded as fallbacks). One forward a run (Model::run holds the
-    // device lock).
+    // A device backend (wgpu+rs) runs each node it has a kernel for on device values, which stay
+    // on the device between nodes (ArrayGraphRun::run: feeds uploaded at their first use, outputs
+    // read back once; a value goes to the host only for a node the device declines, recorded as a
+    // fallback, for a host shape computation, or for a shape rule that reads it). One forward a
+    // run (Model::run holds the device lock).
     Backend* front = dispatcher_->chain().front();
     front->begin_forward(*ctx_);
     struct EndForward {  // on an error path only (the normal end calls end_forward itself)

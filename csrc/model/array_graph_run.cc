@@ -1,5 +1,6 @@
 #include "model/array_graph_run.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -123,6 +124,43 @@ void ArrayGraphRun::index_nodes() {
   for (size_t i = 0; i < g_.nodes.size(); ++i)
     for (const std::string& in : g_.nodes[i].inputs) last_use_[in] = i;
   for (const graph2::IoSpec& o : g_.outputs) last_use_[o.name] = g_.nodes.size();
+  // The memory plan's lifetimes: per node output, the last node that needs its bytes (itself when
+  // none reads it; a view's reads count for the value it views; graph outputs: the node count).
+  lifetime_last_.clear();
+  std::unordered_map<std::string, size_t> owner;  // value -> the plan index of the value owning its bytes
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const graph2::Node& n = g_.nodes[i];
+    const bool view = n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View;
+    for (const std::string& in : n.inputs) {
+      auto it = owner.find(in);
+      if (it != owner.end()) lifetime_last_[it->second] = std::max(lifetime_last_[it->second], static_cast<int>(i));
+    }
+    for (const std::string& o : n.outputs) {
+      auto src = view ? owner.find(n.inputs[0]) : owner.end();
+      if (src != owner.end()) owner[o] = src->second;
+      else if (!view) owner[o] = lifetime_last_.size();
+      lifetime_last_.push_back(static_cast<int>(i));
+    }
+  }
+  for (const graph2::IoSpec& o : g_.outputs) {
+    auto it = owner.find(o.name);
+    if (it != owner.end()) lifetime_last_[it->second] = static_cast<int>(g_.nodes.size());
+  }
+  shape_only_.clear();
+  for (const auto& kv : fixed_) shape_only_[kv.first] = true;
+  for (const graph2::Node& n : g_.nodes) {
+    bool known = n.kind == OpKind::ShapeOf;  // reads its input's shape only
+    if (!known && n.kind != OpKind::RandomNormalLike) {
+      known = true;
+      for (const std::string& in : n.inputs) known = known && shape_only_.count(in) != 0;
+    }
+    if (known)
+      for (const std::string& o : n.outputs) shape_only_[o] = true;
+  }
+}
+
+ArrayGraphRun::~ArrayGraphRun() {
+  for (auto& kv : fixed_dev_) fixed_dev_backend_->release(kv.second);
 }
 
 graph::FusionReport ArrayGraphRun::fuse(const Backend& primary) {
@@ -197,12 +235,10 @@ std::vector<Shape> ArrayGraphRun::output_shapes(const graph2::Node& n, const std
   return infer_output_shapes(n.op, in.data(), static_cast<int>(in.size()));
 }
 
-namespace {
+namespace array_graph_detail {
 
 constexpr int64_t kPad = 64;  // bytes past the end of every value buffer (vector loads)
 
-// Bytes of a value of `s` elements of `dt` (+ kPad); INT64_MAX when that does not fit an int64
-// (the budget check then refuses it).
 int64_t value_bytes(const Shape& s, DType dt) {
   int64_t n = 1;
   for (int i = 0; i < s.ndim; ++i) {
@@ -216,6 +252,7 @@ int64_t value_bytes(const Shape& s, DType dt) {
 
 int64_t add_bytes(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 
+namespace {
 std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DType>& dts) {
   std::string s;
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -225,6 +262,20 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<DTyp
   }
   return s;
 }
+}  // namespace
+
+std::string node_outputs_text(const graph2::Node& n, const std::vector<Shape>& shapes, const std::vector<DType>& dts) {
+  return "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" + (shapes.size() > 1 ? "s " : " ") +
+         shapes_text(shapes, dts);
+}
+
+}  // namespace array_graph_detail
+
+namespace {
+
+using array_graph_detail::add_bytes;
+using array_graph_detail::shapes_text;
+using array_graph_detail::value_bytes;
 
 // A value buffer of n bytes whose bytes count in *live while it is alive: zeroed (nox), or from the
 // pool (cpu).
@@ -233,10 +284,27 @@ std::shared_ptr<void> counted_buffer(const std::shared_ptr<int64_t>& live, size_
   if (pool) return pool->take(n, live);
   auto* v = new std::vector<uint8_t>(n);
   *live += static_cast<int64_t>(n);
-  return std::shared_ptr<void>(v->data(), [live, n, v](void* /*data*/) {
+  return std::shared_ptr<void>(v->data(), [live, n, v](void*) {
     *live -= static_cast<int64_t>(n);
     delete v;
   });
+}
+
+// The inputs of node kinds whose output shapes come from input values (read on the host by the
+// shape rules and by the kernels' plans): on a device backend these inputs are handed over as host
+// values.
+bool value_input(OpKind k, size_t i) {
+  switch (k) {
+    case OpKind::Range:
+    case OpKind::NonZero:
+    case OpKind::ConstantOfShape: return true;
+    case OpKind::Expand:
+    case OpKind::Tile:
+    case OpKind::SliceDyn:
+    case OpKind::PadDyn:
+    case OpKind::ReshapeTo: return i >= 1;
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -285,10 +353,86 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     v.data = h->data.empty() ? static_cast<const void*>(kNoBytes) : h->data.data();
     vals[s.name] = v;
   }
+  // The memory plan of these dims (array_graph_plan.cc), checked against the budget before anything
+  // is allocated: the largest value alone (naming its node), then the planned peak. Values of known
+  // size live in one arena at their planned offsets; the others (sizes the data decides) get their
+  // own buffers as they come, each checked before it is allocated.
+  const std::shared_ptr<const MemoryPlan> plan = memory_plan(syms, *disp.chain().back(), ctx);
+  if (check && plan->largest >= 0) {
+    const PlanValue& big = plan->values[static_cast<size_t>(plan->largest)];
+    const graph2::Node& bn = g_.nodes[static_cast<size_t>(big.first)];
+    std::vector<Shape> shapes;
+    std::vector<DType> dts;
+    for (size_t i = 0; i < bn.outputs.size(); ++i) {
+      shapes.push_back(plan->values[plan->first_value[static_cast<size_t>(big.first)] + i].shape);
+      dts.push_back(plan->values[plan->first_value[static_cast<size_t>(big.first)] + i].dtype);
+    }
+    check(0, big.bytes, array_graph_detail::node_outputs_text(bn, shapes, dts));
+  }
+  std::string dims_of_run;
+  for (const auto& [k, v] : syms) dims_of_run += (dims_of_run.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+  if (check)
+    check(0, plan->peak_bytes, "the memory plan of this run (" + (dims_of_run.empty() ? "no dims" : dims_of_run) +
+                                   "): its peak of " + std::to_string(plan->peak_bytes) + " bytes");
+  RunMemory mem;
+  mem.planned_peak = plan->peak_bytes;
+  mem.unknown_values = static_cast<int64_t>(plan->unknown.size());
+  std::shared_ptr<void> arena;
+  if (plan->peak_bytes > 0 && plan->peak_bytes < (int64_t{1} << 50))
+    arena = counted_buffer(live, static_cast<size_t>(plan->peak_bytes), pool_);
+  const int64_t arena_bytes = arena ? plan->peak_bytes : 0;
+  auto held = [&]() {
+    mem.measured_peak = std::max(mem.measured_peak, *live);
+    mem.dynamic_peak = std::max(mem.dynamic_peak, *live - arena_bytes);
+  };
+  held();
   auto get = [&](const std::string& name) -> const Val& {
     auto it = vals.find(name);
     if (it != vals.end()) return it->second;
     return fixed_.at(name);
+  };
+  // A device backend (wgpu+rs) keeps the values of the nodes it runs on the device: the inputs are
+  // uploaded at their first use on the device, a node's device outputs stay there for the next
+  // nodes, a value goes to the host only where a host node (a shape computation, an op the device
+  // declines) or a shape rule reads it, and the outputs are read back at the end.
+  Backend* front = disp.chain().front();
+  const bool device = !nox_ && !front->host_memory();
+  if (device && fixed_dev_backend_ && fixed_dev_backend_ != front)
+    throw_backend_init(front->name(), "a version-2 graph run on two device backends");
+  auto host_of = [&](const std::string& name) -> const Val& {
+    const Val& v = get(name);
+    if (v.data || !v.dev.data) return v;
+    Val& w = vals.at(name);  // device-only values are the run's own
+    const int64_t nb = value_bytes(w.shape, w.dtype);
+    if (check) check(*live, nb, "the host copy of '" + name + "' " + shapes_text({w.shape}, {w.dtype}));
+    w.own = counted_buffer(live, static_cast<size_t>(nb), pool_);
+    front->read_bytes(w.dev, w.own.get());
+    w.data = w.own.get();
+    return w;
+  };
+  auto dev_of = [&](const std::string& name) -> Tensor {
+    const Val& v = get(name);
+    if (v.dev.data) return v.dev;
+    auto f = fixed_.find(name);
+    if (f != fixed_.end() && !vals.count(name)) {
+      auto it = fixed_dev_.find(name);
+      if (it == fixed_dev_.end()) {
+        fixed_dev_backend_ = front;
+        it = fixed_dev_.emplace(name, front->upload(v.data, v.shape, v.dtype)).first;
+      }
+      return it->second;
+    }
+    Val& w = vals.at(name);
+    Tensor t = front->alloc_frame_as(ctx, w.shape, w.dtype);
+    const int64_t nb = value_bytes(w.shape, w.dtype);
+    *live += nb;
+    w.dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+      *live -= nb;
+      front->release_frame(ctx, t);
+    });
+    w.dev = t;
+    front->write_bytes(t, w.data);
+    return t;
   };
   // nox: the digest chain of version 2 (docs/graph.md "The digest chain"): H_0 over the named
   // inputs in declared order, then one link per node (views included).
@@ -323,52 +467,95 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
   int64_t n_random = 0;  // random nodes met so far (the k of seed_for_node)
   for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
     const graph2::Node& n = g_.nodes[ni];
+    const bool view = n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View;
+    // device: which side runs the node (views: none; their input's sides carry over)
+    const bool host_shape = device && !view && shape_only_.count(n.outputs[0]) != 0;
     std::vector<Tensor> in;
-    for (const std::string& name : n.inputs) {
-      const Val& v = get(name);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::string& name = n.inputs[i];
+      // a device value is read back where a shape rule (or a host shape computation) needs it
+      const bool need_host = device && (value_input(n.kind, i) || (host_shape && n.kind != OpKind::ShapeOf));
+      const Val& v = need_host ? host_of(name) : get(name);
       Tensor t;
       t.dtype = v.dtype;
       t.shape = v.shape;
-      t.data = const_cast<void*>(v.data);
+      static const uint64_t kShapeOnly[8] = {};  // shape: no values read
+      t.data = const_cast<void*>(v.data ? v.data : static_cast<const void*>(kShapeOnly));
       t.name = name.c_str();
       in.push_back(t);
     }
-    if (n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View) {
+    if (view) {
       Val v = get(n.inputs[0]);
       v.shape = n.kind == OpKind::Reshape ? reshaped(n, v.shape)
                                           : view_shape(n.op, v.shape, in.size() > 1 ? &in[1] : nullptr);
       if (nox_) link(n, in, {tensor_of(v)});
+      if (v.dev.data) v.dev.shape = v.shape;
       vals[n.outputs[0]] = v;
     } else {
       std::vector<Shape> shapes = output_shapes(n, in);
       std::vector<Tensor> out(shapes.size());
       std::vector<Val> outv(shapes.size());
       std::vector<DType> dts(shapes.size());
-      int64_t need = 0;  // this node's outputs, checked together before any is allocated
+      int64_t need = 0;  // this node's outputs the plan has no bytes for, checked together before any is allocated
+      std::vector<const PlanValue*> planned(shapes.size(), nullptr);
       for (size_t i = 0; i < shapes.size(); ++i) {
         dts[i] = output_dtype(n.op, in.data(), static_cast<int>(in.size()), static_cast<int>(i));
-        need = add_bytes(need, value_bytes(shapes[i], dts[i]));
+        const PlanValue& pv = plan->values[plan->first_value[ni] + i];
+        if (arena && pv.offset >= 0 && pv.shape == shapes[i] && pv.dtype == dts[i]) planned[i] = &pv;
+        else need = add_bytes(need, value_bytes(shapes[i], dts[i]));
       }
-      if (check)
-        check(*live, need, "node '" + n.name + "' (op " + op_name(n.kind) + "): its output" +
-                               (shapes.size() > 1 ? "s " : " ") + shapes_text(shapes, dts));
+      if (check && need > 0)
+        check(*live, need, array_graph_detail::node_outputs_text(n, shapes, dts));
+      // device: the node runs there when the device backend takes it; its inputs then go as device
+      // tensors (value inputs: as host values), else every input as a host value.
+      bool on_dev = device && !host_shape && front->supports(n.op, in.data(), static_cast<int>(in.size()));
+      if (device && !host_shape)
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (on_dev && !value_input(n.kind, i)) {
+            const Tensor d = dev_of(n.inputs[i]);
+            in[i].device = d.device;
+            in[i].data = d.data;
+            in[i].offset = d.offset;
+          } else if (!on_dev && !value_input(n.kind, i) && !get(n.inputs[i]).data) {
+            in[i].data = const_cast<void*>(host_of(n.inputs[i]).data);
+          }
+        }
       for (size_t i = 0; i < shapes.size(); ++i) {
         const DType dt = dts[i];
         outv[i].dtype = dt;
         outv[i].shape = shapes[i];
-        outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)), pool_);
+        if (on_dev) {  // a device frame (the plan's arena is host memory)
+          const Tensor t = front->alloc_frame_as(ctx, shapes[i], dt);
+          const int64_t nb = value_bytes(shapes[i], dt);
+          *live += nb;
+          outv[i].dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+            *live -= nb;
+            front->release_frame(ctx, t);
+          });
+          outv[i].dev = t;
+          out[i] = t;
+          continue;
+        }
+        if (planned[i]) {
+          void* at = static_cast<uint8_t*>(arena.get()) + planned[i]->offset;
+          if (nox_) std::memset(at, 0, static_cast<size_t>(planned[i]->bytes));  // nox: zeroed, as its own buffer was
+          outv[i].own = std::shared_ptr<void>(arena, at);
+        } else {
+          outv[i].own = counted_buffer(live, static_cast<size_t>(value_bytes(shapes[i], dt)), pool_);
+          mem.unplanned += plan->values[plan->first_value[ni] + i].known;
+        }
         outv[i].data = outv[i].own.get();
         out[i].dtype = dt;
         out[i].shape = shapes[i];
         out[i].data = outv[i].own.get();
       }
-      if (options.has_seed && n.kind == OpKind::RandomNormalLike) {
-        Op op = n.op;  // the caller's seed, mixed with the node's place among the random nodes
-        op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));
-        disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
-      } else {
-        disp.run(n.op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
-      }
+      Op op = n.op;
+      if (options.has_seed && n.kind == OpKind::RandomNormalLike)  // the caller's seed, mixed with the node's
+        op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));  // place among the random nodes
+      if (host_shape) disp.run_host_shape(op, in.data(), static_cast<int>(in.size()), out.data(),
+                                          static_cast<int>(out.size()), ctx);
+      else disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
+      held();
       n_random += n.kind == OpKind::RandomNormalLike;
       if (nox_) link(n, in, out);
       for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
@@ -381,7 +568,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
   NamedArrays out;
   int64_t copied = 0;
   for (const graph2::IoSpec& s : g_.outputs) {
-    const Val& v = get(s.name);
+    const Val& v = device ? host_of(s.name) : get(s.name);
     if (v.dtype != s.dtype)
       throw_format("graph", "outputs." + s.name + ".dtype", std::string("declared ") + dtype_name(s.dtype) +
                                                             ", the graph computes " + dtype_name(v.dtype));
@@ -400,6 +587,10 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     out.emplace_back(s.name, std::move(h));
   }
   if (nox_ && digest) *digest = Sha256::hex(chain);
+  {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    last_mem_ = mem;
+  }
   return out;
 }
 

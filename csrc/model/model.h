@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,6 +153,12 @@ class Model {
   virtual std::vector<std::pair<std::string, std::string>> fusion_entries() const { return {}; }
   virtual std::string last_digest() const { return ""; }
   virtual std::string graph_origin() const { return ""; }
+  // Version-2 graphs (docs/graph.md "Shapes and the memory plan"), as JSON text: the memory plan of
+  // a run with these input dims, the shapes inferred at load, what the last run held. Other
+  // models: InvalidConfig.
+  virtual std::string memory_plan_json(const std::map<std::string, int64_t>& dims);
+  virtual std::string shapes_json() const;
+  virtual std::string last_run_memory_json() const;
 
   // Encoders (families/encoder.h). A decoder answers false / 0 and its encode
   // is InvalidConfig(field="architecture.model_type"). encode checks that the

@@ -307,6 +307,16 @@ NamedArrays Model::run_arrays(const NamedArrays&, const RunOptions&) {
                                                       "its own pipeline's API");
 }
 
+std::string Model::memory_plan_json(const std::map<std::string, int64_t>&) {
+  throw_invalid_config("architecture.model_type", "'" + family() + "' has no version-2 graph: no memory plan");
+}
+std::string Model::shapes_json() const {
+  throw_invalid_config("architecture.model_type", "'" + family() + "' has no version-2 graph: no inferred shapes");
+}
+std::string Model::last_run_memory_json() const {
+  throw_invalid_config("architecture.model_type", "'" + family() + "' has no version-2 graph: no run memory");
+}
+
 std::unique_ptr<Conversation> Model::new_conversation(int64_t max_context) {
   check_max_context(max_context, max_position());
   const int64_t bytes = conversation_bytes(max_context);

@@ -191,6 +191,7 @@ void bind_model(py::module_& m) {
           d["op"] = r.op;
           d["backend"] = r.backend;
           d["fallback"] = r.fallback;
+          d["host_shape"] = r.host_shape;
           d["count"] = r.count;
           d["total_ms"] = r.total_ms;
           out.append(d);
@@ -203,7 +204,17 @@ void bind_model(py::module_& m) {
       .def("fusion_report", &Model::fusion_report)
       .def("fusion_entries", &Model::fusion_entries)
       .def("last_digest", &Model::last_digest)
-      .def("graph_origin", &Model::graph_origin);
+      .def("graph_origin", &Model::graph_origin)
+      // Version-2 graphs (docs/graph.md "Shapes and the memory plan"): JSON text.
+      .def(
+          "memory_plan_json",
+          [](Model& mm, const std::map<std::string, int64_t>& dims) {
+            py::gil_scoped_release release;
+            return mm.memory_plan_json(dims);
+          },
+          py::arg("dims"), "The memory plan of a run with these input dims (JSON text).")
+      .def("shapes_json", &Model::shapes_json, "The shapes inferred at load (JSON text).")
+      .def("last_run_memory_json", &Model::last_run_memory_json, "What the last run held (JSON text).");
 
   // After the classes, so that signatures name cyb_llm._core.Model.
   m.def(

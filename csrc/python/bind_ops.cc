@@ -476,7 +476,8 @@ void bind_ops(py::module_& m) {
            "({'sizeof S' | 'offsetof S.F' | constant: value}; empty without the backend).");
   m.def("wgpu_take_host_times", &wgpu_take_host_times,
         "Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, "
-        "submit_ms, wait_ms} (recording the ops, submitting, waiting for read-backs).");
+        "submit_ms, wait_ms, submits} (recording the ops, submitting, waiting for read-backs; command "
+        "buffers submitted).");
   m.def("wgpu_report", &wgpu_report, "wgpu-native's own live-object report (wgpuGenerateReport).");
   m.def("wgpu_memory", &wgpu_memory, py::arg("reset_peak") = false,
         "Device buffer bytes held now and at most since the last reset: {'live_bytes', 'peak_bytes'} "

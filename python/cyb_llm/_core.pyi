@@ -121,6 +121,14 @@ class Model:
         ...
     def last_digest(self) -> str:
         ...
+    def last_run_memory_json(self) -> str:
+        """
+        What the last run held (JSON text).
+        """
+    def memory_plan_json(self, dims: collections.abc.Mapping[str, typing.SupportsInt | typing.SupportsIndex]) -> str:
+        """
+        The memory plan of a run with these input dims (JSON text).
+        """
     def new_conversation(self, max_context: typing.Any) -> typing.Any:
         ...
     def run(self, feeds: dict, seed: typing.Any = None) -> dict:
@@ -129,6 +137,10 @@ class Model:
         """
     def set_profiling(self, arg0: bool) -> None:
         ...
+    def shapes_json(self) -> str:
+        """
+        The shapes inferred at load (JSON text).
+        """
     def whisper_clone(self, conversation: Conversation) -> typing.Any:
         """
         A new session with a copy of the self-attention cache; cross K/V shared.

@@ -10,8 +10,9 @@
     cyb-llm embed MODEL TEXT...     sentence embeddings of an encoder model (docs/encoders.md)
     cyb-llm transcribe MODEL FILE...   speech to text with a whisper model (docs/whisper.md)
     cyb-llm speak MODEL TEXT -o OUT.wav   text to speech with a Piper voice (docs/tts.md; `-o -`: raw PCM)
+    cyb-llm imagine MODEL PROMPT -o OUT.png   text to image with a diffusion model (docs/diffusion.md)
     cyb-llm serve MODEL [MODEL...]  OpenAI-compatible HTTP server (docs/serve.md; the serve extra)
-    cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz]   run a graph model (docs/import.md "ONNX")
+    cyb-llm run-graph MODEL --input NAME=FILE.npy ... [-o OUT.npz] [--plan]   run a graph model (docs/import.md "ONNX")
 
 MODEL is a .model or .gguf path, an HF folder, hf://ORG/REPO[/FILE.gguf], a
 known model name or a name `cyb-llm list` shows (default:
@@ -19,7 +20,7 @@ cyb_llm.hub.DEFAULT_MODEL), the same for every command and for cyb_llm.load:
 cyb_llm.hub.resolve reads them all. Names, .gguf files and folders are
 imported into the cache once and reused. Which commands take a model is its pipeline's
 (cyb_llm.pipelines: text models run, chat, serve, bench; encoders embed, serve; whisper models
-transcribe, serve; tts models speak, serve; graphs run-graph). Errors of the request or of the model file print one line,
+transcribe, serve; tts models speak, serve; diffusion models imagine, serve; graphs run-graph). Errors of the request or of the model file print one line,
 `error: <Class>: <message>`, and exit with status 1.
 """
 from __future__ import annotations
@@ -113,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--stage", action="append", metavar="NAME=FILE.onnx",
                      help="one stage of a several-graph model (repeat: --stage unet=unet.onnx --stage "
                           "vae_decoder=vae.onnx; with --pipeline; instead of SRC)")
+    imp.add_argument("--tokenizer", metavar="TOKENIZER.json",
+                     help="with --stage: an HF tokenizer.json kept in the file (a diffusion model's CLIP tokenizer)")
+    imp.add_argument("--config-json", metavar="FILE.json",
+                     help="with --stage: more config tables, a JSON object ({\"diffusion\": {...}}: docs/diffusion.md)")
     imp.add_argument("-o", "--output", required=True)
     imp.add_argument("--quantize", help="weight encoding to quantize to (names in docs/format.md)")
     imp.add_argument("--graph", action="store_true", help="also write a graph section")
@@ -202,11 +207,33 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     sp.set_defaults(func=cmd_speak, precise=False)
 
+    im = sub.add_parser("imagine", help="text to image (or image to image) with a diffusion model")
+    im.add_argument("model", help="diffusion .model path (docs/diffusion.md)")
+    im.add_argument("prompt", help="what to draw ('-': read it from stdin)")
+    im.add_argument("-o", "--output", required=True, help="the image, a .png file")
+    im.add_argument("--negative-prompt", default=None, help="what to steer away from (default: the empty prompt)")
+    im.add_argument("--steps", type=int, default=20, help="denoising steps (default 20)")
+    im.add_argument("--guidance", type=float, default=7.5,
+                    help="classifier-free guidance scale (default 7.5; <= 1: no guidance, one UNet half)")
+    im.add_argument("--size", default=None, metavar="WxH", help="image size, multiples of 8 (default: the model's)")
+    im.add_argument("--seed", type=int, help="the seed of the numpy noise stream (default: a fresh one, printed)")
+    im.add_argument("--scheduler", default="euler",
+                    help="ddim, euler, euler_a, dpmpp_2m, dpmpp_2m_karras or lcm (default euler)")
+    im.add_argument("--image", help="img2img: start from this image (PNG, JPEG: needs Pillow)")
+    im.add_argument("--strength", type=float, default=0.8, help="img2img: how much of the schedule runs (0..1]")
+    g = im.add_argument_group("model")
+    g.add_argument("--backend", help="force a backend (cpu, wgpu+rs, nox)")
+    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    im.set_defaults(func=cmd_imagine, precise=False)
+
     rg = sub.add_parser("run-graph", help="run a graph model (imported from ONNX) on arrays from .npy files")
     rg.add_argument("model", help="graph .model path (cyb-llm import model.onnx -o MODEL)")
     rg.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy", dest="inputs",
                     help="one input of the graph from a .npy file (repeat for each input)")
     rg.add_argument("-o", "--output", help="write the outputs to this .npz file (numpy.load reads them by name)")
+    rg.add_argument("--plan", action="store_true",
+                    help="print the memory plan of this run before it runs, and what the run held after "
+                         "(docs/graph.md \"Shapes and the memory plan\")")
     g = rg.add_argument_group("model")
     g.add_argument("--backend", help="force a backend (cpu, nox)")
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
@@ -454,7 +481,18 @@ def cmd_run_graph(a: argparse.Namespace) -> int:
         raise InvalidConfig(field="input", reason="missing " + ", ".join(
             f"{i.name} ({i.dtype} [{', '.join(map(str, i.shape))}])" for i in missing) +
             f": give each as --input NAME=FILE.npy")
+    if a.plan:
+        p = m.memory_plan(**m.plan_dims(feeds))
+        dims = ", ".join(f"{k}={v}" for k, v in p["dims"].items()) or "no dims"
+        bound = "" if p["complete"] else f" (a lower bound: {len(p['unknown'])} values sized by the data at run time)"
+        print(f"plan ({dims}): peak {p['peak_bytes']} bytes{bound}; {len(p['values'])} values, "
+              f"{p['reused']} on reused bytes; {p['sum_bytes']} bytes each in its own buffer, "
+              f"at most {p['live_max_bytes']} alive at once")
     out = m.run(feeds)
+    if a.plan:
+        r = m.last_run_memory()
+        print(f"held: {r['measured_peak']} bytes at most (planned arena {r['planned_peak']}, "
+              f"{r['dynamic_peak']} in buffers sized at run time)")
     for name, v in out.items():
         print(f"{name}  {v.dtype}  [{', '.join(map(str, v.shape))}]  {_values_text(v)}")
     if a.output:
@@ -524,6 +562,52 @@ def cmd_speak(a: argparse.Namespace) -> int:
     where = "stdout (16-bit PCM)" if a.output == "-" else a.output
     print(f"wrote {where}: {secs:.2f} s of audio at {m.sample_rate} Hz, {done['n']} sentences, in {dt:.2f} s "
           f"(real-time factor {dt / secs if secs else 0:.2f})", file=sys.stderr)
+    return 0
+
+
+def cmd_imagine(a: argparse.Namespace) -> int:
+    import time
+
+    from .diffusion.model import parse_size
+    from .diffusion.png import save_png
+
+    if os.path.splitext(a.output)[1].lower() != ".png":
+        raise InvalidConfig(field="output", reason=f"{a.output!r}: the image is written as a .png file")
+    prompt = sys.stdin.read().strip() if a.prompt == "-" else a.prompt
+    width, height = parse_size(a.size) if a.size else (None, None)
+    image = None
+    if a.image:
+        from PIL import Image
+
+        image = Image.open(a.image)
+    m = _load(a, a.model, "imagine")
+    show = sys.stderr.isatty() or bool(os.environ.get("CYB_LLM_PROGRESS"))
+    t0 = time.perf_counter()
+
+    def progress(i: int, t: Any, latents: Any) -> None:
+        if show:
+            n = m.last_steps
+            done = int(30 * (i + 1) / max(n, 1))
+            print(f"\rimagine: [{'#' * done}{'.' * (30 - done)}] step {i + 1}/{n}", end="", file=sys.stderr,
+                  flush=True)
+
+    img = m.generate_image(prompt, negative_prompt=a.negative_prompt, steps=a.steps, guidance_scale=a.guidance,
+                           height=height, width=width, seed=a.seed, scheduler=a.scheduler, image=image,
+                           strength=a.strength, callback=progress)
+    if show:
+        print(file=sys.stderr)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(a.output)), f".{os.path.basename(a.output)}.tmp")
+    try:
+        save_png(img, tmp)
+        os.replace(tmp, a.output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    st = m.last_stats
+    print(f"seed {st.seed}", file=sys.stderr)
+    print(f"wrote {a.output}: {st.width}x{st.height}, {st.steps} steps ({st.scheduler}, guidance {st.guidance_scale:g}) "
+          f"in {time.perf_counter() - t0:.2f} s [text {st.text_encoder_ms:.0f} ms | unet {st.unet_ms:.0f} ms, "
+          f"{st.unet_steps_per_s:.2f} steps/s | vae {st.vae_encoder_ms + st.vae_decoder_ms:.0f} ms]", file=sys.stderr)
     return 0
 
 
@@ -602,9 +686,27 @@ def cmd_import(a: argparse.Namespace) -> int:
             if not sep or not name or not path or name in stages:
                 raise InvalidConfig(field="stage", reason=f"{spec!r}: NAME=FILE.onnx, each name once")
             stages[name] = path
-        import_onnx_stages(stages, a.output, pipeline=a.pipeline or "graph", quantize=a.quantize, progress=True)
+        tokenizer_json = None
+        if a.tokenizer:
+            with open(a.tokenizer, encoding="utf-8") as f:
+                tokenizer_json = f.read()
+        extra_config = None
+        if a.config_json:
+            with open(a.config_json, encoding="utf-8") as f:
+                try:
+                    extra_config = json.load(f)
+                except ValueError as e:
+                    raise InvalidConfig(field="config_json", reason=f"{a.config_json}: not JSON ({e})") from None
+            if not isinstance(extra_config, dict) or not all(isinstance(v, dict) for v in extra_config.values()):
+                raise InvalidConfig(field="config_json", reason=f"{a.config_json}: must be a JSON object of tables "
+                                                                "({\"diffusion\": {...}})")
+        import_onnx_stages(stages, a.output, pipeline=a.pipeline or "graph", quantize=a.quantize, progress=True,
+                           tokenizer_json=tokenizer_json, extra_config=extra_config)
         print(a.output)
         return 0
+    if a.tokenizer or a.config_json:
+        raise InvalidConfig(field="tokenizer" if a.tokenizer else "config_json",
+                            reason="--tokenizer and --config-json go with --stage NAME=FILE.onnx")
     if a.src is None:
         raise InvalidConfig(field="src", reason="import needs SRC (or --stage NAME=FILE.onnx ...)")
     extra = {"pipeline": a.pipeline} if a.pipeline else {}  # ONNX only: other sources refuse it

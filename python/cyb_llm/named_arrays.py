@@ -102,6 +102,48 @@ class NamedArrayModel(Model):
             raise InvalidConfig(field="feeds", reason="must be a dict {input name: array}")
         return self._native.run(dict(feeds), seed)
 
+    def memory_plan(self, **dims: int) -> dict:
+        """The memory plan of a run whose inputs have these dims (every named dim of the inputs, e.g.
+        `memory_plan(seq_len=512)`), computed before running (docs/graph.md "Shapes and the memory
+        plan"): {"peak_bytes" (the arena every value of known size lives in), "complete" (False when
+        some sizes depend on the data: then peak_bytes is a lower bound and "unknown" names those
+        values), "sum_bytes" (each value in its own buffer), "live_max_bytes", "reused", "dims",
+        "values": [{name, node, dtype, shape, bytes, offset, first, last, view_of}]}."""
+        for k, v in dims.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise InvalidConfig(field=f"dims['{k}']", reason=f"a size is an integer, got {v!r}")
+        return json.loads(self._native.memory_plan_json({k: int(v) for k, v in dims.items()}))
+
+    def plan_dims(self, feeds: Mapping[str, Any]) -> dict[str, int]:
+        """The named dims of the inputs as these feeds (arrays or shapes) give them."""
+        dims: dict[str, int] = {}
+        for spec in self.inputs:
+            if spec.name not in feeds:
+                raise InvalidConfig(field=f"inputs['{spec.name}']", reason="missing")
+            f = feeds[spec.name]
+            shape = tuple(f) if isinstance(f, (tuple, list)) else np.shape(f)
+            if len(shape) != len(spec.shape):
+                raise InvalidConfig(field=f"inputs['{spec.name}']",
+                                    reason=f"rank {len(shape)}, the graph declares {list(spec.shape)}")
+            for d, n in zip(spec.shape, shape):
+                if isinstance(d, str):
+                    dims.setdefault(d, int(n))
+        return dims
+
+    @property
+    def shapes(self) -> dict[str, dict]:
+        """Every node output's dtype and shape as inferred at load: {"dtype", "shape"}, the shape a
+        list of sizes and expressions of the inputs' dim names ("seq_len", "4*batch", "seq_len+2"),
+        with "<node>:<k>" for sizes the data decides and "<value>[k]" for other run-time sizes;
+        shape None when not even the rank is known before running."""
+        return json.loads(self._native.shapes_json())
+
+    def last_run_memory(self) -> dict:
+        """What the last run held: {"planned_peak" (its arena), "measured_peak" (the high-water mark
+        of the bytes it held: the arena plus buffers of values sized at run time), "dynamic_peak",
+        "unknown_values", "unplanned"}."""
+        return json.loads(self._native.last_run_memory_json())
+
     @property
     def last_digest(self) -> str:
         """nox: the SHA-256 digest chain (hex) of the last run, version 2 of docs/graph.md "The digest

@@ -7,11 +7,12 @@ Python class that runs it, the `cyb-llm` commands that take it and the server en
     speech    cyb_llm.speech.model:WhisperModel    transcribe, serve              audio/transcriptions, translations
     graph     cyb_llm.graph.model:GraphModel       run-graph                      -
     tts       cyb_llm.tts.model:TtsModel           speak, serve                   audio/speech
+    diffusion cyb_llm.diffusion.model:DiffusionModel imagine, serve               images/generations
 
 Which kind a model type is decides the native core (`_core.pipeline_of`: the families it was
 built with); `kind_of` asks it. A graph's config may name the pipeline it is for (`[onnx] pipeline`,
 written by `cyb-llm import x.onnx --pipeline tts`): `kind_of_config` reads it, and a pipeline
-without a row here (tts, diffusion: not written yet) is an InvalidConfig naming it. `cyb_llm.load`, `cyb_llm.Model(path)`, the CLI and the server
+without a row here is an InvalidConfig naming it (a stages file says its pipeline in `[stages] pipeline`). `cyb_llm.load`, `cyb_llm.Model(path)`, the CLI and the server
 route through this module, once. A new pipeline (TTS, diffusion) is a native family, one row of
 PIPELINES and a Python module holding its class (a subclass of cyb_llm.base.Model); nothing else.
 
@@ -64,12 +65,14 @@ PIPELINES: tuple[Pipeline, ...] = (
              ("run-graph",), (), ""),
     Pipeline("tts", "cyb_llm.tts.model:TtsModel", "text-to-speech models (Piper voices, vocoders)",
              ("speak", "serve"), ("/v1/audio/speech",), "cyb_llm.serve.engine:SpeechEngine"),
+    Pipeline("diffusion", "cyb_llm.diffusion.model:DiffusionModel", "diffusion models (Stable Diffusion stages)",
+             ("imagine", "serve"), ("/v1/images/generations",), "cyb_llm.serve.engine:ImageEngine"),
 )
 
 _BY_KIND = {p.kind: p for p in PIPELINES}
 #: kinds whose models are imported graphs (the native "graph" family), told apart by `[onnx] pipeline`
 #: or the sidecar; GraphModel loads any of them as a plain graph.
-GRAPH_KINDS = ("graph", "tts")
+GRAPH_KINDS = ("graph", "tts", "diffusion")
 #: the model type of a file holding several named graphs, the stages of one pipeline (a text
 #: encoder, a UNet, a VAE decoder), each in its section `graph_<stage>`; its `[stages] pipeline`
 #: says which (docs/graph.md "Stages"; csrc/model/array_graph_model.h)

@@ -6,8 +6,6 @@
 //   REDUCE   y[i] = fn over the reduced coordinates (code 0 sum, 1 mean, 2 max, 3 min): kept dims
 //            in shape / sa (the input's strides), reduced dims in sb (sizes) / sc (strides)
 //   SOFTMAX  exp(x - max) / sum along an axis of length u[0] with inner stride u[1]
-//   INORM    (x - mean) / sqrt(var + eps) * scale[c] + bias[c] over group i: u[2] channels (1:
-//            instance_norm) of u[0] spatial values each, u[1] channels in all
 //   POOL     average / max pooling (the CONV geometry in u; u[15] max, u[16] count_include_pad,
 //            u[17], u[18] pads at the end)
 //   RESIZE   y = sum over the 2^ndim corners of the source coordinates of B (per dim d at sb[d]:
@@ -28,10 +26,6 @@ struct P {
 @group(0) @binding(2) var<storage, read> A: array<f32>;
 //#if MATMUL
 @group(0) @binding(3) var<storage, read> B: array<f32>;
-//#endif
-//#if INORM
-@group(0) @binding(3) var<storage, read> B: array<f32>;
-@group(0) @binding(4) var<storage, read> C: array<f32>;
 //#endif
 //#if RESIZE
 @group(0) @binding(3) var<storage, read> B: array<f32>;
@@ -107,36 +101,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   }
   let inv = 1.0 / s;
   for (var d = 0u; d < D; d++) { Y[b + d * inner] = exp(A[b + d * inner] - m) * inv; }
-//#endif
-//#if INORM
-  let S = uu(0u);
-  let C_ = uu(1u);
-  let Cg = uu(2u);
-  let cnt = Cg * S;
-  let b = i * cnt;
-  var s = 0.0;
-  var comp = 0.0;
-  for (var k = 0u; k < cnt; k++) {
-    let yk = A[b + k] - comp;
-    let t = (s + yk) * p.one;
-    comp = (t - s) - yk;
-    s = t;
-  }
-  let mean = s / f32(cnt);
-  s = 0.0;
-  comp = 0.0;
-  for (var k = 0u; k < cnt; k++) {
-    let dv = A[b + k] - mean;
-    let yk = dv * dv - comp;
-    let t = (s + yk) * p.one;
-    comp = (t - s) - yk;
-    s = t;
-  }
-  let inv = 1.0 / sqrt(s / f32(cnt) + p.f0);
-  for (var k = 0u; k < cnt; k++) {
-    let ch = (i * Cg + k / S) % C_;
-    Y[b + k] = (A[b + k] - mean) * (B[ch] * inv) + C[ch];
-  }
 //#endif
 //#if MATMUL
   let M = uu(0u);

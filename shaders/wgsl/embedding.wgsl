@@ -9,7 +9,7 @@ struct P { D: u32, T: u32, rb: u32, row0: u32, nrows: u32, scale: f32, pad0: u32
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let nch = (p.D + 31u) / 32u;
   let c = gid.x;
-  let t = gid.y;
+  let t = gid.y + gid.z * 65535u;  // tokens over y and z (65535 workgroups a dimension)
   if (c >= nch || t >= p.T) { return; }
   let id = u32(IDS[t]);
   if (id < p.row0 || id >= p.row0 + p.nrows) { return; }

@@ -13,6 +13,11 @@
 // hold a model's activations), split into hi and lo planes of f16 rows of S values (zeros past K
 // and past the tokens, to a whole number of 128-token tiles), and the unscaling factor XU[t],
 // applied to each output. Weights are decoded (DQV) and split while staging.
+// SM_F16 (CYB_WGPU_SM=f16): plain f16 operands instead, one product a pair (hi alone, rounded to
+// nearest; no lo planes): f16 inputs, f32 sums, as a tensor-core GEMM of f16 data computes them
+// (the activations still scaled per token, so f16's range and subnormals do not cost precision),
+// and the activations staged through workgroup memory (As) like the weights, as the probe's
+// sm-staged kernels do, instead of loaded straight from the plane.
 // A workgroup is 4 subgroups of 32 lanes, 2 x 2 over the tile; each computes TM / 2 tokens x 32 rows
 // as (TM / 32) x 2 result matrices of 16 x 16, f32 sums. Per chunk of 32 values of K, all 128
 // threads stage the tile's decoded weights (hi and lo) in workgroup memory, rows of LDS halves,
@@ -44,6 +49,7 @@ fn hi11(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) & 0xffffe000u); }
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let t = wid.x + wid.y * 65535u;
+  if (t * p.xs >= p.xlo) { return; }  // past the prepared rows (the grid's last row of workgroups)
   let live = t < p.T;
   var m = 0.0;
   if (live) {
@@ -61,15 +67,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var k = li; k < p.xs; k += 256u) {
     var v = 0.0;
     if (live && k < p.K) { v = X[p.x_off + t * p.K + k] * sc; }
+//#if SM_F16
+    XH[t * p.xs + k] = f16(v);
+//#else
     let vh = hi11(v);
     XH[t * p.xs + k] = f16(vh);
     XH[p.xlo + t * p.xs + k] = f16(v - vh);
+//#endif
   }
   if (li == 0u) { XU[t] = bitcast<f32>(e << 23u); }
 }
 //#else
 @group(0) @binding(1) var<storage, read> W: array<u32>;
+//#if SM_F16
+@group(0) @binding(2) var<storage, read> XQ: array<vec4<u32>>;  // SM_PREP's plane, 8 halves a word
+//#else
 @group(0) @binding(2) var<storage, read> XH: array<f16>;  // SM_PREP's planes
+//#endif
 @group(0) @binding(3) var<storage, read_write> Y: array<f32>;
 //#if BIAS
 @group(0) @binding(4) var<storage, read> B: array<f32>;
@@ -87,15 +101,46 @@ const LDS = 40u;  // halves a staged row: 32 values of K and 8 against bank conf
 const TN = 64u;   // weight rows a tile
 //#if SM_T128
 const TM = 128u;  // tokens a tile
+const ASZ = 5120u;  // SM_F16's staged activations: TM rows of LDS halves
 //#else
 const TM = 64u;
+const ASZ = 2560u;
+//#endif
+//#if SM_F16
+var<workgroup> As: array<f16, ASZ>;
+// the next chunk's activations in registers: TM rows x 4 words of 8 halves, over 128 threads
+var<private> pa: array<vec4<u32>, 4>;
+
+fn fetch_a(c: u32, t0: u32, li: u32) {
+  for (var i = 0u; i < TM / 32u; i++) {
+    let e = li + 128u * i;
+    pa[i] = XQ[((t0 + e / 4u) * p.xs + c * 32u) / 8u + e % 4u];
+  }
+}
+
+fn put_a(li: u32) {
+  for (var i = 0u; i < TM / 32u; i++) {
+    let e = li + 128u * i;
+    let o = (e / 4u) * LDS + (e % 4u) * 8u;
+    let q = pa[i];
+    for (var j = 0u; j < 4u; j++) {
+      let h = bitcast<vec2<f16>>(q[j]);
+      As[o + 2u * j] = h.x;
+      As[o + 2u * j + 1u] = h.y;
+    }
+  }
+}
 //#endif
 var<workgroup> Ws: array<f16, 2560>;  // [row][LDS]: hi
+//#if !SM_F16
 var<workgroup> Wl: array<f16, 2560>;  // lo
+//#endif
 var<workgroup> Cs: array<f32, 1024>;  // [subgroup][16 x 16]: a result matrix on its way out
 //#if SWIGLU
 var<workgroup> Ws2: array<f16, 2560>;
+//#if !SM_F16
 var<workgroup> Wl2: array<f16, 2560>;
+//#endif
 var<workgroup> Cs2: array<f32, 1024>;
 //#endif
 //#if SPLITK
@@ -141,36 +186,47 @@ fn lo16(w: vec4<f32>, wh: vec4<f32>) -> vec4<f16> {
   return vec4<f16>(clamp(w - wh, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
 }
 
+// SM_F16: w rounded to the nearest f16 (clamped to its range).
+fn f16r(w: vec4<f32>) -> vec4<f16> { return vec4<f16>(clamp(w, vec4<f32>(-65504.0), vec4<f32>(65504.0))); }
+
 // Stages the fetched chunk: hi and lo of each value, rows of LDS halves.
 fn put(li: u32) {
   let base = (li / 2u) * LDS + (li % 2u) * 16u;
   for (var i = 0u; i < 4u; i++) {
     let o = base + 4u * i;
     let w = pw[i];
+//#if SM_F16
+    let wh = f16r(w);
+//#else
     let wf = hi11v(w);
     let wh = vec4<f16>(wf);
     let wl = lo16(w, wf);
-    Ws[o] = wh.x;
-    Ws[o + 1u] = wh.y;
-    Ws[o + 2u] = wh.z;
-    Ws[o + 3u] = wh.w;
     Wl[o] = wl.x;
     Wl[o + 1u] = wl.y;
     Wl[o + 2u] = wl.z;
     Wl[o + 3u] = wl.w;
+//#endif
+    Ws[o] = wh.x;
+    Ws[o + 1u] = wh.y;
+    Ws[o + 2u] = wh.z;
+    Ws[o + 3u] = wh.w;
 //#if SWIGLU
     let w2 = pu[i];
+//#if SM_F16
+    let uh = f16r(w2);
+//#else
     let uf = hi11v(w2);
     let uh = vec4<f16>(uf);
     let ul = lo16(w2, uf);
-    Ws2[o] = uh.x;
-    Ws2[o + 1u] = uh.y;
-    Ws2[o + 2u] = uh.z;
-    Ws2[o + 3u] = uh.w;
     Wl2[o] = ul.x;
     Wl2[o + 1u] = ul.y;
     Wl2[o + 2u] = ul.z;
     Wl2[o + 3u] = ul.w;
+//#endif
+    Ws2[o] = uh.x;
+    Ws2[o + 1u] = uh.y;
+    Ws2[o + 2u] = uh.z;
+    Ws2[o + 3u] = uh.w;
 //#endif
   }
 }
@@ -222,10 +278,12 @@ fn store_one(t: u32, rj: u32, vs: f32
 alias AM = subgroup_matrix_left<f16, 16, 16>;
 alias BM = subgroup_matrix_right<f16, 16, 16>;
 
+//#if !SM_F16
 // Left matrix: tokens t .. t + 15 of the prepared plane at base, values k .. k + 15.
 fn lda(base: u32, t: u32, k: u32) -> AM {
   return subgroupMatrixLoad<AM, row_major>(&XH, base + t * p.xs + k, p.xs);
 }
+//#endif
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -268,6 +326,57 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let c_begin = 0u;
   let c_end = nch;
 //#endif
+//#if SM_F16
+  // Activations staged like the weights: per chunk all 128 threads copy the tile's TM prepared
+  // rows (32 halves each, 16-byte loads) into As; the next chunk's read into registers during
+  // the products. Every subgroup loads its left matrices from As.
+  if (c_begin < c_end) {
+    fetch(c_begin, r0, li);
+    fetch_a(c_begin, t0, li);
+  }
+  for (var c = c_begin; c < c_end; c++) {
+    workgroupBarrier();  // the last chunk's products have read Ws and As
+    put(li);
+    put_a(li);
+    workgroupBarrier();
+    if (c + 1u < c_end) {
+      fetch(c + 1u, r0, li);
+      fetch_a(c + 1u, t0, li);
+    }
+    for (var kk = 0u; kk < 32u; kk += 16u) {
+      let a0 = subgroupMatrixLoad<AM, row_major>(&As, am * LDS + kk, LDS);
+      let a1 = subgroupMatrixLoad<AM, row_major>(&As, (am + 16u) * LDS + kk, LDS);
+      let b0 = subgroupMatrixLoad<BM, col_major>(&Ws, bn * LDS + kk, LDS);
+      let b1 = subgroupMatrixLoad<BM, col_major>(&Ws, (bn + 16u) * LDS + kk, LDS);
+      c00 = subgroupMatrixMultiplyAccumulate(a0, b0, c00);
+      c01 = subgroupMatrixMultiplyAccumulate(a0, b1, c01);
+      c10 = subgroupMatrixMultiplyAccumulate(a1, b0, c10);
+      c11 = subgroupMatrixMultiplyAccumulate(a1, b1, c11);
+//#if SM_T128
+      let a2 = subgroupMatrixLoad<AM, row_major>(&As, (am + 32u) * LDS + kk, LDS);
+      let a3 = subgroupMatrixLoad<AM, row_major>(&As, (am + 48u) * LDS + kk, LDS);
+      c20 = subgroupMatrixMultiplyAccumulate(a2, b0, c20);
+      c21 = subgroupMatrixMultiplyAccumulate(a2, b1, c21);
+      c30 = subgroupMatrixMultiplyAccumulate(a3, b0, c30);
+      c31 = subgroupMatrixMultiplyAccumulate(a3, b1, c31);
+//#endif
+//#if SWIGLU
+      let d0 = subgroupMatrixLoad<BM, col_major>(&Ws2, bn * LDS + kk, LDS);
+      let d1 = subgroupMatrixLoad<BM, col_major>(&Ws2, (bn + 16u) * LDS + kk, LDS);
+      u00 = subgroupMatrixMultiplyAccumulate(a0, d0, u00);
+      u01 = subgroupMatrixMultiplyAccumulate(a0, d1, u01);
+      u10 = subgroupMatrixMultiplyAccumulate(a1, d0, u10);
+      u11 = subgroupMatrixMultiplyAccumulate(a1, d1, u11);
+//#if SM_T128
+      u20 = subgroupMatrixMultiplyAccumulate(a2, d0, u20);
+      u21 = subgroupMatrixMultiplyAccumulate(a2, d1, u21);
+      u30 = subgroupMatrixMultiplyAccumulate(a3, d0, u30);
+      u31 = subgroupMatrixMultiplyAccumulate(a3, d1, u31);
+//#endif
+//#endif
+    }
+  }
+//#else
   if (c_begin < c_end) { fetch(c_begin, r0, li); }
   let k0 = min(c_begin * 32u, p.xs - 16u);
   var n0 = lda(0u, ta, k0);
@@ -369,6 +478,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
     }
   }
+//#endif
   // Each result matrix through Cs (SwiGLU: its up sums through Cs2) to the epilogue.
   let o = sgi * 256u;
   let tb = t0 + am;

@@ -2,7 +2,7 @@
 en_US-joe-medium (noise scales 0, so onnxruntime's unreproducible noise drops out) and
 all-MiniLM-L6-v2 exported to ONNX, each within `onnx-vs-onnxruntime` of onnxruntime and with the
 same nox digest on a second run. Slow tier: the reference kernels on one thread take ~15-30 s a
-model here (the terrain UNet, minutes, is left to the cpu tests)."""
+model here, the terrain UNet ~50 s a run at batch 1."""
 from __future__ import annotations
 
 import glob
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import cyb_llm
+from cyb_llm import hub
 from tolerances import tolerance
 
 ort = pytest.importorskip("onnxruntime")
@@ -78,3 +79,22 @@ def test_minilm_onnx_on_nox(tmp_path):
     assert _err(ref, got) <= TOL
     m.run(feeds)
     assert len(d) == 64 and m.last_digest == d
+
+
+def test_terrain_unet_on_nox():
+    """The terrain consistency UNet (hub row "terrain") once at batch 1 on nox: within
+    `onnx-vs-onnxruntime` of onnxruntime, and the same digest and output on a second run."""
+    try:
+        src = hub.fetch_source("terrain", progress=False)
+        m = cyb_llm.load("terrain", backend="nox")
+    except hub.FetchError as e:
+        pytest.skip(f"the terrain UNet could not be fetched: {e}")
+    rng = np.random.default_rng(5)
+    feeds = {"noisy": (rng.standard_normal((1, 1, 128, 128)) * 1.3).astype(np.float32),
+             "sigma": np.array([0.8], np.float32), "difficulty": np.array([0.5], np.float32)}
+    got = m.run(feeds)["denoised"]
+    d = m.last_digest
+    (ref,) = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert _err(ref, got) <= TOL
+    again = m.run(feeds)["denoised"]
+    assert len(d) == 64 and m.last_digest == d and np.array_equal(again, got)

@@ -72,6 +72,19 @@ Tensor WgpuBackend::alloc_frame(ExecContext& ctx, const Shape& shape) {
   return t;
 }
 
+Tensor WgpuBackend::alloc_frame_as(ExecContext& ctx, const Shape& shape, DType dtype) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.device = Device::Wgpu;
+  t.data = state(ctx).alloc(t.nbytes());
+  return t;
+}
+
+void WgpuBackend::release_frame(ExecContext& ctx, const Tensor& t) {
+  if (t.device == Device::Wgpu && t.data) state(ctx).give(dev(t));
+}
+
 Tensor WgpuBackend::alloc(const Shape& shape, DType dtype) {
   Tensor t;
   t.dtype = dtype;
@@ -189,6 +202,9 @@ DevBuf* WgpuBackend::weight(const Tensor& t) {
 WGPUBuffer WgpuBackend::act(State& st, const Tensor& t) {
   if (t.device == Device::Wgpu) return dev(t)->bufs[0];
   DevBuf* d = st.alloc(t.nbytes());
+  // A queue write lands before the work recorded so far, which may still read this frame's old
+  // contents (frames go back to the pool within a forward: release_frame): that work goes first.
+  if (st.enc_) st.submit();
   const uint64_t n = (t.nbytes() + 3) & ~uint64_t(3);
   std::vector<uint8_t> tmp(n, 0);
   std::memcpy(tmp.data(), t.data, t.nbytes());

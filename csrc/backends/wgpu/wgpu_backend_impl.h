@@ -65,6 +65,8 @@ class WgpuBackend : public Backend {
     state(ctx).reset();
   }
   Tensor alloc_frame(ExecContext& ctx, const Shape& shape) override;
+  Tensor alloc_frame_as(ExecContext& ctx, const Shape& shape, DType dtype) override;
+  void release_frame(ExecContext& ctx, const Tensor& t) override;
   void end_forward(ExecContext& ctx) override { state(ctx).submit(); }
 
   Tensor alloc(const Shape& shape, DType dtype) override;

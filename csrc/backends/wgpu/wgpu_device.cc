@@ -315,6 +315,7 @@ std::map<std::string, double> wgpu_take_host_times() {
   r["record_ms"] = static_cast<double>(h.record_ns.exchange(0)) * 1e-6;
   r["submit_ms"] = static_cast<double>(h.submit_ns.exchange(0)) * 1e-6;
   r["wait_ms"] = static_cast<double>(h.wait_ns.exchange(0)) * 1e-6;
+  r["submits"] = static_cast<double>(h.submits.exchange(0));
   return r;
 }
 

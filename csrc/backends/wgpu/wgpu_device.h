@@ -29,9 +29,9 @@ struct Pipeline {
 
 // GPU time per pipeline (wgpu_set_gpu_profiling).
 // Host time of the forwards (always on: three clock reads per forward): recording from
-// begin_forward to the submit, finishing + submitting, waiting for read-backs.
+// begin_forward to the submit, finishing + submitting, waiting for read-backs; and the submits.
 struct HostTimes {
-  std::atomic<uint64_t> forwards{0}, record_ns{0}, submit_ns{0}, wait_ns{0};
+  std::atomic<uint64_t> forwards{0}, record_ns{0}, submit_ns{0}, wait_ns{0}, submits{0};
 };
 
 struct GpuProfile {

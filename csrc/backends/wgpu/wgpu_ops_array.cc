@@ -216,14 +216,14 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
     case OpKind::GroupNorm: {
       const Shape& xs = in[0].shape;
       const int64_t G = op.kind == OpKind::GroupNorm ? op.a.group : xs.d[1];
+      // shaders/wgsl/inorm.wgsl: one workgroup a (batch, group) row
       const int64_t rows = xs.d[0] * G;
-      p.u[0] = u(xs.numel() / (xs.d[0] * xs.d[1]));
-      p.u[1] = u(xs.d[1]);
-      p.u[2] = u(xs.d[1] / G);
-      p.f0 = op.a.eps;
-      grid(rows, &nx, &ny);
-      return run("array_nn", {"INORM"},
-                 {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}, {4, act(st, in[2]), 0, W}});
+      const uint32_t wx = u(std::min<int64_t>(rows, 65535));
+      const uint32_t q[8] = {u(rows), wx, u(xs.numel() / (xs.d[0] * xs.d[1])), u(xs.d[1]), u(xs.d[1] / G),
+                             f2u(op.a.eps), f2u(1.f), 0};
+      Bind b[] = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}, {4, act(st, in[2]), 0, W}};
+      st.dispatch(pipeline(g_, "inorm", {}), q, sizeof(q), b, wx, u((rows + 65534) / 65535), 1);
+      return;
     }
     case OpKind::MatmulNd: {
       const MatmulGeom g = matmul_geom(op, in[0].shape, in[1].shape);

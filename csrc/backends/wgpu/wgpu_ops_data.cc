@@ -23,7 +23,9 @@ void WgpuBackend::embedding(State& st, const Op& op, const Tensor* in, Tensor* o
     const int64_t nr = (c + 1 < w->bufs.size() ? w->row0[c + 1] : tab.shape.d[0]) - r0;
     uint32_t p[8] = {u(D), u(T), u(dev_row_bytes(tab.dtype, D)), u(r0), u(nr), f2u(op.a.scale), 0, 0};
     Bind b[] = {{1, w->bufs[c], 0, W}, {2, ids, 0, W}, {3, yb, 0, W}};
-    st.dispatch(pl, p, sizeof(p), b, u(((D + 31) / 32 + 63) / 64), u(T), 1);
+    // tokens over y and z: at most 65535 workgroups a dimension
+    st.dispatch(pl, p, sizeof(p), b, u(((D + 31) / 32 + 63) / 64), u(std::min<int64_t>(T, 65535)),
+                u((T + 65534) / 65535));
   }
 }
 

@@ -124,7 +124,7 @@ namespace {
 // of exactly 32 lanes (the kernel's 4 subgroups are its 128 invocations in fours of 32), f16.
 bool sm_gemm_ok(const Gpu& g) {
   if (!g.subgroup_matrix || !g.info.shader_f16 || g.info.subgroup_min != 32 || g.info.subgroup_max != 32 ||
-      !sm_setting())
+      sm_setting() == SmMode::Off)
     return false;
   for (const DawnSubgroupMatrixConfig& c : g.sm_configs)
     if (c.componentType == kDawnSubgroupMatrixF16 && c.resultComponentType == kDawnSubgroupMatrixF32 && c.M == 16 &&
@@ -165,10 +165,13 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // webgpu:dawn with subgroup matrices, fast mode: the tiled GEMM on the tensor cores (matmul_sm.wgsl:
   // the same grid, parts of K and outputs; wgpu_settings.h sm_setting).
   // Its activations are prepared first (SM_PREP: per-token scaling, hi and lo f16 planes of sm_s
-  // halves a row, sm_tp rows: whole 128-token tiles).
+  // halves a row, sm_tp rows: whole 128-token tiles; CYB_WGPU_SM=f16: the hi plane alone). Past
+  // 65535 tokens K is not split (splittable below), so every grid stays within 65535.
   const int64_t sm_s = (K + 31) / 32 * 32, sm_tp = (T + 127) / 128 * 128;
-  const bool sm = tiled && !st.precise && T >= kSmMinTokens && T <= 65535 &&
-                  uint64_t(4 * sm_tp * sm_s) <= g_.limits.maxStorageBufferBindingSize && sm_gemm_ok(g_);
+  const bool sm_f16 = sm_setting() == SmMode::F16;  // one f16 plane, one product a pair
+  const uint64_t sm_bytes = uint64_t((sm_f16 ? 2 : 4) * sm_tp * sm_s);
+  const bool sm = tiled && !st.precise && T >= kSmMinTokens && sm_bytes <= g_.limits.maxStorageBufferBindingSize &&
+                  sm_gemm_ok(g_);
   const bool h16 = tiled && !sm && gemm_f16_setting() && !st.precise && g_.info.shader_f16 &&
                    block_encoding(W.dtype) && (!W2 || block_encoding(W2->dtype));
   int64_t splits = 1, tm = 64;  // parts of K; tokens a tile
@@ -208,6 +211,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     defs.erase(std::remove(defs.begin(), defs.end(), std::string("TILED")), defs.end());
     defs.erase(std::remove(defs.begin(), defs.end(), std::string("T128")), defs.end());
     if (tm == 128) defs.push_back("SM_T128");
+    if (sm_f16) defs.push_back("SM_F16");
   }
   const bool ks = std::find(defs.begin(), defs.end(), "KS") != defs.end();
   Pipeline& pl = pipeline(g_, sm ? "matmul_sm" : mv ? "matvec" : "matmul", defs, W.dtype,
@@ -215,12 +219,14 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   const uint32_t r_off = residual ? u(residual->offset / 4) : 0u;
   WGPUBuffer sm_x = nullptr, sm_u = nullptr;  // SM_PREP's planes and factors
   if (sm) {
-    sm_x = st.scratch(State::kSmActs, uint64_t(4 * sm_tp * sm_s))->bufs[0];
+    sm_x = st.scratch(State::kSmActs, sm_bytes)->bufs[0];
     sm_u = st.scratch(State::kSmScale, uint64_t(4 * sm_tp))->bufs[0];
     uint32_t pp[16] = {u(K), u(T), 0, u(x.offset / 4), 0, 0, 0, 0, 0, 0, 0, 0, 0, u(sm_s), u(sm_tp * sm_s), 0};
     Bind bp[] = {{2, xb, 0, WGPU_WHOLE_SIZE}, {3, sm_x, 0, WGPU_WHOLE_SIZE}, {7, sm_u, 0, WGPU_WHOLE_SIZE}};
     const uint32_t gx = u(std::min<int64_t>(sm_tp, 65535)), gy = u((sm_tp + 65534) / 65535);
-    st.dispatch(pipeline(g_, "matmul_sm", {"SM_PREP"}), pp, sizeof(pp), bp, 3, gx, gy, 1);
+    std::vector<std::string> pdefs = {"SM_PREP"};
+    if (sm_f16) pdefs.push_back("SM_F16");
+    st.dispatch(pipeline(g_, "matmul_sm", pdefs), pp, sizeof(pp), bp, 3, gx, gy, 1);
     xb = sm_x;  // the GEMM's binding 2
   }
   for (size_t c = 0; c < w->bufs.size(); ++c) {

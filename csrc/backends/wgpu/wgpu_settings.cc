@@ -18,9 +18,12 @@ bool shader_checks() {
   return on;
 }
 
-bool sm_setting() {
-  static const bool on = env_switch("CYB_WGPU_SM", "1", "0", false);
-  return on;
+SmMode sm_setting() {
+  static const SmMode m = [] {
+    const std::string v = env_one_of("CYB_WGPU_SM", {"0", "1", "f16"});
+    return v == "1" ? SmMode::Split : v == "f16" ? SmMode::F16 : SmMode::Off;
+  }();
+  return m;
 }
 
 uint64_t workgroup_limit(const Gpu& g) {

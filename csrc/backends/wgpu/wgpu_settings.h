@@ -110,12 +110,15 @@ bool flash_setting();
 // The subgroup-matrix GEMM (shaders/wgsl/matmul_sm.wgsl: webgpu:dawn with
 // chromium-experimental-subgroup-matrix, 16 x 16 x 16 f16 x f16 -> f32 matrices and subgroups of
 // exactly 32 lanes): in fast mode, for tiled GEMMs of kSmMinTokens tokens or more, in place of the
-// FMA kernels (each operand as hi + lo f16 values, activations scaled per token). Off by default:
-// on the H100 it was slower than the FMA kernel at every prompt shape measured (0.71-0.91x) and
-// 1.0-1.8x op-f32 on the op matrix (docs/webgpu-dawn.md); CYB_WGPU_SM=1 (read once) turns it on,
-// for A/B runs (bench/dawn_check.py).
+// FMA kernels, activations scaled per token. Off by default (CYB_WGPU_SM, read once: 0, 1 or f16).
+// CYB_WGPU_SM=1 (Split): each operand as hi + lo f16 values, near f32; on the H100 it was slower
+// than the FMA kernel at every prompt shape measured (0.71-0.91x) and 1.0-1.8x op-f32 on the op
+// matrix (docs/webgpu-dawn.md), for A/B runs (bench/dawn_check.py). CYB_WGPU_SM=f16 (F16): plain
+// f16 operands, f32 sums (one product a pair, about f16's 11 significant bits per input: the
+// precision of a tensor-core f16 GEMM, `op-f16` on the op matrix, not f32's).
 constexpr int64_t kSmMinTokens = 64;
-bool sm_setting();
+enum class SmMode { Off, Split, F16 };
+SmMode sm_setting();
 
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).

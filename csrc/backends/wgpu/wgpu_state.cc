@@ -68,6 +68,15 @@ void State::reset() {
   slot_ = flushed_slot_ = 0;
 }
 
+void State::give(DevBuf* d) {
+  for (size_t i = in_use_.size(); i-- > 0;)
+    if (in_use_[i] == d) {
+      in_use_.erase(in_use_.begin() + static_cast<std::ptrdiff_t>(i));
+      free_[d->bytes].push_back(d);
+      return;
+    }
+}
+
 DevBuf* State::alloc(uint64_t bytes) {
   auto& v = free_[bytes];
   DevBuf* d;
@@ -248,6 +257,7 @@ void State::submit(WGPUBuffer copy_src, uint64_t src_off, WGPUBuffer copy_dst, u
   last_sub_ = impl_submit(*g, cb);
   A.wgpuCommandBufferRelease(cb);
   g->host.submit_ns += ns_since(sub0);
+  g->host.submits += 1;
   ++submits_;
   check_device_error(*g, "submitting the forward");
   if (timed) collect_timestamps(timed);

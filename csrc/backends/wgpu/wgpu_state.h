@@ -104,6 +104,9 @@ struct State : BackendState {
   void reset();
   // A frame buffer of exactly `bytes` bytes for this forward (from the pool, or new).
   DevBuf* alloc(uint64_t bytes);
+  // A frame of this forward back into the pool before the forward ends (its readers are recorded:
+  // a later writer of it is recorded, and so runs, after them).
+  void give(DevBuf* d);
 
   // Copies a uniform struct into the next arena slot; returns (buffer, offset).
   std::pair<WGPUBuffer, uint64_t> params(const void* p, size_t n);

@@ -31,7 +31,8 @@ def emit_graph(config: dict, tensor_names) -> str:
 
 def detect_source(src: str) -> str:
     """'gguf', 'hf', 'speecht5' (an HF folder of SpeechT5ForTextToSpeech: convert/speecht5.py), 'ct2'
-    (a CTranslate2 Whisper folder) or 'onnx' (a .onnx file) for an importable source, else a FormatError."""
+    (a CTranslate2 Whisper folder), 'diffusers' (a pipeline folder with model_index.json) or 'onnx'
+    (a .onnx file) for an importable source, else a FormatError."""
     src = os.fspath(src)
     if os.path.isfile(src) and src.lower().endswith(".onnx"):
         return "onnx"
@@ -42,6 +43,8 @@ def detect_source(src: str) -> str:
             return "gguf"
         raise make_error(FormatError, f"{src}: not a GGUF file (magic {magic!r}) and not an HF folder", section="source", key="magic")
     if os.path.isdir(src):
+        if os.path.isfile(os.path.join(src, "model_index.json")):
+            return "diffusers"
         has_cfg = os.path.isfile(os.path.join(src, "config.json"))
         has_st = any(n.endswith(".safetensors") for n in os.listdir(src))
         if has_cfg and has_st:
@@ -66,7 +69,7 @@ def detect_source(src: str) -> str:
 def import_model(src, out, *, quantize: str | None = None, progress: bool = True, graph: bool = False,
                  pipeline: str | None = None, vocoder: str | None = None) -> None:
     """Convert `src` (a .gguf file, an HF folder with config.json + *.safetensors, a CTranslate2
-    Whisper folder with model.bin, or a .onnx file: docs/import.md, "ONNX") into the
+    Whisper folder with model.bin, a diffusers pipeline folder with model_index.json, or a .onnx file: docs/import.md, "ONNX") into the
     `.model` file `out`. Nothing is written when the import fails. `pipeline` (ONNX only: graph,
     tts, diffusion) records what the graph is for. `vocoder` (SpeechT5 only): a vocoder .onnx added
     as the file's `vocoder` stage (docs/tts.md "Two-stage models")."""
@@ -86,6 +89,17 @@ def import_model(src, out, *, quantize: str | None = None, progress: bool = True
     if kind == "onnx":  # a graph of named arrays (graph section version 2): convert/onnx_graph.py
         from .onnx_graph import import_onnx
         import_onnx(src, out, progress=progress, quantize=quantize, pipeline=pipeline or "graph")
+        return
+    if kind == "diffusers":  # the stages of a diffusion model (docs/diffusion.md): convert/diffusers.py
+        from .diffusers import import_diffusers
+
+        if graph:
+            raise make_error(InvalidConfig, "--graph emits the graph of a curated decoder family; a diffusers folder's "
+                             "stages are graphs already", field="graph", reason="not for diffusers folders")
+        if pipeline not in (None, "diffusion"):
+            raise make_error(InvalidConfig, f"--pipeline {pipeline}: a diffusers folder imports as the diffusion "
+                             "pipeline's stages", field="pipeline", reason="not for diffusers folders")
+        import_diffusers(src, out, quantize=quantize, progress=progress)
         return
     if pipeline is not None:
         raise make_error(InvalidConfig, f"--pipeline applies to ONNX graphs; {kind} sources have their model type's "

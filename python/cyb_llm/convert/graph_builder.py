@@ -125,23 +125,135 @@ class GraphBuilder:
         return graph, dict(self.weights)
 
 
+# ---- layer helpers (the diffusers importer's, convert/diffusers.py): one function per layer kind,
+# each appending its nodes to a builder `b` and returning the output value. Weights are numpy arrays
+# in torch's layouts (Linear [out, in], Conv2d [out, in/group, kh, kw]), registered as `name.weight`
+# and `name.bias`. ----
+
+def linear(b: GraphBuilder, x: str, name: str, weight: np.ndarray, bias: np.ndarray | None = None) -> str:
+    """x [.., K] @ weight[N, K]^T (+ bias [N]): one `matmul` node (its weight may be f16 or blocks)."""
+    ins = [x, b.weight(name + ".weight", weight)]
+    if bias is not None:
+        ins.append(b.weight(name + ".bias", bias))
+    return b.node("matmul", ins, name=name)
+
+
+def conv2d(b: GraphBuilder, x: str, name: str, weight: np.ndarray, bias: np.ndarray | None = None,
+           stride: int = 1, pads: Sequence[int] | None = None) -> str:
+    """A 2-D convolution of x [N, C, H, W]; `pads` [top, left, bottom, right], default k // 2 each side
+    (torch's padding=k//2 for odd kernels)."""
+    kh, kw = (int(d) for d in weight.shape[2:4])
+    if pads is None:
+        pads = [kh // 2, kw // 2, kh // 2, kw // 2]
+    ins = [x, b.weight(name + ".weight", weight)]
+    if bias is not None:
+        ins.append(b.weight(name + ".bias", bias))
+    return b.node("conv", ins, name=name, strides=[stride, stride], pads=[int(p) for p in pads])
+
+
+def group_norm(b: GraphBuilder, x: str, name: str, scale: np.ndarray, bias: np.ndarray, groups: int,
+               eps: float) -> str:
+    """torch.nn.GroupNorm over x [N, C, ..] with per-channel scale and bias."""
+    return b.node("group_norm", [x, b.weight(name + ".weight", scale), b.weight(name + ".bias", bias)],
+                  name=name, num_groups=int(groups), eps=float(eps))
+
+
+def layer_norm(b: GraphBuilder, x: str, name: str, scale: np.ndarray, bias: np.ndarray | None, eps: float) -> str:
+    """torch.nn.LayerNorm over the last dim of x."""
+    ins = [x, b.weight(name + ".weight", scale)]
+    if bias is not None:
+        ins.append(b.weight(name + ".bias", bias))
+    return b.node("layer_norm", ins, name=name, eps=float(eps))
+
+
+def add(b: GraphBuilder, x: str, y: str, name: str | None = None) -> str:
+    """x + y with numpy broadcasting."""
+    return b.node("binary", [x, y], name=name or "add", fn="add")
+
+
+def attention(b: GraphBuilder, q: str, k: str, v: str, heads: int, head_dim: int, scale: float,
+              name: str = "attention") -> str:
+    """Multi-head attention where every key is visible (self- or cross-attention): q [B, T, heads *
+    head_dim], k and v [B, S, heads * head_dim] -> [B, T, heads * head_dim], one fused
+    `encoder_attention` node (its key mask all ones, sized from k at run time)."""
+    q4, k4, v4 = (b.node("reshape", [t], name=f"{name}.{w}4", shape=[0, 0, heads, head_dim])
+                  for t, w in ((q, "q"), (k, "k"), (v, "v")))
+    dims = b.node("shape", [k4], name=f"{name}.bs", range=[0, 2])
+    mask = b.node("constant_of_shape", [dims], name=f"{name}.mask", value=1.0)
+    o = b.node("encoder_attention", [q4, k4, v4, mask], name=name, n_heads=heads, n_kv_heads=heads,
+               head_dim=head_dim, scale=float(scale))
+    return b.node("reshape", [o], name=f"{name}.out", shape=[0, 0, heads * head_dim])
+
+
+def masked_attention(b: GraphBuilder, q: str, k: str, v: str, mask: str, heads: int, head_dim: int,
+                     scale: float, name: str = "attention") -> str:
+    """Attention with an additive mask over the logits (a causal mask: 0 where a key is visible, a
+    large negative number elsewhere): q, k, v [B, T, heads * head_dim], mask [T, T] ->
+    [B, T, heads * head_dim], as matmul_nd, mul, add, softmax_axis, matmul_nd (encoder_attention
+    takes a 0/1 key mask per sequence, not a mask per query)."""
+    def heads_first(t: str, w: str, perm: list[int]) -> str:
+        t4 = b.node("reshape", [t], name=f"{name}.{w}4", shape=[0, 0, heads, head_dim])
+        return b.node("transpose", [t4], name=f"{name}.{w}t", perm=perm)
+
+    qt = heads_first(q, "q", [0, 2, 1, 3])        # [B, H, T, hd]
+    kt = heads_first(k, "k", [0, 2, 3, 1])        # [B, H, hd, S]
+    vt = heads_first(v, "v", [0, 2, 1, 3])        # [B, H, S, hd]
+    s = b.node("matmul_nd", [qt, kt], name=f"{name}.logits")
+    s = b.node("binary", [s, b.const([scale])], name=f"{name}.scaled", fn="mul")
+    s = b.node("binary", [s, mask], name=f"{name}.masked", fn="add")
+    p = b.node("softmax_axis", [s], name=f"{name}.probs", axis=-1)
+    o = b.node("matmul_nd", [p, vt], name=name)
+    o = b.node("transpose", [o], name=f"{name}.bthd", perm=[0, 2, 1, 3])
+    return b.node("reshape", [o], name=f"{name}.out", shape=[0, 0, heads * head_dim])
+
+
+def upsample_nearest2x(b: GraphBuilder, x: str, name: str = "upsample") -> str:
+    """torch's interpolate(x, scale_factor=2, mode="nearest") of x [N, C, H, W] whatever H and W are at
+    run time (resize takes sizes fixed at import): x viewed [N, C, H, 1, W, 1], expanded to
+    [N, C, H, 2, W, 2], viewed [N, C, 2H, 2W]."""
+    x6 = b.node("unsqueeze", [x], name=f"{name}.x6", axes=[3, 5])
+    e = b.node("expand", [x6, b.const([1, 1, 1, 2, 1, 2], "i64")], name=f"{name}.expand")
+    dims = b.node("binary", [b.node("shape", [x], name=f"{name}.dims"), b.const([1, 1, 2, 2], "i64")],
+                  name=f"{name}.dims2", fn="mul")
+    return b.node("reshape_to", [e, dims], name=name)
+
+
+def resize_nearest_like(b: GraphBuilder, x: str, like: str, name: str = "resize") -> str:
+    """torch's interpolate(x, size=like.shape[2:], mode="nearest") of x [N, C, H, W], the sizes read at
+    run time: along each spatial axis a gather of the source rows min(floor(i * (in / out)), in - 1),
+    i < out, the scale a float32 division and the product a float32 one, as torch computes them (a
+    size of 2 * in gives floor(i / 2))."""
+    for axis in (2, 3):
+        tag = f"{name}.{'hw'[axis - 2]}"
+        n_in = b.node("shape", [x], name=f"{tag}.in", range=[axis, axis + 1])
+        n_out = b.node("shape", [like], name=f"{tag}.out", range=[axis, axis + 1])
+        scale = b.node("binary", [b.node("cast", [n_in], name=f"{tag}.inf", to="f32"),
+                                  b.node("cast", [n_out], name=f"{tag}.outf", to="f32")], name=f"{tag}.scale", fn="div")
+        pos = b.node("cumsum", [b.node("constant_of_shape", [n_out], name=f"{tag}.ones", value=1.0)],
+                     name=f"{tag}.pos", axis=0, exclusive=True)
+        src = b.node("unary", [b.node("binary", [pos, scale], name=f"{tag}.src", fn="mul")], name=f"{tag}.floor",
+                     fn="floor")
+        last = b.node("binary", [n_in, b.const([1], "i64")], name=f"{tag}.last", fn="sub")
+        idx = b.node("binary", [b.node("cast", [src], name=f"{tag}.idx", to="i64"), last], name=f"{tag}.clamp",
+                     fn="min")
+        x = b.node("gather", [x, idx], name=tag, axis=axis)
+    return x
+
+
 # ---- transformer layer helpers (the SpeechT5 importer, convert/speecht5.py) ----------------------
 # Each appends the nodes of one torch layer to a GraphBuilder, its weights read from `w` (tensor name
 # -> array) under `name`; value names are hints made unique by the builder.
 
 def tb_linear(b: GraphBuilder, x: str, w: dict, name: str, bias: bool = True) -> str:
-    """nn.Linear over the last axis: x [.., K] @ W^T + bias, W [N, K] as torch stores it (`matmul`)."""
-    ins = [x, b.weight(f"{name}.weight", np.asarray(w[f"{name}.weight"], np.float32))]
-    if bias:
-        ins.append(b.weight(f"{name}.bias", np.asarray(w[f"{name}.bias"], np.float32).reshape(-1)))
-    return b.node("matmul", ins, name=name)
+    """nn.Linear `name` of the tensors `w` (linear above, f32)."""
+    return linear(b, x, name, np.asarray(w[f"{name}.weight"], np.float32),
+                  np.asarray(w[f"{name}.bias"], np.float32).reshape(-1) if bias else None)
 
 
 def tb_layer_norm(b: GraphBuilder, x: str, w: dict, name: str, eps: float) -> str:
-    """nn.LayerNorm over the last axis (`layer_norm`)."""
-    return b.node("layer_norm", [x, b.weight(f"{name}.weight", np.asarray(w[f"{name}.weight"], np.float32)),
-                                 b.weight(f"{name}.bias", np.asarray(w[f"{name}.bias"], np.float32))],
-                  name=name, eps=float(eps))
+    """nn.LayerNorm `name` of the tensors `w` (layer_norm above, f32)."""
+    return layer_norm(b, x, name, np.asarray(w[f"{name}.weight"], np.float32),
+                      np.asarray(w[f"{name}.bias"], np.float32), eps)
 
 
 def tb_heads(b: GraphBuilder, x: str, heads: int, head_dim: int) -> str:
@@ -162,4 +274,6 @@ def tb_attend(b: GraphBuilder, q: str, k: str, v: str, bias: str | None = None) 
     return b.node("matmul_nd", [b.node("softmax_axis", [s], axis=-1), v], name="attn")
 
 
-__all__ = ["GraphBuilder", "tb_linear", "tb_layer_norm", "tb_heads", "tb_merge_heads", "tb_attend"]
+__all__ = ["GraphBuilder", "linear", "conv2d", "group_norm", "layer_norm", "add", "attention",
+           "masked_attention", "upsample_nearest2x", "resize_nearest_like", "tb_linear", "tb_layer_norm", "tb_heads",
+           "tb_merge_heads", "tb_attend"]

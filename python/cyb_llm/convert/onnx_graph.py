@@ -1225,11 +1225,14 @@ def stage_graph(graph: dict, weights: dict[str, np.ndarray], stage: str) -> tupl
 
 
 def import_onnx_stages(stages: dict[str, str], out: str, *, pipeline: str, progress: bool = True,
-                       quantize: str | None = None, sidecar: Any = False, extra_config: dict | None = None) -> None:
+                       quantize: str | None = None, sidecar: Any = False, extra_config: dict | None = None,
+                       tokenizer_json: str | None = None) -> None:
     """Writes `out`, a model_type "graph-stages" file (docs/graph.md "Stages"), from one ONNX file per
     stage ({"text_encoder": "te.onnx", "unet": "unet.onnx", ...}): each stage's graph in its section
     `graph_<stage>`, its weights named `<stage>.<initializer>`. `pipeline`: what the stages are for
-    (recorded as `[stages] pipeline`); `extra_config`: more config tables (the pipeline's own)."""
+    (recorded as `[stages] pipeline`); `extra_config`: more config tables (the pipeline's own, such as
+    diffusion's `[diffusion]`, docs/diffusion.md); `tokenizer_json`: an HF tokenizer.json (its text)
+    kept as the file's tokenizer section (a diffusion model's CLIP tokenizer)."""
     if pipeline not in PIPELINES:
         raise make_error(InvalidConfig, f"--pipeline {pipeline!r}: one of {', '.join(PIPELINES)}",
                          field="pipeline", reason="unknown pipeline")
@@ -1253,6 +1256,8 @@ def import_onnx_stages(stages: dict[str, str], out: str, *, pipeline: str, progr
         config["stages"]["quantize"] = quantize.lower()
     config.update(extra_config or {})
     extra = {"sidecar": read_sidecar(os.fspath(sidecar))} if sidecar else {}
+    if tokenizer_json is not None:
+        _check_tokenizer_json(tokenizer_json)
     name = os.path.splitext(os.path.basename(os.fspath(out)))[0]
     total = sum(int(np.asarray(r[3]).nbytes) for r in records)
 
@@ -1261,12 +1266,26 @@ def import_onnx_stages(stages: dict[str, str], out: str, *, pipeline: str, progr
         done = False
         try:
             write_model(tmp, name=name, config=config, tensors=records, stages=graphs, extra_sections=extra,
-                        progress=bar)
+                        progress=bar, tokenizer_json=tokenizer_json)
             done = True
         finally:
             bar.close(done)
 
     write_atomically(out, write)
+
+
+def _check_tokenizer_json(text: Any) -> None:
+    """InvalidConfig(field="tokenizer_json") unless `text` is an HF tokenizer.json that loads."""
+    from tokenizers import Tokenizer
+
+    if not isinstance(text, str):
+        raise make_error(InvalidConfig, "tokenizer_json must be the text of a tokenizer.json",
+                         field="tokenizer_json", reason=f"got {type(text).__name__}")
+    try:
+        Tokenizer.from_str(text)
+    except Exception as e:  # noqa: BLE001 - the tokenizers library's own message says what is wrong
+        raise make_error(InvalidConfig, f"tokenizer_json does not load: {e}", field="tokenizer_json",
+                         reason=str(e)) from None
 
 
 __all__ = ["import_onnx", "import_onnx_stages", "onnx_to_graph", "stage_graph", "MODEL_TYPE", "STAGES_MODEL_TYPE",

@@ -34,7 +34,8 @@ from ..errors import InvalidConfig
 
 __all__ = [
     "StepOutput", "Scheduler", "DDIMScheduler", "EulerScheduler", "EulerAncestralScheduler",
-    "DPMSolverMultistepScheduler", "LCMScheduler", "scheduler_from_config", "SCHEDULERS",
+    "DPMSolverMultistepScheduler", "LCMScheduler", "scheduler_from_config", "SCHEDULERS", "NAMES",
+    "scheduler_by_name",
 ]
 
 F32 = np.float32
@@ -254,6 +255,22 @@ class Scheduler:
         """The model's input at the current step (the sample itself unless the scheduler scales)."""
         return sample
 
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """``original`` noised to the level of step ``index`` of the schedule, as img2img starts
+        there (diffusers' ``set_begin_index(index)`` then ``add_noise``): sqrt(alpha_bar_t) x +
+        sqrt(1 - alpha_bar_t) noise at t = timesteps[index]. Sets the step counter to ``index``."""
+        self._check_index(index)
+        a = self.alphas_cumprod[int(self.timesteps[index])]
+        out = _sqrt(a) * np.asarray(original, dtype=F32) + _sqrt(F32(1) - a) * np.asarray(noise, dtype=F32)
+        self.step_index = index
+        return out.astype(F32, copy=False)
+
+    def _check_index(self, index: Any) -> None:
+        if self.num_inference_steps is None:
+            raise _bad("num_inference_steps", "call set_timesteps before add_noise")
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(self.timesteps):
+            raise _bad("index", f"must be a step index in [0, {len(self.timesteps)}), got {index!r}")
+
     def _begin_step(self, timestep: Any) -> int:
         if self.num_inference_steps is None:
             raise _bad("num_inference_steps", "call set_timesteps before step")
@@ -380,6 +397,13 @@ class _SigmaScheduler(Scheduler):
             raise _bad("num_inference_steps", "call set_timesteps before scale_model_input")
         sigma = self.sigmas[min(i, len(self.sigmas) - 1)]
         return (np.asarray(sample, dtype=F32) / _sqrt(sigma * sigma + F32(1))).astype(F32, copy=False)
+
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """original + sigma noise at step ``index`` (diffusers' add_noise after set_begin_index)."""
+        self._check_index(index)
+        out = np.asarray(original, dtype=F32) + np.asarray(noise, dtype=F32) * self.sigmas[index]
+        self.step_index = index
+        return out.astype(F32, copy=False)
 
     def _x0(self, mo: np.ndarray, x: np.ndarray, sigma: np.float32) -> np.ndarray:
         pt = self.config["prediction_type"]
@@ -566,6 +590,15 @@ class DPMSolverMultistepScheduler(Scheduler):
         alpha = F32(1) / _sqrt(sigma * sigma + F32(1))
         return alpha, sigma * alpha
 
+    def add_noise(self, original: np.ndarray, noise: np.ndarray, index: int) -> np.ndarray:
+        """alpha_t x + sigma_t noise at the sigma of step ``index`` (diffusers' add_noise after
+        set_begin_index)."""
+        self._check_index(index)
+        alpha, sigma = self._alpha_sigma(self.sigmas[index])
+        out = alpha * np.asarray(original, dtype=F32) + sigma * np.asarray(noise, dtype=F32)
+        self.step_index = index
+        return out.astype(F32, copy=False)
+
     def _convert(self, mo: np.ndarray, x: np.ndarray, i: int) -> np.ndarray:
         pt = self.config["prediction_type"]
         if pt == "sample":
@@ -715,3 +748,27 @@ def scheduler_from_config(config: Mapping[str, Any], kind: str | None = None, **
         raise _bad("_class_name" if kind is None else "kind",
                    f"{name!r} is not one of {', '.join(SCHEDULERS)}")
     return SCHEDULERS[name](config, **overrides)
+
+
+#: the pipeline's scheduler names (DiffusionModel.generate_image(scheduler=), `cyb-llm imagine
+#: --scheduler`): the class and the config keys set over the model's scheduler config
+NAMES: dict[str, tuple[str, dict[str, Any]]] = {
+    "ddim": ("DDIMScheduler", {}),
+    "euler": ("EulerDiscreteScheduler", {}),
+    "euler_a": ("EulerAncestralDiscreteScheduler", {}),
+    "dpmpp_2m": ("DPMSolverMultistepScheduler", {}),
+    "dpmpp_2m_karras": ("DPMSolverMultistepScheduler", {"use_karras_sigmas": True}),
+    "lcm": ("LCMScheduler", {}),
+}
+
+
+def scheduler_by_name(config: Mapping[str, Any], name: Any) -> Scheduler:
+    """The scheduler called ``name`` (a key of NAMES, or a diffusers class name of SCHEDULERS) over
+    a model's scheduler config; InvalidConfig(field="scheduler") naming the choices otherwise."""
+    if isinstance(name, str) and name in NAMES:
+        kind, overrides = NAMES[name]
+        return scheduler_from_config(config, kind, **overrides)
+    if isinstance(name, str) and name in SCHEDULERS:
+        return scheduler_from_config(config, name)
+    raise _bad("scheduler", f"unknown scheduler {name!r}: one of {', '.join(NAMES)} (or a diffusers class name: "
+               f"{', '.join(SCHEDULERS)})")

@@ -15,20 +15,19 @@ flush with the edge), each denoised on its own and blended with a Hann window (f
 1e-3) normalised by the summed weights. The same seed and size give the package's
 ``TerrainGenerator.generate`` heightmap (tests/slow/test_terrain_sampler.py).
 
-``save_heightmap_png`` writes a heightmap as a 16-bit grayscale PNG (Pillow when installed,
-else a small zlib-based writer).
+``save_heightmap_png`` writes a heightmap as a 16-bit grayscale PNG (cyb_llm.diffusion.png:
+Pillow when installed, else a small zlib-based writer).
 """
 from __future__ import annotations
 
 import math
-import struct
-import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import InvalidConfig
+from .png import save_png
 
 __all__ = ["generate_terrain", "save_heightmap_png", "NATIVE_SIZE", "SIGMA_MAX", "HEIGHT_RANGE"]
 
@@ -199,20 +198,6 @@ def generate_terrain(model: Any, seed: int | None = None, size: int | tuple[int,
 # PNG
 
 
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-
-def _encode_png_gray16(img: np.ndarray) -> bytes:
-    """A 16-bit grayscale PNG (colour type 0, bit depth 16, filter 0 on every row)."""
-    rows_h, rows_w = img.shape
-    be = img.astype(">u2")
-    raw = b"".join(b"\x00" + be[r].tobytes() for r in range(rows_h))
-    header = struct.pack(">IIBBBBB", rows_w, rows_h, 16, 0, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", zlib.compress(raw, 6))
-            + _png_chunk(b"IEND", b""))
-
-
 def save_heightmap_png(arr: Any, path: str | Path, *, vmin: float | None = None, vmax: float | None = None,
                        use_pillow: bool | None = None) -> Path:
     """Write a 2-D heightmap as a 16-bit grayscale PNG: values mapped linearly from
@@ -229,16 +214,4 @@ def save_heightmap_png(arr: Any, path: str | Path, *, vmin: float | None = None,
         raise InvalidConfig(field="vmax", reason=f"needs vmin <= vmax, got {lo} .. {hi}")
     scale = 65535.0 / (hi - lo) if hi > lo else 0.0
     img = np.rint(np.clip((a - lo) * scale, 0, 65535)).astype(np.uint16)
-    path = Path(path)
-    pil = None
-    if use_pillow is not False:
-        try:
-            from PIL import Image as pil  # type: ignore[no-redef]
-        except ImportError:
-            if use_pillow:
-                raise
-    if pil is not None:
-        pil.fromarray(img).save(path, format="PNG")  # uint16 -> mode "I;16"
-    else:
-        path.write_bytes(_encode_png_gray16(img))
-    return path
+    return save_png(img, path, use_pillow=use_pillow)

@@ -52,9 +52,10 @@ DEFAULT_MAX_QUEUE = 16         # requests waiting for a slot, per model
 DEFAULT_REQUEST_TIMEOUT = 600.0
 MAX_N = 8                      # choices per request
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank",
-             "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/audio/speech", "/v1/models", "/health",
-             "/metrics")
+             "/v1/audio/transcriptions", "/v1/audio/translations", "/v1/audio/speech", "/v1/images/generations",
+             "/v1/models", "/health", "/metrics")
 SPEECH_SPEED = (0.25, 4.0)     # OpenAI's range of /v1/audio/speech's `speed`
+MAX_IMAGES = 10                # OpenAI's limit of /v1/images/generations' `n`
 
 
 class ApiError(Exception):
@@ -825,6 +826,79 @@ def create_app(models: Mapping[str, Any], parallel: int = 1, api_key: str | None
             yield await run_in_threadpool(tts_encode.encode, audio, m.sample_rate, fmt)
 
         return StreamingResponse(body_bytes(), media_type=tts_encode.MEDIA_TYPES[fmt])
+
+    @app.post("/v1/images/generations")
+    async def images(request: Request):
+        """OpenAI's image generation: a JSON body with `model`, `prompt`, `n` (1 to 10), `size` ("WxH",
+        multiples of 8; default the model's), `response_format` (b64_json, the default here: this
+        server keeps no files to link to, so "url" is a 400); extensions `seed` (image i of the
+        request uses seed + i), `negative_prompt`, `steps`, `guidance_scale`, `scheduler`. `quality`,
+        `style` and `user` are accepted and ignored. The answer: {"created", "data": [{"b64_json" (a
+        PNG), "revised_prompt": null, "seed"}]}."""
+        from ..diffusion.model import parse_size
+        from ..diffusion.png import encode_png
+
+        body = await read_json(request, max_body)
+        eng = engine_for(body, "/v1/images/generations")
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            raise _type_error("prompt", "a string", prompt)
+        if not prompt.strip():
+            raise ApiError(400, "'prompt' is empty", param="prompt", code="invalid_value")
+        n = body.get("n")
+        n = 1 if n is None else n
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise _type_error("n", "an integer", n)
+        if not 1 <= n <= MAX_IMAGES:
+            raise ApiError(400, f"'n' must be in [1, {MAX_IMAGES}], got {n}", param="n", code="invalid_value")
+        fmt = body.get("response_format")
+        if fmt == "url":
+            raise ApiError(400, "response_format 'url' is not supported: this server keeps no image files to "
+                                "link to; ask for 'b64_json'", param="response_format", code="unsupported_value")
+        if fmt not in (None, "b64_json"):
+            raise ApiError(400, f"'response_format' must be 'b64_json', got {json.dumps(fmt)[:40]}",
+                           param="response_format", code="invalid_value")
+        width = height = None
+        size = body.get("size")
+        if size not in (None, "auto"):
+            if not isinstance(size, str):
+                raise _type_error("size", "a string WxH", size)
+            try:
+                width, height = parse_size(size)
+            except Error as e:
+                raise ApiError(400, f"'size': {e.fields.get('reason')}", param="size", code="invalid_value") from None
+        seed = body.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                                 or not 0 <= seed <= 2 ** 63 - 1 - MAX_IMAGES):
+            raise ApiError(400, f"'seed' must be an integer in [0, 2^63 - {MAX_IMAGES + 1}], got "
+                                f"{json.dumps(seed)[:40]}", param="seed", code="invalid_value")
+        opts: dict[str, Any] = {}
+        for name, want, types in (("negative_prompt", "a string", (str,)), ("steps", "an integer", (int,)),
+                                  ("guidance_scale", "a number", (int, float)), ("scheduler", "a string", (str,))):
+            v = body.get(name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, types):
+                raise _type_error(name, want, v)
+            opts[name] = v
+        m = eng.model
+        if seed is None:
+            import secrets
+
+            seed = secrets.randbits(62)
+        data = []
+        for i in range(n):
+            try:
+                img = await run_in_threadpool(eng.run, lambda i=i: m.generate_image(
+                    prompt, height=height, width=width, seed=seed + i, **opts))
+            except InvalidConfig as e:
+                if e.fields.get("field") not in ("height", "width"):
+                    raise
+                raise ApiError(400, f"'size' {size}: {e.fields.get('reason')}", param="size",
+                               code="invalid_value") from None
+            data.append({"b64_json": base64.b64encode(encode_png(img)).decode("ascii"), "revised_prompt": None,
+                         "seed": seed + i})
+        return {"created": int(time.time()), "data": data}
 
     def model_card(mid: str) -> dict:
         e = engines[mid]

@@ -399,4 +399,8 @@ class SpeechEngine(EncoderEngine):
     sentence, so that concurrent requests interleave by sentence)."""
 
 
-__all__ = ["TextEngine", "EncoderEngine", "AudioEngine", "SpeechEngine", "Slot", "Job", "DONE", "QueueFull", "QueueTimeout", "RequestTimeout"]
+class ImageEngine(EncoderEngine):
+    """A diffusion model: one image at a time (a request for n images takes the lock per image)."""
+
+
+__all__ = ["TextEngine", "EncoderEngine", "AudioEngine", "SpeechEngine", "ImageEngine", "Slot", "Job", "DONE", "QueueFull", "QueueTimeout", "RequestTimeout"]

@@ -317,7 +317,7 @@ class TtsModel(NamedArrayModel):
 def _two_stage_style(config: Any) -> str | None:
     """The `[tts] style` of a two-stage "graph-stages" file ("speecht5"); None for a single graph."""
     tts = config.get("tts") if isinstance(config, Mapping) else None
-    if config.get("model_type") != "graph-stages" or not isinstance(tts, Mapping):
+    if not isinstance(config.get("stages"), Mapping) or not isinstance(tts, Mapping):  # [stages]: a graph-stages file
         return None
     return tts.get("style")
 

@@ -1,0 +1,195 @@
+"""Diffusion speed on the CPU (docs/diffusion.md "Speed"): UNet steps per second of cyb_llm against
+the peer of each model, in one run, on the same number of threads.
+
+Usage: PYTHONPATH=python python bench/bench_diffusion.py [--threads 2] [--reps 3] [--levels avx2,avx512,amx]
+       [--models terrain,tiny-sd] [--json FILE]
+
+  terrain   the terrain consistency UNet of adaptive-terrain-diffusion 0.4.2 (`cyb_llm.load("terrain")`,
+            batch 1, 128 x 128) vs onnxruntime's CPU provider on the same .onnx.
+  tiny-sd   the tiny random Stable Diffusion of tests/sd_tiny.py (imported through ONNX): one UNet call
+            of batch 2 (classifier-free guidance) vs diffusers' UNet2DConditionModel on torch (CPU,
+            f32, torch.set_num_threads), and a whole 20-step Euler generation (text encoder, 20 UNet
+            calls, VAE decode) vs diffusers' StableDiffusionPipeline with the same latents.
+
+Each CPU level runs in its own child process (CYB_CPU_LEVEL is read once per process). In the child,
+after a warm-up call of each runtime, `--reps` rounds call cyb_llm then the peer, 0.1 s apart; each
+runtime's best time counts. Printed per level: steps/s (or generations/s) of both and the ratio
+cyb_llm / peer (> 1: cyb_llm is faster), and the max abs difference of the outputs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _best(pairs, reps: int) -> tuple[float, float, object, object]:
+    """(best seconds of ours, of the peer, their last outputs): `pairs` = (ours(), peer())."""
+    ours, peer = pairs
+    a, b = ours(), peer()  # warm-up
+    ta = tb = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a = ours()
+        ta = min(ta, time.perf_counter() - t0)
+        time.sleep(0.1)
+        t0 = time.perf_counter()
+        b = peer()
+        tb = min(tb, time.perf_counter() - t0)
+        time.sleep(0.1)
+    return ta, tb, a, b
+
+
+def _terrain(threads: int, reps: int) -> list[dict]:
+    import onnxruntime as ort
+
+    import cyb_llm
+    from cyb_llm import hub
+
+    src = hub.fetch_source("terrain", progress=False)
+    m = cyb_llm.load("terrain", threads=threads)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feed = {"noisy": (rng.standard_normal((1, 1, 128, 128)) * 80).astype(np.float32),
+            "sigma": np.array([80.0], np.float32), "difficulty": np.array([0.5], np.float32)}
+    ta, tb, a, b = _best((lambda: m.run(feed)["denoised"], lambda: sess.run(["denoised"], feed)[0]), reps)
+    err = float(np.abs(a - b).max() / max(1e-12, np.abs(b).max()))
+    return [{"model": "terrain unet", "unit": "steps/s", "ours": 1 / ta, "peer": 1 / tb, "peer_name": "onnxruntime",
+             "ratio": tb / ta, "err": err}]
+
+
+def _tiny_sd(threads: int, reps: int, path: str, folder: str) -> list[dict]:
+    import torch
+    from diffusers import EulerDiscreteScheduler, StableDiffusionPipeline
+
+    import cyb_llm
+    import sd_tiny
+
+    torch.set_num_threads(threads)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sd = sd_tiny.build(folder)  # the same seeded modules the .model was exported from
+    m = cyb_llm.load(path, threads=threads)
+    rng = np.random.default_rng(0)
+    s = sd_tiny.SAMPLE_SIZE
+    x = rng.standard_normal((2, 4, s, s), dtype=np.float32)
+    t = np.array([500.0, 500.0], np.float32)
+    emb, _ = m.encode_prompt(["", "a photo of a cat"])
+    feed = {"sample": x, "timestep": t, "encoder_hidden_states": emb}
+    tx, tt, te = torch.from_numpy(x), torch.from_numpy(t), torch.from_numpy(emb)
+
+    def torch_unet():
+        with torch.no_grad():
+            return sd.unet(tx, tt, te).sample.numpy()
+
+    ta, tb, a, b = _best((lambda: m.run(feed)["out_sample"], torch_unet), reps)
+    rows = [{"model": "tiny-sd unet (batch 2)", "unit": "steps/s", "ours": 1 / ta, "peer": 1 / tb,
+             "peer_name": "diffusers (torch)", "ratio": tb / ta, "err": float(np.abs(a - b).max())}]
+    pipe = StableDiffusionPipeline(vae=sd.vae, text_encoder=sd.text_encoder, tokenizer=sd.tokenizer, unet=sd.unet,
+                                   scheduler=EulerDiscreteScheduler.from_config(sd_tiny.SCHEDULER_CONFIG),
+                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    pipe.set_progress_bar_config(disable=True)
+    lat = rng.standard_normal((1, 4, s, s), dtype=np.float32)
+
+    def ours():
+        return m.generate_image("a photo of a cat", steps=20, latents=lat, output_type="float")
+
+    def peer():
+        with torch.no_grad():
+            return pipe("a photo of a cat", num_inference_steps=20, latents=torch.from_numpy(lat.copy()),
+                        output_type="np").images[0]
+
+    ta, tb, a, b = _best((ours, peer), reps)
+    rows.append({"model": "tiny-sd 20-step image", "unit": "images/s", "ours": 1 / ta, "peer": 1 / tb,
+                 "peer_name": "diffusers (torch)", "ratio": tb / ta, "err": float(np.abs(a - b).max())})
+    return rows
+
+
+def _child(a: argparse.Namespace) -> None:
+    rows = []
+    for name in a.models.split(","):
+        try:
+            if name == "terrain":
+                rows += _terrain(a.threads, a.reps)
+            elif name == "tiny-sd":
+                rows += _tiny_sd(a.threads, a.reps, a.sd_path, a.sd_folder)
+        except Exception as e:  # noqa: BLE001 - reported in the table, the other models still run
+            rows.append({"model": name, "skipped": f"{type(e).__name__}: {e}"})
+    print(json.dumps(rows))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--levels", default="avx2,avx512,amx", help="CYB_CPU_LEVEL of each child, comma separated")
+    ap.add_argument("--models", default="terrain,tiny-sd")
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sd-path", help=argparse.SUPPRESS)
+    ap.add_argument("--sd-folder", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        return _child(a)
+    import onnxruntime as ort
+    import torch
+
+    from cyb_llm import _core
+
+    have = _core.cpu_levels()
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
+               "?") if os.path.exists("/proc/cpuinfo") else "?"
+    print(f"{cpu}, {os.cpu_count()} CPUs visible, {a.threads} threads, onnxruntime {ort.__version__}, torch "
+          f"{torch.__version__}, best of {a.reps}, load average {os.getloadavg()[0]:.1f} at start")
+    table = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        extra = []
+        if "tiny-sd" in a.models:
+            import sd_tiny
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                path, _ = sd_tiny.make_model(tmp)
+            extra = ["--sd-path", path, "--sd-folder", tmp]
+        for level in a.levels.split(","):
+            if level not in have:
+                print(f"{level}: not on this CPU (levels here: {', '.join(have)})")
+                continue
+            env = dict(os.environ, CYB_CPU_LEVEL=level, PYTHONPATH=str(ROOT / "python"))
+            cmd = [sys.executable, __file__, "--child", "--threads", str(a.threads), "--reps", str(a.reps),
+                   "--models", a.models] + extra
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"{level}: child failed: {r.stderr.strip()[-800:]}")
+                continue
+            table[level] = json.loads(r.stdout.strip().splitlines()[-1])
+            print(f"\nCYB_CPU_LEVEL={level} (load average {os.getloadavg()[0]:.1f} after it)")
+            print(f"  {'model':24s} {'unit':>9s} {'cyb_llm':>9s} {'peer':>9s}  {'ratio':>6s} {'max err':>8s}  peer")
+            for row in table[level]:
+                if "skipped" in row:
+                    print(f"  {row['model']:24s} skipped: {row['skipped'][:160]}")
+                    continue
+                print(f"  {row['model']:24s} {row['unit']:>9s} {row['ours']:9.2f} {row['peer']:9.2f} "
+                      f"{row['ratio']:5.2f}x {row['err']:8.1e}  {row['peer_name']}")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"cpu": cpu, "threads": a.threads, "reps": a.reps, "levels": table}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
