@@ -36,6 +36,8 @@ void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_ou
 // (ref_array_nn.cc). Registered by the x86 levels.
 void pad_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 void constant_of_shape_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+// pool: the reference's planes (ArrayNnKernels::pool_planes, the same values) threaded over (n, c).
+void pool_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);

@@ -187,6 +187,14 @@ void pad_fast(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext
   pad_rows(in[0], out[0], first, kept, before, op.a.mode, op.a.value, ctx);
 }
 
+void pool_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
+  const ConvGeom g = conv_geom(op, in, n_in);
+  const int64_t plane = std::max<int64_t>(1, g.out[0] * g.out[1] * g.k[0] * g.k[1]);
+  parallel_rows(ctx, g.N * g.C, std::max<int64_t>(1, 16384 / plane), [&](int64_t b, int64_t e, int) {
+    ArrayNnKernels<StdMath>::pool_planes(op, g, in[0].f32(), out[0].f32(), b, e);
+  });
+}
+
 void constant_of_shape_fast(const Op& op, const Tensor*, int, Tensor* out, int, ExecContext& ctx) {
   const int64_t n = out[0].shape.numel();
   if (n == 0) return;
