@@ -175,6 +175,12 @@ CONVT_CASES = [  # x shape, O/group, k, strides, dilations, pads, output_padding
     ((1, 4, 5, 4), 2, (3, 3), (2, 1), (1, 2), (1, 0, 0, 1), (1, 0), 2, True),
     ((1, 2, 3, 3), 3, (4, 4), (2, 2), (1, 1), (1, 1, 1, 1), (0, 0), 1, False),
     ((0, 2, 3), 3, (2,), (1,), (1,), (0, 0), (0,), 1, True),
+    # 1-D, stride > 1: the x86 phase convs (nn_x86.inc conv_transpose_phases); a stride above the
+    # kernel (a phase no tap reaches: the bias), groups, 50 positions (conv's rows read in place),
+    # and pads that make a phase start past x's first column (the col2im path instead)
+    ((1, 4, 40), 3, (3,), (4,), (1,), (0, 0), (1,), 2, True),
+    ((2, 6, 50), 5, (8,), (4,), (1,), (2, 2), (0,), 1, False),
+    ((1, 3, 9), 2, (4,), (2,), (1,), (5, 0), (0,), 1, True),
 ]
 
 

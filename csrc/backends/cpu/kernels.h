@@ -32,6 +32,12 @@ void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out
 // resize, mode nearest, as index tables and row copies (ref_array_nn.cc; equal to the reference);
 // other modes: the reference. Registered by the x86 levels.
 void resize_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+// pad, pad_dyn and constant_of_shape by rows (memcpy / fill), threaded: the reference's bytes
+// (ref_array_nn.cc). Registered by the x86 levels.
+void pad_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+void constant_of_shape_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+// pool: the reference's planes (ArrayNnKernels::pool_planes, the same values) threaded over (n, c).
+void pool_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 
 #if defined(CYB_X86)
 void fill_avx2_kernels(KernelTable& t);

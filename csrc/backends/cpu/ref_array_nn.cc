@@ -16,6 +16,7 @@
 #include "dispatch/nn_geom.h"
 #include "dispatch/ref/array_nn_kernels.h"
 #include "dispatch/op_schema.h"
+#include "dispatch/op_schema_index.h"
 
 namespace cyb {
 namespace cpu {
@@ -75,6 +76,136 @@ void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out
         });
       }
     }
+}
+
+namespace {
+
+// n elements of es bytes, each the value at v.
+void fill_elems(uint8_t* dst, int64_t n, const uint8_t* v, size_t es) {
+  if (n <= 0) return;
+  switch (es) {
+    case 1: std::memset(dst, *v, static_cast<size_t>(n)); return;
+    case 2: { uint16_t t; std::memcpy(&t, v, 2); std::fill_n(reinterpret_cast<uint16_t*>(dst), n, t); return; }
+    case 4: { uint32_t t; std::memcpy(&t, v, 4); std::fill_n(reinterpret_cast<uint32_t*>(dst), n, t); return; }
+    case 8: { uint64_t t; std::memcpy(&t, v, 8); std::fill_n(reinterpret_cast<uint64_t*>(dst), n, t); return; }
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + static_cast<size_t>(i) * es, v, es);
+  }
+}
+
+// out[idx] = x[first + idx - before] per dim within [0, kept); outside it the fill value (mode 0),
+// the mirror (1, reflect) or the nearest kept element (2, edge), as the reference's pad / pad_dyn;
+// here one output row (every dim but the last) at a time: its source row, then the last dim's pads
+// around one memcpy. Threaded over rows.
+void pad_rows(const Tensor& x, Tensor& y, const int64_t* first, const int64_t* kept, const int64_t* before, int mode,
+              double value, ExecContext& ctx) {
+  const Shape& xs = x.shape;
+  const Shape& os = y.shape;
+  const int nd = xs.ndim;
+  const int64_t total = os.numel();
+  if (total == 0) return;
+  const size_t es = elem_bytes(x.dtype);
+  uint8_t fill[8] = {};
+  Tensor f;
+  f.dtype = y.dtype;
+  f.data = fill;
+  put_f(f, 0, value);
+  const auto* xb = static_cast<const uint8_t*>(x.data);
+  auto* yb = static_cast<uint8_t*>(y.data);
+  if (nd == 0) {
+    std::memcpy(yb, xb, es);
+    return;
+  }
+  int64_t st[Shape::kMaxDims];
+  st[nd - 1] = 1;
+  for (int d = nd - 2; d >= 0; --d) st[d] = st[d + 1] * xs.d[d + 1];
+  const auto src_index = [&](int d, int64_t i, int64_t* j) {  // false: outside (constant mode)
+    int64_t v = i - before[d];
+    const int64_t n = kept[d];
+    if (v < 0 || v >= n) {
+      if (mode == 0) return false;
+      if (mode == 1) v = v < 0 ? -v : 2 * (n - 1) - v;
+      else v = v < 0 ? 0 : n - 1;
+    }
+    *j = first[d] + v;
+    return true;
+  };
+  const int64_t W = os.d[nd - 1], rows = total / W;
+  const int L = nd - 1;
+  // the last dim: outputs [lo, hi) copy x's run from first + lo - before; the rest per element
+  const int64_t lo = std::clamp<int64_t>(before[L], 0, W), hi = std::clamp<int64_t>(before[L] + kept[L], lo, W);
+  parallel_rows(ctx, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, W)), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      uint8_t* dst = yb + static_cast<size_t>(r * W) * es;
+      int64_t rem = r, off = 0;
+      bool inside = true;
+      for (int d = L - 1; d >= 0 && inside; --d) {
+        int64_t j = 0;
+        inside = src_index(d, rem % os.d[d], &j);
+        rem /= os.d[d];
+        off += j * st[d];
+      }
+      if (!inside) {
+        fill_elems(dst, W, fill, es);
+        continue;
+      }
+      const uint8_t* src = xb + static_cast<size_t>(off) * es;
+      for (int64_t q = 0; q < lo; ++q) {
+        int64_t j = 0;
+        if (src_index(L, q, &j)) std::memcpy(dst + static_cast<size_t>(q) * es, src + static_cast<size_t>(j) * es, es);
+        else std::memcpy(dst + static_cast<size_t>(q) * es, fill, es);
+      }
+      if (hi > lo)
+        std::memcpy(dst + static_cast<size_t>(lo) * es, src + static_cast<size_t>(first[L] + lo - before[L]) * es,
+                    static_cast<size_t>(hi - lo) * es);
+      for (int64_t q = hi; q < W; ++q) {
+        int64_t j = 0;
+        if (src_index(L, q, &j)) std::memcpy(dst + static_cast<size_t>(q) * es, src + static_cast<size_t>(j) * es, es);
+        else std::memcpy(dst + static_cast<size_t>(q) * es, fill, es);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void pad_fast(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext& ctx) {
+  int64_t first[Shape::kMaxDims] = {}, kept[Shape::kMaxDims] = {}, before[Shape::kMaxDims] = {};
+  if (op.kind == OpKind::PadDyn) {
+    const PadDynPlan p = pad_dyn_plan(op, in);
+    for (int d = 0; d < in[0].shape.ndim; ++d) {
+      first[d] = p.first[d];
+      kept[d] = p.kept[d];
+      before[d] = p.before[d];
+    }
+    return pad_rows(in[0], out[0], first, kept, before, op.a.mode, op.a.fill, ctx);
+  }
+  for (int d = 0; d < in[0].shape.ndim; ++d) {
+    kept[d] = in[0].shape.d[d];
+    before[d] = op.a.ints[d];
+  }
+  pad_rows(in[0], out[0], first, kept, before, op.a.mode, op.a.value, ctx);
+}
+
+void pool_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
+  const ConvGeom g = conv_geom(op, in, n_in);
+  const int64_t plane = std::max<int64_t>(1, g.out[0] * g.out[1] * g.k[0] * g.k[1]);
+  parallel_rows(ctx, g.N * g.C, std::max<int64_t>(1, 16384 / plane), [&](int64_t b, int64_t e, int) {
+    ArrayNnKernels<StdMath>::pool_planes(op, g, in[0].f32(), out[0].f32(), b, e);
+  });
+}
+
+void constant_of_shape_fast(const Op& op, const Tensor*, int, Tensor* out, int, ExecContext& ctx) {
+  const int64_t n = out[0].shape.numel();
+  if (n == 0) return;
+  uint8_t v[8] = {};
+  Tensor f;
+  f.dtype = out[0].dtype;
+  f.data = v;
+  put_f(f, 0, op.a.fill);
+  const size_t es = elem_bytes(out[0].dtype);
+  auto* y = static_cast<uint8_t*>(out[0].data);
+  parallel_rows(ctx, n, 1 << 16, [&](int64_t b, int64_t e, int) { fill_elems(y + static_cast<size_t>(b) * es, e - b, v, es); });
 }
 
 // resize, mode nearest: a source index per output index and dim (as the reference picks them), then

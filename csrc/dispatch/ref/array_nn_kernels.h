@@ -214,10 +214,12 @@ struct ArrayNnKernels {
 
   static void pool(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
     const ConvGeom g = conv_geom(op, in, n_in);
+    pool_planes(op, g, in[0].f32(), out[0].f32(), 0, g.N * g.C);
+  }
+  // pool over the planes (n, c) in [nc0, nc1) (the cpu's threaded kernel splits them).
+  static void pool_planes(const Op& op, const ConvGeom& g, const float* x, float* y, int64_t nc0, int64_t nc1) {
     const bool mx = op.a.mode == 1;
-    const float* x = in[0].f32();
-    float* y = out[0].f32();
-    for (int64_t nc = 0; nc < g.N * g.C; ++nc) {
+    for (int64_t nc = nc0; nc < nc1; ++nc) {
       const float* xc = x + nc * sp(g);
       for (int64_t p0 = 0; p0 < g.out[0]; ++p0)
         for (int64_t p1 = 0; p1 < g.out[1]; ++p1) {
