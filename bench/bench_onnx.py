@@ -3,7 +3,14 @@ onnxruntime's CPU provider on the same .onnx, same threads, in one run (docs/cpu
 graphs").
 
 Usage: PYTHONPATH=python python bench/bench_onnx.py [--threads 2] [--reps 5] [--levels avx2,avx512,amx]
-       [--models silero,terrain,piper] [--json FILE]
+       [--models silero,terrain,piper] [--json FILE] [--device wgpu+rs]
+
+--device wgpu+rs: cyb_llm on that backend instead of the cpu (one child, the default cpu level),
+against onnxruntime's CPU provider on the same machine (the NVIDIA GPU: docs/gpu-bench.md, "ONNX
+graphs on the GPU"); the adapter is named, and each model's dispatch records are counted: node runs
+on the device, host shape computations (by design: constants and shapes only), and fallbacks (the
+nodes the device declined, which the cpu ran on host copies of their inputs), with the fallen-back
+ops named.
 
 Models (each fetched through the hub once, or from CYB_LLM_WHEELS): Silero VAD v6 (`silero-vad`,
 one 576-sample chunk with its LSTM state, as transcribe's VAD calls it), the terrain consistency UNet
@@ -72,6 +79,17 @@ def _piper():
 MODELS = {"silero": _silero, "terrain": _terrain, "piper": _piper}
 
 
+def _dispatch_counts(records, device: str) -> dict:
+    """Node runs of all calls so far: on the device, host shape computations, fallbacks (by op)."""
+    dev = sum(r["count"] for r in records if r["backend"] == device and not r["fallback"])
+    shape = sum(r["count"] for r in records if r.get("host_shape"))
+    fb: dict = {}
+    for r in records:
+        if (r["fallback"] or r["backend"] != device) and not r.get("host_shape") and r["count"]:
+            fb[r["op"]] = fb.get(r["op"], 0) + r["count"]
+    return {"device_runs": dev, "host_shape_runs": shape, "fallback_runs": sum(fb.values()), "fallback_ops": fb}
+
+
 def _child(a) -> None:
     import onnxruntime as ort
 
@@ -81,7 +99,7 @@ def _child(a) -> None:
     for key in a.models.split(","):
         try:
             name, src, feed, ort_feed, out_name, out_idx = MODELS[key]()
-            m = cyb_llm.load(name, backend="cpu", threads=a.threads)
+            m = cyb_llm.load(name, backend=a.device or "cpu", threads=a.threads)
         except Exception as e:  # noqa: BLE001 (the hub or the import could not give this model here)
             results.append({"model": key, "skipped": f"{type(e).__name__}: {e}"})
             continue
@@ -105,8 +123,11 @@ def _child(a) -> None:
             t = time.perf_counter()
             sess.run(None, ort_feed)
             best_ort = min(best_ort, time.perf_counter() - t)
-        results.append({"model": key, "ours_ms": best_ours * 1e3, "ort_ms": best_ort * 1e3,
-                        "speedup": best_ort / best_ours, "err": err})
+        row = {"model": key, "ours_ms": best_ours * 1e3, "ort_ms": best_ort * 1e3, "speedup": best_ort / best_ours,
+               "err": err}
+        if a.device:
+            row.update(_dispatch_counts(m.dispatch_records, a.device))
+        results.append(row)
     print(json.dumps(results))
 
 
@@ -117,6 +138,7 @@ def main() -> None:
     ap.add_argument("--levels", default="avx2,avx512,amx", help="CYB_CPU_LEVEL of each child, comma separated")
     ap.add_argument("--models", default="silero,terrain,piper")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--device", help="run cyb_llm on this backend (wgpu+rs) against onnxruntime CPU")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -132,13 +154,20 @@ def main() -> None:
     print(f"{model_name}, {os.cpu_count()} CPUs visible, {a.threads} threads, onnxruntime {ort.__version__}, "
           f"best of {a.reps}, load average {load:.1f} at start")
     table = {}
+    if a.device:  # one child at the default cpu level; the adapter named
+        a.levels = "auto"
+        info = _core.wgpu_info(True)
+        print(f"device {a.device}: {info['adapter']} ({info['adapter_type']}, {info['backend_type']}, "
+              f"{info['description']})")
     for level in a.levels.split(","):
-        if level not in have:
+        if level != "auto" and level not in have:
             print(f"{level}: not on this CPU (levels here: {', '.join(have)})")
             continue
-        env = dict(os.environ, CYB_CPU_LEVEL=level, PYTHONPATH=str(ROOT / "python"))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+        if level != "auto":
+            env["CYB_CPU_LEVEL"] = level
         cmd = [sys.executable, __file__, "--child", "--threads", str(a.threads), "--reps", str(a.reps),
-               "--models", a.models]
+               "--models", a.models] + (["--device", a.device] if a.device else [])
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if r.returncode != 0:
             print(f"{level}: child failed: {r.stderr.strip()[-800:]}")
@@ -153,10 +182,15 @@ def main() -> None:
                 continue
             print(f"  {row['model']:10s} {row['ours_ms']:11.2f} {row['ort_ms']:15.2f} {row['speedup']:7.2f}x "
                   f"{row['err']:9.1e}")
+            if a.device:
+                fb = ", ".join(f"{k} {v}" for k, v in sorted(row["fallback_ops"].items()))
+                print(f"  {'':10s} node runs ({a.reps + 1} calls): {row['device_runs']} on {a.device}, "
+                      f"{row['host_shape_runs']} host shape computations, {row['fallback_runs']} fallbacks"
+                      + (f" ({fb})" if fb else ""))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump({"cpu": model_name, "threads": a.threads, "reps": a.reps, "onnxruntime": ort.__version__,
-                       "levels": table}, f, indent=1)
+                       "device": a.device, "levels": table}, f, indent=1)
 
 
 if __name__ == "__main__":

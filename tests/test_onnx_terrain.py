@@ -132,3 +132,27 @@ def test_tiny_unet_every_level(tiny, level, tmp_path):
     for k, f in feeds.items():
         (ref,) = sess.run(None, f)
         assert _err(ref, got[k]) <= TOL, (level, k, _err(ref, got[k]))
+
+
+def test_tiny_unet_on_wgpu_matches_onnxruntime(tiny):
+    """The same UNet loaded with backend="wgpu+rs" (lavapipe in CI): within `onnx-vs-onnxruntime` at
+    batch 1 and 2; by its dispatch records every node runs on the device except the attention scale's
+    shape computation (Shape -> Gather -> Cast -> Pow of c ** 0.5: host shape computations, flagged
+    host_shape), and nothing falls back."""
+    from placement import wgpu_skip_reason
+
+    reason = wgpu_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    src, path = tiny
+    m = cyb_llm.load(path, backend="wgpu+rs")
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    for batch, seed in ((1, 4), (2, 5)):
+        f = _feeds(batch, seed)
+        (ref,) = sess.run(None, f)
+        got = m.session().run(f)["denoised"]
+        assert _err(ref, got) <= TOL, (batch, seed, _err(ref, got))
+    off = [(r["label"], r["op"]) for r in m.dispatch_records
+           if (r["fallback"] or r["backend"] != "wgpu+rs") and not r["host_shape"]]
+    assert off == [], off
+    assert {r["op"] for r in m.dispatch_records if r["host_shape"]} == {"shape", "gather", "cast", "sqrt"}

@@ -1012,7 +1012,7 @@ ENC_ATT_CASES = [  # (B, T, S, n_heads, n_kv_heads, head_dim, window): S != T is
     (4, 3, 17, 3, 3, 40, 0),
     (2, 11, 11, 2, 2, 36, 2),   # ModernBERT's local layers: |t - s| <= window
     (3, 20, 20, 4, 2, 16, 5),
-    # one sequence, every key real, 16+ queries: fast mode's two GEMMs per head (kernels_x86_ops.inc
+    # one sequence, every key real, 16+ queries: the panel GEMMs of both modes (kernels_x86_ops.inc
     # encoder_attention_gemm); 300 queries take two blocks of rows
     (1, 40, 40, 3, 3, 32, 0),
     (1, 300, 24, 4, 2, 20, 0),

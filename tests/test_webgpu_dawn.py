@@ -154,6 +154,17 @@ def test_wgpudawn_declarations_match_the_core():
     assert webgpu_dawn.abi_mismatches(ffi, lib) == []
 
 
+# The Null backend computes nothing: what a forward reads back is whatever the buffers held, and the
+# runtime's check of the outputs may call it non-finite after every dispatch was recorded, validated
+# and submitted. That one error is accepted; any other fails.
+NULL_RUN = """
+def null_run(f):
+    try:
+        f()
+    except errors.FormatError as e:
+        assert "non-finite" in str(e), str(e)
+"""
+
 NULL_SCRIPT = textwrap.dedent("""
     import sys, numpy as np, cyb_llm
     from cyb_llm import _core, errors, webgpu_dawn
@@ -165,13 +176,14 @@ NULL_SCRIPT = textwrap.dedent("""
     # 12 tokens: neither the tiled GEMM (>= 32 tokens) nor flash attention (>= 16), whose 17 and
     # 28 KiB of workgroup memory the Null adapter's limit (16 KiB, WebGPU's default) refuses
     ids = np.random.default_rng(0).integers(0, 512, size=12).tolist()
+""") + textwrap.dedent(NULL_RUN) + textwrap.dedent("""
     for precise in (True, False):
         m = cyb_llm.load(path, backend="webgpu:dawn", precise=precise)
         assert m.backend == "webgpu:dawn" or m._native.backends()[0] == "webgpu:dawn", m._native.backends()
         c = m.new_conversation(64)
-        c.forward(ids)                      # a prompt: several tokens a dispatch
+        null_run(lambda: c.forward(ids))    # a prompt: several tokens a dispatch
         for t in (1, 2, 3):
-            c.forward([t])                  # matrix-vector kernels, decode attention
+            null_run(lambda: c.forward([t]))  # matrix-vector kernels, decode attention
         off = sorted({(r["op"], r["backend"], r["fallback"]) for r in m.dispatch_records
                       if r["backend"] != "webgpu:dawn" or r["fallback"]})
         assert not off, off
@@ -195,3 +207,37 @@ def test_null_backend_runs_every_op_of_a_model(tmp_path):
     r = subprocess.run([sys.executable, "-c", NULL_SCRIPT, path], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "NULL-OK" in r.stdout, (r.stdout[-3000:], r.stderr[-6000:])
+
+
+NULL_ENCODER_SCRIPT = textwrap.dedent("""
+    import sys, numpy as np, cyb_llm
+    from cyb_llm import _core, errors, webgpu_dawn
+    webgpu_dawn.attach()
+    assert _core.wgpu_info(True)["backend_type"] == "null"
+""") + textwrap.dedent(NULL_RUN) + textwrap.dedent("""
+    # 2 x 8 tokens: below the tiled GEMM (32 tokens), whose workgroup memory the Null adapter refuses
+    ids = np.random.default_rng(0).integers(5, 90, size=(2, 8)).astype(np.int32)
+    for precise in (True, False):
+        m = cyb_llm.load(sys.argv[1], backend="webgpu:dawn", precise=precise)
+        null_run(lambda: m._native.embed(ids, np.ones_like(ids), None, "mean", True))
+        off = sorted({(r["op"], r["backend"], r["fallback"]) for r in m.dispatch_records
+                      if r["backend"] != "webgpu:dawn" or r["fallback"]})
+        assert not off, off
+    print("NULL-ENCODER-OK", len(m.dispatch_records))
+""")
+
+
+@needs_wgpu
+@pytest.mark.skipif(not _has_wgpudawn(), reason='wgpudawn is not installed (pip install "cyb_llm[gpu-dawn]")')
+def test_null_backend_runs_every_op_of_an_encoder(tmp_path):
+    """On Dawn's Null backend a tiny BERT's embed (embeddings, layer norms, encoder attention, the
+    matmul epilogues with GELU, pooling, both modes) compiles every kernel under Tint and passes
+    Dawn's validation, no op off webgpu:dawn."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from encoder_fixtures import import_encoder
+
+    path = import_encoder(str(tmp_path), "bert")
+    env = dict(os.environ, CYB_WEBGPU_DAWN_BACKEND="null")
+    r = subprocess.run([sys.executable, "-c", NULL_ENCODER_SCRIPT, path], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "NULL-ENCODER-OK" in r.stdout, (r.stdout[-3000:], r.stderr[-6000:])

@@ -320,9 +320,9 @@ def test_silero_on_wgpu_matches_onnxruntime(silero):
 
 
 def test_graph_host_values_and_fallbacks(tmp_path):
-    """A version-2 graph on wgpu+rs mixing data-dependent i64 nodes (nonzero, gather: no WGSL
-    kernel, the cpu runs them on the executor's host values, recorded as fallbacks) with f32 nodes
-    on the GPU; a concat of 10 i64 arrays falls back as it is (no transfer, so no limit of 8
+    """A version-2 graph on wgpu+rs mixing data-dependent i64 nodes (nonzero: no WGSL kernel, the
+    cpu runs it on a host copy of its input, recorded as a fallback; gather: on the GPU, its
+    indices uploaded from the host) with f32 nodes on the GPU; a concat of 10 i64 arrays falls back as it is (no transfer, so no limit of 8
     inputs), the same concat of f32 arrays runs on wgpu+rs; an empty f32 array (nothing nonzero)
     is left to the cpu, visibly. Every value equals numpy's."""
     import cyb_llm
@@ -347,7 +347,7 @@ def test_graph_host_values_and_fallbacks(tmp_path):
     assert _rel(sig[None], out["s"]) <= TOL
     assert out["ci"].dtype == np.int64 and np.array_equal(out["ci"], np.tile(idx, 10)[None])
     assert np.array_equal(out["cf"], np.tile(out["s"], 10))
-    assert _fallbacks(m) == {("nz", "nonzero"), ("g", "gather"), ("cat_i64", "concat")}, _fallbacks(m)
+    assert _fallbacks(m) == {("nz", "nonzero"), ("cat_i64", "concat")}, _fallbacks(m)
     out = dict(m.run({"x": np.zeros(4, np.float32)}))  # nothing nonzero: empty arrays, on the cpu
     assert out["s"].shape == (1, 0) and out["cf"].shape == (1, 0)
     assert ("s", "sigmoid") in _fallbacks(m) and ("cat_f32", "concat") in _fallbacks(m)
@@ -398,3 +398,119 @@ def test_graph_values_stay_on_the_device(tmp_path):
     recs = {r["label"]: r for r in m.dispatch_records}
     assert recs["shp"]["host_shape"] and recs["cos"]["host_shape"] and recs["cos"]["backend"] == "cpu"
     assert not recs["out"]["fallback"] and recs["out"]["backend"] == "wgpu+rs"
+
+
+# ---- the index ops and the integer layout copies (shaders/wgsl/index.wgsl): values move as whole
+# words, so the GPU's results equal the cpu's bit for bit (cumsum sums: within op-f32)
+
+def _exact(op, inputs, attrs=None):
+    ref, got = _both(op, inputs, attrs)
+    for r, g in zip(ref, got):
+        assert g.dtype == r.dtype and g.shape == r.shape, (op, g.dtype, g.shape, r.dtype, r.shape)
+        np.testing.assert_array_equal(g, r)
+
+
+def _data(dtype, *shape):
+    if dtype == np.float32:
+        return _x(*shape)
+    return RNG.integers(-(2 ** 31), 2 ** 31 - 1, shape).astype(dtype) * (3 if dtype == np.int64 else 1)
+
+
+INDEX_DTYPES = [np.float32, np.int32, np.int64]
+
+
+@pytest.mark.parametrize("dt", INDEX_DTYPES)
+@pytest.mark.parametrize("itype", [np.int64, np.int32])
+@pytest.mark.parametrize("axis,ishape", [(0, (4,)), (1, (2, 3)), (-1, ()), (2, (5, 1))])
+def test_gather(dt, itype, axis, ishape):
+    x = _data(dt, 6, 7, 5)
+    dim = x.shape[axis]
+    idx = RNG.integers(-dim, dim, ishape).astype(itype)  # negative ones count from the end
+    _exact("gather", [x, idx], {"axis": axis})
+
+
+@pytest.mark.parametrize("dt", INDEX_DTYPES)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements(dt, axis):
+    x = _data(dt, 4, 6, 5)
+    ishape = [4, 6, 5]
+    ishape[axis] = 3
+    idx = RNG.integers(-x.shape[axis], x.shape[axis], ishape).astype(np.int64)
+    _exact("gather_elements", [x, idx], {"axis": axis})
+
+
+@pytest.mark.parametrize("dt", INDEX_DTYPES)
+@pytest.mark.parametrize("ishape,b", [((5, 2), 0), ((3, 4, 1), 0), ((4, 3, 3), 0), ((4, 2, 2), 1)])
+def test_gather_nd(dt, ishape, b):
+    x = _data(dt, 4, 6, 5)
+    idx = np.stack([RNG.integers(-x.shape[b + k], x.shape[b + k], ishape[:-1]) for k in range(ishape[-1])], -1)
+    if b:
+        idx = idx.reshape(ishape)
+    _exact("gather_nd", [x, idx.astype(np.int64)], {"batch_dims": b})
+
+
+@pytest.mark.parametrize("dt,red", [(np.float32, "none"), (np.int32, "none"), (np.int64, "none"), (np.float32, "add")])
+def test_scatter_nd(dt, red):
+    """Repeated indices: the last update wins (none), every update adds in index order (add; the
+    GPU's reduction add is f32 only: each step rounds to f32 as the cpu's does, so equal too)."""
+    x = _data(dt, 6, 4, 3)
+    idx = np.array([[1, 2], [5, 0], [1, 2], [-1, 3], [0, 0], [1, 2]], np.int64)
+    upd = _data(dt, 6, 3)
+    _exact("scatter_nd", [x, idx, upd], {"reduction": red})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum(axis, exclusive, reverse):
+    _check("cumsum", [_x(5, 13, 4)], {"axis": axis, "exclusive": exclusive, "reverse": reverse})
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64])
+def test_integer_transpose_slice(dt):
+    x = _data(dt, 3, 4, 5)
+    _exact("transpose", [x], {"perm": [2, 0, 1]})
+    _exact("slice", [x], {"axis": 1, "range": [1, 4, 2]})
+
+
+def _graph_both(tmp_path, nodes, inputs, feeds, outputs):
+    """A version-2 graph of `nodes` run on the cpu and on wgpu+rs: (cpu outputs, wgpu+rs outputs, the
+    wgpu+rs model's dispatch records)."""
+    import cyb_llm
+    from cyb_llm.writer import write_model
+
+    graph = {"version": 2, "inputs": inputs, "outputs": outputs, "constants": [], "nodes": nodes}
+    path = str(tmp_path / "g.model")
+    write_model(path, name="g", config={"model_type": "onnx-graph"}, tensors=[], graph=graph)
+    ref = dict(cyb_llm.load(path, backend="cpu").run(feeds))
+    m = cyb_llm.load(path, backend="wgpu+rs")
+    return ref, dict(m.run(feeds)), m.dispatch_records
+
+
+_NP = {np.float32: "f32", np.int32: "i32", np.int64: "i64"}
+
+
+@pytest.mark.parametrize("dt", INDEX_DTYPES)
+def test_slice_dyn_expand_pad_dyn(tmp_path, dt):
+    """slice_dyn (negative steps, clamped ends), expand and pad_dyn (negative pads crop first, as
+    onnxruntime) in a graph: their shape inputs are host values (the plans), the data a device
+    value; every result equals the cpu's."""
+    feeds = {"x": _data(dt, 4, 6, 5), "st": np.array([-1, 1], np.int64), "en": np.array([-100, 6], np.int64),
+             "ax": np.array([0, 2], np.int64), "sp": np.array([-1, 2], np.int64),
+             "es": np.array([2, 4, 6, 5], np.int64), "pads": np.array([1, -2, 0, 2, 1, -1], np.int64)}
+    inputs = [{"name": "x", "dtype": _NP[dt], "shape": [4, 6, 5]}]
+    inputs += [{"name": k, "dtype": "i64", "shape": [len(feeds[k])]} for k in ("st", "en", "ax", "sp", "es", "pads")]
+    nodes = [{"name": "sl", "op": "slice_dyn", "inputs": ["x", "st", "en", "ax", "sp"], "outputs": ["a"]},
+             {"name": "ex", "op": "expand", "inputs": ["x", "es"], "outputs": ["b"]}]
+    outputs = [{"name": "a", "dtype": _NP[dt], "shape": [4, 6, 2]}, {"name": "b", "dtype": _NP[dt], "shape": [2, 4, 6, 5]}]
+    if dt == np.float32:
+        for mode in ("constant", "reflect", "edge"):
+            nodes.append({"name": f"pd_{mode}", "op": "pad_dyn", "inputs": ["x", "pads"], "outputs": [f"p_{mode}"],
+                          "attrs": {"mode": mode, "value": 0.5}})
+            outputs.append({"name": f"p_{mode}", "dtype": "f32", "shape": [7, 5, 4]})
+    ref, got, recs = _graph_both(tmp_path, nodes, inputs, feeds, outputs)
+    for k in ref:
+        assert got[k].shape == ref[k].shape == tuple(next(o["shape"] for o in outputs if o["name"] == k)), k
+        np.testing.assert_array_equal(got[k], ref[k])
+    ran = {r["label"]: r["backend"] for r in recs}
+    assert all(ran[n["name"]] == "wgpu+rs" for n in nodes), ran

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "core/errors.h"
+#include "core/memory_budget.h"
 #include "dispatch/op_schema.h"
 #include "graph/array_graph.h"
 #include "model/array_graph_run.h"
@@ -75,6 +76,7 @@ class ArrayGraphModel : public Model {
     nox_ = nox;
     init_model_runtime(opts_, nox ? 1 : opts_.threads, &pool_, &dispatcher_);
     ctx_ = std::make_unique<ExecContext>(pool_.get(), true);
+    if (!nox) ctx_->set_weight_cache(&wcache_);  // conv's packed weights, built on first use
     const std::string section = graph_section(*file_, family_, opts_.stage);
     const toml::Value doc = file_->section_toml(section);
     graph2::Graph g = graph2::parse(doc, [this](const std::string& n) { return file_->find(n) != nullptr; });
@@ -162,10 +164,18 @@ class ArrayGraphModel : public Model {
     std::string digest;
     // Node outputs and output copies are charged against the memory budget next to what the model
     // already holds (LoadOptions::max_memory; 0 = what is available), before each is allocated.
-    const int64_t held = charged_bytes();
+    const int64_t held = charged_bytes() + static_cast<int64_t>(wcache_.bytes());
     const int64_t budget = opts_.max_memory;
-    const ArrayGraphRun::BudgetCheck check = [held, budget](int64_t in_use, int64_t need, const std::string& what) {
-      check_memory_budget(budget, held + in_use, need, what);
+    // With no budget given (0: what is available), the available memory is read once a run (a read of
+    // /proc/meminfo per node cost ~10-30 us, most of a small graph's run); a node whose outputs
+    // would not fit in it, less what this run already holds, is checked again against a fresh
+    // reading (check_memory_budget), which refuses it or lets it pass.
+    const int64_t avail = budget == 0 ? available_memory_bytes() : -1;
+    const ArrayGraphRun::BudgetCheck check = [held, budget, avail](int64_t in_use, int64_t need,
+                                                                   const std::function<std::string()>& what) {
+      if (budget < 0 || need <= 0) return;
+      if (budget > 0 ? need > budget - (held + in_use) : (avail < 0 || need > avail - in_use))
+        check_memory_budget(budget, held + in_use, need, what());
     };
     NamedArrays out = run_->run(inputs, options, *dispatcher_, *ctx_, nox_ ? &digest : nullptr, check);
     ender.done = true;
@@ -185,6 +195,7 @@ class ArrayGraphModel : public Model {
   std::string family_;
   std::unique_ptr<ArrayGraphRun> run_;
   graph::FusionReport report_;
+  WeightCache wcache_;  // declared before ctx_, which points at it
   std::unique_ptr<ExecContext> ctx_;
   std::mutex mu_;
   bool nox_ = false;

@@ -1,7 +1,9 @@
 #include "model/array_graph_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -10,6 +12,7 @@
 
 #include "backends/nox/nox_backend.h"
 #include "core/array_elems.h"
+#include "core/env_setting.h"
 #include "core/errors.h"
 #include "core/counter_rng.h"
 #include "dispatch/op_schema.h"
@@ -157,6 +160,12 @@ void ArrayGraphRun::index_nodes() {
     if (known)
       for (const std::string& o : n.outputs) shape_only_[o] = true;
   }
+  rest_fixed_.assign(g_.nodes.size(), 1);
+  for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (size_t k = 1; k < g_.nodes[i].inputs.size(); ++k) {
+      const std::string& in = g_.nodes[i].inputs[k];
+      if (!in.empty() && !fixed_.count(in)) rest_fixed_[i] = 0;
+    }
 }
 
 ArrayGraphRun::~ArrayGraphRun() {
@@ -306,6 +315,31 @@ bool value_input(OpKind k, size_t i) {
     default: return false;
   }
 }
+// CYB_GRAPH_PROFILE=1: each run prints to stderr, per op kind, the nodes run, their wall time and its
+// share of the run (docs/graph.md "Profile of a run"); views and reshapes count under their kind.
+// CYB_GRAPH_PROFILE=shapes: per op kind and input shapes instead.
+struct NodeProfile {
+  bool on = false;
+  std::map<std::string, std::pair<int64_t, double>> by_kind;  // op name -> (nodes, seconds)
+  void add(const char* kind, double s) {
+    auto& e = by_kind[kind];
+    e.first += 1;
+    e.second += s;
+  }
+  void print(size_t nodes) const {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [k, e] : by_kind) {
+      rows.emplace_back(e.second, k);
+      total += e.second;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "graph profile: %zu nodes, %.3f ms in nodes\n", nodes, total * 1e3);
+    for (const auto& [s, k] : rows)
+      std::fprintf(stderr, "  %-28s %6lld nodes %10.3f ms %5.1f%%\n", k.c_str(),
+                   static_cast<long long>(by_kind.at(k).first), s * 1e3, total > 0 ? 100 * s / total : 0.0);
+  }
+};
 
 }  // namespace
 
@@ -367,13 +401,13 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       shapes.push_back(plan->values[plan->first_value[static_cast<size_t>(big.first)] + i].shape);
       dts.push_back(plan->values[plan->first_value[static_cast<size_t>(big.first)] + i].dtype);
     }
-    check(0, big.bytes, array_graph_detail::node_outputs_text(bn, shapes, dts));
+    check(0, big.bytes, [&] { return array_graph_detail::node_outputs_text(bn, shapes, dts); });
   }
   std::string dims_of_run;
   for (const auto& [k, v] : syms) dims_of_run += (dims_of_run.empty() ? "" : ", ") + k + "=" + std::to_string(v);
   if (check)
-    check(0, plan->peak_bytes, "the memory plan of this run (" + (dims_of_run.empty() ? "no dims" : dims_of_run) +
-                                   "): its peak of " + std::to_string(plan->peak_bytes) + " bytes");
+    check(0, plan->peak_bytes, [&] { return "the memory plan of this run (" + (dims_of_run.empty() ? "no dims" : dims_of_run) +
+                                   "): its peak of " + std::to_string(plan->peak_bytes) + " bytes"; });
   RunMemory mem;
   mem.planned_peak = plan->peak_bytes;
   mem.unknown_values = static_cast<int64_t>(plan->unknown.size());
@@ -404,7 +438,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     if (v.data || !v.dev.data) return v;
     Val& w = vals.at(name);  // device-only values are the run's own
     const int64_t nb = value_bytes(w.shape, w.dtype);
-    if (check) check(*live, nb, "the host copy of '" + name + "' " + shapes_text({w.shape}, {w.dtype}));
+    if (check) check(*live, nb, [&] { return "the host copy of '" + name + "' " + shapes_text({w.shape}, {w.dtype}); });
     w.own = counted_buffer(live, static_cast<size_t>(nb), pool_);
     front->read_bytes(w.dev, w.own.get());
     w.data = w.own.get();
@@ -426,7 +460,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     Tensor t = front->alloc_frame_as(ctx, w.shape, w.dtype);
     const int64_t nb = value_bytes(w.shape, w.dtype);
     *live += nb;
-    w.dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+    w.dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void* /*frame*/) {
       *live -= nb;
       front->release_frame(ctx, t);
     });
@@ -465,11 +499,16 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
     chain = h.finish();
   };
   int64_t n_random = 0;  // random nodes met so far (the k of seed_for_node)
+  static const std::string kProfile = env_one_of("CYB_GRAPH_PROFILE", {"0", "1", "shapes"});
+  NodeProfile prof;
+  prof.on = kProfile == "1" || kProfile == "shapes";
+  const bool prof_shapes = kProfile == "shapes";
   for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
     const graph2::Node& n = g_.nodes[ni];
     const bool view = n.kind == OpKind::Reshape || op_schema(n.kind).rule == ShapeRule::View;
     // device: which side runs the node (views: none; their input's sides carry over)
     const bool host_shape = device && !view && shape_only_.count(n.outputs[0]) != 0;
+    const auto t0 = prof.on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::vector<Tensor> in;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const std::string& name = n.inputs[i];
@@ -505,7 +544,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
         else need = add_bytes(need, value_bytes(shapes[i], dts[i]));
       }
       if (check && need > 0)
-        check(*live, need, array_graph_detail::node_outputs_text(n, shapes, dts));
+        check(*live, need, [&] { return array_graph_detail::node_outputs_text(n, shapes, dts); });
       // device: the node runs there when the device backend takes it; its inputs then go as device
       // tensors (value inputs: as host values), else every input as a host value.
       bool on_dev = device && !host_shape && front->supports(n.op, in.data(), static_cast<int>(in.size()));
@@ -528,7 +567,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
           const Tensor t = front->alloc_frame_as(ctx, shapes[i], dt);
           const int64_t nb = value_bytes(shapes[i], dt);
           *live += nb;
-          outv[i].dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void*) {
+          outv[i].dev_own = std::shared_ptr<void>(t.data, [live, nb, front, &ctx, t](void* /*frame*/) {
             *live -= nb;
             front->release_frame(ctx, t);
           });
@@ -549,13 +588,20 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
         out[i].shape = shapes[i];
         out[i].data = outv[i].own.get();
       }
-      held();
+      // the weight cache only where the weights are the model's own (rest_fixed_); restored after
+      struct CacheScope {
+        ExecContext& ctx;
+        WeightCache* wc;
+        ~CacheScope() { ctx.set_weight_cache(wc); }
+      } scope{ctx, ctx.weight_cache()};
+      if (!rest_fixed_[ni]) ctx.set_weight_cache(nullptr);
       Op op = n.op;
       if (options.has_seed && n.kind == OpKind::RandomNormalLike)  // the caller's seed, mixed with the node's
         op.a.seed = static_cast<int64_t>(seed_for_node(options.seed, n_random));  // place among the random nodes
       if (host_shape) disp.run_host_shape(op, in.data(), static_cast<int>(in.size()), out.data(),
                                           static_cast<int>(out.size()), ctx);
       else disp.run(op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ctx);
+      held();
       n_random += n.kind == OpKind::RandomNormalLike;
       if (nox_) link(n, in, out);
       for (size_t i = 0; i < shapes.size(); ++i) vals[n.outputs[i]] = outv[i];
@@ -564,7 +610,21 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       auto it = last_use_.find(name);
       if (it != last_use_.end() && it->second == ni) vals.erase(name);
     }
+    if (prof.on) {
+      std::string key = op_name(n.kind);
+      if (prof_shapes) {
+        std::vector<Shape> ss;
+        std::vector<DType> ds;
+        for (const Tensor& t : in) {
+          ss.push_back(t.shape);
+          ds.push_back(t.dtype);
+        }
+        key += " " + shapes_text(ss, ds);
+      }
+      prof.add(key.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
+  if (prof.on) prof.print(g_.nodes.size());
   NamedArrays out;
   int64_t copied = 0;
   for (const graph2::IoSpec& s : g_.outputs) {
@@ -579,8 +639,9 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       throw_shape_mismatch("output '" + s.name + "' " + dims_text(s.shape), std::vector<int64_t>(s.shape.size(), -1),
                            h.shape);
     const size_t nb = row_bytes(v.dtype, v.shape.numel());
-    if (check) check(*live + copied, static_cast<int64_t>(nb), "the copy of output '" + s.name + "' " +
-                                                                shapes_text({v.shape}, {v.dtype}));
+    if (check)
+      check(*live + copied, static_cast<int64_t>(nb),
+            [&] { return "the copy of output '" + s.name + "' " + shapes_text({v.shape}, {v.dtype}); });
     copied += static_cast<int64_t>(nb);
     h.data.resize(nb);
     if (nb) std::memcpy(h.data.data(), v.data, nb);

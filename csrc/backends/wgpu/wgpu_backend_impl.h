@@ -7,7 +7,8 @@
 //                          element-wise ops
 //   wgpu_ops_data.cc       embedding, copy, masked_pool
 //   wgpu_ops_array.cc      the f32 array ops of graph v2 (unary, binary, where, layout, reduce,
-//                          softmax_axis, instance_norm, matmul_nd, conv, conv_transpose)
+//                          softmax_axis, instance_norm, matmul_nd, conv, conv_transpose) and its
+//                          index ops on f32 / i32 / i64 values (gather.., scatter_nd, cumsum, layout)
 //   wgpu_ops_sampling.cc   device sampling (sample_rows, take_draws)
 // Private to csrc/backends/wgpu/.
 #pragma once
@@ -137,6 +138,9 @@ class WgpuBackend : public Backend {
 
   // wgpu_ops_array.cc: the f32 array ops of graph v2 (shaders/wgsl/array.wgsl, array_nn.wgsl)
   void array_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
+  // wgpu_ops_array.cc: the index ops (gather, gather_elements, gather_nd, scatter_nd, cumsum) and the
+  // strided copies (transpose, slice, slice_dyn, expand) of f32 / i32 / i64 values (shaders/wgsl/index.wgsl)
+  void index_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
 
   // wgpu_ops_data.cc
   void embedding(State& st, const Op& op, const Tensor* in, Tensor* out);

@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "dispatch/nn_geom.h"
 #include "dispatch/op_schema.h"
+#include "dispatch/op_schema_index.h"
 
 namespace cyb {
 namespace wgpu {
@@ -84,6 +85,8 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
   auto run = [&](const char* shader, const std::vector<std::string>& defs, const std::vector<Bind>& b) {
     st.dispatch(pipeline(g_, shader, defs), &p, sizeof(p), b.data(), b.size(), nx, ny, 1);
   };
+  if ((op.kind == OpKind::Transpose || op.kind == OpKind::Slice) && in[0].dtype != DType::F32)
+    return index_op(st, op, in, n_in, out);  // integer values: moved as words
   switch (op.kind) {
     case OpKind::Sigmoid:
     case OpKind::Tanh:
@@ -150,6 +153,25 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       }
       p.code = u(op.a.mode);
       p.f0 = op.a.value;
+      grid(ys.numel(), &nx, &ny);
+      return run("array", {"PAD"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::PadDyn: {  // the plan from the host pads: the kept part of x padded (array.wgsl PAD)
+      const PadDynPlan pl = pad_dyn_plan(op, in);
+      const Shape& xs = in[0].shape;
+      int64_t xst[Shape::kMaxDims];
+      strides_of(xs, xst);
+      set_shape(p, ys);
+      int64_t base = 0;
+      for (int d = 0; d < ys.ndim; ++d) {
+        p.sa[d] = u(xst[d]);
+        p.sb[d] = u(pl.before[d]);
+        p.sc[d] = u(pl.kept[d]);
+        base += pl.first[d] * xst[d];
+      }
+      p.base = u(base);
+      p.code = u(op.a.mode);
+      p.f0 = op.a.fill;
       grid(ys.numel(), &nx, &ny);
       return run("array", {"PAD"}, {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
     }
@@ -311,6 +333,130 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
                   {7, dev(out[2])->bufs[0], 0, W}};
       st.dispatch(pipeline(g_, "lstm", {}), q, sizeof(q), b, u(B), 1, 1);
       return;
+    }
+    default: return index_op(st, op, in, n_in, out);
+  }
+}
+
+// Words of one element of the dtypes the index kernels move (f32, i32, i64); 0: none of them.
+uint32_t index_words(DType t) {
+  return t == DType::F32 || t == DType::I32 ? 1u : t == DType::I64 ? 2u : 0u;
+}
+
+// The index ops and the strided copies of other dtypes (shaders/wgsl/index.wgsl).
+void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out) {
+  (void)n_in;
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  ArrayParams p;
+  p.one = 1.f;
+  const Shape& ys = out[0].shape;
+  WGPUBuffer yb = dev(out[0])->bufs[0];
+  p.u[19] = index_words(in[0].dtype);
+  uint32_t nx = 0, ny = 0;
+  auto grid = [&](int64_t n) {
+    const int64_t wgs = (n + 255) / 256;
+    nx = u(std::min<int64_t>(wgs, 65535));
+    ny = u((wgs + 65534) / 65535);
+    p.n = u(n);
+    p.nx = nx;
+  };
+  auto run = [&](const char* def, const std::vector<Bind>& b) {
+    st.dispatch(pipeline(g_, "index", {def}), &p, sizeof(p), b.data(), b.size(), nx, ny, 1);
+  };
+  // y = x read at base + sum_d c_d sa[d] (sa: x's strides, set by the caller)
+  auto strided = [&](uint64_t base) {
+    set_shape(p, ys);
+    p.base = u(base);
+    grid(ys.numel());
+    run("STRIDED", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+  };
+  int64_t xst[Shape::kMaxDims] = {};
+  strides_of(in[0].shape, xst);
+  switch (op.kind) {
+    case OpKind::Transpose: {  // (f32 runs array.wgsl)
+      for (int d = 0; d < ys.ndim; ++d) p.sa[d] = u(xst[op.a.n_ints ? op.a.ints[d] : in[0].shape.ndim - 1 - d]);
+      return strided(0);
+    }
+    case OpKind::Slice: {
+      int axis = 0;
+      int64_t start = 0, count = 0;
+      slice_bounds(op, in[0].shape, &axis, &start, &count);
+      const int64_t step = op.a.n_ints > 2 ? op.a.ints[2] : 1;
+      for (int d = 0; d < ys.ndim; ++d) p.sa[d] = u(d == axis ? xst[d] * step : xst[d]);
+      return strided(static_cast<uint64_t>(start * xst[axis]));
+    }
+    case OpKind::SliceDyn: {  // the plan from the host bounds; a negative step wraps in u32 as it should
+      const SliceDynPlan pl = slice_dyn_plan(op, in, n_in);
+      int64_t base = 0;
+      for (int d = 0; d < ys.ndim; ++d) {
+        p.sa[d] = u(xst[d] * pl.step[d]);
+        base += pl.start[d] * xst[d];
+      }
+      return strided(static_cast<uint64_t>(base));
+    }
+    case OpKind::Expand: {
+      bcast_strides(in[0].shape, ys, p.sa);
+      return strided(0);
+    }
+    case OpKind::Gather: {
+      const Shape& xs = in[0].shape;
+      const int ax = index_op_axis(op, xs.ndim);
+      int64_t outer = 1, inner = 1;
+      for (int i = 0; i < ax; ++i) outer *= xs.d[i];
+      for (int i = ax + 1; i < xs.ndim; ++i) inner *= xs.d[i];
+      const int64_t v[4] = {outer, in[1].shape.numel(), xs.d[ax], inner};
+      for (int k = 0; k < 4; ++k) p.u[k] = u(v[k]);
+      p.u[18] = index_words(in[1].dtype);
+      grid(ys.numel());
+      return run("GATHER_AX", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}});
+    }
+    case OpKind::GatherElements: {
+      const int ax = index_op_axis(op, in[0].shape.ndim);
+      set_shape(p, ys);
+      for (int d = 0; d < ys.ndim; ++d) p.sa[d] = u(xst[d]);
+      p.u[0] = u(ax);
+      p.u[1] = u(in[0].shape.d[ax]);
+      p.u[18] = index_words(in[1].dtype);
+      grid(ys.numel());
+      return run("GATHER_EL", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}});
+    }
+    case OpKind::GatherNd:
+    case OpKind::ScatterNd: {
+      const Shape &xs = in[0].shape, &is = in[1].shape;
+      const int b = op.kind == OpKind::GatherNd ? op.a.batch_dims : 0, q = is.ndim;
+      const int64_t m = is.d[q - 1];
+      int64_t tuples = 1;
+      for (int i = b; i < q - 1; ++i) tuples *= is.d[i];
+      for (int k = 0; k < m; ++k) {
+        p.sa[k] = u(xst[b + k]);
+        p.sb[k] = u(xs.d[b + k]);
+      }
+      p.u[0] = u(m);
+      p.u[1] = u(xst[b + m - 1]);
+      p.u[18] = index_words(in[1].dtype);
+      if (op.kind == OpKind::GatherNd) {
+        p.u[2] = u(tuples);
+        p.u[3] = u(b > 0 ? xst[b - 1] : xs.numel());
+        grid(ys.numel());
+        return run("GATHER_ND", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}});
+      }
+      grid(ys.numel());  // data into y, then the updates
+      run("COPY", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+      p.u[2] = u(is.numel() / m);
+      p.u[3] = op.a.mode == kScatterAdd ? 1u : 0u;
+      grid(in[2].shape.numel());
+      return run("SCATTER_ND", {{1, yb, 0, W}, {3, act(st, in[1]), 0, W}, {4, act(st, in[2]), 0, W}});
+    }
+    case OpKind::CumSum: {
+      const Shape& xs = in[0].shape;
+      const int ax = index_op_axis(op, xs.ndim);
+      int64_t outer = 1, inner = 1;
+      for (int i = 0; i < ax; ++i) outer *= xs.d[i];
+      for (int i = ax + 1; i < xs.ndim; ++i) inner *= xs.d[i];
+      const int64_t v[5] = {outer, xs.d[ax], inner, op.a.exclusive ? 1 : 0, op.a.reverse ? 1 : 0};
+      for (int k = 0; k < 5; ++k) p.u[k] = u(v[k]);
+      grid(outer * inner);
+      return run("CUMSUM", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
     }
     default: throw_unsupported_op(op_name(op.kind), "wgpu+rs", "-");
   }

@@ -115,7 +115,7 @@ bool flash_setting();
 // than the FMA kernel at every prompt shape measured (0.71-0.91x) and 1.0-1.8x op-f32 on the op
 // matrix (docs/webgpu-dawn.md), for A/B runs (bench/dawn_check.py). CYB_WGPU_SM=f16 (F16): plain
 // f16 operands, f32 sums (one product a pair, about f16's 11 significant bits per input: the
-// precision of a tensor-core f16 GEMM, `op-f16` on the op matrix, not f32's).
+// precision of a tensor-core f16 GEMM, held by tests/test_ops.py sm_f16_gemm_ref, not op-f32).
 constexpr int64_t kSmMinTokens = 64;
 enum class SmMode { Off, Split, F16 };
 SmMode sm_setting();

@@ -41,8 +41,10 @@ from .hf import _read_json, _SafetensorsFile
 MODEL_TYPE = "speecht5"
 ARCHITECTURE = "SpeechT5ForTextToSpeech"
 STAGES = ("encoder", "decoder", "postnet")
-#: the file holding the character vocabulary of the tokenizer ({"piece": id}); docs/tts.md
-VOCAB_FILES = ("vocab.json",)
+#: the files holding the tokenizer's character vocabulary, in order of preference: SpeechT5Tokenizer's
+#: SentencePiece char model (its pieces read here without the sentencepiece package) or a JSON
+#: {"piece": id} (docs/tts.md "Two-stage models")
+VOCAB_FILES = ("spm_char.model", "vocab.json")
 _NEEDED = ("vocab_size", "hidden_size", "encoder_layers", "decoder_layers", "encoder_attention_heads",
            "decoder_attention_heads", "num_mel_bins", "speaker_embedding_dim", "reduction_factor",
            "speech_decoder_prenet_layers", "speech_decoder_postnet_layers", "max_text_positions",
@@ -295,13 +297,69 @@ def postnet_graph(c: dict, w: _Weights, bn_eps: float = 1e-5) -> tuple[dict, dic
     return b.build()
 
 
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
+def _fields(buf: bytes):
+    """(field number, wire type, value) of a protobuf message: ints for varints, bytes otherwise."""
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _varint(buf, i)
+        elif wt == 2:
+            n, i = _varint(buf, i)
+            if i + n > len(buf):
+                raise ValueError("truncated field")
+            v, i = buf[i:i + n], i + n
+        elif wt in (1, 5):
+            n = 8 if wt == 1 else 4
+            v, i = buf[i:i + n], i + n
+        else:
+            raise ValueError(f"wire type {wt}")
+        yield num, wt, v
+
+
+def spm_pieces(path: str) -> dict[str, int]:
+    """{piece: id} of a SentencePiece model file (ModelProto: field 1 = the pieces in id order, each a
+    message whose field 1 is the piece's text)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    out: dict[str, int] = {}
+    n = 0
+    try:
+        for num, wt, v in _fields(buf):
+            if num == 1 and wt == 2:
+                piece = next((pv for pn, pw, pv in _fields(v) if pn == 1 and pw == 2), b"").decode("utf-8")
+                out.setdefault(piece, n)
+                n += 1
+    except (ValueError, UnicodeDecodeError) as e:
+        raise make_error(FormatError, f"{path}: not a SentencePiece model ({e})", section="vocab",
+                         key=os.path.basename(path)) from None
+    if not out:
+        raise make_error(FormatError, f"{path}: a SentencePiece model without pieces", section="vocab",
+                         key=os.path.basename(path))
+    return out
+
+
 def _char_vocab(folder: str, c: dict) -> dict[str, int] | None:
-    """The tokenizer's character vocabulary ({piece: id}) from the folder's vocab.json; None when the
-    folder has none (the model then takes token ids only)."""
+    """The tokenizer's character vocabulary ({piece: id}) from the folder's spm_char.model or
+    vocab.json; None when the folder has neither (the model then takes token ids only)."""
     for name in VOCAB_FILES:
         path = os.path.join(folder, name)
         if os.path.isfile(path):
-            v = _read_json(path, name)
+            v = spm_pieces(path) if name.endswith(".model") else _read_json(path, name)
             if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(i, int) and not isinstance(i, bool)
                                                   and 0 <= i < c["vocab_size"] for k, i in v.items()):
                 raise make_error(FormatError, f"{path}: a JSON object {{piece: id}} with ids below vocab_size "
@@ -343,8 +401,9 @@ def import_speecht5(folder: str, out: str, *, vocoder: str | None = None, progre
 
         vg, vw, _cfg, _ = _convert(vocoder, None)
         ins = vg.get("inputs", [])
-        if len(ins) != 1 or ins[0].get("dtype") != "f32" or len(ins[0].get("shape", [])) != 3 or \
-                ins[0]["shape"][1] not in (c["num_mel_bins"], "n_mels") and not isinstance(ins[0]["shape"][1], str):
+        shape = ins[0].get("shape", []) if len(ins) == 1 else []
+        if len(ins) != 1 or ins[0].get("dtype") != "f32" or len(shape) != 3 or \
+                isinstance(shape[1], int) and shape[1] != c["num_mel_bins"]:
             raise make_error(InvalidConfig, f"{vocoder}: a vocoder takes one f32 mel input [1, {c['num_mel_bins']}, "
                              f"frames]; its inputs: {[(i.get('name'), i.get('shape')) for i in ins]}",
                              field="vocoder", reason="not a vocoder of this model's mel")

@@ -141,24 +141,31 @@ class TtsModel(NamedArrayModel):
     # --- synthesis ---------------------------------------------------------------------------------
     def speak(self, text: str, voice: Any = None, speed: float = 1.0, seed: int | None = None,
               noise_scale: float | None = None, noise_w: float | None = None,
-              sentence_silence: float = DEFAULT_SENTENCE_SILENCE) -> tuple[np.ndarray, int]:
+              sentence_silence: float = DEFAULT_SENTENCE_SILENCE,
+              speaker_embedding: Any = None) -> tuple[np.ndarray, int]:
         """(audio float32 [N] in [-1, 1], sample_rate): `text` synthesized sentence by sentence as
         piper-tts does (each sentence's audio scaled to peak 1, clipped), `sentence_silence` seconds
-        of silence between sentences. Text without anything to say gives 0 samples."""
+        of silence between sentences. Text without anything to say gives 0 samples. A SpeechT5 model
+        (docs/tts.md "Two-stage models"): no peak scaling, `speaker_embedding` its x-vector."""
         chunks = list(self.speak_stream(text, voice=voice, speed=speed, seed=seed, noise_scale=noise_scale,
-                                        noise_w=noise_w, sentence_silence=sentence_silence))
+                                        noise_w=noise_w, sentence_silence=sentence_silence,
+                                        speaker_embedding=speaker_embedding))
         audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
         return audio, self.sample_rate
 
     def speak_stream(self, text: str, voice: Any = None, speed: float = 1.0, seed: int | None = None,
                      noise_scale: float | None = None, noise_w: float | None = None,
                      sentence_silence: float = DEFAULT_SENTENCE_SILENCE,
-                     on_sentence: Any = None) -> Iterator[np.ndarray]:
+                     on_sentence: Any = None, speaker_embedding: Any = None) -> Iterator[np.ndarray]:
         """speak() one sentence at a time: yields each sentence's audio (float32 [n]) as soon as it
         is synthesized, the silence before it included (none before the first). Arguments are
         checked before the first sentence. `on_sentence(i, n)`: called before sentence i of n."""
         if self._st5 is not None:
-            return self._st5_stream(text, voice, speed, seed, noise_scale, noise_w, sentence_silence, on_sentence)
+            return self._st5_stream(text, voice, speed, seed, noise_scale, noise_w, sentence_silence, on_sentence,
+                                    speaker_embedding)
+        if speaker_embedding is not None:
+            raise InvalidConfig(field="speaker_embedding", reason="a Piper voice picks speakers by voice; it takes no "
+                                                                  "speaker embedding")
         plan = self._plan(text, voice, speed, seed, noise_scale, noise_w, sentence_silence)
         return self._stream(*plan, on_sentence)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +48,7 @@ class SpeechT5:
         self.pad_id = int(cfg["pad_token_id"])
         self.eos_id = int(cfg["eos_token_id"])
         self.sample_rate = int(cfg["sample_rate"])
+        self.dropout = float(cfg["speech_decoder_prenet_dropout"])
         self.encoder = owner
         opts = {"backend": owner.backend, "precise": owner.precise}
         self.decoder = load_stage(owner.file, "decoder", **opts)
@@ -58,14 +61,14 @@ class SpeechT5:
 
     # --- text -> ids -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
-        """SpeechT5Tokenizer's ids of `text` from the stored character vocabulary: whitespace runs as
-        one SPACE piece, a SPACE first, each character its piece (<unk> for one the vocabulary lacks),
+        """SpeechT5Tokenizer's ids of `text` from the stored character vocabulary: NFKC (SentencePiece's
+        nmt_nfkc, without its control-character rules), whitespace runs as one SPACE piece, a SPACE first, each character its piece (<unk> for one the vocabulary lacks),
         then </s>."""
         if self.vocab is None:
             raise InvalidConfig(field="text", reason=(
                 "this SpeechT5 file has no character vocabulary (vocab.json was not in the HF folder at import): "
                 "pass token ids to text_to_mel"))
-        pieces = SPACE + SPACE.join(text.split())
+        pieces = SPACE + SPACE.join(unicodedata.normalize("NFKC", text).split())
         ids = []
         for ch in pieces:
             i = self.vocab.get(ch, self.unk_id)
@@ -153,10 +156,13 @@ class SpeechT5:
         """transformers' generate_speech for one utterance: mel f32 [frames, n_mels] after the postnet.
         Steps until sum(sigmoid(prob)) >= threshold (not before minlen steps), at most maxlen steps;
         minlen / maxlen = int(len(ids) * ratio / reduction_factor); never more than max_speech_positions.
-        `seed`: the prenet dropout's noise (a model with speech_decoder_prenet_dropout > 0)."""
+        `seed`: the prenet dropout's masks (a model with speech_decoder_prenet_dropout > 0; None: fresh
+        ones each call)."""
         for name, v in (("threshold", threshold), ("minlenratio", minlenratio), ("maxlenratio", maxlenratio)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise InvalidConfig(field=name, reason=f"must be a finite number >= 0, got {v!r}")
+        if seed is None and self.dropout > 0:
+            seed = secrets.randbits(63)  # fresh dropout masks each call, as transformers
         enc = self.encode(ids)
         n = int(ids.size)
         maxlen = int(n * maxlenratio / self.r)
