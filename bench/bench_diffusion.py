@@ -8,8 +8,11 @@ Usage: PYTHONPATH=python python bench/bench_diffusion.py [--threads 2] [--reps 3
             batch 1, 128 x 128) vs onnxruntime's CPU provider on the same .onnx.
   tiny-sd   the tiny random Stable Diffusion of tests/sd_tiny.py (imported through ONNX): one UNet call
             of batch 2 (classifier-free guidance) vs diffusers' UNet2DConditionModel on torch (CPU,
-            f32, torch.set_num_threads), and a whole 20-step Euler generation (text encoder, 20 UNet
-            calls, VAE decode) vs diffusers' StableDiffusionPipeline with the same latents.
+            f32), and a whole 20-step Euler generation (text encoder, 20 UNet calls, VAE decode) vs
+            diffusers' StableDiffusionPipeline with the same latents. torch runs at --threads and at
+            1 thread (torch.set_num_threads) and its faster count is the peer's: on a machine shared
+            with other work torch's 2-thread OpenMP runs of this tiny model measured 20x slower than
+            its 1-thread ones (its workers spin and wait for each other), which is no fair peer.
 
 Each CPU level runs in its own child process (CYB_CPU_LEVEL is read once per process). In the child,
 after a warm-up call of each runtime, `--reps` rounds call cyb_llm then the peer, 0.1 s apart; each
@@ -80,7 +83,6 @@ def _tiny_sd(threads: int, reps: int, path: str, folder: str) -> list[dict]:
     import cyb_llm
     import sd_tiny
 
-    torch.set_num_threads(threads)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sd = sd_tiny.build(folder)  # the same seeded modules the .model was exported from
@@ -97,9 +99,22 @@ def _tiny_sd(threads: int, reps: int, path: str, folder: str) -> list[dict]:
         with torch.no_grad():
             return sd.unet(tx, tt, te).sample.numpy()
 
-    ta, tb, a, b = _best((lambda: m.run(feed)["out_sample"], torch_unet), reps)
+    def vs_torch(ours, peer):
+        """(ours s, torch s, torch threads, our output, torch output): torch at its faster thread count."""
+        best = None
+        for n in sorted({threads, 1}, reverse=True):
+            torch.set_num_threads(n)
+            ta, tb, a, b = _best((ours, peer), reps)
+            if best is None or tb < best[1]:
+                best = (min(ta, best[0]) if best else ta, tb, n, a, b)
+            elif ta < best[0]:
+                best = (ta,) + best[1:]
+        return best
+
+    ta, tb, n, a, b = vs_torch(lambda: m.run(feed)["out_sample"], torch_unet)
     rows = [{"model": "tiny-sd unet (batch 2)", "unit": "steps/s", "ours": 1 / ta, "peer": 1 / tb,
-             "peer_name": "diffusers (torch)", "ratio": tb / ta, "err": float(np.abs(a - b).max())}]
+             "peer_name": f"diffusers (torch, {n} thread{'s' if n > 1 else ''})", "ratio": tb / ta,
+             "err": float(np.abs(a - b).max())}]
     pipe = StableDiffusionPipeline(vae=sd.vae, text_encoder=sd.text_encoder, tokenizer=sd.tokenizer, unet=sd.unet,
                                    scheduler=EulerDiscreteScheduler.from_config(sd_tiny.SCHEDULER_CONFIG),
                                    safety_checker=None, feature_extractor=None, requires_safety_checker=False)
@@ -114,9 +129,10 @@ def _tiny_sd(threads: int, reps: int, path: str, folder: str) -> list[dict]:
             return pipe("a photo of a cat", num_inference_steps=20, latents=torch.from_numpy(lat.copy()),
                         output_type="np").images[0]
 
-    ta, tb, a, b = _best((ours, peer), reps)
+    ta, tb, n, a, b = vs_torch(ours, peer)
     rows.append({"model": "tiny-sd 20-step image", "unit": "images/s", "ours": 1 / ta, "peer": 1 / tb,
-                 "peer_name": "diffusers (torch)", "ratio": tb / ta, "err": float(np.abs(a - b).max())})
+                 "peer_name": f"diffusers (torch, {n} thread{'s' if n > 1 else ''})", "ratio": tb / ta,
+                 "err": float(np.abs(a - b).max())})
     return rows
 
 
