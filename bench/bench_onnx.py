@@ -3,7 +3,7 @@ onnxruntime's CPU provider on the same .onnx, same threads, in one run (docs/cpu
 graphs").
 
 Usage: PYTHONPATH=python python bench/bench_onnx.py [--threads 2] [--reps 5] [--levels avx2,avx512,amx]
-       [--models silero,terrain,piper] [--json FILE] [--device wgpu+rs]
+       [--models silero,terrain,piper,minilm,minilm-unfused] [--json FILE] [--device wgpu+rs]
 
 --device wgpu+rs: cyb_llm on that backend instead of the cpu (one child, the default cpu level),
 against onnxruntime's CPU provider on the same machine (the NVIDIA GPU: docs/gpu-bench.md, "ONNX
@@ -16,7 +16,9 @@ Models (each fetched through the hub once, or from CYB_LLM_WHEELS): Silero VAD v
 one 576-sample chunk with its LSTM state, as transcribe's VAD calls it), the terrain consistency UNet
 (`terrain`, batch 1, 128 x 128, sigma 0.8, difficulty 0.5) and the Piper voice en_US-joe-medium
 (`piper-joe`, 40 phonemes, noise scales 0 so that both runtimes make the same audio; skipped with a
-message when the hub cannot give it). Each CPU level runs in its own child process (CYB_CPU_LEVEL is
+message when the hub cannot give it), and all-MiniLM-L6-v2 exported to ONNX by torch here (`minilm`, 4 x
+128 tokens; `minilm-unfused`: the same graph loaded with fuse=False, to show what the fusion pass's
+attention_heads gives). Each CPU level runs in its own child process (CYB_CPU_LEVEL is
 read once per process); in the child, after one warm-up call of each runtime, `--reps` rounds call
 cyb_llm then onnxruntime (a change of the machine's load hits both alike), 0.1 s apart (so that
 the other runtime's worker threads have stopped spinning); each runtime's best time counts. onnxruntime: intra_op_num_threads = --threads, inter_op_num_threads 1, sequential execution.
@@ -76,7 +78,57 @@ def _piper():
     return "piper-joe", src, feed, feed, "output", 0
 
 
-MODELS = {"silero": _silero, "terrain": _terrain, "piper": _piper}
+def _minilm():
+    """all-MiniLM-L6-v2 exported to ONNX here (torch.onnx.export of the transformers model built from
+    the hub's safetensors, opset 17, TorchScript exporter, as tests/test_onnx_minilm.py does: its
+    attention as torch's scaled dot-product attention), imported once into a temporary folder; a
+    batch of 4 x 128 tokens with one sequence padded to half."""
+    import tempfile
+
+    import torch
+    import transformers
+
+    from cyb_llm.cli import main as cli
+    from cyb_llm.hub import fetch_source
+
+    d = Path(tempfile.gettempdir()) / "cyb_bench_minilm"
+    d.mkdir(exist_ok=True)
+    onx, out = str(d / "minilm.onnx"), str(d / "minilm.model")
+    if not os.path.exists(out):
+        bert = transformers.AutoModel.from_pretrained(fetch_source("minilm", progress=False)).eval()
+
+        class LastHidden(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+        ids = torch.tensor([[101, 2023, 2003, 102, 0]])
+        dyn = {k: {0: "batch", 1: "seq"} for k in ("input_ids", "attention_mask", "token_type_ids",
+                                                   "last_hidden_state")}
+        with torch.no_grad():
+            torch.onnx.export(LastHidden(bert), (ids, (ids != 0).long(), torch.zeros_like(ids)), onx,
+                              input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              output_names=["last_hidden_state"], dynamic_axes=dyn, opset_version=17, dynamo=False)
+        with open(os.devnull, "w") as null:
+            stdout, sys.stdout = sys.stdout, null
+            try:
+                cli(["import", onx, "-o", out])
+            finally:
+                sys.stdout = stdout
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, 20000, (4, 128)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 64:] = 0
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    return out, onx, feed, feed, "last_hidden_state", 0
+
+
+MODELS = {"silero": _silero, "terrain": _terrain, "piper": _piper, "minilm": _minilm,
+          "minilm-unfused": _minilm}  # the same graph loaded with fuse=False (what the fusion pass gives)
 
 
 def _dispatch_counts(records, device: str) -> dict:
@@ -99,7 +151,7 @@ def _child(a) -> None:
     for key in a.models.split(","):
         try:
             name, src, feed, ort_feed, out_name, out_idx = MODELS[key]()
-            m = cyb_llm.load(name, backend=a.device or "cpu", threads=a.threads)
+            m = cyb_llm.load(name, backend=a.device or "cpu", threads=a.threads, fuse=not key.endswith("-unfused"))
         except Exception as e:  # noqa: BLE001 (the hub or the import could not give this model here)
             results.append({"model": key, "skipped": f"{type(e).__name__}: {e}"})
             continue

@@ -179,7 +179,7 @@ def test_gelu(tmp_path):
     m = _check(src, path, RNG.standard_normal((3, 16)).astype(np.float32) * 2)
     assert m.fusions == [("gelu", "gelu_a"), ("gelu", "gelu_b")]
     assert m.fusion_report.startswith("fusion: conv_activation x0, layer_norm x0, group_norm x0, instance_norm x0, "
-                                      "gelu x2, attention x0; attention with an added mask")
+                                      "gelu x2, attention x0, attention_heads x0; attention with a float mask")
 
 
 # ------------------------------------------------------------------ attention
@@ -213,6 +213,94 @@ def test_attention(tmp_path):
     src, path = _build(tmp_path, "attn", nodes, inits, [N, 3 * H * D, T], ["y"])
     m = _check(src, path, RNG.standard_normal((N, 3 * H * D, T)).astype(np.float32))
     assert [p for p, _ in m.fusions] == ["attention", "attention"]  # the added bias (block 2) stays
+
+
+def _sdpa(tmp_path, name, fill=None, guard=True, k_layout="bshd", scale_at="qk"):
+    """torch's scaled dot-product attention over [B, H, T, D] as the TorchScript exporter writes it
+    (BERT / MiniLM): q, k, v projections, heads a dim of their own, q and k each scaled by
+    D^-1/4 (or the logits divided by sqrt D), where(keep, 0, fill) added to the logits (fill None: no
+    mask), softmax, the isnan guard, times v, back to [B, T, E]."""
+    B, T, H, D = 2, 6, 3, 4
+    E = H * D
+    inits = [_init(f"w{c}", RNG.standard_normal((E, E)) * 0.4) for c in "qkv"]
+    inits += [numpy_helper.from_array(np.array([0, 0, H, D], np.int64), "heads"),
+              numpy_helper.from_array(np.array([0, 0, E], np.int64), "back"),
+              _init("c", D ** -0.25), _init("sqrtd", np.sqrt(D)), _init("zero", [0.0]), _init("zero0", 0.0)]
+    N = helper.make_node
+    nodes = [N("MatMul", ["x", f"w{c}"], [f"{c}p"]) for c in "qkv"]
+    nodes += [N("Reshape", [f"{c}p", "heads"], [f"{c}4"]) for c in "qkv"]
+    nodes += [N("Transpose", ["q4"], ["qt"], perm=[0, 2, 1, 3]), N("Transpose", ["v4"], ["vt"], perm=[0, 2, 1, 3])]
+    if k_layout == "bshd":
+        nodes.append(N("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]))
+    else:  # [B, H, S, D], then its last two dims swapped
+        nodes += [N("Transpose", ["k4"], ["kh"], perm=[0, 2, 1, 3]), N("Transpose", ["kh"], ["kt"], perm=[0, 1, 3, 2])]
+    if scale_at == "qk":
+        nodes += [N("Mul", ["qt", "c"], ["qs"]), N("Mul", ["kt", "c"], ["ks"]), N("MatMul", ["qs", "ks"], ["s"])]
+    else:
+        nodes += [N("MatMul", ["qt", "kt"], ["s0"]), N("Div", ["s0", "sqrtd"], ["s"])]
+    logits = "s"
+    if fill is not None:
+        inits.append(_init("fill", [fill]))
+        nodes += [N("Where", ["keep", "zero", "fill"], ["madd"]), N("Add", ["s", "madd"], ["sm_in"])]
+        logits = "sm_in"
+    nodes.append(N("Softmax", [logits], ["p"], axis=-1))
+    probs = "p"
+    if guard:
+        nodes += [N("IsNaN", ["p"], ["nan"]), N("Where", ["nan", "zero0", "p"], ["pg"])]
+        probs = "pg"
+    nodes += [N("MatMul", [probs, "vt"], ["a"], name="attn"), N("Transpose", ["a"], ["at"], perm=[0, 2, 1, 3]),
+              N("Reshape", ["at", "back"], ["y"])]
+    ins = [helper.make_tensor_value_info("x", F32, [B, T, E])]
+    if fill is not None:
+        ins.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, [B, 1, 1, T]))
+    g = helper.make_graph(nodes, name, ins, [helper.make_tensor_value_info("y", F32, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    src = str(tmp_path / f"{name}.onnx")
+    onnx.save(m, src)
+    out = str(tmp_path / f"{name}.model")
+    from cyb_llm.convert import import_model
+    import_model(src, out, progress=False)
+    keep = np.ones((B, 1, 1, T), bool)
+    keep[0, 0, 0, 4:] = False
+    keep[1] = False  # a sequence with no key kept: 0 with the guard, as attention_nd gives
+    feeds = {"x": RNG.standard_normal((B, T, E)).astype(np.float32)}
+    if fill is not None:
+        feeds["keep"] = keep
+    return src, out, feeds
+
+
+@pytest.mark.parametrize("variant", [dict(fill=-np.inf), dict(fill=-np.inf, k_layout="bhsd", scale_at="div"),
+                                     dict(fill=None, guard=False), dict(fill=None, guard=False, k_layout="bhsd")],
+                         ids=["masked", "masked_bhsd_div", "plain", "plain_bhsd"])
+def test_attention_heads(tmp_path, variant):
+    src, path, feeds = _sdpa(tmp_path, "sdpa", **variant)
+    fused = cyb_llm.load(path, backend="cpu")
+    plain = cyb_llm.load(path, backend="cpu", fuse=False)
+    assert fused.fusions == [("attention_heads", "attn")], fused.fusion_report
+    assert "attention_heads x1" in fused.fusion_report
+    fused.run(feeds)
+    ops = {r["op"] for r in fused._native.dispatch_records()}
+    assert "attention_nd" in ops and "softmax" not in ops and "matmul_nd" not in ops, ops
+    (ref,) = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got_f, got_p = fused.run(feeds)["y"], plain.run(feeds)["y"]
+    assert np.isfinite(got_f).all()
+    assert _err(got_p, got_f) <= TOL_OP and _err(ref, got_f) <= TOL_ORT and _err(ref, got_p) <= TOL_ORT
+    nox = cyb_llm.load(path, backend="nox")
+    assert nox.fusions == fused.fusions and _err(ref, nox.run(feeds)["y"]) <= TOL_ORT
+
+
+@pytest.mark.parametrize("variant", [dict(fill=float(np.finfo(np.float32).min)), dict(fill=-np.inf, guard=False)],
+                         ids=["finfo_min_fill", "no_isnan_guard"])
+def test_attention_heads_near_misses(tmp_path, variant):
+    """A finite fill averages the values of a row with no key kept, and -inf without the guard makes
+    it NaN: attention_nd gives 0 there, so neither is fused."""
+    src, path, feeds = _sdpa(tmp_path, "sdpa_miss", **variant)
+    m = cyb_llm.load(path, backend="cpu")
+    assert m.fusions == [], m.fusion_report
+    feeds["keep"][1, 0, 0, :2] = True  # every row keeps a key: the graph's own answer is finite
+    (ref,) = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert _err(ref, m.run(feeds)["y"]) <= TOL_ORT
 
 
 def test_gelu_fusion_on_nox(tmp_path):

@@ -78,6 +78,8 @@ CASES = [
     ("pool_max", "pool", [f32(2, 3, 9)], {"mode": "max", "kernel_shape": [3], "strides": [2], "pads": [1, 1],
                                           "dilations": [2]}, True),
     ("softmax_axis", "softmax_axis", [f32(3, 6, 4, scale=3)], {"axis": 1}, False),
+    ("attention_nd", "attention_nd", [f32(2, 3, 5, 4, scale=2), f32(2, 1, 6, 4, scale=2), f32(2, 3, 6, 3),
+                                      R.random((2, 1, 5, 6)) > 0.3], {"scale": 0.5}, False),
     ("gather", "gather", [f32(4, 5), i64(3, -1, 0)], {"axis": 0}, True),
     ("gather_elements", "gather_elements", [f32(3, 4), np.array([[0, 3], [-1, 1], [2, 2]], np.int64)], {"axis": 1},
      True),
@@ -151,11 +153,11 @@ def test_op_on_nox_matches_cpu_reference(case):
 
 
 def test_every_v2_op_has_a_case():
-    """Every op of tags 33-72 (and conv1d) with a kernel is a case here; nox supports every one."""
+    """Every op of tags 33-72 and 85 (and conv1d) with a kernel is a case here; nox supports every one."""
     names = {c[1] for c in CASES}
     views = {"reshape_to", "squeeze", "unsqueeze", "flatten"}  # resolved by the executor: no kernel
     by_tag = {_core.op_schema(n)["tag"]: n for n in _core.op_names()}
-    for tag in [28] + list(range(33, 73)):
+    for tag in [28] + list(range(33, 73)) + [85]:
         if tag == 57:  # reserved (split is written as slices)
             continue
         assert by_tag[tag] in names or by_tag[tag] in views, by_tag[tag]

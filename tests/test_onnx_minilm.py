@@ -81,6 +81,22 @@ def test_minilm_onnx_matches_onnxruntime(minilm_onnx):
         assert _err(ref, got) <= TOL, (b, s, _err(ref, got))
 
 
+def test_minilm_attention_fused(minilm_onnx):
+    """The export's six attentions ([B, H, T, D], where(mask, 0, -inf) added, the isnan guard) become
+    attention_nd (docs/graph.md "Fusion of version-2 graphs"): fused == unfused within `op-f32`,
+    a sequence with no token kept included (both 0 there)."""
+    onx, path = minilm_onnx
+    m = cyb_llm.load(path, backend="cpu")
+    plain = cyb_llm.load(path, backend="cpu", fuse=False)
+    assert [p for p, _ in m.fusions].count("attention_heads") == 6 and "attention_heads x6" in m.fusion_report
+    feeds = _feeds(np.random.default_rng(3), 3, 21)
+    feeds["attention_mask"][2] = 0
+    got, ref = m.run(feeds)["last_hidden_state"], plain.run(feeds)["last_hidden_state"]
+    assert _err(ref, got) <= tolerance("op-f32")
+    sess = ort.InferenceSession(onx, providers=["CPUExecutionProvider"])
+    assert _err(sess.run(["last_hidden_state"], feeds)[0], got) <= TOL
+
+
 def test_minilm_onnx_equals_curated_encoder(minilm_onnx):
     _, path = minilm_onnx
     m = cyb_llm.load(path, backend="cpu")

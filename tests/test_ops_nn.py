@@ -1,5 +1,5 @@
 """The nn ops of graph v2 (op.h tags 50-59: conv, conv_transpose, matmul_nd, instance_norm,
-group_norm, resize, concat, pool, softmax_axis) on the cpu backend at each of its levels, against
+group_norm, resize, concat, pool, softmax_axis; 85: attention_nd) on the cpu backend at each of its levels, against
 torch (f64) and numpy: 1-D and 2-D, strides / dilations / asymmetric pads / groups, odd and empty
 shapes, the structured errors. f32 within `op-f32` of the f64 result (the fast paths of conv and
 matmul_nd in precise mode too); the fast mode (amx: bf16-split tiles) within `onnx-vs-onnxruntime`,
@@ -476,3 +476,59 @@ def test_softmax_axis_errors():
 
 def test_split_tag_reserved():
     assert "split" not in _core.op_names()
+
+
+# ------------------------------------------------------------------ attention_nd (tag 85)
+
+def _attention_ref(q, k, v, mask, scale):
+    """torch's scaled dot-product attention in f64 with a boolean mask (-inf where False), a row with
+    no key kept set to 0 (the isnan guard of the ONNX export)."""
+    s = _t(q) @ _t(k).transpose(-1, -2) * scale
+    if mask is not None:
+        s = s.masked_fill(~torch.tensor(mask), float("-inf"))
+    p = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)
+    return (p @ _t(v)).numpy()
+
+
+ATTN_CASES = [  # q, k, v shapes, mask shape (None: no mask)
+    ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 4), (2, 1, 5, 7)),
+    ((2, 3, 5, 4), (2, 1, 7, 4), (1, 3, 7, 6), (2, 1, 1, 7)),  # k, v broadcast; Dv != D
+    ((1, 2, 9, 8), (1, 2, 9, 8), (1, 2, 9, 8), (9, 9)),        # a rank-2 mask (right-aligned)
+    ((1, 4, 3, 5), (1, 4, 6, 5), (1, 4, 6, 5), None),
+    ((1, 1, 1, 3), (1, 1, 1, 3), (1, 1, 1, 3), None),
+    ((1, 2, 1, 4), (3, 2, 5, 4), (1, 2, 5, 4), (3, 2, 1, 5)),  # the batch from k and the mask
+    ((1, 2, 4, 3), (1, 2, 0, 3), (1, 2, 0, 3), None),          # no keys: every row 0
+    ((1, 2, 0, 3), (1, 2, 5, 3), (1, 2, 5, 3), None),          # no queries
+]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("case", range(len(ATTN_CASES)))
+def test_attention_nd(level, case):
+    qs, ks, vs, ms = ATTN_CASES[case]
+    q, k, v = _rand(*qs) * 2, _rand(*ks) * 2, _rand(*vs)
+    mask = None
+    ins = [q, k, v]
+    if ms is not None:
+        mask = RNG.random(ms) > 0.3
+        mask.reshape(-1, ms[-1])[0] = False  # a row with no key kept
+        ins.append(mask)
+    ref = _attention_ref(q, k, v, mask, 0.37)
+    got = _run("attention_nd", ins, {"scale": 0.37}, level)
+    assert _err(ref, got) <= TOL
+    if mask is not None:
+        assert np.isfinite(got).all()
+
+
+def test_attention_nd_errors():
+    q = _rand(1, 2, 3, 4)
+    with pytest.raises(ShapeMismatch, match="k"):
+        _run("attention_nd", [q, _rand(1, 2, 5, 3), _rand(1, 2, 5, 4)], {"scale": 1.0})
+    with pytest.raises(ShapeMismatch, match="v"):
+        _run("attention_nd", [q, _rand(1, 2, 5, 4), _rand(1, 2, 6, 4)], {"scale": 1.0})
+    with pytest.raises(ShapeMismatch, match="broadcast"):
+        _run("attention_nd", [_rand(2, 2, 3, 4), _rand(3, 2, 5, 4), _rand(1, 2, 5, 4)], {"scale": 1.0})
+    with pytest.raises(ShapeMismatch, match="mask"):
+        _run("attention_nd", [q, _rand(1, 2, 5, 4), _rand(1, 2, 5, 4), np.ones((1, 1, 3, 4), bool)], {"scale": 1.0})
+    with pytest.raises(ShapeMismatch, match="q"):
+        _run("attention_nd", [_rand(2, 3, 4), _rand(1, 2, 5, 4), _rand(1, 2, 5, 4)], {"scale": 1.0})

@@ -31,7 +31,7 @@ COMMON="csrc/backends/nox/nox_backend.cc csrc/backends/nox/nox_math.cc csrc/back
       csrc/core/errors.cc csrc/core/dtype.cc csrc/core/frame_allocator.cc csrc/core/thread_pool.cc
       csrc/core/config_check.cc csrc/core/memory_budget.cc"
 SRCS="tools/nox_golden.cc csrc/model/nox_tracer.cc csrc/graph/graph.cc csrc/graph/fusion.cc csrc/graph/executor.cc $COMMON"
-SRCS2="tools/nox_golden2.cc csrc/model/array_graph_run.cc csrc/graph/array_graph.cc csrc/graph/array_fusion.cc csrc/graph/graph.cc csrc/graph/fusion.cc $COMMON"
+SRCS2="tools/nox_golden2.cc csrc/model/array_graph_run.cc csrc/model/array_graph_plan.cc csrc/graph/array_graph.cc csrc/graph/array_fusion.cc csrc/graph/graph.cc csrc/graph/fusion.cc $COMMON"
 status=0
 ran=0
 check() {  # name, exe, model, golden file

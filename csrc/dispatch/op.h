@@ -206,6 +206,12 @@ enum class OpKind : uint16_t {
   // pads of each dim, or of each of attr axes); a negative pad crops.  attr mode constant (attr
   // value) | reflect | edge.
   PadDyn = 74,
+  // ---- attention with heads as a dim (tag 85; ONNX exports' scaled dot-product attention, written
+  // by the fusion pass, graph/array_fusion.cc): q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv],
+  // mask? (bool, numpy-broadcast to [B, H, T, S]: true = the key is attended) -> [B, H, T, Dv]
+  // (B and H broadcast among q, k, v and the mask). Per row: softmax over the attended keys of
+  // attr scale * q.k, times v; a row with no key attended is 0.
+  AttentionNd = 85,
   COUNT_PLUS_ONE
 };
 

@@ -355,6 +355,33 @@ std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
       }
       return {o};
     }
+    case OpKind::AttentionNd: {
+      // q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv] (B, H: 1 or one size), mask? broadcast to [B, H, T, S]
+      const Shape &ks = in[1].shape, &vs = in[2].shape;
+      if (nd != 4) bad_shape(op, {-1, -1, -1, -1}, xs, "q [B, H, T, D]");
+      if (ks.ndim != 4 || ks.d[3] != xs.d[3]) bad_shape(op, {-1, -1, -1, xs.d[3]}, ks, "k [B, H, S, D]");
+      if (vs.ndim != 4 || vs.d[2] != ks.d[2]) bad_shape(op, {-1, -1, ks.d[2], -1}, vs, "v [B, H, S, Dv]");
+      Shape o{1, 1, xs.d[2], vs.d[3]};
+      for (int i = 0; i < 2; ++i)
+        for (const Shape* s : {&xs, &ks, &vs}) {
+          if (s->d[i] != 1 && o.d[i] != 1 && s->d[i] != o.d[i])
+            bad_shape(op, xs.vec(), *s, "k, v (batch and head dims do not broadcast with q's)");
+          if (s->d[i] != 1) o.d[i] = s->d[i];
+        }
+      if (n_in > 3) {
+        const Shape& ms = in[3].shape;
+        const Shape full{o.d[0], o.d[1], xs.d[2], ks.d[2]};
+        if (ms.ndim > 4) bad_shape(op, full.vec(), ms, "mask (at most [B, H, T, S])");
+        for (int i = 0; i < ms.ndim; ++i) {
+          const int j = i + 4 - ms.ndim;
+          const int64_t m = ms.d[i];
+          if (m == 1 || m == full.d[j]) continue;
+          if (j >= 2 || full.d[j] != 1) bad_shape(op, full.vec(), ms, "mask (does not broadcast to [B, H, T, S])");
+          o.d[j] = m;  // a batch or head dim of the mask alone
+        }
+      }
+      return {o};
+    }
     default:
       if (is_index_op(op.kind)) return index_op_shapes(op, in, n_in);
       return nn_output_shapes(op, in, n_in);  // conv, pool, resize, concat, ... (dispatch/nn_geom.cc)
@@ -581,6 +608,9 @@ std::vector<OpSchema> build_table() {
      {x}, {out}, ShapeRule::Computed},
     {OpKind::SoftmaxAxis, "softmax_axis", 1, 1, 1, false, {Ai("axis", true, F::Axis, -8, 7)},
      {x}, {out}, ShapeRule::Computed},
+    {OpKind::AttentionNd, "attention_nd", 3, 4, 1, false, {A("scale", Fl, true, F::Scale)},
+     {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}, {"mask", kDtBool}}, {out}, ShapeRule::Computed, 0, nullptr,
+     OutDType::Like0},  // (q's dtype: f32; an array op, so that a bool mask is taken as it is)
   };
   // clang-format on
   return t;

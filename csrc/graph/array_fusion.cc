@@ -12,6 +12,8 @@
 //   x * 0.5 * (1 + erf(x / sqrt 2)) (div or mul by 1/sqrt 2; the 0.5 first or last) => gelu
 //   matmul_nd(q^T, k) (* c) -> softmax -> matmul_nd(., v^T) over [B*H, D, T] => encoder_attention
 //     of one head (see attention() below)
+//   the same over [B, H, T, D] (q, k scaled), with where(mask, 0, -inf) added and the isnan guard
+//     => attention_nd (see attention_heads() below)
 // Each rewrite keeps the pattern's last output name; the fused node sits where the pattern's last
 // node was, so every reader of that output still comes after it.
 #include <algorithm>
@@ -27,7 +29,7 @@ namespace graph2 {
 namespace {
 
 constexpr const char* kPatterns[] = {"conv_activation", "layer_norm", "group_norm", "instance_norm", "gelu",
-                                     "attention"};
+                                     "attention", "attention_heads"};
 
 class Fuser {
  public:
@@ -47,6 +49,7 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) group_norm(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) gelu(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) attention(i);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) attention_heads(i);
     for (const auto& [pattern, nodes] : rejected_)
       rep_.not_fused.push_back({pattern, std::string("backend '") + backend_.name() + "' does not support it (" +
                                              std::to_string(nodes) + " matches left as they are)"});
@@ -487,6 +490,137 @@ class Fuser {
     replace("attention", nodes, std::move(f), mm2.name);
   }
 
+  // ---- attention with heads as a dim ([B, H, T, D], torch's scaled dot-product attention as the
+  // TorchScript exporter writes it, BERT / MiniLM):
+  //   q' = transpose4(q) (* c1), k' = transpose(k [B, S, H, D], [0, 2, 3, 1]) or
+  //   transpose(k [B, H, S, D], [0, 1, 3, 2]) (* c2), s = matmul_nd(q', k') (* c3 | / c3),
+  //   optionally s + where(mask, 0, -inf) then where(isnan(softmax), 0, softmax) (the guard makes a
+  //   row with no key attended 0, as attention_nd does; -inf and the guard are required together),
+  //   softmax (last axis), matmul_nd(p, v) with v from a transpose of 4 entries
+  //   => attention_nd(q, k, v, mask?) with scale c1 * c2 * c3 (or / c3).
+  // A value times a one-element constant read only by `reader` (either operand), or the value itself.
+  std::string unscaled(const std::string& v, const Node* reader, double* c, const Node** mul) const {
+    *c = 1.0;
+    *mul = nullptr;
+    const Node* n = node_of(v);
+    if (!n || !is_mul(*n) || n->inputs.size() != 2 || sole_reader(n->outputs[0]) != reader) return v;
+    double x = 0.0;
+    if (scalar(n->inputs[1], &x)) {
+      *c = x;
+      *mul = n;
+      return n->inputs[0];
+    }
+    if (scalar(n->inputs[0], &x)) {
+      *c = x;
+      *mul = n;
+      return n->inputs[1];
+    }
+    return v;
+  }
+  const Node* transpose4(const std::string& v, std::initializer_list<int64_t> perm = {}) const {
+    const Node* t = node_of(v);
+    if (!t || t->kind != OpKind::Transpose || t->op.a.n_ints != 4) return nullptr;
+    int i = 0;
+    for (int64_t p : perm)
+      if (t->op.a.ints[i++] != p) return nullptr;
+    return t;
+  }
+  void attention_heads(size_t i) {
+    const Node& mm2 = g_.nodes[i];
+    if (dead_[i] || mm2.kind != OpKind::MatmulNd || !transpose4(mm2.inputs[1])) return;
+    std::vector<const Node*> nodes;
+    const Node* p = node_of(mm2.inputs[0]);
+    const Node* guard = nullptr;
+    const Node* sm = p;
+    if (p && p->kind == OpKind::Where) {  // where(isnan(softmax), 0, softmax)
+      const Node* nan = node_of(p->inputs[0]);
+      sm = node_of(p->inputs[2]);
+      if (!nan || nan->kind != OpKind::Unary || nan->op.a.fn != kUIsNan || !sm || nan->inputs[0] != sm->outputs[0] ||
+          !scalar_is(p->inputs[1], 0.0) || sole_reader(nan->outputs[0]) != p || sole_reader(p->outputs[0]) != &mm2 ||
+          reads(sm->outputs[0]) != 2)
+        return;
+      guard = p;
+      nodes = {nan, guard};
+    } else if (!p || sole_reader(p->outputs[0]) != &mm2) {
+      return;
+    }
+    if (!sm || !(sm->kind == OpKind::Softmax || (sm->kind == OpKind::SoftmaxAxis && sm->op.a.axis == -1))) return;
+    nodes.insert(nodes.begin(), sm);
+    const Node* next = sm;  // the node reading the logits so far
+    std::string s = sm->inputs[0], mask;
+    if (const Node* a = node_of(s); a && is_add(*a) && a->inputs.size() == 2 && sole_reader(a->outputs[0]) == sm) {
+      for (int side = 0; side < 2 && mask.empty(); ++side) {
+        const Node* w = node_of(a->inputs[static_cast<size_t>(side)]);
+        double fill = 0.0;
+        if (w && w->kind == OpKind::Where && sole_reader(w->outputs[0]) == a && scalar_is(w->inputs[1], 0.0) &&
+            scalar(w->inputs[2], &fill) && std::isinf(fill) && fill < 0) {
+          mask = w->inputs[0];
+          s = a->inputs[static_cast<size_t>(1 - side)];
+          nodes.insert(nodes.begin(), {w, a});
+        }
+      }
+      if (mask.empty() || !guard) return;  // another addend; or -inf without the guard (NaN rows)
+      next = a;
+    } else if (guard) {
+      return;
+    }
+    double scale = 1.0;
+    if (const Node* sc = node_of(s); sc && (is_mul(*sc) || is_bin(*sc, kBDiv)) && sole_reader(sc->outputs[0]) == next) {
+      double c = 0.0;
+      const bool div = is_bin(*sc, kBDiv);
+      std::string x;
+      if (sc->inputs.size() == 2 && scalar(sc->inputs[1], &c)) x = sc->inputs[0];
+      else if (!div && sc->inputs.size() == 2 && scalar(sc->inputs[0], &c)) x = sc->inputs[1];
+      if (x.empty() || (div && c == 0.0)) return;
+      scale = div ? 1.0 / c : c;
+      nodes.insert(nodes.begin(), sc);
+      next = sc;
+      s = x;
+    }
+    const Node* mm1 = node_of(s);
+    if (!mm1 || mm1->kind != OpKind::MatmulNd || sole_reader(mm1->outputs[0]) != next) return;
+    double c1 = 1.0, c2 = 1.0;
+    const Node *qm = nullptr, *km = nullptr;
+    const std::string q = unscaled(mm1->inputs[0], mm1, &c1, &qm);
+    const std::string kt = unscaled(mm1->inputs[1], mm1, &c2, &km);
+    const Node* kn = transpose4(kt);
+    const bool bshd = kn && transpose4(kt, {0, 2, 3, 1}), bhsd = kn && transpose4(kt, {0, 1, 3, 2});
+    if (!transpose4(q) || !(bshd || bhsd)) return;
+    const std::string pre = mm2.name + ".";
+    if (producer_.count(pre + "k") || reads(pre + "k")) return;  // the name is taken
+    nodes.insert(nodes.begin(), mm1);
+    for (const Node* n : {km, qm})
+      if (n) nodes.insert(nodes.begin(), n);
+    const bool k_dead = sole_reader(kt) == (km ? km : mm1);  // the k^T transpose, read only here
+    if (k_dead) nodes.insert(nodes.begin(), kn);
+    nodes.push_back(&mm2);
+    std::vector<Node> f;
+    std::string k = kn->inputs[0];
+    if (bshd) {  // [B, S, H, D] -> [B, H, S, D]
+      Node t;
+      t.name = pre + "k";
+      t.kind = OpKind::Transpose;
+      t.inputs = {k};
+      t.outputs = {pre + "k"};
+      t.op.a.n_ints = 4;
+      t.op.a.ints[0] = 0;
+      t.op.a.ints[1] = 2;
+      t.op.a.ints[2] = 1;
+      t.op.a.ints[3] = 3;
+      f.push_back(std::move(t));
+      k = pre + "k";
+    }
+    Node a;
+    a.name = mm2.name;
+    a.kind = OpKind::AttentionNd;
+    a.inputs = {q, k, mm2.inputs[1]};
+    if (!mask.empty()) a.inputs.push_back(mask);
+    a.outputs = mm2.outputs;
+    a.op.a.scale = static_cast<float>(scale * c1 * c2);
+    f.push_back(std::move(a));
+    replace("attention_heads", nodes, std::move(f), mm2.name);
+  }
+
   Graph& g_;
   const Backend& backend_;
   const ConstantFn& constant_;
@@ -503,9 +637,10 @@ class Fuser {
 graph::FusionReport fuse(Graph& g, const Backend& primary, const ConstantFn& constant) {
   graph::FusionReport rep = Fuser(g, primary, constant).run();
   rep.patterns.assign(std::begin(kPatterns), std::end(kPatterns));
-  rep.not_fused.push_back({"attention with an added mask or heads as a dim of their own",
-                           "not written: encoder_attention's key mask is 0/1, not a float added to the logits "
-                           "(BERT's exports); docs/graph.md"});
+  rep.not_fused.push_back({"attention with a float mask added to the logits",
+                           "not written: attention_nd takes a 0/1 mask (where(mask, 0, -inf) with the isnan "
+                           "guard is fused); a finite fill (finfo.min) averages a row with no key kept, which "
+                           "attention_nd does not; docs/graph.md"});
   return rep;
 }
 

@@ -1,9 +1,10 @@
 // The nn ops of graph v2 (op.h tags 50-59: conv, conv_transpose, matmul_nd, instance_norm, group_norm,
-// resize, concat, pool, softmax_axis), one definition for the cpu backend's reference level
+// resize, concat, pool, softmax_axis; 85: attention_nd), one definition for the cpu backend's reference level
 // (M = StdMath) and nox (M = NoxMath; core/math_policy.h): every output summed in double in index
 // order, rounded once to f32. docs/graph.md "Version 2".
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -272,6 +273,77 @@ struct ArrayNnKernels {
         for (int64_t d = 0; d < D; ++d) s += M::exp(x[base + d * inner] - m);
         for (int64_t d = 0; d < D; ++d) y[base + d * inner] = static_cast<float>(M::exp(x[base + d * inner] - m) / s);
       }
+  }
+
+  // attention_nd (op.h): per output row (b, h, t), the scores scale * q.k of the attended keys (each
+  // dot product summed in double in index order), their softmax (max subtracted), times v summed in
+  // double in key order, rounded once; a row with no attended key is 0. Rows split over the
+  // context's threads (one thread on nox): each row is computed the same way wherever it runs.
+  static void attention_nd(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
+    const Shape& os = out[0].shape;
+    const Shape &qs = in[0].shape, &ks = in[1].shape, &vs = in[2].shape;
+    const int64_t H = os.d[1], T = os.d[2], Dv = os.d[3], D = qs.d[3], S = ks.d[2];
+    // element strides of the batch and head dims (0 along a broadcast dim)
+    auto bh = [](const Shape& s, int64_t block) {  // block: the elements of one (b, h)
+      return std::array<int64_t, 2>{s.d[0] == 1 ? 0 : s.d[1] * block, s.d[1] == 1 ? 0 : block};
+    };
+    const auto qst = bh(qs, T * D), kst = bh(ks, S * D), vst = bh(vs, S * Dv);
+    const bool has_mask = n_in > 3;
+    int64_t mst[4] = {0, 0, 0, 0};
+    const uint8_t* mk = nullptr;
+    if (has_mask) {
+      const Shape& ms = in[3].shape;
+      mk = static_cast<const uint8_t*>(in[3].data);
+      int64_t st = 1;
+      for (int i = ms.ndim - 1; i >= 0; --i) {
+        mst[i + 4 - ms.ndim] = ms.d[i] == 1 ? 0 : st;
+        st *= ms.d[i];
+      }
+    }
+    const float* q = in[0].f32();
+    const float* k = in[1].f32();
+    const float* v = in[2].f32();
+    float* y = out[0].f32();
+    const double scale = op.a.scale;
+    auto rows = [&](int64_t r0, int64_t r1) {
+      std::vector<double> sc(static_cast<size_t>(S)), acc(static_cast<size_t>(Dv));
+      std::vector<char> keep(static_cast<size_t>(S));
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
+        const float* qr = q + b * qst[0] + h * qst[1] + t * D;
+        const float* kb = k + b * kst[0] + h * kst[1];
+        const float* vb = v + b * vst[0] + h * vst[1];
+        double mx = -std::numeric_limits<double>::infinity();
+        bool any = false;
+        for (int64_t j = 0; j < S; ++j) {
+          keep[static_cast<size_t>(j)] = !mk || mk[b * mst[0] + h * mst[1] + t * mst[2] + j * mst[3]];
+          if (!keep[static_cast<size_t>(j)]) continue;
+          double dot = 0.0;
+          for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(qr[d]) * kb[j * D + d];
+          sc[static_cast<size_t>(j)] = dot * scale;
+          mx = any ? std::max(mx, sc[static_cast<size_t>(j)]) : sc[static_cast<size_t>(j)];
+          any = true;
+        }
+        float* yr = y + r * Dv;
+        if (!any) {
+          std::fill(yr, yr + Dv, 0.f);
+          continue;
+        }
+        double sum = 0.0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < S; ++j) {
+          if (!keep[static_cast<size_t>(j)]) continue;
+          const double e = M::exp(sc[static_cast<size_t>(j)] - mx);
+          sum += e;
+          for (int64_t d = 0; d < Dv; ++d) acc[static_cast<size_t>(d)] += e * vb[j * Dv + d];
+        }
+        for (int64_t d = 0; d < Dv; ++d) yr[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);
+      }
+    };
+    const int64_t n = os.numel() / std::max<int64_t>(Dv, 1);
+    if (Dv == 0 || n == 0) return;
+    if (ctx.pool() && n > 1) ctx.pool()->parallel_for(n, rows);
+    else rows(0, n);
   }
 };
 

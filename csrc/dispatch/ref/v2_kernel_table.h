@@ -1,4 +1,4 @@
-// The kernels of the graph-v2 ops (op.h tags 33..44 and 49..72, and conv1d, 28) under a math policy M
+// The kernels of the graph-v2 ops (op.h tags 33..44, 49..74 and 85, and conv1d, 28) under a math policy M
 // (core/math_policy.h): the cpu backend's reference table takes them with StdMath, the nox backend
 // with NoxMath. One definition of each kernel (dispatch/ref/*_kernels.h); the views of graph v2
 // (reshape_to, squeeze, unsqueeze, flatten) have no kernel (the executor resolves them).
@@ -40,6 +40,7 @@ void fill_v2_kernels(Table& t) {
   t[OpKind::Concat] = &N::concat;
   t[OpKind::Pool] = &N::pool;
   t[OpKind::SoftmaxAxis] = &N::softmax_axis;
+  t[OpKind::AttentionNd] = &N::attention_nd;
   using I = ArrayIndexKernels<M>;
   t[OpKind::Gather] = &I::gather;
   t[OpKind::GatherElements] = &I::gather_elements;
