@@ -113,7 +113,9 @@ def _ref_image(sd, scheduler, guidance, latents, step_noise, negative=NEGATIVE, 
     return out.images[0]
 
 
-@pytest.mark.parametrize("route", ["onnx", "folder"])
+# the default tier compares the folder route (the importer users run); the same comparisons over the
+# ONNX route are in tests/slow/test_diffusion_routes.py (the default tier's time budget)
+@pytest.mark.parametrize("route", ["folder"])
 @pytest.mark.parametrize("guidance", [7.5, 1.0])
 @pytest.mark.parametrize("scheduler", list(SCHEDULERS))
 def test_image_matches_diffusers(tiny, routes, scheduler, guidance, route):

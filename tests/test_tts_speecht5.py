@@ -155,7 +155,8 @@ def test_decoder_steps_match(built):
             seq = torch.cat([seq, feat_ref[:, -1:]], dim=1)
 
 
-@pytest.mark.parametrize("spk_seed", [0, 1, 2])
+# speaker embeddings 1 and 2: tests/slow/test_tts_speecht5_slow.py (the default tier's time budget)
+@pytest.mark.parametrize("spk_seed", [0])
 def test_generate_speech_matches(built, model, spk_seed):
     hf, *_ = built
     spk = _speaker(spk_seed)
