@@ -225,6 +225,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   auto index_dtype = [](const Tensor& t) {
     return t.offset == 0 && (t.dtype == DType::F32 || t.dtype == DType::I32 || t.dtype == DType::I64);
   };
+  auto ints = [](const Tensor& t) { return t.dtype == DType::I32 || t.dtype == DType::I64; };
   auto index_ints = [](const Tensor& t) { return t.offset == 0 && (t.dtype == DType::I32 || t.dtype == DType::I64); };
   for (int i = 0; i < n_in; ++i)  // an empty input: nothing to compute on the device (the cpu's kernels handle it)
     if (in[i].shape.numel() == 0) return false;
@@ -336,10 +337,28 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return all_plain() && array_op_fits(op, in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
     case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
       return all_plain() && array_op_fits(op, in, n_in) && in[0].shape.ndim <= 8;
-    case OpKind::Unary:  // every fn with a float result (not, isnan, isinf give bools)
-      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn != kUNot && op.a.fn != kUIsNan && op.a.fn != kUIsInf;
-    case OpKind::Binary:  // add sub mul div pow min max mod
-      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 7;
+    case OpKind::Unary:  // f32: every fn with a float result (isnan, isinf give bools); not (bool), neg, abs (integers): typed.wgsl
+      if (all_plain()) return array_op_fits(op, in, n_in) && op.a.fn != kUNot && op.a.fn != kUIsNan && op.a.fn != kUIsInf;
+      return in[0].offset == 0 && array_op_fits(op, in, n_in) &&
+             (in[0].dtype == DType::BOOL ? op.a.fn == kUNot
+                                         : (ints(in[0]) && (op.a.fn == kUNeg || op.a.fn == kUAbs)));
+    case OpKind::Binary: {  // f32: add sub mul div pow min max mod; typed.wgsl: f32 comparisons, integer
+                            // add sub mul min max and comparisons, bool equal / and / or / xor
+      if (!array_op_fits(op, in, n_in) || in[0].offset != 0 || in[1].offset != 0 || in[0].dtype != in[1].dtype)
+        return false;
+      const int f = op.a.fn;
+      const bool cmp = f >= kBEqual && f <= kBGreaterEqual;
+      if (in[0].dtype == DType::F32) return f <= kBMod || cmp;
+      if (ints(in[0])) return f == kBAdd || f == kBSub || f == kBMul || f == kBMin || f == kBMax || cmp;
+      return in[0].dtype == DType::BOOL && (f == kBEqual || f >= kBAnd);
+    }
+    case OpKind::Cast: {  // typed.wgsl: f32 / i32 / bool to f32 / i32 / i64 / bool; i64 to i32 / i64 / bool
+      const DType to = cast_dtype(op.a.to), from = in[0].dtype;
+      const bool to_ok = to == DType::F32 || to == DType::I32 || to == DType::I64 || to == DType::BOOL;
+      const bool from_ok = from == DType::F32 || from == DType::I32 || from == DType::BOOL ||
+                           (from == DType::I64 && to != DType::F32);
+      return in[0].offset == 0 && to_ok && from_ok && array_op_fits(op, in, n_in);
+    }
     case OpKind::Reduce:  // sum mean max min
       return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 3;
     case OpKind::Where:
@@ -443,7 +462,8 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::GatherElements:
     case OpKind::GatherNd:
     case OpKind::ScatterNd:
-    case OpKind::CumSum: return array_op(st, op, in, n_in, out);
+    case OpKind::CumSum:
+    case OpKind::Cast: return array_op(st, op, in, n_in, out);
     default: return eltwise(st, op, in, out);  // the element-wise ops (supports() declined the rest)
   }
 }
