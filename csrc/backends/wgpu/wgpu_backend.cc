@@ -212,6 +212,20 @@ WGPUBuffer WgpuBackend::act(State& st, const Tensor& t) {
   return d->bufs[0];
 }
 
+// A graph-v2 array op (op.h tags 33-79) whose outputs are all empty: nothing to compute.
+static bool empty_outputs(const Op& op, const Tensor* in, int n_in) {
+  const int tag = static_cast<int>(op.kind);
+  if (tag < static_cast<int>(OpKind::Sigmoid) || tag >= 80) return false;
+  try {
+    const std::vector<Shape> shapes = infer_output_shapes(op, in, n_in);
+    for (const Shape& s : shapes)
+      if (s.numel() != 0) return false;
+    return !shapes.empty();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // Capability only: which dtypes, layouts and sizes the WGSL kernels take. The
 // op's validity (arity, shapes, attributes, positions) was checked once by the
 // dispatcher (validate_op), before any backend was asked.
@@ -227,8 +241,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   };
   auto ints = [](const Tensor& t) { return t.dtype == DType::I32 || t.dtype == DType::I64; };
   auto index_ints = [](const Tensor& t) { return t.offset == 0 && (t.dtype == DType::I32 || t.dtype == DType::I64); };
-  for (int i = 0; i < n_in; ++i)  // an empty input: nothing to compute on the device (the cpu's kernels handle it)
-    if (in[i].shape.numel() == 0) return false;
+  for (int i = 0; i < n_in; ++i)  // an empty input: a graph-v2 op whose outputs are all empty too is a
+    if (in[i].shape.numel() == 0)   // no-op here (execute records nothing); any other op is the cpu's
+      return empty_outputs(op, in, n_in);
   switch (op.kind) {
     case OpKind::Embedding:
       return weight_ok(in[1]) && in[1].offset == 0;
@@ -376,6 +391,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
 void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
   if (!supports(op, in, n_in))
     throw_unsupported_op(op_name(op.kind), "wgpu+rs", n_in > 0 ? dtype_name(in[0].dtype) : "-");
+  bool none = n_out > 0;  // empty outputs (supports: a graph-v2 op on empty inputs): nothing to do
+  for (int i = 0; i < n_out; ++i) none = none && out[i].shape.numel() == 0;
+  if (none) return;
   State& st = state(ctx);
   int host_out = 0;
   for (int i = 0; i < n_out; ++i) host_out += out[i].device == Device::Host;
