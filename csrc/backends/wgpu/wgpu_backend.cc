@@ -203,8 +203,9 @@ WGPUBuffer WgpuBackend::act(State& st, const Tensor& t) {
   if (t.device == Device::Wgpu) return dev(t)->bufs[0];
   DevBuf* d = st.alloc(t.nbytes());
   // A queue write lands before the work recorded so far, which may still read this frame's old
-  // contents (frames go back to the pool within a forward: release_frame): that work goes first.
-  if (st.enc_) st.submit();
+  // contents where the frame went back to the pool within this forward (release_frame): then that
+  // work goes first.
+  if (d->recycled && st.enc_) st.submit();
   const uint64_t n = (t.nbytes() + 3) & ~uint64_t(3);
   std::vector<uint8_t> tmp(n, 0);
   std::memcpy(tmp.data(), t.data, t.nbytes());
