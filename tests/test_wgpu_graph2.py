@@ -530,9 +530,10 @@ def test_cumsum(axis, exclusive, reverse):
     _check("cumsum", [_x(5, 13, 4)], {"axis": axis, "exclusive": exclusive, "reverse": reverse})
 
 
-@pytest.mark.parametrize("dt", [np.int32, np.int64])
+@pytest.mark.parametrize("dt", [np.int32, np.int64, np.bool_])
 def test_integer_transpose_slice(dt):
-    x = _data(dt, 3, 4, 5)
+    """Words (i32, i64) and bytes (bool: four packed into each output word, odd sizes)."""
+    x = RNG.random((3, 7, 5)) > 0.5 if dt == np.bool_ else _data(dt, 3, 4, 5)
     _exact("transpose", [x], {"perm": [2, 0, 1]})
     _exact("slice", [x], {"axis": 1, "range": [1, 4, 2]})
 
@@ -551,15 +552,15 @@ def _graph_both(tmp_path, nodes, inputs, feeds, outputs):
     return ref, dict(m.run(feeds)), m.dispatch_records
 
 
-_NP = {np.float32: "f32", np.int32: "i32", np.int64: "i64"}
+_NP = {np.float32: "f32", np.int32: "i32", np.int64: "i64", np.bool_: "bool"}
 
 
-@pytest.mark.parametrize("dt", INDEX_DTYPES)
+@pytest.mark.parametrize("dt", INDEX_DTYPES + [np.bool_])
 def test_slice_dyn_expand_pad_dyn(tmp_path, dt):
     """slice_dyn (negative steps, clamped ends), expand and pad_dyn (negative pads crop first, as
     onnxruntime) in a graph: their shape inputs are host values (the plans), the data a device
     value; every result equals the cpu's."""
-    feeds = {"x": _data(dt, 4, 6, 5), "st": np.array([-1, 1], np.int64), "en": np.array([-100, 6], np.int64),
+    feeds = {"x": RNG.random((4, 6, 5)) > 0.5 if dt == np.bool_ else _data(dt, 4, 6, 5), "st": np.array([-1, 1], np.int64), "en": np.array([-100, 6], np.int64),
              "ax": np.array([0, 2], np.int64), "sp": np.array([-1, 2], np.int64),
              "es": np.array([2, 4, 6, 5], np.int64), "pads": np.array([1, -2, 0, 2, 1, -1], np.int64)}
     inputs = [{"name": "x", "dtype": _NP[dt], "shape": [4, 6, 5]}]

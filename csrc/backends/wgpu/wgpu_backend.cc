@@ -320,14 +320,13 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Tanh:
     case OpKind::Sqrt:
     case OpKind::Transpose:
-    case OpKind::Slice:  // f32 (array.wgsl); i32 / i64 moved as words (index.wgsl)
-      return in[0].offset == 0 && (in[0].dtype == DType::F32 || in[0].dtype == DType::I32 || in[0].dtype == DType::I64) &&
-             array_op_fits(op, in, n_in);
+    case OpKind::Slice:  // f32 (array.wgsl); i32 / i64 moved as words, bool as bytes (index.wgsl)
+      return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && array_op_fits(op, in, n_in);
     // The index ops on f32 / i32 / i64 values with i32 / i64 indices (shaders/wgsl/index.wgsl); the
     // shape inputs of slice_dyn, pad_dyn and expand are host values (their plans are made here).
     case OpKind::SliceDyn:
     case OpKind::Expand:
-      return index_dtype(in[0]) && array_op_fits(op, in, n_in);
+      return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && array_op_fits(op, in, n_in);
     case OpKind::PadDyn:
       return plain(in[0]) && array_op_fits(op, in, n_in);
     case OpKind::Gather:

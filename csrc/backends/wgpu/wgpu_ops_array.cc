@@ -399,6 +399,11 @@ void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, 
   auto strided = [&](uint64_t base) {
     set_shape(p, ys);
     p.base = u(base);
+    if (in[0].dtype == DType::BOOL) {  // one-byte elements: a word of four a invocation
+      p.u[17] = u(ys.numel());
+      grid((ys.numel() + 3) / 4);
+      return run("STRIDED_BYTES", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
     grid(ys.numel());
     run("STRIDED", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
   };
