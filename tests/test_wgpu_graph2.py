@@ -579,3 +579,23 @@ def test_slice_dyn_expand_pad_dyn(tmp_path, dt):
         np.testing.assert_array_equal(got[k], ref[k])
     ran = {r["label"]: r["backend"] for r in recs}
     assert all(ran[n["name"]] == "wgpu+rs" for n in nodes), ran
+
+
+def test_out_of_range_index_is_an_error_on_the_device(tmp_path):
+    """An index outside [-dim, dim) in a feed is an InvalidConfig naming the node on wgpu+rs too (the
+    schema's check runs on the host copy before the indices go to the device); in range, the
+    gather runs on the device."""
+    from cyb_llm.errors import InvalidConfig
+
+    nodes = [{"name": "g", "op": "gather", "inputs": ["x", "i"], "outputs": ["y"], "attrs": {"axis": 0}}]
+    inputs = [{"name": "x", "dtype": "f32", "shape": [5, 3]}, {"name": "i", "dtype": "i64", "shape": [2]}]
+    x = _x(5, 3)
+    ref, got, recs = _graph_both(tmp_path, nodes, inputs, {"x": x, "i": np.array([1, -1], np.int64)},
+                                 [{"name": "y", "dtype": "f32", "shape": [2, 3]}])
+    np.testing.assert_array_equal(got["y"], x[[1, -1]])
+    assert [r["backend"] for r in recs] == ["wgpu+rs"]
+    import cyb_llm
+
+    m = cyb_llm.load(str(tmp_path / "g.model"), backend="wgpu+rs")
+    with pytest.raises(InvalidConfig, match=r"g\.indices.*index 7"):
+        m.run({"x": x, "i": np.array([1, 7], np.int64)})
