@@ -1,10 +1,12 @@
-"""The f32 array ops of graph v2 on wgpu+rs (shaders/wgsl/array.wgsl, array_nn.wgsl): each op run
-through `_core.run_op(..., backend="wgpu+rs")` against the cpu reference kernel (the f64 sums of
-ref_array_*.cc), within `op-f32` (docs/runtime.md), and checked to have run on wgpu+rs (not as a
-cpu fallback); integer / bool results fall back to the cpu, visibly. A version-2 graph end to end:
-the Silero VAD imported from ONNX, loaded with backend="wgpu+rs", within `onnx-vs-onnxruntime` of
-onnxruntime, its dispatch records naming the nodes that fell back. Runs on any adapter (lavapipe
-in CI); skips, saying why, only when no adapter exists."""
+"""The array ops of graph v2 on wgpu+rs (shaders/wgsl/array.wgsl, array_nn.wgsl, inorm.wgsl, and for
+index ops and integer / bool values index.wgsl, typed.wgsl): each op run through
+`_core.run_op(..., backend="wgpu+rs")` against the cpu reference kernel (the f64 sums of
+ref_array_*.cc), within `op-f32` (docs/runtime.md) for float sums and equal for moves, integer and
+bool results, and checked to have run on wgpu+rs (not as a cpu fallback); the ops without a kernel
+fall back to the cpu, visibly. Version-2 graphs end to end: the Silero VAD imported from ONNX,
+loaded with backend="wgpu+rs", within `onnx-vs-onnxruntime` of onnxruntime, its dispatch records
+naming the nodes that fell back; values kept on the device between nodes (submits counted). Runs on
+any adapter (lavapipe in CI); skips, saying why, only when no adapter exists."""
 from __future__ import annotations
 
 import os
@@ -195,17 +197,75 @@ def test_conv_transpose(case, bias):
 
 
 def test_integer_ops_fall_back_visibly():
-    """Integer and bool results have no WGSL kernel: the cpu runs them, recorded as a fallback."""
+    """The integer and bool ops without a WGSL kernel (integer div / mod, i64 -> f32 casts, isnan,
+    integer reductions) run on the cpu, recorded as a fallback."""
     a = RNG.integers(-9, 9, (3, 4)).astype(np.int64)
-    got = _core.run_op("binary", [a, a], {"fn": "add"}, level="auto", backend="wgpu+rs")[0]
+    b = np.where(a == 0, 5, a)
+    got = _core.run_op("binary", [a, b], {"fn": "div"}, level="auto", backend="wgpu+rs")[0]
     assert _core.last_run_op_backend() == "cpu (fallback)"
-    assert got.dtype == np.int64 and np.array_equal(got, a + a)
+    assert got.dtype == np.int64 and np.array_equal(got, np.trunc(a / b).astype(np.int64))
+    got = _core.run_op("cast", [a], {"to": "f32"}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, a.astype(np.float32))
     x = _x(3, 4)
-    got = _core.run_op("binary", [x, x * 0 + 1], {"fn": "less"}, level="auto", backend="wgpu+rs")[0]
-    assert _core.last_run_op_backend() == "cpu (fallback)"
-    assert got.dtype == np.bool_ and np.array_equal(got, x < 1)
-    got = _core.run_op("unary", [x > 0], {"fn": "not"}, level="auto", backend="wgpu+rs")[0]
-    assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, ~(x > 0))
+    got = _core.run_op("unary", [x], {"fn": "isnan"}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "cpu (fallback)" and not got.any()
+    got = _core.run_op("reduce", [a], {"fn": "sum", "axes": [1]}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, a.sum(1, keepdims=True))
+
+
+# ---- integer and bool element-wise ops (shaders/wgsl/typed.wgsl): 64-bit pairs, equal to the cpu's
+
+_INTS = {np.int32: (-(2 ** 31), 2 ** 31 - 1), np.int64: (-(2 ** 62), 2 ** 62)}
+
+
+def _ints(dt, *shape, small=False):
+    lo, hi = (-50, 50) if small else _INTS[dt]
+    return RNG.integers(lo, hi, shape, dtype=np.int64).astype(dt)
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64])
+@pytest.mark.parametrize("fn", ["add", "sub", "mul", "min", "max", "equal", "less", "less_equal", "greater",
+                                "greater_equal"])
+@pytest.mark.parametrize("shapes", [((3, 5), (3, 5)), ((2, 1, 4), (3, 1)), ((1,), (2, 3, 4))])
+def test_integer_binary(dt, fn, shapes):
+    """Full-range values: add / sub / mul wrap as the cpu's 64-bit arithmetic does (carries across
+    the words of an i64); equal values planted for the comparisons."""
+    a, b = _ints(dt, *shapes[0]), _ints(dt, *shapes[1])
+    if fn.startswith(("equal", "less", "greater")):
+        a.flat[:2] = b.flat[:2] if a.shape == b.shape else a.flat[:2]
+    _exact("binary", [a, b], {"fn": fn})
+
+
+@pytest.mark.parametrize("fn", ["equal", "less", "less_equal", "greater", "greater_equal"])
+def test_f32_comparisons(fn):
+    a, b = _x(5, 7), _x(7)
+    a[0] = b
+    _exact("binary", [a, b], {"fn": fn})
+
+
+@pytest.mark.parametrize("fn", ["and", "or", "xor", "equal"])
+def test_bool_logic(fn):
+    _exact("binary", [RNG.random((3, 1, 5)) > 0.5, RNG.random((4, 5)) > 0.5], {"fn": fn})
+
+
+def test_unary_not_neg_abs():
+    _exact("unary", [RNG.random((7, 9)) > 0.5], {"fn": "not"})
+    for dt in (np.int32, np.int64):
+        x = _ints(dt, 5, 6)
+        _exact("unary", [x], {"fn": "neg"})
+        _exact("unary", [x], {"fn": "abs"})
+
+
+@pytest.mark.parametrize("src,to", [(s, t) for s in ("f32", "i32", "bool", "i64") for t in ("i64", "i32", "bool", "f32")
+                                    if (s, t) != ("i64", "f32")])  # i64 -> f32: the cpu (test above)
+def test_cast(src, to):
+    x = {"f32": (_x(6, 5) * 1e3).astype(np.float32), "i32": _ints(np.int32, 6, 5),
+         "bool": RNG.random((6, 5)) > 0.5, "i64": _ints(np.int64, 6, 5)}[src]
+    if src == "f32":
+        x[0, :4] = [0.0, -0.0, 3e9, -5e9]  # zeros to bool; beyond i32 to i64
+        if to == "i32":
+            x[0, 2:4] = [7.9, -7.9]
+    _exact("cast", [x], {"to": to})
 
 
 @pytest.mark.parametrize("shape,groups", [((2, 6, 7), 3), ((1, 4, 3, 5), 2), ((1, 4, 3, 5), 4), ((2, 3, 40), 1)])
@@ -348,17 +408,21 @@ def test_graph_host_values_and_fallbacks(tmp_path):
     assert out["ci"].dtype == np.int64 and np.array_equal(out["ci"], np.tile(idx, 10)[None])
     assert np.array_equal(out["cf"], np.tile(out["s"], 10))
     assert _fallbacks(m) == {("nz", "nonzero"), ("cat_i64", "concat")}, _fallbacks(m)
-    out = dict(m.run({"x": np.zeros(4, np.float32)}))  # nothing nonzero: empty arrays, on the cpu
+    m.clear_dispatch_records()
+    out = dict(m.run({"x": np.zeros(4, np.float32)}))  # nothing nonzero: empty arrays, no-ops on the device
     assert out["s"].shape == (1, 0) and out["cf"].shape == (1, 0)
-    assert ("s", "sigmoid") in _fallbacks(m) and ("cat_f32", "concat") in _fallbacks(m)
+    assert _fallbacks(m) == {("nz", "nonzero"), ("cat_i64", "concat")}, _fallbacks(m)
 
 
-@pytest.mark.parametrize("op,n", [("relu", 1), ("add", 2), ("sigmoid", 1), ("binary", 2), ("softmax", 1)])
-def test_empty_arrays_fall_back(op, n):
-    """An empty array (a dim of 0) is left to the cpu, recorded as a fallback: an empty result, no crash."""
+@pytest.mark.parametrize("op,n,ran", [("relu", 1, "cpu (fallback)"), ("add", 2, "cpu (fallback)"),
+                                      ("softmax", 1, "cpu (fallback)"), ("sigmoid", 1, "wgpu+rs"),
+                                      ("binary", 2, "wgpu+rs")])
+def test_empty_arrays(op, n, ran):
+    """An empty array (a dim of 0): a version-2 op whose outputs are all empty is a no-op on the
+    device; the version-1 ops leave it to the cpu, recorded as a fallback. An empty result, no crash."""
     xs = [np.zeros((0, 3), np.float32)] * n
     got = _core.run_op(op, xs, {"fn": "add"} if op == "binary" else {}, level="auto", backend="wgpu+rs")[0]
-    assert got.shape == (0, 3) and _core.last_run_op_backend() == "cpu (fallback)"
+    assert got.shape == (0, 3) and _core.last_run_op_backend() == ran
 
 
 def test_graph_values_stay_on_the_device(tmp_path):
@@ -466,9 +530,10 @@ def test_cumsum(axis, exclusive, reverse):
     _check("cumsum", [_x(5, 13, 4)], {"axis": axis, "exclusive": exclusive, "reverse": reverse})
 
 
-@pytest.mark.parametrize("dt", [np.int32, np.int64])
+@pytest.mark.parametrize("dt", [np.int32, np.int64, np.bool_])
 def test_integer_transpose_slice(dt):
-    x = _data(dt, 3, 4, 5)
+    """Words (i32, i64) and bytes (bool: four packed into each output word, odd sizes)."""
+    x = RNG.random((3, 7, 5)) > 0.5 if dt == np.bool_ else _data(dt, 3, 4, 5)
     _exact("transpose", [x], {"perm": [2, 0, 1]})
     _exact("slice", [x], {"axis": 1, "range": [1, 4, 2]})
 
@@ -487,15 +552,15 @@ def _graph_both(tmp_path, nodes, inputs, feeds, outputs):
     return ref, dict(m.run(feeds)), m.dispatch_records
 
 
-_NP = {np.float32: "f32", np.int32: "i32", np.int64: "i64"}
+_NP = {np.float32: "f32", np.int32: "i32", np.int64: "i64", np.bool_: "bool"}
 
 
-@pytest.mark.parametrize("dt", INDEX_DTYPES)
+@pytest.mark.parametrize("dt", INDEX_DTYPES + [np.bool_])
 def test_slice_dyn_expand_pad_dyn(tmp_path, dt):
     """slice_dyn (negative steps, clamped ends), expand and pad_dyn (negative pads crop first, as
     onnxruntime) in a graph: their shape inputs are host values (the plans), the data a device
     value; every result equals the cpu's."""
-    feeds = {"x": _data(dt, 4, 6, 5), "st": np.array([-1, 1], np.int64), "en": np.array([-100, 6], np.int64),
+    feeds = {"x": RNG.random((4, 6, 5)) > 0.5 if dt == np.bool_ else _data(dt, 4, 6, 5), "st": np.array([-1, 1], np.int64), "en": np.array([-100, 6], np.int64),
              "ax": np.array([0, 2], np.int64), "sp": np.array([-1, 2], np.int64),
              "es": np.array([2, 4, 6, 5], np.int64), "pads": np.array([1, -2, 0, 2, 1, -1], np.int64)}
     inputs = [{"name": "x", "dtype": _NP[dt], "shape": [4, 6, 5]}]
@@ -514,3 +579,23 @@ def test_slice_dyn_expand_pad_dyn(tmp_path, dt):
         np.testing.assert_array_equal(got[k], ref[k])
     ran = {r["label"]: r["backend"] for r in recs}
     assert all(ran[n["name"]] == "wgpu+rs" for n in nodes), ran
+
+
+def test_out_of_range_index_is_an_error_on_the_device(tmp_path):
+    """An index outside [-dim, dim) in a feed is an InvalidConfig naming the node on wgpu+rs too (the
+    schema's check runs on the host copy before the indices go to the device); in range, the
+    gather runs on the device."""
+    from cyb_llm.errors import InvalidConfig
+
+    nodes = [{"name": "g", "op": "gather", "inputs": ["x", "i"], "outputs": ["y"], "attrs": {"axis": 0}}]
+    inputs = [{"name": "x", "dtype": "f32", "shape": [5, 3]}, {"name": "i", "dtype": "i64", "shape": [2]}]
+    x = _x(5, 3)
+    ref, got, recs = _graph_both(tmp_path, nodes, inputs, {"x": x, "i": np.array([1, -1], np.int64)},
+                                 [{"name": "y", "dtype": "f32", "shape": [2, 3]}])
+    np.testing.assert_array_equal(got["y"], x[[1, -1]])
+    assert [r["backend"] for r in recs] == ["wgpu+rs"]
+    import cyb_llm
+
+    m = cyb_llm.load(str(tmp_path / "g.model"), backend="wgpu+rs")
+    with pytest.raises(InvalidConfig, match=r"g\.indices.*index 7"):
+        m.run({"x": x, "i": np.array([1, 7], np.int64)})

@@ -548,6 +548,22 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
       // device: the node runs there when the device backend takes it; its inputs then go as device
       // tensors (value inputs: as host values), else every input as a host value.
       bool on_dev = device && !host_shape && front->supports(n.op, in.data(), static_cast<int>(in.size()));
+      if (on_dev) {
+        // The schema's value checks (index ranges: InvalidConfig naming the node) read host values
+        // only: run them here on the host copies there are (a feed, a host node's output), before the
+        // inputs go to the device, where the dispatcher's validation can no longer read them.
+        static const uint64_t kNoData[8] = {};
+        std::vector<Tensor> hin = in, hout(shapes.size());
+        for (size_t i = 0; i < in.size(); ++i)
+          if (!get(n.inputs[i]).data) hin[i].device = Device::Wgpu;  // device-only: not read
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          hout[i].dtype = dts[i];
+          hout[i].shape = shapes[i];
+          hout[i].device = Device::Wgpu;
+          hout[i].data = const_cast<uint64_t*>(kNoData);
+        }
+        validate_op(n.op, hin.data(), static_cast<int>(hin.size()), hout.data(), static_cast<int>(hout.size()));
+      }
       if (device && !host_shape)
         for (size_t i = 0; i < in.size(); ++i) {
           if (on_dev && !value_input(n.kind, i)) {

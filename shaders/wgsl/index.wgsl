@@ -17,6 +17,8 @@
 //              (1: add, f32); sa / sb as GATHER_ND. A repeated index keeps the last update (none)
 //              or adds every update in index order to data (add), as the cpu does: each invocation
 //              checks the other tuples for its target (tuples^2 index reads in all)
+//   STRIDED_BYTES  STRIDED on bool (one-byte) elements: invocation i writes output word i (elements
+//              4i .. 4i + 3, packed; u[17]: the element count), each byte read from its source word
 //   COPY       y[i] = A[i] (E words)
 //   CUMSUM     f32 running sum along an axis: u = outer, len, inner, exclusive, reverse; one
 //              invocation a line, compensated (the cpu sums in double)
@@ -108,6 +110,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     rem = rem / n;
   }
   put(i, p.base + oa);
+//#endif
+//#if STRIDED_BYTES
+  var w = 0u;
+  for (var k = 0u; k < 4u; k++) {
+    let e = 4u * i + k;
+    if (e < uu(17u)) {
+      var rem = e;
+      var oa = 0u;
+      for (var d = i32(p.ndim) - 1; d >= 0; d--) {
+        let n = shp(u32(d));
+        oa = oa + (rem % n) * s_a(u32(d));
+        rem = rem / n;
+      }
+      let j = p.base + oa;
+      w = w | (((A[j >> 2u] >> ((j & 3u) * 8u)) & 0xffu) << (8u * k));
+    }
+  }
+  Y[i] = w;
 //#endif
 //#if COPY
   put(i, i);

@@ -3,7 +3,7 @@ minute, a terrain call half a minute on 2 cores): the terrain consistency UNet a
 en_US-joe-medium loaded with backend="wgpu+rs" against onnxruntime's CPU provider on the same .onnx,
 within `onnx-vs-onnxruntime`. Their dispatch records: the terrain UNet runs every node on the
 device; Piper's fallbacks are only the ops documented in docs/graph.md ("Version-2 graphs on
-wgpu+rs": nonzero, integer / bool element-wise ops, random_normal_like, empty arrays), and its host
+wgpu+rs": nonzero, range, integer reductions, random_normal_like, scatter_nd with no updates), and its host
 shape computations are flagged `host_shape`."""
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ REASON = wgpu_skip_reason()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 TOL = tolerance("onnx-vs-onnxruntime")
 # the ops Piper may still run on the cpu (docs/graph.md, "Version-2 graphs on wgpu+rs")
-PIPER_FALLBACK_OPS = {"nonzero", "binary", "unary", "cast", "reduce", "range", "random_normal_like", "expand",
-                      "transpose", "gather_nd", "scatter_nd", "slice_dyn"}
+PIPER_FALLBACK_OPS = {"nonzero", "reduce", "range", "random_normal_like", "scatter_nd"}
 
 
 def _err(ref: np.ndarray, got: np.ndarray) -> float:

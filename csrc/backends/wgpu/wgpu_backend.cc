@@ -203,13 +203,28 @@ WGPUBuffer WgpuBackend::act(State& st, const Tensor& t) {
   if (t.device == Device::Wgpu) return dev(t)->bufs[0];
   DevBuf* d = st.alloc(t.nbytes());
   // A queue write lands before the work recorded so far, which may still read this frame's old
-  // contents (frames go back to the pool within a forward: release_frame): that work goes first.
-  if (st.enc_) st.submit();
+  // contents where the frame went back to the pool within this forward (release_frame): then that
+  // work goes first.
+  if (d->recycled && st.enc_) st.submit();
   const uint64_t n = (t.nbytes() + 3) & ~uint64_t(3);
   std::vector<uint8_t> tmp(n, 0);
   std::memcpy(tmp.data(), t.data, t.nbytes());
   A.wgpuQueueWriteBuffer(g_.queue, d->bufs[0], 0, tmp.data(), n);
   return d->bufs[0];
+}
+
+// A graph-v2 array op (op.h tags 33-79) whose outputs are all empty: nothing to compute.
+static bool empty_outputs(const Op& op, const Tensor* in, int n_in) {
+  const int tag = static_cast<int>(op.kind);
+  if (tag < static_cast<int>(OpKind::Sigmoid) || tag >= 80) return false;
+  try {
+    const std::vector<Shape> shapes = infer_output_shapes(op, in, n_in);
+    for (const Shape& s : shapes)
+      if (s.numel() != 0) return false;
+    return !shapes.empty();
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 // Capability only: which dtypes, layouts and sizes the WGSL kernels take. The
@@ -225,9 +240,11 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   auto index_dtype = [](const Tensor& t) {
     return t.offset == 0 && (t.dtype == DType::F32 || t.dtype == DType::I32 || t.dtype == DType::I64);
   };
+  auto ints = [](const Tensor& t) { return t.dtype == DType::I32 || t.dtype == DType::I64; };
   auto index_ints = [](const Tensor& t) { return t.offset == 0 && (t.dtype == DType::I32 || t.dtype == DType::I64); };
-  for (int i = 0; i < n_in; ++i)  // an empty input: nothing to compute on the device (the cpu's kernels handle it)
-    if (in[i].shape.numel() == 0) return false;
+  for (int i = 0; i < n_in; ++i)  // an empty input: a graph-v2 op whose outputs are all empty too is a
+    if (in[i].shape.numel() == 0)   // no-op here (execute records nothing); any other op is the cpu's
+      return empty_outputs(op, in, n_in);
   switch (op.kind) {
     case OpKind::Embedding:
       return weight_ok(in[1]) && in[1].offset == 0;
@@ -303,14 +320,13 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Tanh:
     case OpKind::Sqrt:
     case OpKind::Transpose:
-    case OpKind::Slice:  // f32 (array.wgsl); i32 / i64 moved as words (index.wgsl)
-      return in[0].offset == 0 && (in[0].dtype == DType::F32 || in[0].dtype == DType::I32 || in[0].dtype == DType::I64) &&
-             array_op_fits(op, in, n_in);
+    case OpKind::Slice:  // f32 (array.wgsl); i32 / i64 moved as words, bool as bytes (index.wgsl)
+      return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && array_op_fits(op, in, n_in);
     // The index ops on f32 / i32 / i64 values with i32 / i64 indices (shaders/wgsl/index.wgsl); the
     // shape inputs of slice_dyn, pad_dyn and expand are host values (their plans are made here).
     case OpKind::SliceDyn:
     case OpKind::Expand:
-      return index_dtype(in[0]) && array_op_fits(op, in, n_in);
+      return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && array_op_fits(op, in, n_in);
     case OpKind::PadDyn:
       return plain(in[0]) && array_op_fits(op, in, n_in);
     case OpKind::Gather:
@@ -336,10 +352,28 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return all_plain() && array_op_fits(op, in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
     case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
       return all_plain() && array_op_fits(op, in, n_in) && in[0].shape.ndim <= 8;
-    case OpKind::Unary:  // every fn with a float result (not, isnan, isinf give bools)
-      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn != kUNot && op.a.fn != kUIsNan && op.a.fn != kUIsInf;
-    case OpKind::Binary:  // add sub mul div pow min max mod
-      return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 7;
+    case OpKind::Unary:  // f32: every fn with a float result (isnan, isinf give bools); not (bool), neg, abs (integers): typed.wgsl
+      if (all_plain()) return array_op_fits(op, in, n_in) && op.a.fn != kUNot && op.a.fn != kUIsNan && op.a.fn != kUIsInf;
+      return in[0].offset == 0 && array_op_fits(op, in, n_in) &&
+             (in[0].dtype == DType::BOOL ? op.a.fn == kUNot
+                                         : (ints(in[0]) && (op.a.fn == kUNeg || op.a.fn == kUAbs)));
+    case OpKind::Binary: {  // f32: add sub mul div pow min max mod; typed.wgsl: f32 comparisons, integer
+                            // add sub mul min max and comparisons, bool equal / and / or / xor
+      if (!array_op_fits(op, in, n_in) || in[0].offset != 0 || in[1].offset != 0 || in[0].dtype != in[1].dtype)
+        return false;
+      const int f = op.a.fn;
+      const bool cmp = f >= kBEqual && f <= kBGreaterEqual;
+      if (in[0].dtype == DType::F32) return f <= kBMod || cmp;
+      if (ints(in[0])) return f == kBAdd || f == kBSub || f == kBMul || f == kBMin || f == kBMax || cmp;
+      return in[0].dtype == DType::BOOL && (f == kBEqual || f >= kBAnd);
+    }
+    case OpKind::Cast: {  // typed.wgsl: f32 / i32 / bool to f32 / i32 / i64 / bool; i64 to i32 / i64 / bool
+      const DType to = cast_dtype(op.a.to), from = in[0].dtype;
+      const bool to_ok = to == DType::F32 || to == DType::I32 || to == DType::I64 || to == DType::BOOL;
+      const bool from_ok = from == DType::F32 || from == DType::I32 || from == DType::BOOL ||
+                           (from == DType::I64 && to != DType::F32);
+      return in[0].offset == 0 && to_ok && from_ok && array_op_fits(op, in, n_in);
+    }
     case OpKind::Reduce:  // sum mean max min
       return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 3;
     case OpKind::Where:
@@ -357,6 +391,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
 void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
   if (!supports(op, in, n_in))
     throw_unsupported_op(op_name(op.kind), "wgpu+rs", n_in > 0 ? dtype_name(in[0].dtype) : "-");
+  bool none = n_out > 0;  // empty outputs (supports: a graph-v2 op on empty inputs): nothing to do
+  for (int i = 0; i < n_out; ++i) none = none && out[i].shape.numel() == 0;
+  if (none) return;
   State& st = state(ctx);
   int host_out = 0;
   for (int i = 0; i < n_out; ++i) host_out += out[i].device == Device::Host;
@@ -443,7 +480,8 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::GatherElements:
     case OpKind::GatherNd:
     case OpKind::ScatterNd:
-    case OpKind::CumSum: return array_op(st, op, in, n_in, out);
+    case OpKind::CumSum:
+    case OpKind::Cast: return array_op(st, op, in, n_in, out);
     default: return eltwise(st, op, in, out);  // the element-wise ops (supports() declined the rest)
   }
 }

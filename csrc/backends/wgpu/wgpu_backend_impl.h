@@ -141,6 +141,8 @@ class WgpuBackend : public Backend {
   // wgpu_ops_array.cc: the index ops (gather, gather_elements, gather_nd, scatter_nd, cumsum) and the
   // strided copies (transpose, slice, slice_dyn, expand) of f32 / i32 / i64 values (shaders/wgsl/index.wgsl)
   void index_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
+  // wgpu_ops_array.cc: binary / unary / cast with integer or bool inputs or results (shaders/wgsl/typed.wgsl)
+  void typed_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
 
   // wgpu_ops_data.cc
   void embedding(State& st, const Op& op, const Tensor* in, Tensor* out);

@@ -27,6 +27,7 @@ struct DevBuf {
   int64_t rows = 0;
   uint64_t bytes = 0;         // requested size
   State* owner = nullptr;     // frame buffers: the context that records into it
+  bool recycled = false;      // frame buffers: given back and taken again in this forward (State::give)
 };
 
 // A buffer of at least `bytes` bytes (sizes padded: see wgpu_buffers.cc), counted in the

@@ -87,6 +87,9 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
   };
   if ((op.kind == OpKind::Transpose || op.kind == OpKind::Slice) && in[0].dtype != DType::F32)
     return index_op(st, op, in, n_in, out);  // integer values: moved as words
+  if (op.kind == OpKind::Cast || ((op.kind == OpKind::Binary || op.kind == OpKind::Unary) &&
+                                  (in[0].dtype != DType::F32 || out[0].dtype != DType::F32)))
+    return typed_op(st, op, in, n_in, out);
   switch (op.kind) {
     case OpKind::Sigmoid:
     case OpKind::Tanh:
@@ -338,6 +341,35 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
   }
 }
 
+// typed.wgsl's element type codes
+uint32_t typed_code(DType t) {
+  return t == DType::F32 ? 0u : t == DType::I32 ? 1u : t == DType::I64 ? 2u : 3u;
+}
+
+void WgpuBackend::typed_op(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out) {
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  ArrayParams p;
+  const Shape& ys = out[0].shape;
+  set_shape(p, ys);
+  bcast_strides(in[0].shape, ys, p.sa);
+  const bool binary = op.kind == OpKind::Binary;
+  if (binary) bcast_strides(in[1].shape, ys, p.sb);
+  p.u[0] = typed_code(in[0].dtype);
+  p.u[1] = binary ? typed_code(in[1].dtype) : 0u;
+  p.u[2] = typed_code(out[0].dtype);
+  p.u[3] = u(ys.numel());
+  p.code = op.kind == OpKind::Cast ? 128u : op.kind == OpKind::Unary ? 64u + u(op.a.fn) : u(op.a.fn);
+  const int64_t n = out[0].dtype == DType::BOOL ? (ys.numel() + 3) / 4 : ys.numel();  // bool: a word each
+  const int64_t wgs = (n + 255) / 256;
+  const uint32_t nx = u(std::min<int64_t>(wgs, 65535)), ny = u((wgs + 65534) / 65535);
+  p.n = u(n);
+  p.nx = nx;
+  std::vector<Bind> b = {{1, dev(out[0])->bufs[0], 0, W}, {2, act(st, in[0]), 0, W}};
+  if (binary) b.push_back({3, act(st, in[1]), 0, W});
+  (void)n_in;
+  st.dispatch(pipeline(g_, "typed", {binary ? "BINARY" : "ONE"}), &p, sizeof(p), b.data(), b.size(), nx, ny, 1);
+}
+
 // Words of one element of the dtypes the index kernels move (f32, i32, i64); 0: none of them.
 uint32_t index_words(DType t) {
   return t == DType::F32 || t == DType::I32 ? 1u : t == DType::I64 ? 2u : 0u;
@@ -367,6 +399,11 @@ void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, 
   auto strided = [&](uint64_t base) {
     set_shape(p, ys);
     p.base = u(base);
+    if (in[0].dtype == DType::BOOL) {  // one-byte elements: a word of four a invocation
+      p.u[17] = u(ys.numel());
+      grid((ys.numel() + 3) / 4);
+      return run("STRIDED_BYTES", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
     grid(ys.numel());
     run("STRIDED", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
   };

@@ -65,6 +65,7 @@ void State::reset() {
   // bind groups are the cached ones.
   for (auto it = in_use_.rbegin(); it != in_use_.rend(); ++it) free_[(*it)->bytes].push_back(*it);
   in_use_.clear();
+  for (DevBuf* d : all_) d->recycled = false;
   slot_ = flushed_slot_ = 0;
 }
 
@@ -72,6 +73,7 @@ void State::give(DevBuf* d) {
   for (size_t i = in_use_.size(); i-- > 0;)
     if (in_use_[i] == d) {
       in_use_.erase(in_use_.begin() + static_cast<std::ptrdiff_t>(i));
+      d->recycled = true;
       free_[d->bytes].push_back(d);
       return;
     }
