@@ -9,15 +9,7 @@
 //   SCATTER Y[base + oa(i)] = A[i]         (concat: one input into its part of the output)
 //   PAD     y[i] = A[base + clamped or mirrored coords], or the value (code: 0 constant, 1 reflect,
 //           2 edge; base: pad_dyn's first kept element)
-struct P {
-  n: u32, nx: u32, code: u32, ndim: u32,
-  f0: f32, f1: f32, base: u32, pad0: u32,
-  shape: array<vec4<u32>, 2>,
-  sa: array<vec4<u32>, 2>,
-  sb: array<vec4<u32>, 2>,
-  sc: array<vec4<u32>, 2>,
-}
-@group(0) @binding(0) var<uniform> p: P;
+//#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(2) var<storage, read> A: array<f32>;
 //#if BINARY
@@ -30,10 +22,6 @@ struct P {
 
 //#include act
 
-fn shp(d: u32) -> u32 { return p.shape[d >> 2u][d & 3u]; }
-fn s_a(d: u32) -> u32 { return p.sa[d >> 2u][d & 3u]; }
-fn s_b(d: u32) -> u32 { return p.sb[d >> 2u][d & 3u]; }
-fn s_c(d: u32) -> u32 { return p.sc[d >> 2u][d & 3u]; }
 
 // sin / cos with the argument reduced by pi/2 in three parts (Cody-Waite), then minimax
 // polynomials on [-pi/4, pi/4]: a few ulp for |x| up to about 1e5.

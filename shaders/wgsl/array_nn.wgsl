@@ -12,16 +12,7 @@
 //            a source index pair and the upper one's weight per output index, from the host)
 //   MATMUL   y[b, m, n] = sum_k A[b, m, k] B[b, k, n]: u = M, K, N; batch dims in shape / sa / sb
 //   CONV     direct convolution (1-D as 2-D with one row) and, with TRANSPOSE, its adjoint
-struct P {
-  n: u32, nx: u32, code: u32, ndim: u32,
-  f0: f32, f1: f32, flags: u32, one: f32,
-  shape: array<vec4<u32>, 2>,
-  sa: array<vec4<u32>, 2>,
-  sb: array<vec4<u32>, 2>,
-  sc: array<vec4<u32>, 2>,
-  u: array<vec4<u32>, 5>,
-}
-@group(0) @binding(0) var<uniform> p: P;
+//#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(2) var<storage, read> A: array<f32>;
 //#if MATMUL
@@ -37,12 +28,6 @@ struct P {
 //#endif
 //#endif
 
-fn shp(d: u32) -> u32 { return p.shape[d >> 2u][d & 3u]; }
-fn s_a(d: u32) -> u32 { return p.sa[d >> 2u][d & 3u]; }
-fn s_b(d: u32) -> u32 { return p.sb[d >> 2u][d & 3u]; }
-fn s_c(d: u32) -> u32 { return p.sc[d >> 2u][d & 3u]; }
-fn uu(k: u32) -> u32 { return p.u[k >> 2u][k & 3u]; }
-fn ui(k: u32) -> i32 { return bitcast<i32>(p.u[k >> 2u][k & 3u]); }
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

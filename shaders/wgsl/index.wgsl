@@ -22,16 +22,7 @@
 //   COPY       y[i] = A[i] (E words)
 //   CUMSUM     f32 running sum along an axis: u = outer, len, inner, exclusive, reverse; one
 //              invocation a line, compensated (the cpu sums in double)
-struct P {
-  n: u32, nx: u32, code: u32, ndim: u32,
-  f0: f32, f1: f32, base: u32, one: f32,
-  shape: array<vec4<u32>, 2>,
-  sa: array<vec4<u32>, 2>,
-  sb: array<vec4<u32>, 2>,
-  sc: array<vec4<u32>, 2>,
-  u: array<vec4<u32>, 5>,
-}
-@group(0) @binding(0) var<uniform> p: P;
+//#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<u32>;
 @group(0) @binding(2) var<storage, read> A: array<u32>;
 //#if GATHER_AX
@@ -47,10 +38,6 @@ struct P {
 @group(0) @binding(3) var<storage, read> I: array<u32>;
 //#endif
 
-fn shp(d: u32) -> u32 { return p.shape[d >> 2u][d & 3u]; }
-fn s_a(d: u32) -> u32 { return p.sa[d >> 2u][d & 3u]; }
-fn s_b(d: u32) -> u32 { return p.sb[d >> 2u][d & 3u]; }
-fn uu(k: u32) -> u32 { return p.u[k >> 2u][k & 3u]; }
 
 // y element i = A element j (E words)
 fn put(i: u32, j: u32) {

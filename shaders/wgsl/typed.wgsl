@@ -9,26 +9,13 @@
 // u[3]: the output's element count; code: the binary fn (op.h kBinaryFns: 0 add, 1 sub, 2 mul,
 // 5 min, 6 max, 8 equal, 9 less, 10 less_equal, 11 greater, 12 greater_equal, 13 and, 14 or,
 // 15 xor), or 64 + the unary fn (0 neg, 1 abs, 14 not), or 128: cast.
-struct P {
-  n: u32, nx: u32, code: u32, ndim: u32,
-  f0: f32, f1: f32, base: u32, one: f32,
-  shape: array<vec4<u32>, 2>,
-  sa: array<vec4<u32>, 2>,
-  sb: array<vec4<u32>, 2>,
-  sc: array<vec4<u32>, 2>,
-  u: array<vec4<u32>, 5>,
-}
-@group(0) @binding(0) var<uniform> p: P;
+//#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<u32>;
 @group(0) @binding(2) var<storage, read> A: array<u32>;
 //#if BINARY
 @group(0) @binding(3) var<storage, read> B: array<u32>;
 //#endif
 
-fn shp(d: u32) -> u32 { return p.shape[d >> 2u][d & 3u]; }
-fn s_a(d: u32) -> u32 { return p.sa[d >> 2u][d & 3u]; }
-fn s_b(d: u32) -> u32 { return p.sb[d >> 2u][d & 3u]; }
-fn uu(k: u32) -> u32 { return p.u[k >> 2u][k & 3u]; }
 
 fn sext(lo: u32) -> vec2<u32> { return vec2<u32>(lo, select(0u, 0xffffffffu, (lo & 0x80000000u) != 0u)); }
 

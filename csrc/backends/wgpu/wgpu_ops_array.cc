@@ -19,12 +19,12 @@ namespace {
 struct ArrayParams {
   uint32_t n = 0, nx = 0, code = 0, ndim = 0;
   float f0 = 0.f, f1 = 0.f;
-  uint32_t base = 0;  // array.wgsl; array_nn.wgsl: flags
+  uint32_t base = 0;  // array.wgsl (pad_dyn), index.wgsl
   float one = 1.f;    // array_nn.wgsl: 1.0 at run time (its compensated sums)
   uint32_t shape[8] = {}, sa[8] = {}, sb[8] = {}, sc[8] = {};
   uint32_t u[20] = {};
 };
-static_assert(sizeof(ArrayParams) == 240, "array params: the WGSL struct P");
+static_assert(sizeof(ArrayParams) == 240, "array params: shaders/wgsl/array_params.wgsl struct P");
 
 // Row-major strides of a shape, in elements.
 void strides_of(const Shape& s, int64_t* st) {
