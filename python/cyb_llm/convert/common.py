@@ -80,3 +80,24 @@ def write_atomically(out: str, write: Callable[[str], None]) -> None:
             pass
         raise
 
+
+def write_import(out: str, records: list, *, name: str, config: dict, progress: bool, **sections: Any) -> None:
+    """An importer's last step: write_model of `records` ((name, encoding, shape, data) tuples) with
+    `config` and the other sections (graph=, stages=, tokenizer_json=, extra_sections=, ...) into
+    `out` atomically (write_atomically), under a progress bar over the records' bytes."""
+    import numpy as np
+
+    from ..writer import write_model
+
+    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
+
+    def write(tmp: str) -> None:
+        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
+        done = False
+        try:
+            write_model(tmp, name=name, config=config, tensors=records, progress=bar, **sections)
+            done = True
+        finally:
+            bar.close(done)
+
+    write_atomically(out, write)

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, InvalidConfig, MissingTensor, TokenizerError
-from ..writer import write_model
-from .common import Progress, make_error, write_atomically
+from .common import make_error, write_import
 from .graph_builder import (GraphBuilder, add, attention, conv2d, group_norm, layer_norm, linear, masked_attention,
                             resize_nearest_like, upsample_nearest2x)
 from .hf import QUANTIZE_TYPES, _read_json, _SafetensorsFile
@@ -663,19 +662,7 @@ def import_diffusers(src: str, out: str, *, quantize: str | None = None, progres
     root = os.fspath(src)
     config, graphs, records, tok_json = diffusers_stages(root, quantize)
     name = os.path.basename(os.path.normpath(root))
-    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
-
-    def write(tmp: str) -> None:
-        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
-        done = False
-        try:
-            write_model(tmp, name=name, config=config, tensors=records, stages=graphs, tokenizer_json=tok_json,
-                        progress=bar)
-            done = True
-        finally:
-            bar.close(done)
-
-    write_atomically(out, write)
+    write_import(out, records, name=name, config=config, stages=graphs, tokenizer_json=tok_json, progress=progress)
 
 
 __all__ = ["import_diffusers", "diffusers_stages", "Component", "text_encoder_graph", "unet_graph",

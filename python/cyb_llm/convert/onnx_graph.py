@@ -28,9 +28,8 @@ import numpy as np
 
 from ..errors import Error, FormatError, InvalidConfig, UnsupportedOp
 from ..pipelines import STAGES_MODEL_TYPE
-from ..writer import write_model
 from . import onnx_ops, onnx_ops_index, onnx_ops_nn  # noqa: F401  (register the translations)
-from .common import Progress, make_error, write_atomically
+from .common import make_error, write_import
 from .onnx_registry import HANDLERS
 
 MODEL_TYPE = "onnx-graph"
@@ -1200,19 +1199,7 @@ def import_onnx(src: str, out: str, *, state: dict[str, str] | None = None, prog
         config["onnx"]["sidecar"] = os.path.basename(os.fspath(sidecar))
         extra["sidecar"] = sidecar_text
     name = os.path.splitext(os.path.basename(os.fspath(src)))[0]
-    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
-
-    def write(tmp: str) -> None:
-        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
-        done = False
-        try:
-            write_model(tmp, name=name, config=config, tensors=records, graph=graph, extra_sections=extra,
-                        progress=bar)
-            done = True
-        finally:
-            bar.close(done)
-
-    write_atomically(out, write)
+    write_import(out, records, name=name, config=config, graph=graph, extra_sections=extra, progress=progress)
 
 
 def stage_graph(graph: dict, weights: dict[str, np.ndarray], stage: str) -> tuple[dict, dict[str, np.ndarray]]:
@@ -1259,19 +1246,8 @@ def import_onnx_stages(stages: dict[str, str], out: str, *, pipeline: str, progr
     if tokenizer_json is not None:
         _check_tokenizer_json(tokenizer_json)
     name = os.path.splitext(os.path.basename(os.fspath(out)))[0]
-    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
-
-    def write(tmp: str) -> None:
-        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
-        done = False
-        try:
-            write_model(tmp, name=name, config=config, tensors=records, stages=graphs, extra_sections=extra,
-                        progress=bar, tokenizer_json=tokenizer_json)
-            done = True
-        finally:
-            bar.close(done)
-
-    write_atomically(out, write)
+    write_import(out, records, name=name, config=config, stages=graphs, extra_sections=extra,
+                 tokenizer_json=tokenizer_json, progress=progress)
 
 
 def _check_tokenizer_json(text: Any) -> None:

@@ -33,8 +33,7 @@ import numpy as np
 
 from ..errors import FormatError, InvalidConfig
 from ..pipelines import STAGES_MODEL_TYPE
-from ..writer import write_model
-from .common import Progress, make_error, write_atomically
+from .common import make_error, write_import
 from .graph_builder import GraphBuilder, tb_attend, tb_heads, tb_layer_norm, tb_linear, tb_merge_heads
 from .hf import _read_json, _SafetensorsFile
 
@@ -426,19 +425,7 @@ def import_speecht5(folder: str, out: str, *, vocoder: str | None = None, progre
               "tts": {"style": MODEL_TYPE, MODEL_TYPE: tts}}
     extra = {"char_vocab": json.dumps(vocab, ensure_ascii=False)} if vocab is not None else {}
     name = os.path.basename(os.path.normpath(folder))
-    total = sum(int(np.asarray(r[3]).nbytes) for r in records)
-
-    def write(tmp: str) -> None:
-        bar = Progress(total, progress, f"import {os.path.basename(os.fspath(out))}")
-        done = False
-        try:
-            write_model(tmp, name=name, config=config, tensors=records, stages=graphs, extra_sections=extra,
-                        progress=bar)
-            done = True
-        finally:
-            bar.close(done)
-
-    write_atomically(out, write)
+    write_import(out, records, name=name, config=config, stages=graphs, extra_sections=extra, progress=progress)
 
 
 __all__ = ["import_speecht5", "is_speecht5_config", "scaled_positions", "MODEL_TYPE", "STAGES"]
