@@ -14,6 +14,16 @@ Usage: PYTHONPATH=python python bench/bench_diffusion.py [--threads 2] [--reps 3
             with other work torch's 2-thread OpenMP runs of this tiny model measured 20x slower than
             its 1-thread ones (its workers spin and wait for each other), which is no fair peer.
 
+--sd15-memory [--sd15-dtype float32|float16] [--sd15-dir DIR]: instead of the speed rows, the peak RSS of a
+512x512 generation of an SD-1.5-shaped pipeline on the CPU (docs/diffusion.md "Memory"). The bench builds
+the diffusers folder itself with random weights (UNet2DConditionModel, AutoencoderKL and CLIPTextModel
+with SD 1.5's configs; a tiny CLIP tokenizer, model_max_length 77: only the ids matter), saves it with
+save_pretrained, imports it (`cyb-llm import FOLDER -o sd.model`), then a child process (its RSS is only
+the runtime's) reads its VmRSS right after `import cyb_llm` (the interpreter and libraries: the
+allowance), loads the file, runs generate_image(512x512, steps=2, guidance 7.5) and reports its peak RSS
+(VmHWM), the file's size, and each stage's planned and measured peak of that run (last_run_memory).
+Checked: peak RSS <= allowance + file bytes + the largest stage's measured peak.
+
 Each CPU level runs in its own child process (CYB_CPU_LEVEL is read once per process). In the child,
 after a warm-up call of each runtime, `--reps` rounds call cyb_llm then the peer, 0.1 s apart; each
 runtime's best time counts. Printed per level: steps/s (or generations/s) of both and the ratio
@@ -136,6 +146,115 @@ def _tiny_sd(threads: int, reps: int, path: str, folder: str) -> list[dict]:
     return rows
 
 
+def _vm(key: str) -> int:
+    """/proc/self/status's `key` (VmRSS, VmHWM) in bytes."""
+    for ln in open("/proc/self/status"):
+        if ln.startswith(key + ":"):
+            return int(ln.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {key}")
+
+
+def _sd15_folder(folder: str, dtype: str) -> str:
+    """An SD-1.5-shaped diffusers folder with random weights (torch's default init, seed 0) saved in
+    `dtype`; the tokenizer is tests/sd_tiny.py's tiny CLIP BPE with model_max_length 77."""
+    import torch
+    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    import sd_tiny
+
+    tok = sd_tiny._tokenizer()
+    tok.model_max_length = 77
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(  # SD 1.5's unet/config.json
+        sample_size=64, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(320, 640, 1280, 1280),
+        down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+        up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3, cross_attention_dim=768, attention_head_dim=8,
+        norm_num_groups=32)
+    vae = AutoencoderKL(  # SD 1.5's vae/config.json
+        in_channels=3, out_channels=3, block_out_channels=(128, 256, 512, 512), layers_per_block=2,
+        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4,
+        norm_num_groups=32, sample_size=512)
+    te = CLIPTextModel(CLIPTextConfig(  # CLIP ViT-L/14's text model
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        hidden_size=768, intermediate_size=3072, num_attention_heads=12, num_hidden_layers=12, vocab_size=49408,
+        max_position_embeddings=77, hidden_act="quick_gelu", layer_norm_eps=1e-5, attn_implementation="eager"))
+    pipe = StableDiffusionPipeline(vae=vae.eval(), text_encoder=te.eval(), tokenizer=tok, unet=unet.eval(),
+                                   scheduler=PNDMScheduler.from_config(sd_tiny.SCHEDULER_CONFIG),
+                                   safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+    pipe.to(torch.float16 if dtype == "float16" else torch.float32)
+    pipe.save_pretrained(folder)
+    return folder
+
+
+def _sd15_child(path: str, threads: int) -> None:
+    """In the child: VmRSS after import, load, a 512x512 2-step guided generation, the peaks (JSON)."""
+    import cyb_llm
+
+    base = _vm("VmRSS")
+    t0 = time.perf_counter()
+    m = cyb_llm.load(path, threads=threads)
+    load_s, after_load = time.perf_counter() - t0, _vm("VmRSS")
+    t0 = time.perf_counter()
+    m.generate_image("a photo of a cat", height=512, width=512, steps=2, guidance_scale=7.5, seed=0,
+                     scheduler="euler")
+    gen_s, after_gen = time.perf_counter() - t0, _vm("VmRSS")
+    stages = {}
+    for name, st in m.stages.items():
+        try:
+            stages[name] = st.last_run_memory()
+        except Exception as e:  # noqa: BLE001 - a stage the run did not use (vae_encoder)
+            stages[name] = {"error": f"{type(e).__name__}: {e}"}
+    print(json.dumps({"after_import": base, "after_load": after_load, "after_generate": after_gen, "peak": _vm("VmHWM"), "load_s": load_s,
+                      "generate_s": gen_s, "stats": m.last_stats.as_dict(), "stages": stages}))
+
+
+def _sd15_memory(a: argparse.Namespace) -> None:
+    from cyb_llm.convert import import_model
+
+    print(f"SD-1.5-shaped 512x512, 2 steps, guidance 7.5, {a.threads} threads, weights saved as {a.sd15_dtype}; "
+          f"load average {os.getloadavg()[0]:.1f} at start")
+    with tempfile.TemporaryDirectory(dir=a.sd15_dir) as tmp:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            src = _sd15_folder(os.path.join(tmp, "sd15"), a.sd15_dtype)
+        out = os.path.join(tmp, "sd15.model")
+        import_model(src, out, progress=False)
+        print(f"built and imported in {time.perf_counter() - t0:.0f} s")
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        r = subprocess.run([sys.executable, __file__, "--sd15-child", out, "--threads", str(a.threads)], env=env,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"child failed: {r.stderr.strip()[-2000:]}")
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        res["file_bytes"] = os.path.getsize(out)
+    gib = 1 << 30
+    runs = {k: v for k, v in res["stages"].items() if "planned_peak" in v}
+    planned_sum = sum(v["planned_peak"] for v in runs.values())
+    measured_max = max(v["measured_peak"] for v in runs.values())
+    bound = res["after_import"] + res["file_bytes"] + measured_max
+    print(f"  {'stage':14s} {'planned peak':>14s} {'measured peak':>14s}")
+    for k, v in res["stages"].items():
+        if "planned_peak" in v:
+            print(f"  {k:14s} {v['planned_peak'] / gib:12.3f} GiB {v['measured_peak'] / gib:12.3f} GiB")
+        else:
+            print(f"  {k:14s} not run ({v['error'][:80]})")
+    rows = [("RSS after import cyb_llm (allowance)", res["after_import"]), ("RSS after load", res["after_load"]),
+            ("RSS after generate", res["after_generate"]),
+            ("file bytes (weights)", res["file_bytes"]), ("sum of stage planned peaks", planned_sum),
+            ("max stage measured peak", measured_max), ("bound: allowance+file+max stage", bound),
+            ("peak RSS (VmHWM)", res["peak"])]
+    for k, v in rows:
+        print(f"  {k:36s} {v / gib:8.3f} GiB")
+    print(f"  peak RSS <= bound: {res['peak'] <= bound}; load {res['load_s']:.1f} s, generate "
+          f"{res['generate_s']:.1f} s (UNet {res['stats']['unet_ms'] / 1000:.1f} s, VAE decoder "
+          f"{res['stats']['vae_decoder_ms'] / 1000:.1f} s)")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(res, f, indent=1)
+
+
 def _child(a: argparse.Namespace) -> None:
     rows = []
     for name in a.models.split(","):
@@ -159,9 +278,17 @@ def main() -> None:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sd-path", help=argparse.SUPPRESS)
     ap.add_argument("--sd-folder", help=argparse.SUPPRESS)
+    ap.add_argument("--sd15-memory", action="store_true", help="peak RSS of an SD-1.5-shaped 512x512 generation")
+    ap.add_argument("--sd15-dtype", default="float32", choices=("float32", "float16"))
+    ap.add_argument("--sd15-dir", help="where the temporary folder and .model go (default: the system's temp)")
+    ap.add_argument("--sd15-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         return _child(a)
+    if a.sd15_child:
+        return _sd15_child(a.sd15_child, a.threads)
+    if a.sd15_memory:
+        return _sd15_memory(a)
     import onnxruntime as ort
     import torch
 
