@@ -70,6 +70,12 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     # stride 1, output rows of 32+ positions: the rows read in place from a zero-padded copy of x
     ((1, 4, 5, 37), 18, (3, 3), (1, 1), (2, 1), (1, 2, 0, 1), 1, True),
     ((2, 6, 3, 40), 8, (1, 3), (1, 1), (1, 1), (0, 1, 0, 1), 2, False),
+    # stride 1, 3 taps, 16+ channels in and out, 31+ tiles of two outputs a row: Winograd F(2 x 2, 3 x 3)
+    # (odd output rows and columns, asymmetric pads, two images, a partial last panel), F(2, 3) 1-D
+    # (an odd length) and along dim 1 of a 1 x 3 kernel
+    ((2, 16, 6, 66), 18, (3, 3), (1, 1), (1, 1), (1, 2, 0, 1), 1, True),
+    ((1, 17, 129), 16, (3,), (1,), (1,), (1, 1), 1, True),
+    ((1, 16, 4, 70), 20, (1, 3), (1, 1), (1, 1), (0, 1, 0, 0), 1, False),
 ]
 
 
@@ -104,7 +110,7 @@ ACTIVATIONS = {  # conv's fused epilogue (attr activation) against torch in f64
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("act", sorted(ACTIVATIONS))
-@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11])  # 10, 11: the x86 stride-1 rows read in place
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11, 15, 16])  # 10, 11: the x86 stride-1 rows read in place; 15, 16: Winograd
 def test_conv_activation(level, act, case):
     xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
     x = _rand(*xs)
