@@ -76,6 +76,8 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     ((2, 16, 6, 66), 18, (3, 3), (1, 1), (1, 1), (1, 2, 0, 1), 1, True),
     ((1, 17, 129), 16, (3,), (1,), (1,), (1, 1), 1, True),
     ((1, 16, 4, 70), 20, (1, 3), (1, 1), (1, 1), (0, 1, 0, 0), 1, False),
+    # stride 1, weights over 512 KiB (512 x 16 x 17): the row blocks outer, each over every panel
+    ((1, 16, 40), 512, (17,), (1,), (1,), (8, 8), 1, True),
 ]
 
 
@@ -110,7 +112,7 @@ ACTIVATIONS = {  # conv's fused epilogue (attr activation) against torch in f64
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("act", sorted(ACTIVATIONS))
-@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11, 15, 16])  # 10, 11: the x86 stride-1 rows read in place; 15, 16: Winograd
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11, 15, 16, 18])  # 10, 11: the x86 stride-1 rows read in place; 15, 16: Winograd; 18: row blocks outer
 def test_conv_activation(level, act, case):
     xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
     x = _rand(*xs)
