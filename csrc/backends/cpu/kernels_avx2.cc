@@ -13,6 +13,7 @@
 #include "backends/cpu/simd_common.h"
 #include "core/array_elems.h"
 #include "dispatch/nn_geom.h"
+#include "dispatch/op_schema_index.h"
 #include "dispatch/op_schema.h"
 
 namespace cyb_avx2 {
