@@ -17,6 +17,7 @@
 #include "core/array_elems.h"
 #include "dispatch/nn_geom.h"
 #include "dispatch/op_schema_index.h"
+#include "core/counter_rng.h"
 #include "dispatch/op_schema.h"
 
 namespace cyb_amx {
