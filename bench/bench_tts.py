@@ -81,10 +81,15 @@ def main() -> None:
 
     print(f"text: {len(a.text)} characters, {len(m.sentences(a.text))} sentences; {a.threads} threads; "
           f"best of {a.repeat}; backend {m.backend}")
-    for name, (dt, n, first) in (("cyb_llm speak", ours), ("piper-tts (onnxruntime)", ref)):
-        print(f"{name:26} {dt:7.3f} s for {n / sr:6.2f} s of audio  RTF {dt / (n / sr):.3f}  first audio {first:.3f} s")
-    rtf_ours, rtf_ref = ours[0] / (ours[1] / sr), ref[0] / (ref[1] / sr)
-    print(f"speed vs piper-tts: {rtf_ref / rtf_ours:.2f}x (above 1: cyb_llm faster)")
+    _report(sr, ("cyb_llm speak", ours), ("piper-tts (onnxruntime)", ref), "piper-tts")
+
+
+def _report(sr: int, ours: tuple, ref: tuple, peer: str) -> None:
+    """Each runtime's line (name, (seconds, samples, first-audio seconds)) and the speed ratio."""
+    for name, (dt, n, first) in (ours, ref):
+        print(f"{name:26} {dt:7.3f} s for {n / sr:6.2f} s of audio  RTF {dt / (n / sr):.4f}  first audio {first:.3f} s")
+    (_, (ta, na, _)), (_, (tb, nb, _)) = ours, ref
+    print(f"speed vs {peer}: {(tb / (nb / sr)) / (ta / (na / sr)):.2f}x (above 1: cyb_llm faster)")
 
 
 def _from_ids(m, a: argparse.Namespace) -> None:
@@ -116,10 +121,7 @@ def _from_ids(m, a: argparse.Namespace) -> None:
     ref = _best(peer, a.repeat)
     print(f"{len(sentences)} sentences, {sum(map(len, sentences))} phoneme ids; onnxruntime on {a.threads} threads; "
           f"best of {a.repeat}; backend {m.backend}{_adapter(m.backend)}")
-    for name, (dt, n, first) in (("cyb_llm text_to_mel", ours), ("onnxruntime (cpu)", ref)):
-        print(f"{name:26} {dt:7.3f} s for {n / sr:6.2f} s of audio  RTF {dt / (n / sr):.4f}  first audio {first:.3f} s")
-    rtf_ours, rtf_ref = ours[0] / (ours[1] / sr), ref[0] / (ref[1] / sr)
-    print(f"speed vs onnxruntime: {rtf_ref / rtf_ours:.2f}x (above 1: cyb_llm faster)")
+    _report(sr, ("cyb_llm text_to_mel", ours), ("onnxruntime (cpu)", ref), "onnxruntime")
 
 
 def _adapter(backend: str) -> str:
