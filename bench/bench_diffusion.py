@@ -24,6 +24,12 @@ allowance), loads the file, runs generate_image(512x512, steps=2, guidance 7.5) 
 (VmHWM), the file's size, and each stage's planned and measured peak of that run (last_run_memory).
 Checked: peak RSS <= allowance + file bytes + the largest stage's measured peak.
 
+--sd15-gpu [--device wgpu+rs] [--reps 3]: on a machine with an NVIDIA GPU (docs/gpu-bench.md, "SD-1.5 UNet
+on the GPU"), the SD-1.5-shaped UNet of that folder saved in f16, imported, one guided step's UNet call
+(batch 2) on our GPU backend against diffusers' UNet2DConditionModel in torch fp16 on CUDA: median
+seconds of --reps calls after a warm-up each, steps/s and the ratio, both outputs against torch f32 on
+the same weights (TF32 off), and each side's peak device memory.
+
 Each CPU level runs in its own child process (CYB_CPU_LEVEL is read once per process). In the child,
 after a warm-up call of each runtime, `--reps` rounds call cyb_llm then the peer, 0.1 s apart; each
 runtime's best time counts. Printed per level: steps/s (or generations/s) of both and the ratio
@@ -255,6 +261,94 @@ def _sd15_memory(a: argparse.Namespace) -> None:
             json.dump(res, f, indent=1)
 
 
+def _sd15_gpu(a: argparse.Namespace) -> None:
+    """An SD-1.5-shaped UNet (random weights saved as f16) on a GPU backend of ours against the same
+    diffusers UNet in torch fp16 on CUDA, one guided step's batch (2 x 4 x 64 x 64 latents, 2 x 77 x
+    768 text states): steps/s of each, the ratio, our output against torch f32 on the same weights
+    (max |a - b| / max |f32|, and torch fp16's own), the peak device memory of each side."""
+    import torch
+
+    from cyb_llm import _core
+    from cyb_llm.convert import import_model
+    from cyb_llm.named_arrays import load_stage
+
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
+    print(f"SD-1.5-shaped UNet, f16 weights, batch 2 x 4 x 64 x 64, 77 tokens; {a.device} against torch fp16 "
+          f"on {dev}")
+    with tempfile.TemporaryDirectory(dir=a.sd15_dir) as tmp:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            src = _sd15_folder(os.path.join(tmp, "sd15"), "float16")
+        out = os.path.join(tmp, "sd15.model")
+        import_model(src, out, progress=False)
+        print(f"built and imported in {time.perf_counter() - t0:.0f} s ({os.path.getsize(out) / 2**30:.2f} GiB)")
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((2, 4, 64, 64), dtype=np.float32)
+        t = np.array([500.0, 500.0], np.float32)
+        emb = (0.5 * rng.standard_normal((2, 77, 768))).astype(np.float32)
+        feed = {"sample": x, "timestep": t, "encoder_hidden_states": emb}
+        rows = []
+        _core.wgpu_memory(reset_peak=True)
+        t0 = time.perf_counter()
+        unet = load_stage(out, "unet", backend=a.device)
+        print(f"our unet loaded on {a.device} in {time.perf_counter() - t0:.1f} s")
+        ours = unet.run(feed)["out_sample"]  # warm-up (pipelines, first uploads)
+        ta = _gpu_best(lambda: unet.run(feed)["out_sample"], a.reps)
+        ours_peak = _core.wgpu_memory()["peak_bytes"]
+        del unet
+        from diffusers import UNet2DConditionModel
+
+        on = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the bench where no GPU is
+        tu = UNet2DConditionModel.from_pretrained(os.path.join(src, "unet"), torch_dtype=torch.float16).to(on).eval()
+        tx, tt, te = (torch.from_numpy(v).to(on) for v in (x, t, emb))
+
+        def torch_step():
+            with torch.no_grad():
+                r = tu(tx.half(), tt.half(), te.half()).sample
+            if on == "cuda":
+                torch.cuda.synchronize()
+            return r
+
+        half = torch_step().float().cpu().numpy()
+        if on == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        tb = _gpu_best(torch_step, a.reps)
+        torch_peak = torch.cuda.max_memory_allocated() if on == "cuda" else 0
+        tu = tu.float()
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with torch.no_grad():
+            ref = tu(tx, tt, te).sample.cpu().numpy()
+        scale = float(np.abs(ref).max())
+        rows.append({"model": "sd15-shaped unet (batch 2, f16 weights)", "unit": "steps/s", "ours": 1 / ta,
+                     "peer": 1 / tb, "peer_name": "torch fp16 (CUDA, eager)", "ratio": tb / ta,
+                     "err_ours_vs_f32": float(np.abs(ours - ref).max()) / scale,
+                     "err_torch_fp16_vs_f32": float(np.abs(half - ref).max()) / scale,
+                     "ours_peak_mib": ours_peak / 2**20, "torch_peak_mib": torch_peak / 2**20, "device": dev})
+    r = rows[0]
+    print(f"  ours {r['ours']:.2f} steps/s ({ta * 1000:.1f} ms), torch fp16 {r['peer']:.2f} steps/s "
+          f"({tb * 1000:.1f} ms): {r['ratio']:.3f}x")
+    print(f"  vs torch f32 (max |a-b| / max |f32|): ours {r['err_ours_vs_f32']:.2e}, torch fp16 "
+          f"{r['err_torch_fp16_vs_f32']:.2e}")
+    print(f"  peak device memory: ours {r['ours_peak_mib']:.0f} MiB (buffers), torch {r['torch_peak_mib']:.0f} MiB "
+          f"(allocator)")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+
+
+def _gpu_best(fn, reps: int) -> float:
+    """The median seconds of `reps` calls of fn() (each returns once its result is on the host or
+    synchronized)."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 def _child(a: argparse.Namespace) -> None:
     rows = []
     for name in a.models.split(","):
@@ -282,6 +376,9 @@ def main() -> None:
     ap.add_argument("--sd15-dtype", default="float32", choices=("float32", "float16"))
     ap.add_argument("--sd15-dir", help="where the temporary folder and .model go (default: the system's temp)")
     ap.add_argument("--sd15-child", help=argparse.SUPPRESS)
+    ap.add_argument("--sd15-gpu", action="store_true",
+                    help="an SD-1.5-shaped f16 UNet step on --device against torch fp16 on CUDA")
+    ap.add_argument("--device", default="wgpu+rs", help="our backend for --sd15-gpu")
     a = ap.parse_args()
     if a.child:
         return _child(a)
@@ -289,6 +386,8 @@ def main() -> None:
         return _sd15_child(a.sd15_child, a.threads)
     if a.sd15_memory:
         return _sd15_memory(a)
+    if a.sd15_gpu:
+        return _sd15_gpu(a)
     import onnxruntime as ort
     import torch
 

@@ -7,10 +7,18 @@ Prints, per runtime, the best of `repeat` runs: seconds to synthesize, seconds o
 factor (synthesis time / audio time: below 1 is faster than real time) and the first-audio latency
 of the streamed call (speak_stream / PiperVoice.synthesize: time to the first sentence's audio).
 The noise is random in both (default scales), so the audio lengths differ slightly; the factor is
-per second of audio."""
+per second of audio.
+
+--ids FILE (a JSON list of each sentence's phoneme ids, as `--write-ids FILE` writes them for --text):
+synthesis only, for a machine without the phonemizer (the NVIDIA GPU machine, docs/gpu-bench.md "TTS on
+the GPU"): cyb_llm's text_to_mel on the ids of each sentence (the Piper graph, on --backend) against
+onnxruntime's CPU provider running the same voice file on the same feeds (what piper-tts runs after its
+phonemizer), the voice's default noise scales in both; the same real-time factor and first-sentence
+latency, and the adapter named."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -41,11 +49,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--text", default=TEXT)
     ap.add_argument("--backend", default=None, help="cyb_llm backend (cpu, nox, wgpu+rs, ...)")
+    ap.add_argument("--ids", help="synthesis only, from this JSON of each sentence's phoneme ids")
+    ap.add_argument("--write-ids", help="write --text's phoneme ids (per sentence) here as JSON and stop")
     a = ap.parse_args()
 
     import cyb_llm
 
     m = cyb_llm.load("piper-joe", threads=a.threads, backend=a.backend)
+    if a.write_ids:
+        with open(a.write_ids, "w", encoding="utf-8") as f:
+            json.dump(m.sentences(a.text), f)
+        return
+    if a.ids:
+        return _from_ids(m, a)
     sr = m.sample_rate
     m.speak("Warm up.", seed=0)
     ours = _best(lambda: (c.size for c in m.speak_stream(a.text, seed=1)), a.repeat)
@@ -65,10 +81,57 @@ def main() -> None:
 
     print(f"text: {len(a.text)} characters, {len(m.sentences(a.text))} sentences; {a.threads} threads; "
           f"best of {a.repeat}; backend {m.backend}")
-    for name, (dt, n, first) in (("cyb_llm speak", ours), ("piper-tts (onnxruntime)", ref)):
-        print(f"{name:26} {dt:7.3f} s for {n / sr:6.2f} s of audio  RTF {dt / (n / sr):.3f}  first audio {first:.3f} s")
-    rtf_ours, rtf_ref = ours[0] / (ours[1] / sr), ref[0] / (ref[1] / sr)
-    print(f"speed vs piper-tts: {rtf_ref / rtf_ours:.2f}x (above 1: cyb_llm faster)")
+    _report(sr, ("cyb_llm speak", ours), ("piper-tts (onnxruntime)", ref), "piper-tts")
+
+
+def _report(sr: int, ours: tuple, ref: tuple, peer: str) -> None:
+    """Each runtime's line (name, (seconds, samples, first-audio seconds)) and the speed ratio."""
+    for name, (dt, n, first) in (ours, ref):
+        print(f"{name:26} {dt:7.3f} s for {n / sr:6.2f} s of audio  RTF {dt / (n / sr):.4f}  first audio {first:.3f} s")
+    (_, (ta, na, _)), (_, (tb, nb, _)) = ours, ref
+    print(f"speed vs {peer}: {(tb / (nb / sr)) / (ta / (na / sr)):.2f}x (above 1: cyb_llm faster)")
+
+
+def _from_ids(m, a: argparse.Namespace) -> None:
+    """--ids: text_to_mel on each sentence's ids against onnxruntime on the same voice file."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from cyb_llm import hub
+
+    with open(a.ids, encoding="utf-8") as f:
+        sentences = json.load(f)
+    sr = m.sample_rate
+    m.text_to_mel(sentences[0], seed=0)  # warm-up
+    ours = _best(lambda: (m.text_to_mel(ids, seed=1 + i).size for i, ids in enumerate(sentences)), a.repeat)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = a.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(hub.fetch_source("piper-joe", progress=False), so, providers=["CPUExecutionProvider"])
+    cfg = m.voice_config
+    scales = np.array([cfg.noise_scale, cfg.length_scale, cfg.noise_w_scale], np.float32)
+
+    def peer():
+        for ids in sentences:
+            feeds = {"input": np.array([ids], np.int64), "input_lengths": np.array([len(ids)], np.int64),
+                     "scales": scales}
+            yield sess.run(None, feeds)[0].size
+
+    list(peer())
+    ref = _best(peer, a.repeat)
+    print(f"{len(sentences)} sentences, {sum(map(len, sentences))} phoneme ids; onnxruntime on {a.threads} threads; "
+          f"best of {a.repeat}; backend {m.backend}{_adapter(m.backend)}")
+    _report(sr, ("cyb_llm text_to_mel", ours), ("onnxruntime (cpu)", ref), "onnxruntime")
+
+
+def _adapter(backend: str) -> str:
+    """', adapter NAME' for a GPU backend (the card the numbers are from)."""
+    if backend == "cpu":
+        return ""
+    from cyb_llm import _core
+
+    info = _core.wgpu_info(True)
+    return f", adapter {info['adapter']} ({info['adapter_type']}, {info['backend_type']})"
 
 
 if __name__ == "__main__":

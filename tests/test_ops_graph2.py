@@ -91,7 +91,9 @@ def _lstm_ref(x, W, R, b, h, c):
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("S,B,I,H,init", [(1, 1, 3, 2, True), (5, 2, 7, 5, True), (4, 3, 16, 8, False)])
+# the last two: the SIMD kernels' lanes and tails (I, H not multiples of 8 or 16) and Silero's size
+@pytest.mark.parametrize("S,B,I,H,init", [(1, 1, 3, 2, True), (5, 2, 7, 5, True), (4, 3, 16, 8, False),
+                                          (3, 2, 37, 19, True), (1, 1, 128, 128, True)])
 def test_lstm(level, S, B, I, H, init):
     x = RNG.standard_normal((S, B, I)).astype(np.float32)
     W = (RNG.standard_normal((4 * H, I)) * 0.5).astype(np.float32)

@@ -128,6 +128,28 @@ def test_conv_activation(level, act, case):
     assert _err(_conv_ref(x, w, b, s, d, pads, group), none) <= TOL
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("O", [5, 70])
+@pytest.mark.parametrize("P", [1, 3, 5, 9])
+@pytest.mark.parametrize("stride,dil", [(2, 1), (1, 2)])
+def test_conv_few_positions_equal_panel_gemm(level, O, P, stride, dil):
+    # convs of fewer output positions than one GEMM panel (Silero's, P = 1..5) take their own x86 path:
+    # each output the same FMA chain as in the panel GEMM a longer input takes, so the first P outputs
+    # over the same samples are bit-identical (O = 5, 70: a partial vector of channels, several blocks;
+    # dilation 1: the taps copied in runs, 2: one at a time)
+    C, k = 3, 4
+    span = (k - 1) * dil + 1
+    x = _rand(2, C, (40 - 1) * stride + span - 1)  # 40 outputs (pads 1, 0): the panel GEMM at either width
+    w, b = _rand(O, C, k), _rand(O)
+    attrs = {"strides": [stride], "dilations": [dil], "pads": [1, 0], "activation": "relu"}
+    long = _run("conv", [x, w, b], attrs, level)
+    short = _run("conv", [x[:, :, :(P - 1) * stride + span - 1], w, b], attrs, level)
+    assert long.shape == (2, O, 40) and short.shape == (2, O, P)
+    assert np.array_equal(short, long[:, :, :P])
+    ref = F.relu(torch.tensor(_conv_ref(x, w, b, (stride,), (dil,), (1, 0), 1)))[:, :, :P].numpy()
+    assert _err(ref, short) <= TOL
+
+
 def test_conv_activation_errors():
     with pytest.raises(InvalidConfig, match="activation"):
         _run("conv", [_rand(1, 2, 5), _rand(3, 2, 3)], {"activation": "gelu"})

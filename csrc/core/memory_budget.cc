@@ -1,5 +1,8 @@
 #include "core/memory_budget.h"
 
+#include <chrono>
+#include <mutex>
+
 #if defined(__linux__)
 #include <cstdio>
 #include <cstring>
@@ -45,6 +48,21 @@ int64_t available_memory_bytes() {
 #else
   return -1;
 #endif
+}
+
+int64_t available_memory_recent() {
+  static std::mutex mu;
+  static int64_t value = -1;
+  static std::chrono::steady_clock::time_point at;
+  static bool read = false;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lk(mu);
+  if (!read || now - at >= std::chrono::seconds(1)) {
+    value = available_memory_bytes();
+    at = now;
+    read = true;
+  }
+  return value;
 }
 
 }  // namespace cyb

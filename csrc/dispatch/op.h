@@ -100,7 +100,7 @@ enum class OpKind : uint16_t {
   // One-directional LSTM (ONNX gate order i, o, f, c): x [S, B, I], W [4H, I], R [4H, H],
   // bias [8H] (Wb then Rb), h0, c0 [B, H]; out: Y [S, B, H], h_S, c_S [B, H].  For each step s:
   // g = x_s W^T + h R^T + Wb + Rb; i, o, f = sigmoid(g_i, g_o, g_f); c = f c + i tanh(g_c);
-  // h = o tanh(c) (sums in double).
+  // h = o tanh(c) (the reference sums in double; the x86 levels in f32 lanes, within op-f32).
   Lstm = 39,
   // ---- array ops of graph v2 (ONNX semantics; any element type the row accepts; numpy
   // broadcasting where two inputs meet). Tags 40-49: these; 50-59: convolution, pooling, norms,

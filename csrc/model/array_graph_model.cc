@@ -166,11 +166,12 @@ class ArrayGraphModel : public Model {
     // already holds (LoadOptions::max_memory; 0 = what is available), before each is allocated.
     const int64_t held = charged_bytes() + static_cast<int64_t>(wcache_.bytes());
     const int64_t budget = opts_.max_memory;
-    // With no budget given (0: what is available), the available memory is read once a run (a read of
-    // /proc/meminfo per node cost ~10-30 us, most of a small graph's run); a node whose outputs
-    // would not fit in it, less what this run already holds, is checked again against a fresh
-    // reading (check_memory_budget), which refuses it or lets it pass.
-    const int64_t avail = budget == 0 ? available_memory_bytes() : -1;
+    // With no budget given (0: what is available), the available memory as read at most a second
+    // ago (available_memory_recent: a read of /proc/meminfo costs ~10-40 us, a tenth of a Silero
+    // call; it was read per node, then per run); a node whose outputs would not fit in it, less what
+    // this run already holds, is checked again against a fresh reading (check_memory_budget), which
+    // refuses it or lets it pass.
+    const int64_t avail = budget == 0 ? available_memory_recent() : -1;
     const ArrayGraphRun::BudgetCheck check = [held, budget, avail](int64_t in_use, int64_t need,
                                                                    const std::function<std::string()>& what) {
       if (budget < 0 || need <= 0) return;

@@ -18,21 +18,42 @@ namespace {
 struct NumpyKind {
   DType dtype;
   const char* numpy;  // numpy's name of the element type
+  char kind;          // numpy's dtype.kind and dtype.itemsize of it
+  int size;
 };
 // The element types a named-array model exchanges.
-const NumpyKind kKinds[] = {{DType::F32, "float32"}, {DType::F16, "float16"}, {DType::I32, "int32"},
-                            {DType::I64, "int64"},   {DType::U8, "uint8"},    {DType::I8, "int8"},
-                            {DType::BOOL, "bool"}};
+const NumpyKind kKinds[] = {{DType::F32, "float32", 'f', 4}, {DType::F16, "float16", 'f', 2},
+                            {DType::I32, "int32", 'i', 4},   {DType::I64, "int64", 'i', 8},
+                            {DType::U8, "uint8", 'u', 1},    {DType::I8, "int8", 'i', 1},
+                            {DType::BOOL, "bool", 'b', 1}};
+
+// The dtype of an element type, from numpy's type numbers (no parse of its name: a call converts
+// every output, and Silero's call is ~0.1 ms)
+py::dtype dtype_of(DType dt) {
+  switch (dt) {
+    case DType::F32: return py::dtype::of<float>();
+    case DType::I32: return py::dtype::of<int32_t>();
+    case DType::I64: return py::dtype::of<int64_t>();
+    case DType::U8: return py::dtype::of<uint8_t>();
+    case DType::I8: return py::dtype::of<int8_t>();
+    case DType::BOOL: return py::dtype::of<bool>();
+    default: return py::dtype("float16");
+  }
+}
 
 HostArray to_host(const std::string& name, const py::handle& value) {
   py::array a = py::array::ensure(value);
   if (!a) throw_invalid_config("inputs['" + name + "']", "must be an array (numpy or a nested list of numbers)");
-  std::string kind = py::str(a.dtype().attr("name"));
+  const py::dtype dt = a.dtype();
+  const char kind = dt.kind();
+  const int size = static_cast<int>(dt.itemsize());
   for (const NumpyKind& k : kKinds) {
-    if (kind != k.numpy) continue;
+    if (kind != k.kind || size != k.size) continue;
     // numpy names a byte-swapped array ('>f4' here) like a native one: its values in native order
-    // (copied bytes as they are would be other numbers)
-    if (!a.dtype().attr("isnative").cast<bool>()) a = py::array(a.attr("astype")(py::dtype(k.numpy)));
+    // (copied bytes as they are would be other numbers); '=' and '|' are native
+    const char order = dt.byteorder();
+    if (order != '=' && order != '|' && !dt.attr("isnative").cast<bool>())
+      a = py::array(a.attr("astype")(py::dtype(k.numpy)));
     a = py::array::ensure(a, py::array::c_style);
     HostArray h;
     h.dtype = k.dtype;
@@ -41,14 +62,14 @@ HostArray to_host(const std::string& name, const py::handle& value) {
     if (a.nbytes()) std::memcpy(h.data.data(), a.data(), h.data.size());
     return h;
   }
-  throw_invalid_config("inputs['" + name + "']",
-                       "dtype " + kind + " is not accepted (float32, float16, int32, int64, int8, uint8, bool)");
+  throw_invalid_config("inputs['" + name + "']", "dtype " + std::string(py::str(dt.attr("name"))) +
+                                                     " is not accepted (float32, float16, int32, int64, int8, uint8, bool)");
 }
 
 py::array to_numpy(const HostArray& h) {
   for (const NumpyKind& k : kKinds) {
     if (h.dtype != k.dtype) continue;
-    py::array a(py::dtype(k.numpy), h.shape);
+    py::array a(dtype_of(k.dtype), h.shape);
     if (!h.data.empty()) std::memcpy(a.mutable_data(), h.data.data(), h.data.size());
     return a;
   }

@@ -98,9 +98,11 @@ class NamedArrayModel(Model):
         return [out[n] for n in names]
 
     def _run(self, feeds: Mapping[str, Any], seed: int | None = None) -> dict[str, np.ndarray]:
-        if not isinstance(feeds, Mapping):
-            raise InvalidConfig(field="feeds", reason="must be a dict {input name: array}")
-        return self._native.run(dict(feeds), seed)
+        if type(feeds) is not dict:  # a plain dict goes as it is (the native run only reads it)
+            if not isinstance(feeds, Mapping):
+                raise InvalidConfig(field="feeds", reason="must be a dict {input name: array}")
+            feeds = dict(feeds)
+        return self._native.run(feeds, seed)
 
     def memory_plan(self, **dims: int) -> dict:
         """The memory plan of a run whose inputs have these dims (every named dim of the inputs, e.g.

@@ -53,9 +53,7 @@ class GraphSession:
                 self.state[inp] = np.zeros(spec.shape, dtype=spec.numpy_dtype)
 
     def run(self, feeds: Mapping[str, Any], output_names: Sequence[str] | None = None) -> Any:
-        full = dict(self.state)
-        full.update(feeds)
-        out = self.model._run(full)
+        out = self.model._run({**self.state, **feeds})
         for o, i in self.model.state.items():
             self.state[i] = out[o]
         if output_names is None:
