@@ -141,7 +141,10 @@ class NamedArrayModel(Model):
     def last_run_memory(self) -> dict:
         """What the last run held: {"planned_peak" (its arena), "measured_peak" (the high-water mark
         of the bytes it held: the arena plus buffers of values sized at run time), "dynamic_peak",
-        "unknown_values", "unplanned"}."""
+        "unknown_values", "unplanned", "weight_cache_bytes" (the packed weight copies the model keeps,
+        built on first use: cpu convolutions), "released_weight_bytes" (the original weights' pages
+        handed back once packed: they leave the resident set and fault in again from the file if
+        read; 0 for a file read into memory at open)}."""
         return json.loads(self._native.last_run_memory_json())
 
     @property
