@@ -133,6 +133,17 @@ def test_conv_defaults_and_large(level):
     assert _err(ref, _run("conv", [x, w, b], {}, level)) <= TOL
 
 
+@pytest.mark.parametrize("level", LEVELS)
+def test_conv_direct_in_bands(level):
+    # stride 1 with output rows of 32+ positions, whose zero-padded copy of x (16 channels of 1034 x 522
+    # per image: 34.5 MB) passes the 32 MiB the x86 path copies at once: each image goes in bands of
+    # output rows (here 998 and 32 rows: a shorter last band), the dilated taps reading the halo rows
+    x, w, b = _rand(2, 16, 1030, 520), _rand(4, 16, 3, 3), _rand(4)
+    attrs = {"pads": [2, 1, 2, 1], "dilations": [2, 1]}
+    ref = _conv_ref(x, w, b, (1, 1), (2, 1), (2, 1, 2, 1), 1)
+    assert _err(ref, _run("conv", [x, w, b], attrs, level)) <= TOL
+
+
 def test_conv_fast_equals_reference_level():
     x, w = _rand(2, 16, 13, 11), _rand(8, 16, 3, 3)
     attrs = {"pads": [1, 0, 2, 1], "strides": [1, 2]}
