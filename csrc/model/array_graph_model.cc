@@ -133,7 +133,13 @@ class ArrayGraphModel : public Model {
            std::to_string(m.measured_peak) + ", \"dynamic_peak\": " + std::to_string(m.dynamic_peak) +
            ", \"unknown_values\": " + std::to_string(m.unknown_values) + ", \"unplanned\": " +
            std::to_string(m.unplanned) + ", \"weight_cache_bytes\": " + std::to_string(wcache_.bytes()) +
-           ", \"released_weight_bytes\": " + std::to_string(wcache_.released_bytes()) + "}";
+           ", \"released_weight_bytes\": " + std::to_string(wcache_.released_bytes()) +
+           ", \"pooled_bytes\": " + std::to_string(run_->pooled_bytes()) + "}";
+  }
+  void release_memory() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    run_->release_buffers();
+    for (Backend* b : dispatcher_->chain()) b->release_scratch();
   }
 
  protected:

@@ -114,6 +114,9 @@ class ArrayGraphRun {
     std::lock_guard<std::mutex> lk(stats_mu_);
     return last_mem_;
   }
+  // The node outputs' buffers kept for the next run (the pool): their bytes, and freeing them.
+  size_t pooled_bytes() const;
+  void release_buffers();
 
   // A value of a run: a typed, shaped host buffer (owned, or a view of the file / an input / another
   // value) and / or, on a device backend, a device tensor (dev.data non-null; owned by dev_own, a

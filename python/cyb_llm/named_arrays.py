@@ -144,8 +144,16 @@ class NamedArrayModel(Model):
         "unknown_values", "unplanned", "weight_cache_bytes" (the packed weight copies the model keeps,
         built on first use: cpu convolutions), "released_weight_bytes" (the original weights' pages
         handed back once packed: they leave the resident set and fault in again from the file if
-        read; 0 for a file read into memory at open)}."""
+        read; 0 for a file read into memory at open), "pooled_bytes" (node buffers kept for the next
+        run: release_memory)}."""
         return json.loads(self._native.last_run_memory_json())
+
+    def release_memory(self) -> None:
+        """Frees what the model keeps between runs only to run faster: the pooled node buffers (the
+        last run's arena among them) and the calling thread's cpu kernel scratch; the next run makes
+        them again. Weights and packed weights stay. Pipelines call it when they move on to another
+        stage (DiffusionModel: the UNet's, before the VAE decoder runs)."""
+        self._native.release_memory()
 
     @property
     def last_digest(self) -> str:

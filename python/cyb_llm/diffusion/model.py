@@ -362,8 +362,10 @@ class DiffusionModel(NamedArrayModel):
                 callback(i, t, x)
         stats.unet_ms, stats.unet_calls, stats.scheduler_ms = unet_ms, len(timesteps), sched_ms
 
-        # the image
+        # the image (the UNet's pooled buffers and kernel scratch go first: only the running stage's
+        # frames are held, docs/diffusion.md "Memory")
         t0 = time.perf_counter()
+        self.release_memory()
         dec = self.stages["vae_decoder"].run(
             {"latent_sample": np.ascontiguousarray(x / np.float32(self.diffusion["vae_scaling_factor"]), np.float32)})
         img = np.asarray(dec["sample"], np.float32)[0]
