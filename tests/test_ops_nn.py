@@ -135,10 +135,10 @@ def test_conv_defaults_and_large(level):
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_conv_direct_in_bands(level):
-    # stride 1 with output rows of 32+ positions, whose zero-padded copy of x (16 channels of 1034 x 522
-    # per image: 34.5 MB) passes the 32 MiB the x86 path copies at once: each image goes in bands of
-    # output rows (here 998 and 32 rows: a shorter last band), the dilated taps reading the halo rows
-    x, w, b = _rand(2, 16, 1030, 520), _rand(4, 16, 3, 3), _rand(4)
+    # stride 1 with output rows of 32+ positions, whose zero-padded copy of x (16 channels of 304 x 522
+    # per image: 10.2 MB) passes the 8 MiB the x86 path copies at once: each image goes in bands of
+    # output rows (here 247 and 53 rows: a shorter last band), the dilated taps reading the halo rows
+    x, w, b = _rand(2, 16, 300, 520), _rand(4, 16, 3, 3), _rand(4)
     attrs = {"pads": [2, 1, 2, 1], "dilations": [2, 1]}
     ref = _conv_ref(x, w, b, (1, 1), (2, 1), (2, 1, 2, 1), 1)
     assert _err(ref, _run("conv", [x, w, b], attrs, level)) <= TOL
@@ -510,6 +510,9 @@ ATTN_CASES = [  # q, k, v shapes, mask shape (None: no mask)
     ((1, 2, 1, 4), (3, 2, 5, 4), (1, 2, 5, 4), (3, 2, 1, 5)),  # the batch from k and the mask
     ((1, 2, 4, 3), (1, 2, 0, 3), (1, 2, 0, 3), None),          # no keys: every row 0
     ((1, 2, 0, 3), (1, 2, 5, 3), (1, 2, 5, 3), None),          # no queries
+    # 12000 x 100 scores (4.8 MB) pass the 4 MiB the x86 path scores at once: blocks of 10485 query
+    # rows and a last one of 1515, the mask read at each block's rows
+    ((1, 2, 12000, 8), (1, 1, 100, 8), (1, 2, 100, 6), (1, 1, 12000, 100)),
 ]
 
 

@@ -297,6 +297,7 @@ class DiffusionModel(NamedArrayModel):
         cfg = g > 1.0
         texts = ([negative_prompt or ""] if cfg else []) + [prompt]
         emb, counts = self.encode_prompt(texts)
+        self.stages["text_encoder"].release_memory()  # each stage's kept buffers go as the next one runs
         stats.text_encoder_ms = (time.perf_counter() - t0) * 1000.0
         stats.prompt_tokens = counts[-1]
         stats.truncated_tokens = max(0, counts[-1] - self.diffusion["max_text_length"])
@@ -312,6 +313,7 @@ class DiffusionModel(NamedArrayModel):
             enc = self.stages["vae_encoder"].run({"sample": np.ascontiguousarray(x)})
             mean = np.asarray(enc["mean"], np.float32)
             logvar = np.clip(np.asarray(enc["logvar"], np.float32), -30.0, 20.0)
+            self.stages["vae_encoder"].release_memory()
             eps = _given("image_noise", image_noise, mean.shape) if image_noise is not None else \
                 rng.standard_normal(mean.shape, dtype=np.float32)
             init_latents = (mean + np.exp(np.float32(0.5) * logvar) * eps) * np.float32(self.diffusion["vae_scaling_factor"])
@@ -369,6 +371,7 @@ class DiffusionModel(NamedArrayModel):
         dec = self.stages["vae_decoder"].run(
             {"latent_sample": np.ascontiguousarray(x / np.float32(self.diffusion["vae_scaling_factor"]), np.float32)})
         img = np.asarray(dec["sample"], np.float32)[0]
+        self.stages["vae_decoder"].release_memory()
         stats.vae_decoder_ms = (time.perf_counter() - t0) * 1000.0
         img = np.clip(img / np.float32(2) + np.float32(0.5), 0, 1).transpose(1, 2, 0)
         stats.total_ms = (time.perf_counter() - t_all) * 1000.0
