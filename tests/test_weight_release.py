@@ -7,7 +7,9 @@ ONNX; each setting in a child (CYB_HUGE_PAGES is read once a process). In the ch
 pages are touched, the conv runs, and /proc/self/pagemap says which of the weight's whole pages are
 present: none may be. A second model on the same file repacks from the handed-back pages (they
 fault in again from the file): its output must be the first's bit for bit, and both within
-`onnx-vs-onnxruntime` of onnxruntime.
+`onnx-vs-onnxruntime` of onnxruntime. A MatMul weight (read in place, not packed) stays present
+after a run until release_memory(weights=True) hands its pages back; the next run reads them again
+from the file, to the same output.
 """
 from __future__ import annotations
 
@@ -44,9 +46,9 @@ mf = ModelFile(path)
 def load():
     return NamedArrayModel._over(mf, _core.load(mf._native, "cpu", False, 2, "", True, None, ""), backend="cpu", stage="")
 
-def weight_range():
-    info = mf.tensors["W"]
-    view = mf.tensor_bytes("W")
+def weight_range(name):
+    info = mf.tensors[name]
+    view = mf.tensor_bytes(name)
     if not view.flags.owndata:  # the huge-page copy (a view of the process's own bytes)
         return view.ctypes.data, info.size, "huge"
     for line in open("/proc/self/maps"):  # the read-only mapping of the file, from offset 0
@@ -64,18 +66,26 @@ def present(a, n):
     return int(((e >> np.uint64(63)) & np.uint64(1)).sum()), hi - lo
 
 m1 = load()
-a, n, where = weight_range()
+a, n, where = weight_range("W")
+am, nm, _ = weight_range("mm.weight")  # the importer keeps MatMul weights transposed
 np.frombuffer((ctypes.c_char * n).from_address(a), np.uint8)[::256].sum()  # every page touched
 before, pages = present(a, n)
 x = np.load(x_path)
-y1 = m1.run({"x": x})["y"]
+xm = np.ones((4, 512), np.float32)
+r1 = m1.run({"x": x, "xm": xm})
+y1 = r1["y"]
 after, _ = present(a, n)
 mem = m1.last_run_memory()
-y2 = load().run({"x": x})["y"]  # a fresh cache: packed again from the handed-back pages
+m_run, m_pages = present(am, nm)
+m_released = m1.release_memory(weights=True)
+m_after, _ = present(am, nm)
+z2 = m1.run({"x": x, "xm": xm})["z"]
+y2 = load().run({"x": x, "xm": xm})["y"]  # a fresh cache: packed again from the handed-back pages
 after2, _ = present(a, n)
-np.savez(out_path, y1=y1, y2=y2)
+np.savez(out_path, y1=y1, y2=y2, z1=r1["z"], z2=z2)
 print(json.dumps({"where": where, "pages": pages, "before": before, "after": after, "after2": after2,
-                  "page_size": os.sysconf("SC_PAGE_SIZE"), "mem": mem}))
+                  "page_size": os.sysconf("SC_PAGE_SIZE"), "mem": mem, "m_pages": m_pages, "m_run": m_run,
+                  "m_released": m_released, "m_after": m_after}))
 """
 
 
@@ -85,10 +95,15 @@ def conv_file(tmp_path_factory):
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((O, C, 3, 3), dtype=np.float32) / np.sqrt(C)).astype(np.float32)
     b = rng.standard_normal(O, dtype=np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "W", "B"], ["y"], name="conv", pads=[1, 1, 1, 1])], "conv",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 1, 2])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+    mm = rng.standard_normal((512, 1024), dtype=np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "W", "B"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+                           helper.make_node("MatMul", ["xm", "M"], ["z"], name="mm")], "conv",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 1, 2]),
+                           helper.make_tensor_value_info("xm", TensorProto.FLOAT, [4, 512])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B"),
+                           numpy_helper.from_array(mm, "M")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     src = str(d / "conv.onnx")
@@ -99,7 +114,7 @@ def conv_file(tmp_path_factory):
     assert os.path.getsize(out) > 64 << 20  # mapped at open, not read (docs/errors.md)
     x = rng.standard_normal((1, C, 1, 2), dtype=np.float32)
     np.save(d / "x.npy", x)
-    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(["y"], {"x": x, "xm": np.ones((4, 512), np.float32)})[0]
     return out, str(d / "x.npy"), ref
 
 
@@ -119,7 +134,11 @@ def test_packed_weight_pages_leave_the_resident_set(conv_file, tmp_path, huge):
     assert res["after2"] == 0, res  # packed again from them (faulted in from the file), handed back again
     assert res["mem"]["released_weight_bytes"] == res["pages"] * res["page_size"], res
     assert res["mem"]["weight_cache_bytes"] >= O * C * 9 * 4, res  # the packed copy
+    assert res["m_run"] == res["m_pages"] > 0, res  # the MatMul weight, read in place by the run
+    assert res["m_released"] >= res["m_pages"] * res["page_size"], res  # release_memory(weights=True)
+    assert res["m_after"] == 0, res
     y = np.load(out)
+    assert np.array_equal(y["z1"], y["z2"])  # read again from the file
     assert np.array_equal(y["y1"], y["y2"])  # the same bytes read back from the file
     err = float(np.abs(y["y1"] - ref).max() / np.abs(ref).max())
     assert err <= tolerance("onnx-vs-onnxruntime"), err

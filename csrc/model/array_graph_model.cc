@@ -136,10 +136,11 @@ class ArrayGraphModel : public Model {
            ", \"released_weight_bytes\": " + std::to_string(wcache_.released_bytes()) +
            ", \"pooled_bytes\": " + std::to_string(run_->pooled_bytes()) + "}";
   }
-  void release_memory() override {
+  int64_t release_memory(bool weights) override {
     std::lock_guard<std::mutex> lk(mu_);
     run_->release_buffers();
     for (Backend* b : dispatcher_->chain()) b->release_scratch();
+    return weights ? static_cast<int64_t>(run_->release_weight_pages(*file_)) : 0;
   }
 
  protected:

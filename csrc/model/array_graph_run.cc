@@ -114,6 +114,13 @@ void ArrayGraphRun::release_buffers() {
   if (pool_) pool_->release();
 }
 
+size_t ArrayGraphRun::release_weight_pages(ModelFile& file) const {
+  size_t n = 0;
+  for (const auto& kv : fixed_)
+    if (kv.second.data) n += file.release_pages(kv.second.data, row_bytes(kv.second.dtype, kv.second.shape.numel()));
+  return n;
+}
+
 ArrayGraphRun::ArrayGraphRun(graph2::Graph g, const ModelFile& file, bool nox) : g_(std::move(g)), nox_(nox) {
   if (!nox_) pool_ = std::make_shared<BufferPool>();
   for (const graph2::Initializer& in : g_.initializers) {

@@ -131,9 +131,9 @@ class Model:
         """
     def new_conversation(self, max_context: typing.Any) -> typing.Any:
         ...
-    def release_memory(self) -> None:
+    def release_memory(self, weights: bool = False) -> int:
         """
-        Frees the pooled node buffers and the calling thread's kernel scratch (graph models).
+        Frees the pooled node buffers and the calling thread's kernel scratch (graph models); weights: also hands back the resident pages of the file's weights (the bytes returned).
         """
     def run(self, feeds: dict, seed: typing.Any = None) -> dict:
         """

@@ -148,12 +148,15 @@ class NamedArrayModel(Model):
         run: release_memory)}."""
         return json.loads(self._native.last_run_memory_json())
 
-    def release_memory(self) -> None:
+    def release_memory(self, weights: bool = False) -> int:
         """Frees what the model keeps between runs only to run faster: the pooled node buffers (the
         last run's arena among them) and the calling thread's cpu kernel scratch; the next run makes
-        them again. Weights and packed weights stay. Pipelines call it when they move on to another
-        stage (DiffusionModel: the UNet's, before the VAE decoder runs)."""
-        self._native.release_memory()
+        them again. Packed weights stay. weights=True: the resident pages of the model's weights in
+        a mapped file (or in its huge-page copy) are handed back too, to fault in again from the
+        file at the next run; returns those bytes (0 otherwise, and for a file read into memory at
+        open). Pipelines call it when they move on to another stage (DiffusionModel: each stage once
+        its output is taken; the text encoder's weights too, idle through the UNet steps)."""
+        return int(self._native.release_memory(bool(weights)))
 
     @property
     def last_digest(self) -> str:

@@ -297,7 +297,9 @@ class DiffusionModel(NamedArrayModel):
         cfg = g > 1.0
         texts = ([negative_prompt or ""] if cfg else []) + [prompt]
         emb, counts = self.encode_prompt(texts)
-        self.stages["text_encoder"].release_memory()  # each stage's kept buffers go as the next one runs
+        # each stage's kept buffers go as the next one runs; the text encoder's weights too (their pages
+        # fault in again from the file at the next generation's prompt: docs/diffusion.md "Memory")
+        self.stages["text_encoder"].release_memory(weights=True)
         stats.text_encoder_ms = (time.perf_counter() - t0) * 1000.0
         stats.prompt_tokens = counts[-1]
         stats.truncated_tokens = max(0, counts[-1] - self.diffusion["max_text_length"])
