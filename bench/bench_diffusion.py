@@ -258,6 +258,7 @@ def _sd15_memory(a: argparse.Namespace) -> None:
             ("RSS after generate", res["after_generate"]),
             ("file bytes (weights)", res["file_bytes"]),
             ("packed weight copies (weight caches)", packed), ("original pages released once packed", released),
+            ("text encoder weight pages released", res["stats"].get("text_encoder_released_bytes", 0)),
             ("sum of stage planned peaks", planned_sum),
             ("max stage measured peak", measured_max), ("bound: allowance+file+max stage", bound),
             ("peak RSS (VmHWM)", res["peak"])]

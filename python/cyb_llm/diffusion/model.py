@@ -73,6 +73,7 @@ class ImageStats:
     prompt_tokens: int = 0             # the prompt's tokens, BOS and EOS included, before truncation
     truncated_tokens: int = 0          # tokens cut off at max_text_length
     text_encoder_ms: float = 0.0
+    text_encoder_released_bytes: int = 0  # its weights' pages handed back after the prompt (release_memory)
     unet_ms: float = 0.0               # every UNet call
     unet_calls: int = 0                # one per step (batch 2 with guidance, else 1)
     scheduler_ms: float = 0.0          # the scheduler's steps, guidance and the noise draws
@@ -299,7 +300,7 @@ class DiffusionModel(NamedArrayModel):
         emb, counts = self.encode_prompt(texts)
         # each stage's kept buffers go as the next one runs; the text encoder's weights too (their pages
         # fault in again from the file at the next generation's prompt: docs/diffusion.md "Memory")
-        self.stages["text_encoder"].release_memory(weights=True)
+        stats.text_encoder_released_bytes = self.stages["text_encoder"].release_memory(weights=True)
         stats.text_encoder_ms = (time.perf_counter() - t0) * 1000.0
         stats.prompt_tokens = counts[-1]
         stats.truncated_tokens = max(0, counts[-1] - self.diffusion["max_text_length"])
