@@ -334,6 +334,9 @@ size_t ModelFile::release_pages(const void* p, size_t bytes) {
   std::lock_guard<std::mutex> lk(huge_mu_);
   if (fd_ >= 0 && huge_ && inside(static_cast<const uint8_t*>(huge_) + huge_lead_, weights_size_)) {
     const uint64_t off = weights_offset_ - huge_lead_ + (lo - reinterpret_cast<uintptr_t>(huge_));
+    // (a failed MAP_FIXED leaves the copy's pages as they were from Linux 6.12 on; before, the
+    // kernel may have unmapped the range first: it fails only for want of kernel memory or of
+    // mappings, vm.max_map_count, which the hand-backs of one model use a few of per weight)
     void* r = mmap(reinterpret_cast<void*>(lo), len, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd_, static_cast<off_t>(off));
     if (r == MAP_FAILED) return 0;
     huge_released_.store(true, std::memory_order_release);
