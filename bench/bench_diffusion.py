@@ -160,6 +160,16 @@ def _vm(key: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {key}")
 
 
+def _rollup() -> dict:
+    """/proc/self/smaps_rollup's Rss and Anonymous in bytes, and their difference: the file-backed
+    resident bytes (the mapped .model); {} where the file is absent."""
+    try:
+        v = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in open("/proc/self/smaps_rollup") if ln.endswith("kB\n")}
+    except OSError:
+        return {}
+    return {"rss": v["Rss"], "anon": v["Anonymous"], "file": v["Rss"] - v["Anonymous"]}
+
+
 def _sd15_folder(folder: str, dtype: str) -> str:
     """An SD-1.5-shaped diffusers folder with random weights (torch's default init, seed 0) saved in
     `dtype`; the tokenizer is tests/sd_tiny.py's tiny CLIP BPE with model_max_length 77."""
@@ -200,11 +210,11 @@ def _sd15_child(path: str, threads: int) -> None:
     base = _vm("VmRSS")
     t0 = time.perf_counter()
     m = cyb_llm.load(path, threads=threads)
-    load_s, after_load = time.perf_counter() - t0, _vm("VmRSS")
+    load_s, after_load, roll_load = time.perf_counter() - t0, _vm("VmRSS"), _rollup()
     t0 = time.perf_counter()
     m.generate_image("a photo of a cat", height=512, width=512, steps=2, guidance_scale=7.5, seed=0,
                      scheduler="euler")
-    gen_s, after_gen = time.perf_counter() - t0, _vm("VmRSS")
+    gen_s, after_gen, roll_gen = time.perf_counter() - t0, _vm("VmRSS"), _rollup()
     stages = {}
     for name, st in m.stages.items():
         try:
@@ -212,6 +222,7 @@ def _sd15_child(path: str, threads: int) -> None:
         except Exception as e:  # noqa: BLE001 - a stage the run did not use (vae_encoder)
             stages[name] = {"error": f"{type(e).__name__}: {e}"}
     print(json.dumps({"after_import": base, "after_load": after_load, "after_generate": after_gen, "peak": _vm("VmHWM"), "load_s": load_s,
+                      "rollup_after_load": roll_load, "rollup_after_generate": roll_gen,
                       "generate_s": gen_s, "stats": m.last_stats.as_dict(), "stages": stages}))
 
 
@@ -240,19 +251,30 @@ def _sd15_memory(a: argparse.Namespace) -> None:
     planned_sum = sum(v["planned_peak"] for v in runs.values())
     measured_max = max(v["measured_peak"] for v in runs.values())
     bound = res["after_import"] + res["file_bytes"] + measured_max
-    print(f"  {'stage':14s} {'planned peak':>14s} {'measured peak':>14s}")
+    packed = sum(v["weight_cache_bytes"] for v in runs.values())
+    released = sum(v["released_weight_bytes"] for v in runs.values())
+    print(f"  {'stage':14s} {'planned peak':>14s} {'measured peak':>14s} {'packed weights':>15s} {'pages released':>15s}")
     for k, v in res["stages"].items():
         if "planned_peak" in v:
-            print(f"  {k:14s} {v['planned_peak'] / gib:12.3f} GiB {v['measured_peak'] / gib:12.3f} GiB")
+            print(f"  {k:14s} {v['planned_peak'] / gib:12.3f} GiB {v['measured_peak'] / gib:12.3f} GiB "
+                  f"{v['weight_cache_bytes'] / gib:11.3f} GiB {v['released_weight_bytes'] / gib:11.3f} GiB")
         else:
             print(f"  {k:14s} not run ({v['error'][:80]})")
     rows = [("RSS after import cyb_llm (allowance)", res["after_import"]), ("RSS after load", res["after_load"]),
             ("RSS after generate", res["after_generate"]),
-            ("file bytes (weights)", res["file_bytes"]), ("sum of stage planned peaks", planned_sum),
+            ("file bytes (weights)", res["file_bytes"]),
+            ("packed weight copies (weight caches)", packed), ("original pages released once packed", released),
+            ("text encoder weight pages released", res["stats"].get("text_encoder_released_bytes", 0)),
+            ("sum of stage planned peaks", planned_sum),
             ("max stage measured peak", measured_max), ("bound: allowance+file+max stage", bound),
             ("peak RSS (VmHWM)", res["peak"])]
     for k, v in rows:
         print(f"  {k:36s} {v / gib:8.3f} GiB")
+    for when in ("after_load", "after_generate"):
+        r = res.get(f"rollup_{when}") or {}
+        if r:
+            print(f"  smaps_rollup {when.replace('_', ' ')}: anonymous {r['anon'] / gib:.3f} GiB, "
+                  f"file-backed {r['file'] / gib:.3f} GiB")
     print(f"  peak RSS <= bound: {res['peak'] <= bound}; load {res['load_s']:.1f} s, generate "
           f"{res['generate_s']:.1f} s (UNet {res['stats']['unet_ms'] / 1000:.1f} s, VAE decoder "
           f"{res['stats']['vae_decoder_ms'] / 1000:.1f} s)")

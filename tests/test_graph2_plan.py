@@ -92,7 +92,10 @@ def test_plan_is_what_the_run_holds(chain, n):
     got = m.run({"x": x})
     r = m.last_run_memory()
     assert r == {"planned_peak": p["peak_bytes"], "measured_peak": p["peak_bytes"], "dynamic_peak": 0,
-                 "unknown_values": 0, "unplanned": 0}
+                 "unknown_values": 0, "unplanned": 0, "weight_cache_bytes": 0, "released_weight_bytes": 0,
+                 "pooled_bytes": p["peak_bytes"]}  # the arena waits in the pool for the next run
+    m.release_memory()
+    assert m.last_run_memory()["pooled_bytes"] == 0
     for k, ref in _chain_ref(x.astype(np.float64)).items():
         np.testing.assert_allclose(got[k], ref, rtol=tolerance("op-f32"), atol=tolerance("op-f32"))
 

@@ -163,6 +163,17 @@ def test_conv_defaults_and_large(level):
     assert _err(ref, _run("conv", [x, w, b], {}, level)) <= TOL
 
 
+@pytest.mark.parametrize("level", LEVELS)
+def test_conv_direct_in_bands(level):
+    # stride 1 with output rows of 32+ positions, whose zero-padded copy of x (16 channels of 304 x 522
+    # per image: 10.2 MB) passes the 8 MiB the x86 path copies at once: each image goes in bands of
+    # output rows (here 247 and 53 rows: a shorter last band), the dilated taps reading the halo rows
+    x, w, b = _rand(2, 16, 300, 520), _rand(4, 16, 3, 3), _rand(4)
+    attrs = {"pads": [2, 1, 2, 1], "dilations": [2, 1]}
+    ref = _conv_ref(x, w, b, (1, 1), (2, 1), (2, 1, 2, 1), 1)
+    assert _err(ref, _run("conv", [x, w, b], attrs, level)) <= TOL
+
+
 def test_conv_fast_equals_reference_level():
     x, w = _rand(2, 16, 13, 11), _rand(8, 16, 3, 3)
     attrs = {"pads": [1, 0, 2, 1], "strides": [1, 2]}
@@ -530,6 +541,30 @@ ATTN_CASES = [  # q, k, v shapes, mask shape (None: no mask)
     ((1, 2, 4, 3), (1, 2, 0, 3), (1, 2, 0, 3), None),          # no keys: every row 0
     ((1, 2, 0, 3), (1, 2, 5, 3), (1, 2, 5, 3), None),          # no queries
 ]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_attention_nd_query_blocks(level):
+    """12000 x 100 scores (4.8 MB) pass the 4 MiB the x86 path scores at once: blocks of 10485 query
+    rows and a last one of 1515, the mask read at each block's rows. The blocked run must equal, bit
+    for bit, the two halves run on their own (each within one block), and the f64 reference within
+    op-f32 at the scalar level. (Against the reference the SIMD levels' f32 scores carry a few ulp
+    of |score| into the softmax weights: over these 144,000 outputs of scores up to ~20 that tail
+    reaches 0.65-1.4e-6, past op-f32, whether blocked or not; the small cases above check them.)"""
+    rng = np.random.default_rng(8)
+    q = (rng.standard_normal((1, 2, 12000, 8)) * 2).astype(np.float32)
+    k = (rng.standard_normal((1, 1, 100, 8)) * 2).astype(np.float32)
+    v = rng.standard_normal((1, 2, 100, 6)).astype(np.float32)
+    mask = rng.random((1, 1, 12000, 100)) > 0.3
+    mask[0, 0, 0] = False  # a row with no key kept
+    got = _run("attention_nd", [q, k, v, mask], {"scale": 0.37}, level)
+    cut = 10485
+    parts = [_run("attention_nd", [q[:, :, a:b], k, v, mask[:, :, a:b]], {"scale": 0.37}, level)
+             for a, b in ((0, cut), (cut, 12000))]
+    assert np.array_equal(got, np.concatenate(parts, axis=2))
+    assert np.isfinite(got).all()
+    if level == "scalar":
+        assert _err(_attention_ref(q, k, v, mask, 0.37), got) <= TOL
 
 
 @pytest.mark.parametrize("level", LEVELS)

@@ -18,7 +18,8 @@ WeightCache::~WeightCache() {
   for (auto& e : entries_) aligned_free_bytes(e.second.first);
 }
 
-const void* WeightCache::get(const void* key, int tag, size_t bytes, const std::function<void(void*)>& fill) {
+const void* WeightCache::get(const void* key, int tag, size_t bytes, const std::function<void(void*)>& fill,
+                             size_t source_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find({key, tag});
   if (it != entries_.end() && it->second.second == bytes) return it->second.first;
@@ -37,12 +38,25 @@ const void* WeightCache::get(const void* key, int tag, size_t bytes, const std::
     entries_[{key, tag}] = {p, bytes};
   }
   bytes_ += bytes;
+  if (release_ && source_bytes > 0) {
+    const size_t r = release_(key, source_bytes);
+    size_t& was = released_[key];
+    if (r > was) {
+      released_bytes_ += r - was;
+      was = r;
+    }
+  }
   return p;
 }
 
 size_t WeightCache::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;
+}
+
+size_t WeightCache::released_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return released_bytes_;
 }
 
 }  // namespace cyb

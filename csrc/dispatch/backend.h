@@ -73,6 +73,9 @@ class Backend {
   virtual Tensor alloc_frame_as(ExecContext& ctx, const Shape& shape, DType dtype);
   virtual void release_frame(ExecContext& /*ctx*/, const Tensor& /*t*/) {}
   virtual void end_forward(ExecContext&) {}
+  // Frees the working memory the backend keeps for the calling thread between forwards (the cpu
+  // kernels' scratch); it is made again at the next use.
+  virtual void release_scratch() {}
   // Raw bytes (t.nbytes()) between host memory and a tensor of this backend.
   virtual void write_bytes(const Tensor& t, const void* src);
   virtual void read_bytes(const Tensor& t, void* dst);

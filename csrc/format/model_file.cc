@@ -38,6 +38,13 @@ namespace {
 
 constexpr uint64_t kMaxHead = 256ull << 20;  // bound of the text head (docs/format.md section 1)
 constexpr std::string_view kMarker = "~~~weights\n";
+
+#ifndef _WIN32
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+#endif
 constexpr size_t kMaxDims = 16;
 
 bool valid_section_name(std::string_view s) {
@@ -245,7 +252,10 @@ bool ModelFile::use_huge_pages() {
   const int64_t avail = available_memory_bytes();
   if (avail >= 0 && weights_size_ > static_cast<uint64_t>(avail) / 2) return false;
   constexpr size_t kHuge = size_t{2} << 20;
-  const size_t n = (static_cast<size_t>(weights_size_) + kHuge - 1) & ~(kHuge - 1);
+  // the weights start at the same offset within a page as in the file, so that release_pages can
+  // map the file's pages over the copy's
+  const size_t lead = static_cast<size_t>(weights_offset_ % static_cast<uint64_t>(page_size()));
+  const size_t n = (lead + static_cast<size_t>(weights_size_) + kHuge - 1) & ~(kHuge - 1);
   void* raw = mmap(nullptr, n + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return false;
   // 2 MiB aligned (a huge page maps only an aligned 2 MiB), the rest unmapped again
@@ -259,7 +269,7 @@ bool ModelFile::use_huge_pages() {
   uint64_t got = 0;
   while (got < weights_size_) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(weights_size_ - got, uint64_t{64} << 20));
-    const ssize_t r = ::pread(fd_, a + got, want, static_cast<off_t>(weights_offset_ + got));
+    const ssize_t r = ::pread(fd_, a + lead + got, want, static_cast<off_t>(weights_offset_ + got));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     got += static_cast<uint64_t>(r);
@@ -280,7 +290,8 @@ bool ModelFile::use_huge_pages() {
   mprotect(a, n, PROT_READ);
   huge_ = a;
   huge_size_ = n;
-  weights_.store(a, std::memory_order_release);
+  huge_lead_ = lead;
+  weights_.store(a + lead, std::memory_order_release);
   return true;
 #else
   (void)want;
@@ -289,9 +300,51 @@ bool ModelFile::use_huge_pages() {
 }
 
 bool ModelFile::weights_in_mapping() const {
+  if (huge_released_.load(std::memory_order_acquire)) return true;  // file pages mapped into the copy
   const uint8_t* w = weights();
   const uint8_t* m = static_cast<const uint8_t*>(map_);
   return m != nullptr && w >= m && w < m + map_size_;
+}
+
+size_t ModelFile::release_pages(const void* p, size_t bytes) {
+#ifdef _WIN32
+  (void)p;
+  (void)bytes;
+  return 0;
+#else
+  const uintptr_t pg = static_cast<uintptr_t>(page_size());
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p), lo = (b + pg - 1) & ~(pg - 1), hi = (b + bytes) & ~(pg - 1);
+  if (hi <= lo) return 0;
+  const size_t len = static_cast<size_t>(hi - lo);
+  const auto inside = [&](const void* base, uint64_t size) {
+    const uintptr_t s = reinterpret_cast<uintptr_t>(base);
+    return base != nullptr && b >= s && b + bytes <= s + size;
+  };
+  // in the read-only mapping: its pages fault in again from the file
+  if (map_ && inside(static_cast<const uint8_t*>(map_) + weights_offset_, weights_size_)) {
+#ifdef MADV_DONTNEED
+    return madvise(reinterpret_cast<void*>(lo), len, MADV_DONTNEED) == 0 ? len : 0;
+#else
+    return 0;
+#endif
+  }
+#if defined(__linux__)
+  // in the huge-page copy (anonymous: MADV_DONTNEED would lose its bytes): the file's pages of the
+  // same bytes mapped over it, read-only (its file offset: the copy is page-congruent with the file)
+  std::lock_guard<std::mutex> lk(huge_mu_);
+  if (fd_ >= 0 && huge_ && inside(static_cast<const uint8_t*>(huge_) + huge_lead_, weights_size_)) {
+    const uint64_t off = weights_offset_ - huge_lead_ + (lo - reinterpret_cast<uintptr_t>(huge_));
+    // (a failed MAP_FIXED leaves the copy's pages as they were from Linux 6.12 on; before, the
+    // kernel may have unmapped the range first: it fails only for want of kernel memory or of
+    // mappings, vm.max_map_count, which the hand-backs of one model use a few of per weight)
+    void* r = mmap(reinterpret_cast<void*>(lo), len, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd_, static_cast<off_t>(off));
+    if (r == MAP_FAILED) return 0;
+    huge_released_.store(true, std::memory_order_release);
+    return len;
+  }
+#endif
+  return 0;
+#endif
 }
 
 void ModelFile::read_tensor(const TensorEntry& e, uint8_t* dst) const {

@@ -81,6 +81,16 @@ class ModelFile {
   // mapping, which stays valid; the on-disk check (check_unchanged) is unchanged. Returns whether
   // the weights are in huge pages. Thread-safe; Model::load calls it after its memory check.
   bool use_huge_pages();
+  // Hands back the resident pages of a weight's bytes [p, p + bytes) once a kernel keeps its own
+  // copy of them (core/weight_cache.h: a packed copy): the whole pages inside the range leave this
+  // process's resident set and fault in again from the file if ever read (the same bytes). In the
+  // read-only mapping: madvise(MADV_DONTNEED). In the huge-page copy (Linux): the pages are
+  // replaced by a read-only private mapping of the same file bytes (mmap MAP_FIXED; the copy is
+  // laid out page-congruent with the file for this), after which the weights count as read
+  // through the mapping (weights_in_mapping). Returns the bytes handed back: 0 for a range outside
+  // the weights, bytes read into memory at open (a small file), or where the platform has no such
+  // call (Windows). Thread-safe.
+  size_t release_pages(const void* p, size_t bytes);
   // The mapped tensor as a Tensor (host view, named after the entry): the one
   // TensorEntry -> Tensor conversion of the tree.
   Tensor tensor(const TensorEntry& e) const {
@@ -125,6 +135,8 @@ class ModelFile {
   std::atomic<const uint8_t*> weights_{nullptr};  // into the mapping / owned bytes, or huge_
   void* huge_ = nullptr;  // use_huge_pages(): the copy, huge_size_ bytes (a multiple of 2 MiB)
   size_t huge_size_ = 0;
+  size_t huge_lead_ = 0;  // the weights start huge_lead_ bytes into huge_ (weights_offset_ modulo the page size)
+  std::atomic<bool> huge_released_{false};  // release_pages mapped file pages into the huge copy
   std::mutex huge_mu_;
   uint64_t weights_size_ = 0;
   uint64_t weights_offset_ = 0;

@@ -77,6 +77,9 @@ class ArrayGraphModel : public Model {
     init_model_runtime(opts_, nox ? 1 : opts_.threads, &pool_, &dispatcher_);
     ctx_ = std::make_unique<ExecContext>(pool_.get(), true);
     if (!nox) ctx_->set_weight_cache(&wcache_);  // conv's packed weights, built on first use
+    // a packed weight's original pages leave the resident set (they fault in again from the file
+    // if read): resident weights stay at about the file's bytes (docs/diffusion.md, "Memory")
+    wcache_.set_release([f = file_.get()](const void* p, size_t n) { return f->release_pages(p, n); });
     const std::string section = graph_section(*file_, family_, opts_.stage);
     const toml::Value doc = file_->section_toml(section);
     graph2::Graph g = graph2::parse(doc, [this](const std::string& n) { return file_->find(n) != nullptr; });
@@ -129,7 +132,15 @@ class ArrayGraphModel : public Model {
     return "{\"planned_peak\": " + std::to_string(m.planned_peak) + ", \"measured_peak\": " +
            std::to_string(m.measured_peak) + ", \"dynamic_peak\": " + std::to_string(m.dynamic_peak) +
            ", \"unknown_values\": " + std::to_string(m.unknown_values) + ", \"unplanned\": " +
-           std::to_string(m.unplanned) + "}";
+           std::to_string(m.unplanned) + ", \"weight_cache_bytes\": " + std::to_string(wcache_.bytes()) +
+           ", \"released_weight_bytes\": " + std::to_string(wcache_.released_bytes()) +
+           ", \"pooled_bytes\": " + std::to_string(run_->pooled_bytes()) + "}";
+  }
+  int64_t release_memory(bool weights) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    run_->release_buffers();
+    for (Backend* b : dispatcher_->chain()) b->release_scratch();
+    return weights ? static_cast<int64_t>(run_->release_weight_pages(*file_)) : 0;
   }
 
  protected:

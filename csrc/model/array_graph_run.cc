@@ -70,6 +70,27 @@ class ArrayGraphRun::BufferPool : public std::enable_shared_from_this<ArrayGraph
     });
   }
 
+  // Frees the buffers waiting for a next run; their bytes.
+  size_t release() {
+    std::unordered_map<size_t, std::vector<void*>> f;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      f.swap(free_);
+      free_bytes_ = 0;
+    }
+    size_t n = 0;
+    for (auto& kv : f)
+      for (void* p : kv.second) {
+        ::operator delete(p, std::align_val_t(64));
+        n += kv.first;
+      }
+    return n;
+  }
+  size_t free_bytes() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return free_bytes_;
+  }
+
  private:
   static constexpr size_t kMaxFree = size_t{512} << 20;
   void give(size_t bytes, void* p) {
@@ -83,10 +104,22 @@ class ArrayGraphRun::BufferPool : public std::enable_shared_from_this<ArrayGraph
     }
     ::operator delete(p, std::align_val_t(64));
   }
-  std::mutex mu_;
+  mutable std::mutex mu_;
   size_t free_bytes_ = 0;
   std::unordered_map<size_t, std::vector<void*>> free_;
 };
+
+size_t ArrayGraphRun::pooled_bytes() const { return pool_ ? pool_->free_bytes() : 0; }
+void ArrayGraphRun::release_buffers() {
+  if (pool_) pool_->release();
+}
+
+size_t ArrayGraphRun::release_weight_pages(ModelFile& file) const {
+  size_t n = 0;
+  for (const auto& kv : fixed_)
+    if (kv.second.data) n += file.release_pages(kv.second.data, row_bytes(kv.second.dtype, kv.second.shape.numel()));
+  return n;
+}
 
 ArrayGraphRun::ArrayGraphRun(graph2::Graph g, const ModelFile& file, bool nox) : g_(std::move(g)), nox_(nox) {
   if (!nox_) pool_ = std::make_shared<BufferPool>();

@@ -159,6 +159,12 @@ class Model {
   virtual std::string memory_plan_json(const std::map<std::string, int64_t>& dims);
   virtual std::string shapes_json() const;
   virtual std::string last_run_memory_json() const;
+  // Frees what a model keeps between runs only to run faster: a version-2 graph's pooled node
+  // buffers and the calling thread's kernel scratch (both made again by the next run); packed
+  // weights stay. weights: also the resident pages of its weights in a mapped file (or their
+  // huge-page copy), which fault in again from the file at the next run (ModelFile::release_pages);
+  // returns those bytes. A pipeline calls it when it moves on to another stage. Others: nothing, 0.
+  virtual int64_t release_memory(bool /*weights*/) { return 0; }
 
   // Encoders (families/encoder.h). A decoder answers false / 0 and its encode
   // is InvalidConfig(field="architecture.model_type"). encode checks that the

@@ -214,7 +214,11 @@ void bind_model(py::module_& m) {
           },
           py::arg("dims"), "The memory plan of a run with these input dims (JSON text).")
       .def("shapes_json", &Model::shapes_json, "The shapes inferred at load (JSON text).")
-      .def("last_run_memory_json", &Model::last_run_memory_json, "What the last run held (JSON text).");
+      .def("last_run_memory_json", &Model::last_run_memory_json, "What the last run held (JSON text).")
+      .def("release_memory", &Model::release_memory, py::arg("weights") = false,
+           py::call_guard<py::gil_scoped_release>(),
+           "Frees the pooled node buffers and the calling thread's kernel scratch (graph models); weights: "
+           "also hands back the resident pages of the file's weights (the bytes returned).");
 
   // After the classes, so that signatures name cyb_llm._core.Model.
   m.def(

@@ -131,6 +131,10 @@ class Model:
         """
     def new_conversation(self, max_context: typing.Any) -> typing.Any:
         ...
+    def release_memory(self, weights: bool = False) -> int:
+        """
+        Frees the pooled node buffers and the calling thread's kernel scratch (graph models); weights: also hands back the resident pages of the file's weights (the bytes returned).
+        """
     def run(self, feeds: dict, seed: typing.Any = None) -> dict:
         """
         The named-array entry point: {name: array} in, {name: array} out (pipelines that are not token streams); InvalidConfig for a model without one. seed: the random ops' seed for this run (None: the seeds the graph holds).
@@ -473,7 +477,7 @@ def wgpu_take_gpu_profile() -> dict:
     """
 def wgpu_take_host_times() -> dict[str, float]:
     """
-    Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, submit_ms, wait_ms} (recording the ops, submitting, waiting for read-backs).
+    Host time of wgpu+rs forwards since the last call, then cleared: {forwards, record_ms, submit_ms, wait_ms, submits} (recording the ops, submitting, waiting for read-backs; command buffers submitted).
     """
 def wgpu_use_dawn(get_proc_address: typing.SupportsInt | typing.SupportsIndex) -> None:
     """

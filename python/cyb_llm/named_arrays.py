@@ -143,8 +143,22 @@ class NamedArrayModel(Model):
     def last_run_memory(self) -> dict:
         """What the last run held: {"planned_peak" (its arena), "measured_peak" (the high-water mark
         of the bytes it held: the arena plus buffers of values sized at run time), "dynamic_peak",
-        "unknown_values", "unplanned"}."""
+        "unknown_values", "unplanned", "weight_cache_bytes" (the packed weight copies the model keeps,
+        built on first use: cpu convolutions), "released_weight_bytes" (the original weights' pages
+        handed back once packed: they leave the resident set and fault in again from the file if
+        read; 0 for a file read into memory at open), "pooled_bytes" (node buffers kept for the next
+        run: release_memory)}."""
         return json.loads(self._native.last_run_memory_json())
+
+    def release_memory(self, weights: bool = False) -> int:
+        """Frees what the model keeps between runs only to run faster: the pooled node buffers (the
+        last run's arena among them) and the calling thread's cpu kernel scratch; the next run makes
+        them again. Packed weights stay. weights=True: the resident pages of the model's weights in
+        a mapped file (or in its huge-page copy) are handed back too, to fault in again from the
+        file at the next run; returns those bytes (0 otherwise, and for a file read into memory at
+        open). Pipelines call it when they move on to another stage (DiffusionModel: each stage once
+        its output is taken; the text encoder's weights too, idle through the UNet steps)."""
+        return int(self._native.release_memory(bool(weights)))
 
     @property
     def last_digest(self) -> str:

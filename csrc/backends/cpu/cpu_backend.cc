@@ -8,6 +8,7 @@
 #include "core/env_setting.h"
 #include "core/errors.h"
 #include "core/frame_allocator.h"
+#include "backends/cpu/simd_common.h"
 
 #if defined(CYB_X86)
 #if defined(_MSC_VER)
@@ -262,6 +263,8 @@ void CpuBackend::execute(const Op& op, const Tensor* inputs, int n_inputs, Tenso
   const cpu::KernelTable& t = tables().t[static_cast<int>(level_.load())];
   t[op.kind](op, inputs, n_inputs, outputs, n_outputs, ctx);
 }
+
+void CpuBackend::release_scratch() { cpu::release_scratch(); }
 
 void CpuBackend::download_f32(const Tensor& t, float* out) {
   const int64_t n = t.shape.numel();

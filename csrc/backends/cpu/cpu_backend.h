@@ -36,6 +36,7 @@ class CpuBackend : public Backend {
   void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
                ExecContext& ctx) override;
   void download_f32(const Tensor& t, float* out) override;
+  void release_scratch() override;  // the calling thread's kernel scratch (simd_common.h)
 
   CpuLevel level() const { return level_.load(); }
   void set_level(CpuLevel l);

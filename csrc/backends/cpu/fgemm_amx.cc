@@ -215,7 +215,7 @@ bool amx_float_matmul(const float* x, int64_t T, int64_t K, const Tensor& W, con
       parallel_rows(ctx, n_pad / 16, 1, [&](int64_t b, int64_t e, int) {
         pack_panels(base, rb, W.dtype, 0, N, s, static_cast<uint32_t*>(dst), b, e);
       });
-    }));
+    }, static_cast<size_t>(N) * rb));
   }
   const int64_t chunk = std::min(n_pad, std::max<int64_t>(32, (int64_t(1) << 20) / (s.panel_dw * 4) * 16 / 32 * 32));
   const int max_items = 4 * threads;  // row_items() never makes more

@@ -34,6 +34,15 @@ void* scratch_bytes(int slot, size_t bytes) {
   return s.p[slot];
 }
 
+void release_scratch() {
+  ThreadScratch& s = t_scratch;
+  for (int i = 0; i < kScratchCount; ++i) {
+    aligned_free_bytes(s.p[i]);
+    s.p[i] = nullptr;
+    s.cap[i] = 0;
+  }
+}
+
 int row_items(ExecContext& ctx, int64_t n, int64_t grain) {
   ThreadPool* pool = ctx.pool();
   if (grain < 1) grain = 1;

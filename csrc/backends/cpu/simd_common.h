@@ -51,6 +51,8 @@ enum ScratchSlot { kScratchXq = 0, kScratchNorm, kScratchGateUp, kScratchItems, 
 // Per-thread, 64-byte aligned scratch; grows during warm-up, then is reused.
 // Call it from the calling thread only (not from inside work items).
 void* scratch_bytes(int slot, size_t bytes);
+// Frees the calling thread's scratch (it grows again at the next use).
+void release_scratch();
 template <class T>
 T* scratch(int slot, size_t n) {
   return static_cast<T*>(scratch_bytes(slot, n * sizeof(T)));

@@ -73,6 +73,7 @@ class ImageStats:
     prompt_tokens: int = 0             # the prompt's tokens, BOS and EOS included, before truncation
     truncated_tokens: int = 0          # tokens cut off at max_text_length
     text_encoder_ms: float = 0.0
+    text_encoder_released_bytes: int = 0  # its weights' pages handed back after the prompt (release_memory)
     unet_ms: float = 0.0               # every UNet call
     unet_calls: int = 0                # one per step (batch 2 with guidance, else 1)
     scheduler_ms: float = 0.0          # the scheduler's steps, guidance and the noise draws
@@ -297,6 +298,9 @@ class DiffusionModel(NamedArrayModel):
         cfg = g > 1.0
         texts = ([negative_prompt or ""] if cfg else []) + [prompt]
         emb, counts = self.encode_prompt(texts)
+        # each stage's kept buffers go as the next one runs; the text encoder's weights too (their pages
+        # fault in again from the file at the next generation's prompt: docs/diffusion.md "Memory")
+        stats.text_encoder_released_bytes = self.stages["text_encoder"].release_memory(weights=True)
         stats.text_encoder_ms = (time.perf_counter() - t0) * 1000.0
         stats.prompt_tokens = counts[-1]
         stats.truncated_tokens = max(0, counts[-1] - self.diffusion["max_text_length"])
@@ -312,6 +316,7 @@ class DiffusionModel(NamedArrayModel):
             enc = self.stages["vae_encoder"].run({"sample": np.ascontiguousarray(x)})
             mean = np.asarray(enc["mean"], np.float32)
             logvar = np.clip(np.asarray(enc["logvar"], np.float32), -30.0, 20.0)
+            self.stages["vae_encoder"].release_memory()
             eps = _given("image_noise", image_noise, mean.shape) if image_noise is not None else \
                 rng.standard_normal(mean.shape, dtype=np.float32)
             init_latents = (mean + np.exp(np.float32(0.5) * logvar) * eps) * np.float32(self.diffusion["vae_scaling_factor"])
@@ -362,11 +367,14 @@ class DiffusionModel(NamedArrayModel):
                 callback(i, t, x)
         stats.unet_ms, stats.unet_calls, stats.scheduler_ms = unet_ms, len(timesteps), sched_ms
 
-        # the image
+        # the image (the UNet's pooled buffers and kernel scratch go first: only the running stage's
+        # frames are held, docs/diffusion.md "Memory")
         t0 = time.perf_counter()
+        self.release_memory()
         dec = self.stages["vae_decoder"].run(
             {"latent_sample": np.ascontiguousarray(x / np.float32(self.diffusion["vae_scaling_factor"]), np.float32)})
         img = np.asarray(dec["sample"], np.float32)[0]
+        self.stages["vae_decoder"].release_memory()
         stats.vae_decoder_ms = (time.perf_counter() - t0) * 1000.0
         img = np.clip(img / np.float32(2) + np.float32(0.5), 0, 1).transpose(1, 2, 0)
         stats.total_ms = (time.perf_counter() - t_all) * 1000.0
