@@ -15,7 +15,7 @@ fn nonzero_at(t: u32, j: u32) -> bool {
   if (t == 3u) { return ((A[j >> 2u] >> ((j & 3u) * 8u)) & 0xffu) != 0u; }
   if (t == 2u) { return A[2u * j] != 0u || A[2u * j + 1u] != 0u; }
   if (t == 1u) { return A[j] != 0u; }
-  return bitcast<f32>(A[j]) != 0.0;
+  return (A[j] & 0x7fffffffu) != 0u;  // f32: all but +-0 (NaN too, with no float compare)
 }
 
 @compute @workgroup_size(256)
