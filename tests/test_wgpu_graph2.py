@@ -566,6 +566,17 @@ def test_range(tmp_path, dt, s, l, d):
     assert {r["label"]: r["backend"] for r in recs}["r"] == "wgpu+rs", recs
 
 
+def test_long_f32_range_falls_back_visibly(tmp_path):
+    """An f32 range of more than 65535 values (RANGE's one loop would pass lavapipe's loop limit) is
+    the cpu's, recorded as a fallback; the values are the cpu's all the same."""
+    feeds = {"s": np.array(0.5, np.float32), "l": np.array(70000.0, np.float32), "d": np.array(1.0, np.float32)}
+    inputs = [{"name": k, "dtype": "f32", "shape": []} for k in feeds]
+    nodes = [{"name": "r", "op": "range", "inputs": ["s", "l", "d"], "outputs": ["y"]}]
+    ref, got, recs = _graph_both(tmp_path, nodes, inputs, feeds, [{"name": "y", "dtype": "f32", "shape": ["n"]}])
+    np.testing.assert_array_equal(got["y"], ref["y"])
+    assert [(r["backend"], r["fallback"]) for r in recs if r["label"] == "r"] == [("cpu", True)], recs
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.int32, np.int64, np.bool_])
 @pytest.mark.parametrize("shape", [(7,), (3, 1, 5), (2, 300, 9)])
 def test_nonzero(tmp_path, dt, shape):

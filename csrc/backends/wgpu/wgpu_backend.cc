@@ -339,11 +339,15 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
         return index_dtype(in[0]) && index_ints(in[1]) && in[0].shape.numel() < (int64_t{1} << 31);
       return index_dtype(in[0]) && index_ints(in[1]) && index_dtype(in[2]) && array_op_fits(op, in, n_in) &&
              (op.a.mode == kScatterNone || in[0].dtype == DType::F32);
-    case OpKind::NonZero:  // nonzero.wgsl (the count: the shape rule's, from the host value of x)
+    // (lavapipe stops a shader loop after 65535 iterations: the loops of these kernels stay under it)
+    case OpKind::NonZero:  // nonzero.wgsl (the count: the shape rule's, from the host value of x); one
+                           // workgroup of 256, a chunk of at most 65535 elements each
       return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && in[0].shape.ndim > 0 &&
-             array_op_fits(op, in, n_in);
-    case OpKind::Range:  // typed.wgsl RANGE (start, limit, delta: host values)
-      return index_dtype(in[0]) && array_op_fits(op, in, n_in);
+             in[0].shape.numel() <= int64_t{256} * 65535 && array_op_fits(op, in, n_in);
+    case OpKind::Range: {  // typed.wgsl RANGE (start, limit, delta: host values); f32: one loop
+      if (!index_dtype(in[0]) || !array_op_fits(op, in, n_in)) return false;
+      return in[0].dtype != DType::F32 || infer_output_shapes(op, in, n_in)[0].numel() <= 65535;
+    }
     case OpKind::RandomNormalLike:  // f32: the cpu generator's noise, copied in (wgpu_ops_array.cc)
       return in[0].dtype == DType::F32 && in[0].shape.numel() < (int64_t{1} << 31);
     case OpKind::CumSum:
@@ -385,8 +389,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return in[0].offset == 0 && to_ok && from_ok && array_op_fits(op, in, n_in);
     }
     case OpKind::Reduce:  // f32: sum mean max min; i32 / i64 (typed.wgsl): sum max min
-      if (index_ints(in[0]))
-        return array_op_fits(op, in, n_in) && (op.a.fn == kRSum || op.a.fn == kRMax || op.a.fn == kRMin);
+      if (index_ints(in[0]))  // up to 65535 reduced elements an output (one loop)
+        return array_op_fits(op, in, n_in) && (op.a.fn == kRSum || op.a.fn == kRMax || op.a.fn == kRMin) &&
+               in[0].shape.numel() / std::max<int64_t>(1, infer_output_shapes(op, in, n_in)[0].numel()) <= 65535;
       return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 3;
     case OpKind::Where:
       return in[0].dtype == DType::BOOL && plain(in[1]) && plain(in[2]) && array_op_fits(op, in, n_in);
