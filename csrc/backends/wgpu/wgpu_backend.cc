@@ -244,7 +244,7 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   auto index_ints = [](const Tensor& t) { return t.offset == 0 && (t.dtype == DType::I32 || t.dtype == DType::I64); };
   for (int i = 0; i < n_in; ++i)  // an empty input: a graph-v2 op whose outputs are all empty too is a
     if (in[i].shape.numel() == 0 &&  // no-op here (execute records nothing); any other op is the cpu's
-        !(op.kind == OpKind::ScatterNd && i > 0))  // (scatter_nd without updates: a copy of data)
+        !(op.kind == OpKind::ScatterNd && i > 0 && in[2].shape.numel() == 0))  // (no updates: a copy of data)
       return empty_outputs(op, in, n_in);
   switch (op.kind) {
     case OpKind::Embedding:
@@ -334,8 +334,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::GatherElements:
     case OpKind::GatherNd:
       return index_dtype(in[0]) && index_ints(in[1]) && array_op_fits(op, in, n_in);
-    case OpKind::ScatterNd:  // reduction add: f32; no updates (empty indices): a copy of data
-      if (in[1].shape.numel() == 0 || in[2].shape.numel() == 0)
+    case OpKind::ScatterNd:  // reduction add: f32; no updates: a copy of data
+      if (in[2].shape.numel() == 0)
         return index_dtype(in[0]) && index_ints(in[1]) && in[0].shape.numel() < (int64_t{1} << 31);
       return index_dtype(in[0]) && index_ints(in[1]) && index_dtype(in[2]) && array_op_fits(op, in, n_in) &&
              (op.a.mode == kScatterNone || in[0].dtype == DType::F32);

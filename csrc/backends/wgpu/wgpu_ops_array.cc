@@ -507,6 +507,10 @@ void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, 
     }
     case OpKind::GatherNd:
     case OpKind::ScatterNd: {
+      if (op.kind == OpKind::ScatterNd && in[2].shape.numel() == 0) {  // no updates: y is data
+        grid(ys.numel());
+        return run("COPY", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+      }
       const Shape &xs = in[0].shape, &is = in[1].shape;
       const int b = op.kind == OpKind::GatherNd ? op.a.batch_dims : 0, q = is.ndim;
       const int64_t m = is.d[q - 1];
@@ -527,7 +531,6 @@ void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, 
       }
       grid(ys.numel());  // data into y, then the updates
       run("COPY", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
-      if (in[2].shape.numel() == 0) return;  // no updates: y is data
       p.u[2] = u(is.numel() / m);
       p.u[3] = op.a.mode == kScatterAdd ? 1u : 0u;
       grid(in[2].shape.numel());
