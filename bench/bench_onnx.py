@@ -10,7 +10,9 @@ against onnxruntime's CPU provider on the same machine (the NVIDIA GPU: docs/gpu
 graphs on the GPU"); the adapter is named, and each model's dispatch records are counted: node runs
 on the device, host shape computations (by design: constants and shapes only), and fallbacks (the
 nodes the device declined, which the cpu ran on host copies of their inputs), with the fallen-back
-ops named.
+ops named; and the device nodes with a documented host step (docs/graph.md, "wgpu+rs"): nonzero and
+range (their input values read back: they size the output), random_normal_like (the noise made on
+the host by the cpu's generator, then copied in: the same numbers as every backend).
 
 Models (each fetched through the hub once, or from CYB_LLM_WHEELS): Silero VAD v6 (`silero-vad`,
 one 576-sample chunk with its LSTM state, as transcribe's VAD calls it), the terrain consistency UNet
@@ -131,15 +133,26 @@ MODELS = {"silero": _silero, "terrain": _terrain, "piper": _piper, "minilm": _mi
           "minilm-unfused": _minilm}  # the same graph loaded with fuse=False (what the fusion pass gives)
 
 
+# device nodes with a host step (docs/graph.md, "wgpu+rs"): op -> what the host does
+HOST_STEPS = {"nonzero": "input read back for the count", "range": "inputs read back for the count",
+              "random_normal_like": "noise made on the host, copied in"}
+
+
 def _dispatch_counts(records, device: str) -> dict:
-    """Node runs of all calls so far: on the device, host shape computations, fallbacks (by op)."""
+    """Node runs of all calls so far: on the device, host shape computations, fallbacks (by op), and
+    the device nodes with a host step (by op)."""
     dev = sum(r["count"] for r in records if r["backend"] == device and not r["fallback"])
+    steps: dict = {}
+    for r in records:
+        if r["backend"] == device and not r["fallback"] and r["op"] in HOST_STEPS and r["count"]:
+            steps[r["op"]] = steps.get(r["op"], 0) + r["count"]
     shape = sum(r["count"] for r in records if r.get("host_shape"))
     fb: dict = {}
     for r in records:
         if (r["fallback"] or r["backend"] != device) and not r.get("host_shape") and r["count"]:
             fb[r["op"]] = fb.get(r["op"], 0) + r["count"]
-    return {"device_runs": dev, "host_shape_runs": shape, "fallback_runs": sum(fb.values()), "fallback_ops": fb}
+    return {"device_runs": dev, "host_shape_runs": shape, "fallback_runs": sum(fb.values()), "fallback_ops": fb,
+            "host_step_ops": steps}
 
 
 def _child(a) -> None:
@@ -239,6 +252,9 @@ def main() -> None:
                 print(f"  {'':10s} node runs ({a.reps + 1} calls): {row['device_runs']} on {a.device}, "
                       f"{row['host_shape_runs']} host shape computations, {row['fallback_runs']} fallbacks"
                       + (f" ({fb})" if fb else ""))
+                hs = "; ".join(f"{k} {v} ({HOST_STEPS[k]})" for k, v in sorted(row["host_step_ops"].items()))
+                if hs:
+                    print(f"  {'':10s} device nodes with a host step: {hs}")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump({"cpu": model_name, "threads": a.threads, "reps": a.reps, "onnxruntime": ort.__version__,

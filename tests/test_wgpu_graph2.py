@@ -198,7 +198,7 @@ def test_conv_transpose(case, bias):
 
 def test_integer_ops_fall_back_visibly():
     """The integer and bool ops without a WGSL kernel (integer div / mod, i64 -> f32 casts, isnan,
-    integer reductions) run on the cpu, recorded as a fallback."""
+    integer prod and mean) run on the cpu, recorded as a fallback."""
     a = RNG.integers(-9, 9, (3, 4)).astype(np.int64)
     b = np.where(a == 0, 5, a)
     got = _core.run_op("binary", [a, b], {"fn": "div"}, level="auto", backend="wgpu+rs")[0]
@@ -209,8 +209,8 @@ def test_integer_ops_fall_back_visibly():
     x = _x(3, 4)
     got = _core.run_op("unary", [x], {"fn": "isnan"}, level="auto", backend="wgpu+rs")[0]
     assert _core.last_run_op_backend() == "cpu (fallback)" and not got.any()
-    got = _core.run_op("reduce", [a], {"fn": "sum", "axes": [1]}, level="auto", backend="wgpu+rs")[0]
-    assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, a.sum(1, keepdims=True))
+    got = _core.run_op("reduce", [a], {"fn": "prod", "axes": [1]}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, a.prod(1, keepdims=True))
 
 
 # ---- integer and bool element-wise ops (shaders/wgsl/typed.wgsl): 64-bit pairs, equal to the cpu's
@@ -380,9 +380,9 @@ def test_silero_on_wgpu_matches_onnxruntime(silero):
 
 
 def test_graph_host_values_and_fallbacks(tmp_path):
-    """A version-2 graph on wgpu+rs mixing data-dependent i64 nodes (nonzero: no WGSL kernel, the
-    cpu runs it on a host copy of its input, recorded as a fallback; gather: on the GPU, its
-    indices uploaded from the host) with f32 nodes on the GPU; a concat of 10 i64 arrays falls back as it is (no transfer, so no limit of 8
+    """A version-2 graph on wgpu+rs mixing data-dependent i64 nodes (nonzero: its count from a host
+    copy of its input (the shape rule), its indices written by nonzero.wgsl; gather: on the GPU) with
+    f32 nodes on the GPU; a concat of 10 i64 arrays falls back as it is (no transfer, so no limit of 8
     inputs), the same concat of f32 arrays runs on wgpu+rs; an empty f32 array (nothing nonzero)
     is left to the cpu, visibly. Every value equals numpy's."""
     import cyb_llm
@@ -407,11 +407,11 @@ def test_graph_host_values_and_fallbacks(tmp_path):
     assert _rel(sig[None], out["s"]) <= TOL
     assert out["ci"].dtype == np.int64 and np.array_equal(out["ci"], np.tile(idx, 10)[None])
     assert np.array_equal(out["cf"], np.tile(out["s"], 10))
-    assert _fallbacks(m) == {("nz", "nonzero"), ("cat_i64", "concat")}, _fallbacks(m)
+    assert _fallbacks(m) == {("cat_i64", "concat")}, _fallbacks(m)
     m.clear_dispatch_records()
     out = dict(m.run({"x": np.zeros(4, np.float32)}))  # nothing nonzero: empty arrays, no-ops on the device
     assert out["s"].shape == (1, 0) and out["cf"].shape == (1, 0)
-    assert _fallbacks(m) == {("nz", "nonzero"), ("cat_i64", "concat")}, _fallbacks(m)
+    assert _fallbacks(m) == {("cat_i64", "concat")}, _fallbacks(m)
 
 
 @pytest.mark.parametrize("op,n,ran", [("relu", 1, "cpu (fallback)"), ("add", 2, "cpu (fallback)"),
@@ -536,6 +536,91 @@ def test_integer_transpose_slice(dt):
     x = RNG.random((3, 7, 5)) > 0.5 if dt == np.bool_ else _data(dt, 3, 4, 5)
     _exact("transpose", [x], {"perm": [2, 0, 1]})
     _exact("slice", [x], {"axis": 1, "range": [1, 4, 2]})
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64])
+@pytest.mark.parametrize("fn", ["sum", "max", "min"])
+@pytest.mark.parametrize("axes,keep", [([1], True), ([0, -1], False), ([], True)])
+def test_integer_reduce(dt, fn, axes, keep):
+    """typed.wgsl REDUCE: full-range values, so sums wrap as the cpu's int64 sum does (i32: its low
+    word); max / min compare signed 64-bit pairs."""
+    x = _ints(dt, 3, 40, 7)
+    x[0, 0, 0] = _INTS[dt][0]  # the most negative value: a signed compare, not an unsigned one
+    _exact("reduce", [x], {"fn": fn, "axes": axes, "keepdims": keep})
+
+
+@pytest.mark.parametrize("dt,s,l,d", [(np.int64, -(2 ** 40), 2 ** 40, 2 ** 31 + 3), (np.int64, 9, -700, -3),
+                                      (np.int32, -5, 1000, 7), (np.float32, 0.1, 517.3, 0.1),
+                                      (np.float32, 3.0, -40.0, -0.37)])
+def test_range(tmp_path, dt, s, l, d):
+    """typed.wgsl RANGE in a graph (start, limit, delta: host values, as the shape rule reads them):
+    integers as start + i * delta in 64-bit pairs (carries across the words); f32 as the cpu's
+    running sum v += delta (0.1 steps: each value carries the rounding of every add before it, which
+    start + i * delta would not), so equal bit for bit."""
+    feeds = {k: np.array(v, dt) for k, v in (("s", s), ("l", l), ("d", d))}
+    inputs = [{"name": k, "dtype": _NP[dt], "shape": []} for k in feeds]
+    nodes = [{"name": "r", "op": "range", "inputs": ["s", "l", "d"], "outputs": ["y"]}]
+    ref, got, recs = _graph_both(tmp_path, nodes, inputs, feeds, [{"name": "y", "dtype": _NP[dt], "shape": ["n"]}])
+    assert got["y"].dtype == ref["y"].dtype and ref["y"].size > 100
+    np.testing.assert_array_equal(got["y"], ref["y"])
+    assert {r["label"]: r["backend"] for r in recs}["r"] == "wgpu+rs", recs
+
+
+def test_long_f32_range_falls_back_visibly(tmp_path):
+    """An f32 range of more than 65535 values (RANGE's one loop would pass lavapipe's loop limit) is
+    the cpu's, recorded as a fallback; the values are the cpu's all the same."""
+    feeds = {"s": np.array(0.5, np.float32), "l": np.array(70000.0, np.float32), "d": np.array(1.0, np.float32)}
+    inputs = [{"name": k, "dtype": "f32", "shape": []} for k in feeds]
+    nodes = [{"name": "r", "op": "range", "inputs": ["s", "l", "d"], "outputs": ["y"]}]
+    ref, got, recs = _graph_both(tmp_path, nodes, inputs, feeds, [{"name": "y", "dtype": "f32", "shape": ["n"]}])
+    np.testing.assert_array_equal(got["y"], ref["y"])
+    assert [(r["backend"], r["fallback"]) for r in recs if r["label"] == "r"] == [("cpu", True)], recs
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("shape", [(7,), (3, 1, 5), (2, 300, 9)])
+def test_nonzero(tmp_path, dt, shape):
+    """nonzero.wgsl in a graph, its input a device value (neg / not on the GPU, read back for the
+    count: the shape rule's): the coordinates in row-major order ((2, 300, 9): more elements than
+    the workgroup's 256 invocations, each owning a chunk); f32 -0.0 is zero and NaN is not, as on
+    the cpu; i64 values whose low word is 0 are nonzero."""
+    x = RNG.random(shape) > 0.6
+    if dt == np.float32:
+        x = np.where(x, _x(*shape), np.float32(-0.0)).astype(np.float32)
+        x.flat[1] = np.nan
+    elif dt != np.bool_:
+        x = (x * RNG.integers(1, 9, shape)).astype(dt)
+        if dt == np.int64:
+            x.flat[2] = 1 << 33
+    inputs = [{"name": "x", "dtype": _NP[dt], "shape": list(shape)}]
+    nodes = [{"name": "pre", "op": "unary", "inputs": ["x"], "outputs": ["v"],
+              "attrs": {"fn": "not" if dt == np.bool_ else "neg"}},
+             {"name": "nz", "op": "nonzero", "inputs": ["v"], "outputs": ["y"]}]
+    outputs = [{"name": "y", "dtype": "i64", "shape": [len(shape), "k"]}]
+    ref, got, recs = _graph_both(tmp_path, nodes, inputs, {"x": x}, outputs)
+    want = np.stack(np.nonzero(~x if dt == np.bool_ else x))
+    np.testing.assert_array_equal(ref["y"], want)
+    np.testing.assert_array_equal(got["y"], want)
+    ran = {r["label"]: r["backend"] for r in recs}
+    assert ran["pre"] == ran["nz"] == "wgpu+rs", ran
+
+
+def test_scatter_nd_without_updates():
+    """No index tuples (Piper's empty scatters): y is data, on the device."""
+    x = _data(np.float32, 1, 1, 83)
+    _exact("scatter_nd", [x, np.zeros((0, 3), np.int64), np.zeros((0,), np.float32)])
+
+
+@pytest.mark.parametrize("seed", [0, -7, (1 << 62) + 5])
+def test_random_normal_like_equal_on_every_backend(seed):
+    """The counter-based generator's noise (core/counter_rng.h) is the same on wgpu+rs, the cpu and
+    nox, bit for bit."""
+    x = np.zeros((3, 17, 11), np.float32)
+    attrs = {"seed": seed, "mean": 0.5, "scale": 2.0}
+    ref, got = _both("random_normal_like", [x], attrs)
+    nox = _core.run_op("random_normal_like", [x], attrs, level="auto", backend="nox")[0]
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(nox, ref[0])
 
 
 def _graph_both(tmp_path, nodes, inputs, feeds, outputs):

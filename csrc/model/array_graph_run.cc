@@ -604,7 +604,7 @@ NamedArrays ArrayGraphRun::run(const NamedArrays& inputs, const RunOptions& opti
             in[i].device = d.device;
             in[i].data = d.data;
             in[i].offset = d.offset;
-          } else if (!on_dev && !value_input(n.kind, i) && !get(n.inputs[i]).data) {
+          } else if (!on_dev && !value_input(n.kind, i)) {  // (a value read twice: each input its copy)
             in[i].data = const_cast<void*>(host_of(n.inputs[i]).data);
           }
         }

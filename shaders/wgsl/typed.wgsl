@@ -9,6 +9,13 @@
 // u[3]: the output's element count; code: the binary fn (op.h kBinaryFns: 0 add, 1 sub, 2 mul,
 // 5 min, 6 max, 8 equal, 9 less, 10 less_equal, 11 greater, 12 greater_equal, 13 and, 14 or,
 // 15 xor), or 64 + the unary fn (0 neg, 1 abs, 14 not), or 128: cast.
+// Variants besides BINARY / ONE (an output element an invocation, the same pairs):
+//   REDUCE  reduce of i32 / i64 (code 0 sum: wrapping, as the cpu's int64 sum; 2 max; 3 min): the
+//           kept dims in shape / sa (the input's strides), the reduced ones in sb (sizes) / sc
+//           (strides), as array_nn.wgsl REDUCE; u[4]: reduced dims, u[5]: reduced elements
+//   RANGE   range: i32 / i64 y[i] = start + i * delta (start in u[4], u[5], delta in u[6], u[7]);
+//           f32 as the cpu's (onnxruntime's) loop v = start, v += delta in f32, run by invocation 0
+//           alone (each value needs every add before it; f0 start, f1 delta)
 //#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<u32>;
 @group(0) @binding(2) var<storage, read> A: array<u32>;
@@ -137,11 +144,71 @@ fn value(e: u32) -> vec2<u32> {
 //#endif
 }
 
+//#if REDUCE
+fn reduce_int(i: u32) -> vec2<u32> {
+  var rem = i;
+  var base = 0u;
+  for (var d = i32(p.ndim) - 1; d >= 0; d--) {
+    let n = shp(u32(d));
+    base = base + (rem % n) * s_a(u32(d));
+    rem = rem / n;
+  }
+  let nr = uu(4u);
+  let cnt = uu(5u);
+  var acc = vec2<u32>(0u, 0u);
+  for (var r = 0u; r < cnt; r++) {
+    var rr = r;
+    var off = base;
+    for (var d = i32(nr) - 1; d >= 0; d--) {
+      let n = s_b(u32(d));
+      off = off + (rr % n) * s_c(u32(d));
+      rr = rr / n;
+    }
+    let v = load_a(uu(0u), off);
+    if (p.code == 0u) { acc = add64(acc, v); }
+    else if (r == 0u) { acc = v; }
+    else if (p.code == 2u) { acc = select(acc, v, less64(acc, v)); }
+    else { acc = select(acc, v, less64(v, acc)); }
+  }
+  return acc;
+}
+//#endif
+
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let i = gid.x + gid.y * p.nx * 256u;
   if (i >= p.n) { return; }
   let ty = uu(2u);
+//#if RANGE
+  if (ty == 0u) {
+    if (i == 0u) {
+      var v = p.f0;
+      for (var k = 0u; k < uu(3u); k++) {
+        Y[k] = bitcast<u32>(v);
+        v = v + p.f1;
+      }
+    }
+    return;
+  }
+  let r = add64(vec2<u32>(uu(4u), uu(5u)), mul64(vec2<u32>(i, 0u), vec2<u32>(uu(6u), uu(7u))));
+  if (ty == 2u) {
+    Y[2u * i] = r.x;
+    Y[2u * i + 1u] = r.y;
+  } else {
+    Y[i] = r.x;
+  }
+  return;
+//#endif
+//#if REDUCE
+  let a = reduce_int(i);
+  if (ty == 2u) {
+    Y[2u * i] = a.x;
+    Y[2u * i + 1u] = a.y;
+  } else {
+    Y[i] = a.x;
+  }
+  return;
+//#endif
   if (ty == 3u) {  // bool: word i holds elements 4i .. 4i + 3
     let cnt = uu(3u);
     var w = 0u;

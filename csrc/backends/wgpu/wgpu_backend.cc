@@ -243,7 +243,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
   auto ints = [](const Tensor& t) { return t.dtype == DType::I32 || t.dtype == DType::I64; };
   auto index_ints = [](const Tensor& t) { return t.offset == 0 && (t.dtype == DType::I32 || t.dtype == DType::I64); };
   for (int i = 0; i < n_in; ++i)  // an empty input: a graph-v2 op whose outputs are all empty too is a
-    if (in[i].shape.numel() == 0)   // no-op here (execute records nothing); any other op is the cpu's
+    if (in[i].shape.numel() == 0 &&  // no-op here (execute records nothing); any other op is the cpu's
+        !(op.kind == OpKind::ScatterNd && i > 0 && in[2].shape.numel() == 0))  // (no updates: a copy of data)
       return empty_outputs(op, in, n_in);
   switch (op.kind) {
     case OpKind::Embedding:
@@ -333,9 +334,22 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::GatherElements:
     case OpKind::GatherNd:
       return index_dtype(in[0]) && index_ints(in[1]) && array_op_fits(op, in, n_in);
-    case OpKind::ScatterNd:  // reduction add: f32
+    case OpKind::ScatterNd:  // reduction add: f32; no updates: a copy of data
+      if (in[2].shape.numel() == 0)
+        return index_dtype(in[0]) && index_ints(in[1]) && in[0].shape.numel() < (int64_t{1} << 31);
       return index_dtype(in[0]) && index_ints(in[1]) && index_dtype(in[2]) && array_op_fits(op, in, n_in) &&
              (op.a.mode == kScatterNone || in[0].dtype == DType::F32);
+    // (lavapipe stops a shader loop after 65535 iterations: the loops of these kernels stay under it)
+    case OpKind::NonZero:  // nonzero.wgsl (the count: the shape rule's, from the host value of x); one
+                           // workgroup of 256, a chunk of at most 65535 elements each
+      return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && in[0].shape.ndim > 0 &&
+             in[0].shape.numel() <= int64_t{256} * 65535 && array_op_fits(op, in, n_in);
+    case OpKind::Range: {  // typed.wgsl RANGE (start, limit, delta: host values); f32: one loop
+      if (!index_dtype(in[0]) || !array_op_fits(op, in, n_in)) return false;
+      return in[0].dtype != DType::F32 || infer_output_shapes(op, in, n_in)[0].numel() <= 65535;
+    }
+    case OpKind::RandomNormalLike:  // f32: the cpu generator's noise, copied in (wgpu_ops_array.cc)
+      return in[0].dtype == DType::F32 && in[0].shape.numel() < (int64_t{1} << 31);
     case OpKind::CumSum:
       return plain(in[0]) && array_op_fits(op, in, n_in);
     case OpKind::SoftmaxAxis:
@@ -374,7 +388,10 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
                            (from == DType::I64 && to != DType::F32);
       return in[0].offset == 0 && to_ok && from_ok && array_op_fits(op, in, n_in);
     }
-    case OpKind::Reduce:  // sum mean max min
+    case OpKind::Reduce:  // f32: sum mean max min; i32 / i64 (typed.wgsl): sum max min
+      if (index_ints(in[0]))  // up to 65535 reduced elements an output (one loop)
+        return array_op_fits(op, in, n_in) && (op.a.fn == kRSum || op.a.fn == kRMax || op.a.fn == kRMin) &&
+               in[0].shape.numel() / std::max<int64_t>(1, infer_output_shapes(op, in, n_in)[0].numel()) <= 65535;
       return all_plain() && array_op_fits(op, in, n_in) && op.a.fn <= 3;
     case OpKind::Where:
       return in[0].dtype == DType::BOOL && plain(in[1]) && plain(in[2]) && array_op_fits(op, in, n_in);
@@ -481,6 +498,9 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::GatherNd:
     case OpKind::ScatterNd:
     case OpKind::CumSum:
+    case OpKind::NonZero:
+    case OpKind::Range:
+    case OpKind::RandomNormalLike:
     case OpKind::Cast: return array_op(st, op, in, n_in, out);
     default: return eltwise(st, op, in, out);  // the element-wise ops (supports() declined the rest)
   }

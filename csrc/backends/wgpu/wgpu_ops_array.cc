@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "backends/wgpu/wgpu_backend_impl.h"
+#include "core/array_elems.h"
+#include "core/counter_rng.h"
 #include "core/errors.h"
 #include "dispatch/nn_geom.h"
 #include "dispatch/op_schema.h"
@@ -25,15 +27,6 @@ struct ArrayParams {
   uint32_t u[20] = {};
 };
 static_assert(sizeof(ArrayParams) == 240, "array params: shaders/wgsl/array_params.wgsl struct P");
-
-// Row-major strides of a shape, in elements.
-void strides_of(const Shape& s, int64_t* st) {
-  int64_t acc = 1;
-  for (int d = s.ndim - 1; d >= 0; --d) {
-    st[d] = acc;
-    acc *= s.d[d];
-  }
-}
 
 // The strides of x read as an array of the output's rank (right-aligned; 0 along broadcast dims).
 void bcast_strides(const Shape& x, const Shape& out, uint32_t* st) {
@@ -87,8 +80,9 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
   };
   if ((op.kind == OpKind::Transpose || op.kind == OpKind::Slice) && in[0].dtype != DType::F32)
     return index_op(st, op, in, n_in, out);  // integer values: moved as words
-  if (op.kind == OpKind::Cast || ((op.kind == OpKind::Binary || op.kind == OpKind::Unary) &&
-                                  (in[0].dtype != DType::F32 || out[0].dtype != DType::F32)))
+  if (op.kind == OpKind::Cast || op.kind == OpKind::Range ||
+      ((op.kind == OpKind::Binary || op.kind == OpKind::Unary || op.kind == OpKind::Reduce) &&
+       (in[0].dtype != DType::F32 || out[0].dtype != DType::F32)))
     return typed_op(st, op, in, n_in, out);
   switch (op.kind) {
     case OpKind::Sigmoid:
@@ -350,6 +344,60 @@ void WgpuBackend::typed_op(State& st, const Op& op, const Tensor* in, int n_in, 
   const uint64_t W = WGPU_WHOLE_SIZE;
   ArrayParams p;
   const Shape& ys = out[0].shape;
+  auto grid = [&](int64_t n) {
+    const int64_t wgs = (n + 255) / 256;
+    p.n = u(n);
+    p.nx = u(std::min<int64_t>(wgs, 65535));
+    return u((wgs + 65534) / 65535);
+  };
+  if (op.kind == OpKind::Range) {  // start and delta: host values (the shape rule read them too)
+    p.u[2] = typed_code(out[0].dtype);
+    p.u[3] = u(ys.numel());
+    if (out[0].dtype == DType::F32) {
+      p.f0 = static_cast<float>(get_f(in[0], 0));
+      p.f1 = static_cast<float>(get_f(in[2], 0));
+    } else {
+      const uint64_t s0 = static_cast<uint64_t>(get_i(in[0], 0)), d0 = static_cast<uint64_t>(get_i(in[2], 0));
+      p.u[4] = static_cast<uint32_t>(s0);
+      p.u[5] = static_cast<uint32_t>(s0 >> 32);
+      p.u[6] = static_cast<uint32_t>(d0);
+      p.u[7] = static_cast<uint32_t>(d0 >> 32);
+    }
+    const uint32_t ny = grid(out[0].dtype == DType::F32 ? 1 : ys.numel());
+    Bind b[] = {{1, dev(out[0])->bufs[0], 0, W}, {2, act(st, in[0]), 0, W}};  // (A: typed.wgsl's layout; unread)
+    st.dispatch(pipeline(g_, "typed", {"RANGE"}), &p, sizeof(p), b, 2, p.nx, ny, 1);
+    return;
+  }
+  if (op.kind == OpKind::Reduce) {  // i32 / i64 sum, max, min (array_nn.wgsl REDUCE's layout)
+    const Shape& xs = in[0].shape;
+    int64_t xst[Shape::kMaxDims];
+    strides_of(xs, xst);
+    bool red[Shape::kMaxDims] = {};
+    for (int d = 0; d < xs.ndim; ++d) red[d] = op.a.n_ints == 0;
+    for (int i = 0; i < op.a.n_ints; ++i) red[op.a.ints[i] < 0 ? op.a.ints[i] + xs.ndim : op.a.ints[i]] = true;
+    int nk = 0, nr = 0;
+    int64_t cnt = 1;
+    for (int d = 0; d < xs.ndim; ++d) {
+      if (red[d]) {
+        p.sb[nr] = u(xs.d[d]);
+        p.sc[nr++] = u(xst[d]);
+        cnt *= xs.d[d];
+      } else {
+        p.shape[nk] = u(xs.d[d]);
+        p.sa[nk++] = u(xst[d]);
+      }
+    }
+    p.ndim = u(nk);
+    p.u[0] = typed_code(in[0].dtype);
+    p.u[2] = typed_code(out[0].dtype);
+    p.u[4] = u(nr);
+    p.u[5] = u(cnt);
+    p.code = u(op.a.fn);
+    const uint32_t ny = grid(ys.numel());
+    Bind b[] = {{1, dev(out[0])->bufs[0], 0, W}, {2, act(st, in[0]), 0, W}};
+    st.dispatch(pipeline(g_, "typed", {"REDUCE"}), &p, sizeof(p), b, 2, p.nx, ny, 1);
+    return;
+  }
   set_shape(p, ys);
   bcast_strides(in[0].shape, ys, p.sa);
   const bool binary = op.kind == OpKind::Binary;
@@ -459,6 +507,10 @@ void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, 
     }
     case OpKind::GatherNd:
     case OpKind::ScatterNd: {
+      if (op.kind == OpKind::ScatterNd && in[2].shape.numel() == 0) {  // no updates: y is data
+        grid(ys.numel());
+        return run("COPY", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+      }
       const Shape &xs = in[0].shape, &is = in[1].shape;
       const int b = op.kind == OpKind::GatherNd ? op.a.batch_dims : 0, q = is.ndim;
       const int64_t m = is.d[q - 1];
@@ -494,6 +546,30 @@ void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, 
       for (int k = 0; k < 5; ++k) p.u[k] = u(v[k]);
       grid(outer * inner);
       return run("CUMSUM", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}});
+    }
+    case OpKind::NonZero: {  // nonzero.wgsl; the count is the shape rule's (its input is a host value)
+      set_shape(p, in[0].shape);
+      p.n = u(in[0].shape.numel());
+      p.u[0] = in[0].dtype == DType::BOOL ? 3u : typed_code(in[0].dtype);
+      p.u[1] = u(ys.d[1]);
+      Bind b[] = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}};
+      st.dispatch(pipeline(g_, "nonzero", {}), &p, sizeof(p), b, 2, 1, 1, 1);
+      return;
+    }
+    case OpKind::RandomNormalLike: {
+      // The noise of the counter-based generator (core/counter_rng.h), made on the host as the cpu
+      // reference makes it (its Box-Muller runs in double, which WGSL lacks), then copied into y:
+      // the same numbers as every other backend, bit for bit. A host step, counted in the bench.
+      std::vector<float> v(static_cast<size_t>(ys.numel()));
+      Tensor ht;
+      ht.dtype = DType::F32;
+      ht.shape = ys;
+      ht.data = v.data();
+      for (int64_t i = 0; i < ys.numel(); ++i)
+        put_f(ht, i, static_cast<double>(op.a.alpha) + static_cast<double>(op.a.scale) * normal_of(op.a.seed, i));
+      p.u[19] = 1;
+      grid(ys.numel());
+      return run("COPY", {{1, yb, 0, W}, {2, act(st, ht), 0, W}});
     }
     default: throw_unsupported_op(op_name(op.kind), "wgpu+rs", "-");
   }
