@@ -175,10 +175,10 @@ done
 
 tier "fuzzing (bounded): libFuzzer on the .model reader, the TOML parser, the sampler; atheris on the GGUF importer and the chat path"
 # Seconds per target; the slow tier runs each for 10 minutes (docs/testing.md, "Hostile inputs and fuzzing").
-bash tools/fuzz.sh "${FUZZ_SECONDS:-20}" fuzz_model_file
-bash tools/fuzz.sh "${FUZZ_SECONDS:-10}" fuzz_toml fuzz_sampler
-python tools/fuzz_py.py chat --seconds "${FUZZ_SECONDS:-15}"
-python tools/fuzz_py.py gguf --seconds "${FUZZ_SECONDS:-10}"
+bash tools/fuzz.sh "${FUZZ_SECONDS:-10}" fuzz_model_file
+bash tools/fuzz.sh "${FUZZ_SECONDS:-5}" fuzz_toml fuzz_sampler
+python tools/fuzz_py.py chat --seconds "${FUZZ_SECONDS:-8}"
+python tools/fuzz_py.py gguf --seconds "${FUZZ_SECONDS:-5}"
 
 tier "nox: gcc and clang at -O0 and -O3 reproduce the committed golden digest"
 bash tools/nox_golden.sh
