@@ -97,7 +97,15 @@ def _minilm():
     d.mkdir(exist_ok=True)
     onx, out = str(d / "minilm.onnx"), str(d / "minilm.model")
     if not os.path.exists(out):
-        bert = transformers.AutoModel.from_pretrained(fetch_source("minilm", progress=False)).eval()
+        try:
+            bert = transformers.AutoModel.from_pretrained(fetch_source("minilm", progress=False)).eval()
+        except Exception as e:  # noqa: BLE001 - a machine without the hub (the GPU machine): same graph and work
+            print(f"minilm: the hub cannot give it ({type(e).__name__}); seeded random weights of its config")
+            torch.manual_seed(0)
+            bert = transformers.BertModel(transformers.BertConfig(
+                vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                intermediate_size=1536, max_position_embeddings=512, layer_norm_eps=1e-12,
+                attn_implementation="sdpa"), add_pooling_layer=False).eval()
 
         class LastHidden(torch.nn.Module):
             def __init__(self, m):
