@@ -33,7 +33,7 @@ def _rel(ref: np.ndarray, got: np.ndarray) -> float:
 
 def _both(op, inputs, attrs=None):
     """(cpu result, wgpu+rs result), asserting the second ran on wgpu+rs."""
-    ref = _core.run_op(op, inputs, {**(attrs or {}), "precise": True}, level="auto", backend="cpu")
+    ref = _core.run_op(op, inputs, {**(attrs or {}), "precise": True}, level="scalar", backend="cpu")
     got = _core.run_op(op, inputs, attrs or {}, level="auto", backend="wgpu+rs")
     assert _core.last_run_op_backend() == "wgpu+rs", (op, attrs, _core.last_run_op_backend())
     return ref, got
@@ -169,6 +169,14 @@ CONV = [  # x shape, w shape, attrs
     ((2, 4, 17), (6, 2, 3), {"group": 2, "pads": [1, 2], "strides": [2], "dilations": [2]}),
     ((1, 2, 9, 8), (3, 2, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 4, 10, 7), (4, 1, 3, 2), {"group": 4, "strides": [2, 1], "dilations": [1, 2], "pads": [0, 1, 2, 0]}),
+    # group 1, >= 16 output channels, K = C k0 k1 >= 32: the tiled implicit GEMM (conv_gemm.wgsl);
+    # odd sizes, partial row / column / K tiles, several chunks of K and tiles of each
+    ((2, 37, 11, 13), (70, 37, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 33, 17, 9), (19, 33, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
+    ((2, 64, 7, 5), (130, 64, 1, 1), {}),
+    ((1, 40, 9, 10), (24, 40, 3, 2), {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 1, 1, 0]}),
+    ((3, 48, 29), (32, 48, 5), {"pads": [2, 2]}),  # 1-D: one row
+    ((1, 4, 23, 31), (96, 4, 3, 3), {"pads": [1, 1, 1, 1]}),  # few channels: K = 36
 ]
 
 
