@@ -4,9 +4,10 @@
 // j0) k1 + j1 is x[n, c, q0 s0 + j0 d0 - pb0, q1 s1 + j1 d1 - pb1], 0 in the padding), gathered as
 // it is staged; a 1-D conv is one row (wgpu_ops_array.cc routes the shapes; the direct kernel of
 // array_nn.wgsl CONV keeps groups, transposes and small shapes). A workgroup computes a 64-row x
-// 64-column tile of y over chunks of 32 values of K, 256 threads: per chunk every thread reads 8
-// weights (a warp: 8 consecutive values of K of 4 rows) and 8 patch values (a warp: 32 consecutive
-// columns of one k) into registers, one chunk ahead of the products, and stages them k-major in
+// 64-column tile of y over chunks of 32 values of K, 256 threads: per chunk 32 threads decode its
+// values of K (channel, window row and column) into a table, then every thread reads 8 weights (a
+// warp: 8 consecutive values of K of 4 rows) and 8 patch values (a warp: 32 consecutive columns of
+// one k) into registers, one chunk ahead of the products, and stages them k-major in
 // workgroup memory (rows of 64 values padded by 4 against bank conflicts). Thread (tx, ty) sums
 // rows 4 ty .. 4 ty + 3 x columns 4 tx .. 4 tx + 3: an f32 FMA chain per output over each chunk,
 // added to the output's running sum with Kahan compensation (plain running sums over K = 333
@@ -22,6 +23,9 @@
 const TS = 17u;  // vec4 a staged value of K: 16 and one against bank conflicts
 var<workgroup> ws: array<vec4<f32>, 544>;  // [k][row / 4], 32 x 17
 var<workgroup> xs: array<vec4<f32>, 544>;  // [k][col / 4]
+// per value k of the chunk being read: the offset of its channel in an image, and its window
+// offsets j0 d0, j1 d1 (k = (c k0 + j0) k1 + j1)
+var<workgroup> kt: array<vec3<i32>, 32>;
 
 // Weight i (0..7) of this thread for chunk c, 0 outside W: entry e = li + 256 i is value
 // 8 (e / 512) + e % 8 of the chunk for row (e / 8) % 64.
@@ -87,29 +91,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var wv: array<f32, 8>;
   var xv: array<f32, 8>;
   for (var c = 0u; c <= nch; c++) {
-    if (c > 0u) {  // stage chunk c - 1 (read last iteration) and sum it
-      workgroupBarrier();
+    workgroupBarrier();  // the products of chunk c - 2 and the reads of chunk c - 1 are done
+    if (c > 0u) {  // stage chunk c - 1 (read last iteration)
       //#unroll
       for (var i = 0u; i < 8u; i++) {
         wstore(li, i, wv[i]);
         let k = gk + 4u * i;
         xs[k * TS + gc / 4u][gc % 4u] = xv[i];
       }
-      workgroupBarrier();
     }
+    if (c < nch && li < 32u) {  // chunk c's table of K
+      let k = c * 32u + li;
+      var t = vec3<i32>(0, 1 << 30, 0);  // past K: a row outside every image
+      if (k < K) {
+        let r = k % kk;
+        t = vec3<i32>(i32(k / kk) * in0 * in1, i32(r / k1) * ui(10u), i32(r % k1) * ui(11u));
+      }
+      kt[li] = t;
+    }
+    workgroupBarrier();
     if (c < nch) {  // read chunk c into registers (before chunk c - 1's products)
       //#unroll
       for (var i = 0u; i < 8u; i++) {
         wv[i] = wload(c, o0, li, i, O, K);
-        let k = c * 32u + gk + 4u * i;
+        let t = kt[gk + 4u * i];
+        let i0 = b0 + t.y;
+        let i1 = b1 + t.z;
         var v = 0.0;
-        if (cin && k < K) {
-          let ch = k / kk;
-          let r = k % kk;
-          let i0 = b0 + i32(r / k1) * ui(10u);
-          let i1 = b1 + i32(r % k1) * ui(11u);
-          if (i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1) { v = A[xb + (i32(ch) * in0 + i0) * in1 + i1]; }
-        }
+        if (cin && i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1) { v = A[xb + t.x + i0 * in1 + i1]; }
         xv[i] = v;
       }
     }
