@@ -10,15 +10,34 @@
 // one k) into registers, one chunk ahead of the products, and stages them k-major in
 // workgroup memory (rows of 64 values padded by 4 against bank conflicts). Thread (tx, ty) sums
 // rows 4 ty .. 4 ty + 3 x columns 4 tx .. 4 tx + 3: an f32 FMA chain per output over each chunk,
-// added to the output's running sum with Kahan compensation (plain running sums over K = 333
-// missed `op-f32` of the f64 reference by 17%); then the bias on store. Parameters: array_params (p.n the number of columns, p.u the CONV geometry of array_nn).
+// the chunks' sums added with Kahan compensation (array_nn's sums are compensated too); then the
+// bias on store. Split K (SPLITK, for grids of few tiles): grid z = u[15] parts of u[16] chunks
+// each, each tile's sums (no bias) into part z of Y (parts laid out as y, one after another); then
+// the SPLITK_SUM kernel (one invocation an output) adds the parts in order and the bias into y.
+// Parameters: array_params (p.n the number of columns, SPLITK_SUM: of outputs; p.u the CONV
+// geometry of array_nn).
 //#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(2) var<storage, read> A: array<f32>;
+@group(0) @binding(2) var<storage, read> A: array<f32>;  // x (SPLITK_SUM: the parts)
+//#if !SPLITK_SUM
 @group(0) @binding(3) var<storage, read> B: array<f32>;
+//#endif
 //#if BIAS
 @group(0) @binding(4) var<storage, read> C: array<f32>;
 //#endif
+//#if SPLITK_SUM
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let i = gid.x + gid.y * p.nx * 256u;
+  if (i >= p.n) { return; }
+  var s = 0.0;
+  for (var z = 0u; z < uu(15u); z++) { s += A[z * p.n + i]; }
+//#if BIAS
+  s += C[(i / (uu(4u) * uu(5u))) % uu(1u)];
+//#endif
+  Y[i] = s;
+}
+//#else
 
 const TS = 17u;  // vec4 a staged value of K: 16 and one against bank conflicts
 var<workgroup> ws: array<vec4<f32>, 544>;  // [k][row / 4], 32 x 17
@@ -88,11 +107,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var cmp2 = vec4<f32>(0.0);
   var cmp3 = vec4<f32>(0.0);
   let nch = (K + 31u) / 32u;
+//#if SPLITK
+  let cb = wid.z * uu(16u);  // this part's chunks
+  let ce = min(nch, cb + uu(16u));
+  let yz = wid.z * ncol * O;  // its place in Y
+//#else
+  let cb = 0u;
+  let ce = nch;
+  let yz = 0u;
+//#endif
   var wv: array<f32, 8>;
   var xv: array<f32, 8>;
-  for (var c = 0u; c <= nch; c++) {
+  for (var c = cb; c <= ce; c++) {
     workgroupBarrier();  // the products of chunk c - 2 and the reads of chunk c - 1 are done
-    if (c > 0u) {  // stage chunk c - 1 (read last iteration)
+    if (c > cb) {  // stage chunk c - 1 (read last iteration)
       //#unroll
       for (var i = 0u; i < 8u; i++) {
         wstore(li, i, wv[i]);
@@ -100,7 +128,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         xs[k * TS + gc / 4u][gc % 4u] = xv[i];
       }
     }
-    if (c < nch && li < 32u) {  // chunk c's table of K
+    if (c < ce && li < 32u) {  // chunk c's table of K
       let k = c * 32u + li;
       var t = vec3<i32>(0, 1 << 30, 0);  // past K: a row outside every image
       if (k < K) {
@@ -110,7 +138,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       kt[li] = t;
     }
     workgroupBarrier();
-    if (c < nch) {  // read chunk c into registers (before chunk c - 1's products)
+    if (c < ce) {  // read chunk c into registers (before chunk c - 1's products)
       //#unroll
       for (var i = 0u; i < 8u; i++) {
         wv[i] = wload(c, o0, li, i, O, K);
@@ -122,7 +150,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         xv[i] = v;
       }
     }
-    if (c > 0u) {
+    if (c > cb) {
       var s0 = vec4<f32>(0.0);
       var s1 = vec4<f32>(0.0);
       var s2 = vec4<f32>(0.0);
@@ -146,7 +174,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var j = 0u; j < 4u; j++) {
     let cj = n0 + 4u * tx + j;
     if (cj < ncol) {
-      let yb = (cj / ocol) * O * ocol + cj % ocol;
+      let yb = yz + (cj / ocol) * O * ocol + cj % ocol;
       //#unroll
       for (var i = 0u; i < 4u; i++) {
         let o = o0 + 4u * ty + i;
@@ -162,3 +190,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
 }
+//#endif

@@ -55,6 +55,10 @@ void set_shape(ArrayParams& p, const Shape& s) {
 // direct kernel of array_nn.wgsl keeps grouped and depthwise convs, transposes and small shapes:
 // under 16 output channels or 32 values of K = C k0 k1, where most of a 64 x 64 tile would be idle),
 // and a grid of at most 65535 column tiles.
+// conv_gemm.wgsl's split of K: parts of at least this many chunks of 32 values, into about this
+// many workgroups at most (a guess for a GPU of ~130 SMs: a few workgroups an SM; not tuned yet).
+constexpr int64_t kConvSplitMinChunks = 8, kConvSplitWorkgroups = 512;
+
 bool conv_gemm_fits(const ConvGeom& g) {
   const int64_t cols = g.N * g.out[0] * g.out[1];
   return g.group == 1 && g.O >= 16 && g.C * g.k[0] * g.k[1] >= 32 && (cols + 63) / 64 <= 65535 &&
@@ -282,11 +286,30 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       std::vector<Bind> b = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}};
       if (n_in > 2) b.push_back({4, act(st, in[2]), 0, W});
       if (op.kind == OpKind::Conv && conv_gemm_fits(g)) {  // conv_gemm.wgsl: 64 x 64 output tiles
-        const int64_t cols = g.N * g.out[0] * g.out[1];
+        const int64_t cols = g.N * g.out[0] * g.out[1], total = cols * g.O;
         p.n = u(cols);
         nx = u((cols + 63) / 64);
         ny = u((g.O + 63) / 64);
-        return run("conv_gemm", n_in > 2 ? std::vector<std::string>{"BIAS"} : std::vector<std::string>{}, b);
+        // Split K where the grid has few tiles: parts of at least kConvSplitMinChunks chunks of 32,
+        // up to about kConvSplitWorkgroups workgroups, the parts within one binding.
+        const int64_t nch = (g.C * g.k[0] * g.k[1] + 31) / 32, tiles = int64_t{nx} * ny;
+        const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 4) / total;
+        int64_t splits = std::min({(kConvSplitWorkgroups + tiles - 1) / tiles, nch / kConvSplitMinChunks, fit,
+                                   int64_t{65535}});
+        if (splits < 2) return run("conv_gemm", n_in > 2 ? std::vector<std::string>{"BIAS"} : std::vector<std::string>{}, b);
+        const int64_t cps = (nch + splits - 1) / splits;
+        splits = (nch + cps - 1) / cps;  // no empty part
+        p.u[15] = u(splits);
+        p.u[16] = u(cps);
+        WGPUBuffer parts = st.scratch(State::kSplitKParts, uint64_t(splits * total) * 4)->bufs[0];
+        Bind b1[] = {{1, parts, 0, W}, b[1], b[2]};
+        st.dispatch(pipeline(g_, "conv_gemm", {"SPLITK"}), &p, sizeof(p), b1, 3, nx, ny, u(splits));
+        p.n = u(total);
+        grid(total, &nx, &ny);
+        std::vector<Bind> b2 = {{1, yb, 0, W}, {2, parts, 0, W}};
+        if (n_in > 2) b2.push_back(b[3]);
+        return run("conv_gemm", n_in > 2 ? std::vector<std::string>{"SPLITK_SUM", "BIAS"}
+                                         : std::vector<std::string>{"SPLITK_SUM"}, b2);
       }
       grid(g.N * g.O * g.out[0] * g.out[1], &nx, &ny);
       std::vector<std::string> defs = {"CONV"};
