@@ -177,7 +177,8 @@ CONV = [  # x shape, w shape, attrs
     ((1, 40, 9, 10), (24, 40, 3, 2), {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 1, 1, 0]}),
     ((3, 48, 29), (32, 48, 5), {"pads": [2, 2]}),  # 1-D: one row
     ((1, 4, 23, 31), (96, 4, 3, 3), {"pads": [1, 1, 1, 1]}),  # few channels: K = 36
-    # few tiles, K of 8+ chunks of 32: K split (SPLITK) into 4 parts of 9 chunks, 3 of 10, 10, 9
+    # one tile, K of 36 and 29 chunks of 32: K split (SPLITK; splitk_parts) into 8 parts of 5 chunks
+    # but the last (1), and 6 parts of 5 but the last (4)
     ((1, 128, 5, 6), (24, 128, 3, 3), {}),
     ((2, 100, 4, 3), (20, 100, 3, 3), {"pads": [1, 1, 1, 1]}),
 ]

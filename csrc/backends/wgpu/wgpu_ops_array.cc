@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/wgpu/wgpu_backend_impl.h"
+#include "backends/wgpu/wgpu_settings.h"
 #include "core/errors.h"
 #include "dispatch/nn_geom.h"
 #include "dispatch/op_schema.h"
@@ -54,14 +55,10 @@ void set_shape(ArrayParams& p, const Shape& s) {
 // Whether a conv runs as the tiled implicit GEMM of shaders/wgsl/conv_gemm.wgsl: one group (the
 // direct kernel of array_nn.wgsl keeps grouped and depthwise convs, transposes and small shapes:
 // under 16 output channels or 32 values of K = C k0 k1, where most of a 64 x 64 tile would be idle),
-// and a grid of at most 65535 column tiles.
-// conv_gemm.wgsl's split of K: parts of at least this many chunks of 32 values, into about this
-// many workgroups at most (a guess for a GPU of ~130 SMs: a few workgroups an SM; not tuned yet).
-constexpr int64_t kConvSplitMinChunks = 8, kConvSplitWorkgroups = 512;
-
+// and a grid of at most 65535 column tiles; CYB_WGPU_CONV=direct keeps every conv on the direct kernel.
 bool conv_gemm_fits(const ConvGeom& g) {
   const int64_t cols = g.N * g.out[0] * g.out[1];
-  return g.group == 1 && g.O >= 16 && g.C * g.k[0] * g.k[1] >= 32 && (cols + 63) / 64 <= 65535 &&
+  return conv_gemm_setting() && g.group == 1 && g.O >= 16 && g.C * g.k[0] * g.k[1] >= 32 && (cols + 63) / 64 <= 65535 &&
          (g.O + 63) / 64 <= 65535;
 }
 
@@ -290,12 +287,11 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
         p.n = u(cols);
         nx = u((cols + 63) / 64);
         ny = u((g.O + 63) / 64);
-        // Split K where the grid has few tiles: parts of at least kConvSplitMinChunks chunks of 32,
-        // up to about kConvSplitWorkgroups workgroups, the parts within one binding.
-        const int64_t nch = (g.C * g.k[0] * g.k[1] + 31) / 32, tiles = int64_t{nx} * ny;
+        // Split K where the grid has few tiles, as the tiled matmul (splitk_parts): parts of at
+        // least kSplitKMinChunks chunks of 32, the parts within one binding.
+        const int64_t nch = (g.C * g.k[0] * g.k[1] + 31) / 32;
         const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 4) / total;
-        int64_t splits = std::min({(kConvSplitWorkgroups + tiles - 1) / tiles, nch / kConvSplitMinChunks, fit,
-                                   int64_t{65535}});
+        int64_t splits = splitk_parts(int64_t{nx} * ny, std::min(nch / kSplitKMinChunks, fit));
         if (splits < 2) return run("conv_gemm", n_in > 2 ? std::vector<std::string>{"BIAS"} : std::vector<std::string>{}, b);
         const int64_t cps = (nch + splits - 1) / splits;
         splits = (nch + cps - 1) / cps;  // no empty part
