@@ -9,13 +9,17 @@ naming the nodes that fell back; values kept on the device between nodes (submit
 any adapter (lavapipe in CI); skips, saying why, only when no adapter exists."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from cyb_llm import _core
 from placement import wgpu_skip_reason
+from serve_proc import child_env
 from tolerances import tolerance
 
 REASON = wgpu_skip_reason()
@@ -190,6 +194,35 @@ def test_conv(case, bias):
     xs, ws, attrs = CONV[case]
     ins = [_x(*xs), _x(*ws)] + ([_x(ws[0])] if bias else [])
     _check("conv", ins, attrs)
+
+
+def test_conv_gemm_unsplit(tmp_path):
+    """The tiled conv with K unsplit (CYB_WGPU_SPLITK=0, read once: in a child process) on the rows
+    that split K above (the rows of 2+ chunks of K here take splitk_parts' parts)."""
+    rows = [4, 5, 10, 11]
+    ins = {}
+    for r in rows:
+        xs, ws, _ = CONV[r]
+        ins[f"x{r}"], ins[f"w{r}"], ins[f"b{r}"] = _x(*xs), _x(*ws), _x(ws[0])
+    np.savez(tmp_path / "in.npz", **ins)
+    code = (
+        "import json, sys, numpy as np\n"
+        "from cyb_llm import _core\n"
+        "d = np.load(sys.argv[1]); out = {}\n"
+        "for r, attrs in json.loads(sys.argv[3]).items():\n"
+        "    y = _core.run_op('conv', [d['x' + r], d['w' + r], d['b' + r]], attrs, level='auto', backend='wgpu+rs')\n"
+        "    assert _core.last_run_op_backend() == 'wgpu+rs'\n"
+        "    out['y' + r] = y[0]\n"
+        "np.savez(sys.argv[2], **out)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"),
+                        json.dumps({str(r): CONV[r][2] for r in rows})],
+                       env=child_env(CYB_WGPU_SPLITK="0"), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = np.load(tmp_path / "out.npz")
+    for r in rows:
+        x, w, b = ins[f"x{r}"], ins[f"w{r}"], ins[f"b{r}"]
+        (ref,) = _core.run_op("conv", [x, w, b], {**CONV[r][2], "precise": True}, level="scalar", backend="cpu")
+        assert _rel(ref, got[f"y{r}"]) <= TOL, (r, _rel(ref, got[f"y{r}"]))
 
 
 CONVT = [
