@@ -9,13 +9,17 @@ naming the nodes that fell back; values kept on the device between nodes (submit
 any adapter (lavapipe in CI); skips, saying why, only when no adapter exists."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from cyb_llm import _core
 from placement import wgpu_skip_reason
+from serve_proc import child_env
 from tolerances import tolerance
 
 REASON = wgpu_skip_reason()
@@ -33,7 +37,7 @@ def _rel(ref: np.ndarray, got: np.ndarray) -> float:
 
 def _both(op, inputs, attrs=None):
     """(cpu result, wgpu+rs result), asserting the second ran on wgpu+rs."""
-    ref = _core.run_op(op, inputs, {**(attrs or {}), "precise": True}, level="auto", backend="cpu")
+    ref = _core.run_op(op, inputs, {**(attrs or {}), "precise": True}, level="scalar", backend="cpu")
     got = _core.run_op(op, inputs, attrs or {}, level="auto", backend="wgpu+rs")
     assert _core.last_run_op_backend() == "wgpu+rs", (op, attrs, _core.last_run_op_backend())
     return ref, got
@@ -169,6 +173,18 @@ CONV = [  # x shape, w shape, attrs
     ((2, 4, 17), (6, 2, 3), {"group": 2, "pads": [1, 2], "strides": [2], "dilations": [2]}),
     ((1, 2, 9, 8), (3, 2, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 4, 10, 7), (4, 1, 3, 2), {"group": 4, "strides": [2, 1], "dilations": [1, 2], "pads": [0, 1, 2, 0]}),
+    # group 1, >= 16 output channels, K = C k0 k1 >= 32: the tiled implicit GEMM (conv_gemm.wgsl);
+    # odd sizes, partial row / column / K tiles, several chunks of K and tiles of each
+    ((2, 37, 11, 13), (70, 37, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 33, 17, 9), (19, 33, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
+    ((2, 64, 7, 5), (130, 64, 1, 1), {}),
+    ((1, 40, 9, 10), (24, 40, 3, 2), {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 1, 1, 0]}),
+    ((3, 48, 29), (32, 48, 5), {"pads": [2, 2]}),  # 1-D: one row
+    ((1, 4, 23, 31), (96, 4, 3, 3), {"pads": [1, 1, 1, 1]}),  # few channels: K = 36
+    # one tile, K of 36 and 29 chunks of 32: K split (SPLITK; splitk_parts) into 8 parts of 5 chunks
+    # but the last (1), and 6 parts of 5 but the last (4)
+    ((1, 128, 5, 6), (24, 128, 3, 3), {}),
+    ((2, 100, 4, 3), (20, 100, 3, 3), {"pads": [1, 1, 1, 1]}),
 ]
 
 
@@ -178,6 +194,35 @@ def test_conv(case, bias):
     xs, ws, attrs = CONV[case]
     ins = [_x(*xs), _x(*ws)] + ([_x(ws[0])] if bias else [])
     _check("conv", ins, attrs)
+
+
+def test_conv_gemm_unsplit(tmp_path):
+    """The tiled conv with K unsplit (CYB_WGPU_SPLITK=0, read once: in a child process) on the rows
+    that split K above (the rows of 2+ chunks of K here take splitk_parts' parts)."""
+    rows = [4, 5, 10, 11]
+    ins = {}
+    for r in rows:
+        xs, ws, _ = CONV[r]
+        ins[f"x{r}"], ins[f"w{r}"], ins[f"b{r}"] = _x(*xs), _x(*ws), _x(ws[0])
+    np.savez(tmp_path / "in.npz", **ins)
+    code = (
+        "import json, sys, numpy as np\n"
+        "from cyb_llm import _core\n"
+        "d = np.load(sys.argv[1]); out = {}\n"
+        "for r, attrs in json.loads(sys.argv[3]).items():\n"
+        "    y = _core.run_op('conv', [d['x' + r], d['w' + r], d['b' + r]], attrs, level='auto', backend='wgpu+rs')\n"
+        "    assert _core.last_run_op_backend() == 'wgpu+rs'\n"
+        "    out['y' + r] = y[0]\n"
+        "np.savez(sys.argv[2], **out)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"),
+                        json.dumps({str(r): CONV[r][2] for r in rows})],
+                       env=child_env(CYB_WGPU_SPLITK="0"), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = np.load(tmp_path / "out.npz")
+    for r in rows:
+        x, w, b = ins[f"x{r}"], ins[f"w{r}"], ins[f"b{r}"]
+        (ref,) = _core.run_op("conv", [x, w, b], {**CONV[r][2], "precise": True}, level="scalar", backend="cpu")
+        assert _rel(ref, got[f"y{r}"]) <= TOL, (r, _rel(ref, got[f"y{r}"]))
 
 
 CONVT = [

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/wgpu/wgpu_backend_impl.h"
+#include "backends/wgpu/wgpu_settings.h"
 #include "core/array_elems.h"
 #include "core/counter_rng.h"
 #include "core/errors.h"
@@ -42,6 +43,16 @@ void bcast_strides(const Shape& x, const Shape& out, uint32_t* st) {
 void set_shape(ArrayParams& p, const Shape& s) {
   p.ndim = u(s.ndim);
   for (int d = 0; d < s.ndim; ++d) p.shape[d] = u(s.d[d]);
+}
+
+// Whether a conv runs as the tiled implicit GEMM of shaders/wgsl/conv_gemm.wgsl: one group (the
+// direct kernel of array_nn.wgsl keeps grouped and depthwise convs, transposes and small shapes:
+// under 16 output channels or 32 values of K = C k0 k1, where most of a 64 x 64 tile would be idle),
+// and a grid of at most 65535 column tiles; CYB_WGPU_CONV=direct keeps every conv on the direct kernel.
+bool conv_gemm_fits(const ConvGeom& g) {
+  const int64_t cols = g.N * g.out[0] * g.out[1];
+  return conv_gemm_setting() && g.group == 1 && g.O >= 16 && g.C * g.k[0] * g.k[1] >= 32 && (cols + 63) / 64 <= 65535 &&
+         (g.O + 63) / 64 <= 65535;
 }
 
 }  // namespace
@@ -263,14 +274,37 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       const int64_t v[15] = {g.C,         g.O,         g.in[0],  g.in[1],  g.out[0], g.out[1], g.k[0], g.k[1],
                              g.stride[0], g.stride[1], g.dil[0], g.dil[1], g.pb[0],  g.pb[1],  g.group};
       for (int k = 0; k < 15; ++k) p.u[k] = u(v[k]);
+      std::vector<Bind> b = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}};
+      if (n_in > 2) b.push_back({4, act(st, in[2]), 0, W});
+      if (op.kind == OpKind::Conv && conv_gemm_fits(g)) {  // conv_gemm.wgsl: 64 x 64 output tiles
+        const int64_t cols = g.N * g.out[0] * g.out[1], total = cols * g.O;
+        p.n = u(cols);
+        nx = u((cols + 63) / 64);
+        ny = u((g.O + 63) / 64);
+        // Split K where the grid has few tiles, as the tiled matmul (splitk_parts): parts of at
+        // least kSplitKMinChunks chunks of 32, the parts within one binding.
+        const int64_t nch = (g.C * g.k[0] * g.k[1] + 31) / 32;
+        const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 4) / total;
+        int64_t splits = splitk_parts(int64_t{nx} * ny, std::min(nch / kSplitKMinChunks, fit));
+        if (splits < 2) return run("conv_gemm", n_in > 2 ? std::vector<std::string>{"BIAS"} : std::vector<std::string>{}, b);
+        const int64_t cps = (nch + splits - 1) / splits;
+        splits = (nch + cps - 1) / cps;  // no empty part
+        p.u[15] = u(splits);
+        p.u[16] = u(cps);
+        WGPUBuffer parts = st.scratch(State::kSplitKParts, uint64_t(splits * total) * 4)->bufs[0];
+        Bind b1[] = {{1, parts, 0, W}, b[1], b[2]};
+        st.dispatch(pipeline(g_, "conv_gemm", {"SPLITK"}), &p, sizeof(p), b1, 3, nx, ny, u(splits));
+        p.n = u(total);
+        grid(total, &nx, &ny);
+        std::vector<Bind> b2 = {{1, yb, 0, W}, {2, parts, 0, W}};
+        if (n_in > 2) b2.push_back(b[3]);
+        return run("conv_gemm", n_in > 2 ? std::vector<std::string>{"SPLITK_SUM", "BIAS"}
+                                         : std::vector<std::string>{"SPLITK_SUM"}, b2);
+      }
       grid(g.N * g.O * g.out[0] * g.out[1], &nx, &ny);
       std::vector<std::string> defs = {"CONV"};
       if (op.kind == OpKind::ConvTranspose) defs.push_back("TRANSPOSE");
-      std::vector<Bind> b = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}};
-      if (n_in > 2) {
-        defs.push_back("BIAS");
-        b.push_back({4, act(st, in[2]), 0, W});
-      }
+      if (n_in > 2) defs.push_back("BIAS");
       return run("array_nn", defs, b);
     }
     case OpKind::Pool: {

@@ -126,6 +126,11 @@ bool gemm_f16_setting() {
   return on;
 }
 
+bool conv_gemm_setting() {
+  static const bool on = env_switch("CYB_WGPU_CONV", "gemm", "direct", true);
+  return on;
+}
+
 bool flash_setting() {
   static const bool on = env_switch("CYB_WGPU_FLASH", "1", "0", true);
   return on;

@@ -101,6 +101,11 @@ int64_t gemm_tile_tokens(int64_t N, int64_t T, int64_t smax, bool splittable, bo
 // default fast mode (docs/runtime.md, "Precision modes"), so h16=0, the f32 kernel, is the default.
 bool gemm_f16_setting();
 
+// Graph-v2 convs of group 1 with 16+ output channels and K of 32+ run as the tiled implicit GEMM
+// (shaders/wgsl/conv_gemm.wgsl; docs/graph.md, "Convolution kernels"); CYB_WGPU_CONV=direct (read
+// once; default gemm) keeps them on array_nn.wgsl's direct kernel, for A/B runs.
+bool conv_gemm_setting();
+
 // Attention of this many tokens or more (not split over the keys) runs as blocks of 16 tokens
 // over staged key tiles (attention.wgsl FLASH) where head_dim allows; CYB_WGPU_FLASH=0 (read
 // once) keeps one workgroup per (head, token).
