@@ -157,8 +157,9 @@ def test_binary_errors():
 
 
 @pytest.mark.parametrize("sc,sx,sy", [((3, 5), (3, 5), (3, 5)), ((3, 1), (5,), ()), ((2, 1, 4), (3, 1), (1,)),
-                                      ((0, 2), (2,), (2,))])
-@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+                                      ((0, 2), (2,), (2,)), ((), (), ()), ((2, 0), (1,), (0,)),
+                                      ((1, 1, 7, 7), (1,), (1, 2, 7, 7))])  # Piper's attention mask fill
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16])
 def test_where(sc, sx, sy, dtype):
     c = RNG.integers(0, 2, sc).astype(bool)
     x = (RNG.standard_normal(sx) * 9).astype(dtype)

@@ -247,15 +247,48 @@ struct ArrayOpKernels {
     const auto* x = static_cast<const uint8_t*>(in[1].data);
     const auto* y = static_cast<const uint8_t*>(in[2].data);
     auto* o = static_cast<uint8_t*>(out[0].data);
-    for_each_index(os, [&](int64_t i, const int64_t* idx) {
-      int64_t ic = 0, ix = 0, iy = 0;
-      for (int d = 0; d < nd; ++d) {
-        ic += idx[d] * sc[d];
-        ix += idx[d] * sx[d];
-        iy += idx[d] * sy[d];
-      }
-      std::memcpy(o + i * es, c[ic] ? x + ix * es : y + iy * es, es);
-    });
+    // a row of the last dim at a time: the inputs' offsets once per row, then each element picked
+    // along the row (stride 1 or 0 per input), copied as one integer of its size
+    const int64_t n = nd ? os.d[nd - 1] : 1, jc = nd ? sc[nd - 1] : 0, jx = nd ? sx[nd - 1] : 0,
+                  jy = nd ? sy[nd - 1] : 0;
+    Shape rows = os;
+    if (nd) rows.d[nd - 1] = 1;
+    const auto pick = [&](auto word) {
+      using T = decltype(word);
+      for_each_index(rows, [&](int64_t r, const int64_t* idx) {
+        int64_t ic = 0, ix = 0, iy = 0;
+        for (int d = 0; d + 1 < nd; ++d) {
+          ic += idx[d] * sc[d];
+          ix += idx[d] * sx[d];
+          iy += idx[d] * sy[d];
+        }
+        const uint8_t* cr = c + ic;
+        const uint8_t* xr = x + ix * es;
+        const uint8_t* yr = y + iy * es;
+        uint8_t* orow = o + r * n * es;
+        for (int64_t j = 0; j < n; ++j) {
+          T v;
+          std::memcpy(&v, cr[j * jc] ? xr + j * jx * es : yr + j * jy * es, sizeof(T));
+          std::memcpy(orow + j * es, &v, sizeof(T));
+        }
+      });
+    };
+    switch (es) {
+      case 1: return pick(uint8_t{});
+      case 2: return pick(uint16_t{});
+      case 4: return pick(uint32_t{});
+      case 8: return pick(uint64_t{});
+      default:
+        for_each_index(os, [&](int64_t i, const int64_t* idx) {
+          int64_t ic = 0, ix = 0, iy = 0;
+          for (int d = 0; d < nd; ++d) {
+            ic += idx[d] * sc[d];
+            ix += idx[d] * sx[d];
+            iy += idx[d] * sy[d];
+          }
+          std::memcpy(o + i * es, c[ic] ? x + ix * es : y + iy * es, es);
+        });
+    }
   }
 
   static void cast(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
