@@ -837,6 +837,12 @@ void validate_op(const Op& op, const Tensor* in, int n_in, const Tensor* out, in
 
 std::vector<Shape> infer_output_shapes(const Op& op, const Tensor* in, int n_in) {
   const OpSchema& s = op_schema(op.kind);
+  if (n_in < s.run_min_in() || n_in > s.run_max_in()) {  // before any rule reads an input that is not there
+    Shape got;
+    got.ndim = 1;
+    got.d[0] = n_in;
+    bad_shape(op, {s.run_max_in()}, got, "number of inputs");
+  }
   Shape ins[8];
   const int nin = n_in < 8 ? n_in : 8;
   for (int i = 0; i < nin; ++i) ins[i] = in[i].shape;
