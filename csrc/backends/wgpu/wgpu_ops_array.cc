@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/wgpu/wgpu_backend_impl.h"
@@ -43,6 +44,34 @@ void bcast_strides(const Shape& x, const Shape& out, uint32_t* st) {
 void set_shape(ArrayParams& p, const Shape& s) {
   p.ndim = u(s.ndim);
   for (int d = 0; d < s.ndim; ++d) p.shape[d] = u(s.d[d]);
+}
+
+// REDUCE's layout (array_nn.wgsl, and typed.wgsl's integer REDUCE): the kept dims in shape / sa, the
+// reduced ones' sizes and strides in sb / sc; returns {reduced dims, reduced elements per output}.
+std::pair<int, int64_t> reduce_layout(const Op& op, const Shape& xs, ArrayParams& p) {
+  int64_t xst[Shape::kMaxDims];
+  strides_of(xs, xst);
+  bool red[Shape::kMaxDims] = {};
+  for (int d = 0; d < xs.ndim && d < Shape::kMaxDims; ++d) red[d] = op.a.n_ints == 0;
+  for (int i = 0; i < op.a.n_ints; ++i) {
+    const int64_t a = op.a.ints[i] < 0 ? op.a.ints[i] + xs.ndim : op.a.ints[i];
+    if (a < 0 || a >= xs.ndim) throw_invalid_config("reduce.axes", "an axis outside the input's dims");
+    red[a] = true;
+  }
+  int nk = 0, nr = 0;
+  int64_t cnt = 1;
+  for (int d = 0; d < xs.ndim && d < Shape::kMaxDims; ++d) {
+    if (red[d]) {
+      p.sb[nr] = u(xs.d[d]);
+      p.sc[nr++] = u(xst[d]);
+      cnt *= xs.d[d];
+    } else {
+      p.shape[nk] = u(xs.d[d]);
+      p.sa[nk++] = u(xst[d]);
+    }
+  }
+  p.ndim = u(nk);
+  return {nr, cnt};
 }
 
 // Whether a conv runs as the tiled implicit GEMM of shaders/wgsl/conv_gemm.wgsl: one group (the
@@ -203,29 +232,7 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       return;
     }
     case OpKind::Reduce: {
-      const Shape& xs = in[0].shape;
-      int64_t xst[Shape::kMaxDims];
-      strides_of(xs, xst);
-      bool red[Shape::kMaxDims] = {};
-      for (int d = 0; d < xs.ndim && d < Shape::kMaxDims; ++d) red[d] = op.a.n_ints == 0;
-      for (int i = 0; i < op.a.n_ints; ++i) {
-        const int64_t a = op.a.ints[i] < 0 ? op.a.ints[i] + xs.ndim : op.a.ints[i];
-        if (a < 0 || a >= xs.ndim) throw_invalid_config("reduce.axes", "an axis outside the input's dims");
-        red[a] = true;
-      }
-      int nk = 0, nr = 0;
-      int64_t cnt = 1;
-      for (int d = 0; d < xs.ndim; ++d) {
-        if (red[d]) {
-          p.sb[nr] = u(xs.d[d]);
-          p.sc[nr++] = u(xst[d]);
-          cnt *= xs.d[d];
-        } else {
-          p.shape[nk] = u(xs.d[d]);
-          p.sa[nk++] = u(xst[d]);
-        }
-      }
-      p.ndim = u(nk);
+      const auto [nr, cnt] = reduce_layout(op, in[0].shape, p);
       p.u[0] = u(nr);
       p.u[1] = u(cnt);
       p.code = u(op.a.fn);
@@ -403,25 +410,7 @@ void WgpuBackend::typed_op(State& st, const Op& op, const Tensor* in, int n_in, 
     return;
   }
   if (op.kind == OpKind::Reduce) {  // i32 / i64 sum, max, min (array_nn.wgsl REDUCE's layout)
-    const Shape& xs = in[0].shape;
-    int64_t xst[Shape::kMaxDims];
-    strides_of(xs, xst);
-    bool red[Shape::kMaxDims] = {};
-    for (int d = 0; d < xs.ndim; ++d) red[d] = op.a.n_ints == 0;
-    for (int i = 0; i < op.a.n_ints; ++i) red[op.a.ints[i] < 0 ? op.a.ints[i] + xs.ndim : op.a.ints[i]] = true;
-    int nk = 0, nr = 0;
-    int64_t cnt = 1;
-    for (int d = 0; d < xs.ndim; ++d) {
-      if (red[d]) {
-        p.sb[nr] = u(xs.d[d]);
-        p.sc[nr++] = u(xst[d]);
-        cnt *= xs.d[d];
-      } else {
-        p.shape[nk] = u(xs.d[d]);
-        p.sa[nk++] = u(xst[d]);
-      }
-    }
-    p.ndim = u(nk);
+    const auto [nr, cnt] = reduce_layout(op, in[0].shape, p);
     p.u[0] = typed_code(in[0].dtype);
     p.u[2] = typed_code(out[0].dtype);
     p.u[4] = u(nr);
