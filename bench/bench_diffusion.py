@@ -203,6 +203,20 @@ def _sd15_folder(folder: str, dtype: str) -> str:
     return folder
 
 
+def _sd15_model(tmp: str, dtype: str) -> tuple[str, str]:
+    """(folder, .model): _sd15_folder saved in `dtype` under tmp, imported as `cyb-llm import` does."""
+    from cyb_llm.convert import import_model
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src = _sd15_folder(os.path.join(tmp, "sd15"), dtype)
+    out = os.path.join(tmp, "sd15.model")
+    import_model(src, out, progress=False)
+    print(f"built and imported in {time.perf_counter() - t0:.0f} s ({os.path.getsize(out) / 2**30:.2f} GiB)")
+    return src, out
+
+
 def _sd15_child(path: str, threads: int) -> None:
     """In the child: VmRSS after import, load, a 512x512 2-step guided generation, the peaks (JSON)."""
     import cyb_llm
@@ -227,18 +241,10 @@ def _sd15_child(path: str, threads: int) -> None:
 
 
 def _sd15_memory(a: argparse.Namespace) -> None:
-    from cyb_llm.convert import import_model
-
     print(f"SD-1.5-shaped 512x512, 2 steps, guidance 7.5, {a.threads} threads, weights saved as {a.sd15_dtype}; "
           f"load average {os.getloadavg()[0]:.1f} at start")
     with tempfile.TemporaryDirectory(dir=a.sd15_dir) as tmp:
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            src = _sd15_folder(os.path.join(tmp, "sd15"), a.sd15_dtype)
-        out = os.path.join(tmp, "sd15.model")
-        import_model(src, out, progress=False)
-        print(f"built and imported in {time.perf_counter() - t0:.0f} s")
+        src, out = _sd15_model(tmp, a.sd15_dtype)
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
         r = subprocess.run([sys.executable, __file__, "--sd15-child", out, "--threads", str(a.threads)], env=env,
                            capture_output=True, text=True)
@@ -291,20 +297,13 @@ def _sd15_gpu(a: argparse.Namespace) -> None:
     import torch
 
     from cyb_llm import _core
-    from cyb_llm.convert import import_model
     from cyb_llm.named_arrays import load_stage
 
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
     print(f"SD-1.5-shaped UNet, f16 weights, batch 2 x 4 x 64 x 64, 77 tokens; {a.device} against torch fp16 "
           f"on {dev}")
     with tempfile.TemporaryDirectory(dir=a.sd15_dir) as tmp:
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            src = _sd15_folder(os.path.join(tmp, "sd15"), "float16")
-        out = os.path.join(tmp, "sd15.model")
-        import_model(src, out, progress=False)
-        print(f"built and imported in {time.perf_counter() - t0:.0f} s ({os.path.getsize(out) / 2**30:.2f} GiB)")
+        src, out = _sd15_model(tmp, "float16")
         rng = np.random.default_rng(0)
         x = rng.standard_normal((2, 4, 64, 64), dtype=np.float32)
         t = np.array([500.0, 500.0], np.float32)
