@@ -242,8 +242,8 @@ def test_conv_transpose(case, bias):
 
 
 def test_integer_ops_fall_back_visibly():
-    """The integer and bool ops without a WGSL kernel (integer div / mod, i64 -> f32 casts, isnan,
-    integer prod and mean) run on the cpu, recorded as a fallback."""
+    """The integer and bool ops without a WGSL kernel (integer div / mod, i64 -> f32 casts, integer
+    prod and mean) run on the cpu, recorded as a fallback."""
     a = RNG.integers(-9, 9, (3, 4)).astype(np.int64)
     b = np.where(a == 0, 5, a)
     got = _core.run_op("binary", [a, b], {"fn": "div"}, level="auto", backend="wgpu+rs")[0]
@@ -251,11 +251,27 @@ def test_integer_ops_fall_back_visibly():
     assert got.dtype == np.int64 and np.array_equal(got, np.trunc(a / b).astype(np.int64))
     got = _core.run_op("cast", [a], {"to": "f32"}, level="auto", backend="wgpu+rs")[0]
     assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, a.astype(np.float32))
-    x = _x(3, 4)
-    got = _core.run_op("unary", [x], {"fn": "isnan"}, level="auto", backend="wgpu+rs")[0]
-    assert _core.last_run_op_backend() == "cpu (fallback)" and not got.any()
     got = _core.run_op("reduce", [a], {"fn": "prod", "axes": [1]}, level="auto", backend="wgpu+rs")[0]
     assert _core.last_run_op_backend() == "cpu (fallback)" and np.array_equal(got, a.prod(1, keepdims=True))
+
+
+@pytest.mark.parametrize("fn", ["isnan", "isinf"])
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4)])
+def test_isnan_isinf_on_device(fn, shape):
+    """isnan / isinf of f32 (typed.wgsl, from the bits) equal to the cpu's on NaNs of either sign and
+    payload, both infinities, the largest finite values, zeros and denormals; odd counts fill the
+    last packed bool word partly."""
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, np.finfo(np.float32).max,
+                        -np.finfo(np.float32).max, 1e-45, 1.0], np.float32)
+    special[1] = np.frombuffer(np.uint32(0xFFC00001).tobytes(), np.float32)[0]  # a NaN with a payload
+    x = _x(*shape).ravel()
+    x[: min(x.size, special.size)] = special[: x.size]
+    x = RNG.permutation(x).reshape(shape)
+    got = _core.run_op("unary", [x], {"fn": fn}, level="auto", backend="wgpu+rs")[0]
+    assert _core.last_run_op_backend() == "wgpu+rs"
+    (ref,) = _core.run_op("unary", [x], {"fn": fn}, level="scalar", backend="cpu")
+    assert got.dtype == np.bool_ and np.array_equal(got, ref)
+    assert np.array_equal(ref, np.isnan(x) if fn == "isnan" else np.isinf(x))
 
 
 # ---- integer and bool element-wise ops (shaders/wgsl/typed.wgsl): 64-bit pairs, equal to the cpu's
@@ -528,11 +544,12 @@ def _data(dtype, *shape):
 INDEX_DTYPES = [np.float32, np.int32, np.int64]
 
 
-@pytest.mark.parametrize("dt", INDEX_DTYPES)
+@pytest.mark.parametrize("dt", INDEX_DTYPES + [np.bool_])
 @pytest.mark.parametrize("itype", [np.int64, np.int32])
 @pytest.mark.parametrize("axis,ishape", [(0, (4,)), (1, (2, 3)), (-1, ()), (2, (5, 1))])
 def test_gather(dt, itype, axis, ishape):
-    x = _data(dt, 6, 7, 5)
+    """(bool data: packed four to a word, so odd counts and element offsets within words are hit)"""
+    x = RNG.random((6, 7, 5)) < 0.5 if dt == np.bool_ else _data(dt, 6, 7, 5)
     dim = x.shape[axis]
     idx = RNG.integers(-dim, dim, ishape).astype(itype)  # negative ones count from the end
     _exact("gather", [x, idx], {"axis": axis})

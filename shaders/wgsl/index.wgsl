@@ -9,7 +9,8 @@
 // ArrayParams. Variants:
 //   STRIDED    y[i] = A[base + sum_d c_d sa[d]]  (c: i's coordinates in shape; transpose, slice,
 //              slice_dyn, expand: strides of the input, permuted / stepped / 0 along broadcast dims)
-//   GATHER_AX  gather along an axis: u = outer, n_idx, dim, inner
+//   GATHER_AX  gather along an axis: u = outer, n_idx, dim, inner (with BYTES: bool data, an output
+//              word of four elements an invocation as STRIDED_BYTES, u[17]: the element count)
 //   GATHER_EL  gather_elements: shape = out's (= indices'), sa = data's strides, u = axis, dim
 //   GATHER_ND  gather_nd: u = m, slice, tuples, batch_stride; sa / sb = data's strides / dims of
 //              the m indexed dims
@@ -49,6 +50,16 @@ fn put(i: u32, j: u32) {
 fn index_at(k: u32, dim: u32) -> u32 {
   let v = bitcast<i32>(I[k * uu(18u)]);
   return u32(clamp(select(v, v + i32(dim), v < 0), 0, i32(dim) - 1));
+}
+// the data element output element i reads
+fn gather_src(i: u32) -> u32 {
+  let n_idx = uu(1u);
+  let dim = uu(2u);
+  let inner = uu(3u);
+  let e = i % inner;
+  let j = (i / inner) % n_idx;
+  let o = i / (inner * n_idx);
+  return (o * dim + index_at(j, dim)) * inner + e;
 }
 //#endif
 //#if GATHER_EL
@@ -120,14 +131,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   put(i, i);
 //#endif
 //#if GATHER_AX
-  let outer = uu(0u);
-  let n_idx = uu(1u);
-  let dim = uu(2u);
-  let inner = uu(3u);
-  let e = i % inner;
-  let j = (i / inner) % n_idx;
-  let o = i / (inner * n_idx);
-  put(i, (o * dim + index_at(j, dim)) * inner + e);
+//#if BYTES
+  var w = 0u;
+  for (var k = 0u; k < 4u; k++) {
+    let e = 4u * i + k;
+    if (e < uu(17u)) {
+      let j = gather_src(e);
+      w = w | (((A[j >> 2u] >> ((j & 3u) * 8u)) & 0xffu) << (8u * k));
+    }
+  }
+  Y[i] = w;
+//#else
+  put(i, gather_src(i));
+//#endif
 //#endif
 //#if GATHER_EL
   let ax = uu(0u);

@@ -8,7 +8,7 @@
 // grid folded into x and y. Broadcasting by strides (sa, sb: 0 along broadcast dims) over shape.
 // u[3]: the output's element count; code: the binary fn (op.h kBinaryFns: 0 add, 1 sub, 2 mul,
 // 5 min, 6 max, 8 equal, 9 less, 10 less_equal, 11 greater, 12 greater_equal, 13 and, 14 or,
-// 15 xor), or 64 + the unary fn (0 neg, 1 abs, 14 not), or 128: cast.
+// 15 xor), or 64 + the unary fn (0 neg, 1 abs, 14 not, 16 isnan, 17 isinf: f32 -> bool), or 128: cast.
 // Variants besides BINARY / ONE (an output element an invocation, the same pairs):
 //   REDUCE  reduce of i32 / i64 (code 0 sum: wrapping, as the cpu's int64 sum; 2 max; 3 min): the
 //           kept dims in shape / sa (the input's strides), the reduced ones in sb (sizes) / sc
@@ -105,6 +105,11 @@ fn value(e: u32) -> vec2<u32> {
   if (code >= 64u) {  // unary
     let f = code - 64u;
     if (f == 14u) { return vec2<u32>(select(1u, 0u, a.x != 0u), 0u); }  // not
+    if (f == 16u || f == 17u) {  // isnan, isinf of f32 (from the bits: exponent all ones; integers: never)
+      let m = a.x & 0x7fffffffu;
+      let hit = select(m == 0x7f800000u, m > 0x7f800000u, f == 16u);
+      return vec2<u32>(select(0u, 1u, ta == 0u && hit), 0u);
+    }
     if (f == 0u) { return neg64(a); }
     return select(a, neg64(a), bitcast<i32>(a.y) < 0);  // abs
   }

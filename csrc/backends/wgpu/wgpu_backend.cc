@@ -330,7 +330,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && array_op_fits(op, in, n_in);
     case OpKind::PadDyn:
       return plain(in[0]) && array_op_fits(op, in, n_in);
-    case OpKind::Gather:
+    case OpKind::Gather:  // bool data too (a word of four elements an invocation)
+      return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && index_ints(in[1]) &&
+             array_op_fits(op, in, n_in);
     case OpKind::GatherElements:
     case OpKind::GatherNd:
       return index_dtype(in[0]) && index_ints(in[1]) && array_op_fits(op, in, n_in);
@@ -366,8 +368,9 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return all_plain() && array_op_fits(op, in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
     case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
       return all_plain() && array_op_fits(op, in, n_in) && in[0].shape.ndim <= 8;
-    case OpKind::Unary:  // f32: every fn with a float result (isnan, isinf give bools); not (bool), neg, abs (integers): typed.wgsl
-      if (all_plain()) return array_op_fits(op, in, n_in) && op.a.fn != kUNot && op.a.fn != kUIsNan && op.a.fn != kUIsInf;
+    case OpKind::Unary:  // f32: every fn with a float result, isnan / isinf (bools: typed.wgsl); not (bool),
+                         // neg, abs (integers): typed.wgsl
+      if (all_plain()) return array_op_fits(op, in, n_in) && op.a.fn != kUNot;
       return in[0].offset == 0 && array_op_fits(op, in, n_in) &&
              (in[0].dtype == DType::BOOL ? op.a.fn == kUNot
                                          : (ints(in[0]) && (op.a.fn == kUNeg || op.a.fn == kUAbs)));

@@ -515,8 +515,14 @@ void WgpuBackend::index_op(State& st, const Op& op, const Tensor* in, int n_in, 
       const int64_t v[4] = {outer, in[1].shape.numel(), xs.d[ax], inner};
       for (int k = 0; k < 4; ++k) p.u[k] = u(v[k]);
       p.u[18] = index_words(in[1].dtype);
+      const std::vector<Bind> b = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}};
+      if (in[0].dtype == DType::BOOL) {  // one-byte elements: a word of four an invocation
+        p.u[17] = u(ys.numel());
+        grid((ys.numel() + 3) / 4);
+        return st.dispatch(pipeline(g_, "index", {"GATHER_AX", "BYTES"}), &p, sizeof(p), b.data(), b.size(), nx, ny, 1);
+      }
       grid(ys.numel());
-      return run("GATHER_AX", {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}});
+      return run("GATHER_AX", b);
     }
     case OpKind::GatherElements: {
       const int ax = index_op_axis(op, in[0].shape.ndim);
