@@ -746,3 +746,33 @@ def test_out_of_range_index_is_an_error_on_the_device(tmp_path):
     m = cyb_llm.load(str(tmp_path / "g.model"), backend="wgpu+rs")
     with pytest.raises(InvalidConfig, match=r"g\.indices.*index 7"):
         m.run({"x": x, "i": np.array([1, 7], np.int64)})
+
+
+# ---- attention_nd (encoder_attention.wgsl's ND layout): the cases of the cpu op matrix, and the
+# MiniLM export's shape (several key tiles, a key mask [B, 1, 1, S], a sequence with no key kept)
+
+def _attention_nd_cases():
+    from test_ops_nn import ATTN_CASES
+    cases = [c for c in ATTN_CASES if 0 not in c[0] and 0 not in c[1]]  # empty dims: the cpu's (a no-op or zeros)
+    return cases + [((3, 12, 70, 32), (3, 12, 70, 32), (3, 12, 70, 32), (3, 1, 1, 70)),
+                    ((1, 2, 5, 16), (1, 2, 130, 16), (1, 2, 130, 200), (1, 2, 5, 130)),  # lanes own 4 output dims
+                    ((1, 1, 3, 256), (1, 1, 4, 256), (1, 1, 4, 8), None),  # q rows of 256 (the kernel's most)
+                    ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 4), (2, 1, 5, 1))]  # a mask broadcast over the keys
+
+
+@pytest.mark.parametrize("case", _attention_nd_cases())
+def test_attention_nd(case):
+    qs, ks, vs, ms = case
+    ins = [_x(*qs, scale=1.0), _x(*ks, scale=1.0), _x(*vs)]
+    if ms is not None:
+        mask = RNG.random(ms) > 0.3
+        mask.reshape(-1, ms[-1])[0] = False  # a row (or a sequence) with no key kept: 0
+        ins.append(mask)
+    _check("attention_nd", ins, {"scale": 0.37})
+
+
+def test_attention_nd_past_the_kernel_falls_back():
+    """A head dim over 256 (the kernel's lanes own 4 dims each) runs on the cpu, visibly."""
+    q = _x(1, 1, 3, 257)
+    _core.run_op("attention_nd", [q, q, q], {"scale": 0.1}, level="auto", backend="wgpu+rs")
+    assert _core.last_run_op_backend() == "cpu (fallback)"

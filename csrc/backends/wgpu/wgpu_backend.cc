@@ -298,6 +298,12 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return plain(in[0]) && plain(in[1]) && plain(in[2]) && in[3].offset == 0 && op.a.head_dim <= 256 &&
              op.a.n_heads <= 65535 && rows <= 65535 && op.a.window <= 0x7fffffff;
     }
+    case OpKind::AttentionNd: {  // encoder_attention.wgsl ND: one workgroup a row, D and Dv <= 256
+      if (!plain(in[0]) || !plain(in[1]) || !plain(in[2]) || (n_in > 3 && in[3].offset != 0)) return false;
+      if (in[0].shape.ndim == 0) return true;  // asked without shapes (the fusion pass): the capability
+      if (!array_op_fits(op, in, n_in) || in[0].shape.d[3] > 256 || in[2].shape.d[3] > 256) return false;
+      return infer_output_shapes(op, in, n_in)[0].numel() / in[2].shape.d[3] <= int64_t{65535} * 65535;
+    }
     case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim; rows at any offset
       return in[0].dtype == DType::F32 && in[0].offset % 4 == 0 && op.a.head_dim % 2 == 0;
     case OpKind::FusedRopeKv:  // rope.wgsl KV: as rope and kv_write
@@ -322,6 +328,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Sqrt:
     case OpKind::Transpose:
     case OpKind::Slice:  // f32 (array.wgsl); i32 / i64 moved as words, bool as bytes (index.wgsl)
+      if (op.kind == OpKind::Transpose && in[0].shape.ndim == 0 && op.a.n_ints > 0)
+        return index_dtype(in[0]);  // asked without shapes (the fusion pass's attention_heads k): the capability
       return (index_dtype(in[0]) || (in[0].offset == 0 && in[0].dtype == DType::BOOL)) && array_op_fits(op, in, n_in);
     // The index ops on f32 / i32 / i64 values with i32 / i64 indices (shaders/wgsl/index.wgsl); the
     // shape inputs of slice_dyn, pad_dyn and expand are host values (their plans are made here).
@@ -462,6 +470,7 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::Conv1d: return conv1d(st, op, in, n_in, out);
     case OpKind::Attention: return attention(st, op, in, out);
     case OpKind::EncoderAttention: return encoder_attention(st, op, in, out);
+    case OpKind::AttentionNd: return attention_nd(st, op, in, n_in, out);
     case OpKind::KvWrite: return kv_write(st, op, in, out);
     case OpKind::Rope: return rope(st, op, in, out);
     case OpKind::FusedRopeKv: return fused_rope_kv(st, op, in, out);

@@ -124,6 +124,7 @@ class WgpuBackend : public Backend {
   // wgpu_ops_attention.cc
   void attention(State& st, const Op& op, const Tensor* in, Tensor* out);
   void encoder_attention(State& st, const Op& op, const Tensor* in, Tensor* out);
+  void attention_nd(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
   void kv_write(State& st, const Op& op, const Tensor* in, Tensor* out);
   void rope(State& st, const Op& op, const Tensor* in, Tensor* out);
   void fused_rope_kv(State& st, const Op& op, const Tensor* in, Tensor* out);

@@ -86,6 +86,36 @@ void WgpuBackend::encoder_attention(State& st, const Op& op, const Tensor* in, T
   st.dispatch(pl, p, sizeof(p), b, 5, u(nh), u(B * T), 1);
 }
 
+// shaders/wgsl/encoder_attention.wgsl's ND layout: attention_nd (op.h), one workgroup an output row
+// (b, h, t); batch and head strides 0 where q, k, v or the mask broadcast.
+void WgpuBackend::attention_nd(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out) {
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  const Shape &qs = in[0].shape, &ks = in[1].shape, &vs = in[2].shape, &os = out[0].shape;
+  const int64_t H = os.d[1], T = os.d[2], Dv = os.d[3], D = qs.d[3], S = ks.d[2];
+  auto bstride = [](const Shape& s, int64_t block) { return s.d[0] == 1 ? 0 : s.d[1] * block; };
+  auto hstride = [](const Shape& s, int64_t block) { return s.d[1] == 1 ? 0 : block; };
+  int64_t mst[4] = {0, 0, 0, 0};  // the mask's strides over [B, H, T, S] (0 along a broadcast dim)
+  const bool has_mask = n_in > 3;
+  if (has_mask) {
+    const Shape& ms = in[3].shape;
+    int64_t e = 1;
+    for (int i = ms.ndim - 1; i >= 0; --i) {
+      mst[i + 4 - ms.ndim] = ms.d[i] == 1 ? 0 : e;
+      e *= ms.d[i];
+    }
+  }
+  const int64_t rows = os.numel() / std::max<int64_t>(1, Dv);
+  const uint32_t nx = u(std::min<int64_t>(rows, 65535)), ny = u((rows + 65534) / 65535);
+  uint32_t p[20] = {u(T), u(S), u(H), u(D), u(Dv), has_mask ? 1u : 0u, nx, u(rows),
+                    u(bstride(qs, T * D)), u(hstride(qs, T * D)), u(bstride(ks, S * D)), u(hstride(ks, S * D)),
+                    u(bstride(vs, S * Dv)), u(hstride(vs, S * Dv)), u(mst[0]), u(mst[1]),
+                    u(mst[2]), u(mst[3]), f2u(op.a.scale), 0};
+  WGPUBuffer qb = act(st, in[0]);
+  Bind b[] = {{1, qb, 0, W}, {2, act(st, in[1]), 0, W}, {3, act(st, in[2]), 0, W},
+              {4, has_mask ? act(st, in[3]) : qb, 0, W}, {5, dev(out[0])->bufs[0], 0, W}};
+  st.dispatch(pipeline(g_, "encoder_attention", {"ND"}), p, sizeof(p), b, 5, nx, ny, 1);
+}
+
 // shaders/wgsl/kv_write.wgsl: rows into the cache at pos0 (an f16 cache as packed pairs).
 void WgpuBackend::kv_write(State& st, const Op& op, const Tensor* in, Tensor* out) {
   const uint64_t W = WGPU_WHOLE_SIZE;
