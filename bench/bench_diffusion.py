@@ -21,8 +21,11 @@ with SD 1.5's configs; a tiny CLIP tokenizer, model_max_length 77: only the ids 
 save_pretrained, imports it (`cyb-llm import FOLDER -o sd.model`), then a child process (its RSS is only
 the runtime's) reads its VmRSS right after `import cyb_llm` (the interpreter and libraries: the
 allowance), loads the file, runs generate_image(512x512, steps=2, guidance 7.5) and reports its peak RSS
-(VmHWM), the file's size, and each stage's planned and measured peak of that run (last_run_memory).
-Checked: peak RSS <= allowance + file bytes + the largest stage's measured peak.
+(VmHWM), the file's size (and its tensor bytes by encoding, the conv weights apart: an f16 folder's
+are f16), and each stage's planned and measured peak of that run (last_run_memory).
+Checked: peak RSS <= allowance + file bytes + the largest stage's measured peak; also printed, the
+same bound with the packed weight copies in place of the originals they replaced (an f16 folder's
+convs are packed as f32 on the cpu: twice their file bytes, Winograd copies 32/9).
 
 --sd15-gpu [--device wgpu+rs] [--reps 3]: on a machine with an NVIDIA GPU (docs/gpu-bench.md, "SD-1.5 UNet
 on the GPU"), the SD-1.5-shaped UNet of that folder saved in f16, imported, one guided step's UNet call
@@ -240,6 +243,18 @@ def _sd15_child(path: str, threads: int) -> None:
                       "generate_s": gen_s, "stats": m.last_stats.as_dict(), "stages": stages}))
 
 
+def _weight_bytes(path: str) -> dict:
+    """The .model's tensor bytes by encoding, its conv weights apart (the 4-D tensors of this
+    pipeline are its conv weights)."""
+    from cyb_llm.format import ModelFile
+
+    out: dict = {}
+    for t in ModelFile(path).tensors.values():
+        k = t.encoding + (" conv weight" if len(t.shape) == 4 else "")
+        out[k] = out.get(k, 0) + t.size
+    return out
+
+
 def _sd15_memory(a: argparse.Namespace) -> None:
     print(f"SD-1.5-shaped 512x512, 2 steps, guidance 7.5, {a.threads} threads, weights saved as {a.sd15_dtype}; "
           f"load average {os.getloadavg()[0]:.1f} at start")
@@ -252,6 +267,7 @@ def _sd15_memory(a: argparse.Namespace) -> None:
             raise SystemExit(f"child failed: {r.stderr.strip()[-2000:]}")
         res = json.loads(r.stdout.strip().splitlines()[-1])
         res["file_bytes"] = os.path.getsize(out)
+        res["weight_bytes"] = _weight_bytes(out)
     gib = 1 << 30
     runs = {k: v for k, v in res["stages"].items() if "planned_peak" in v}
     planned_sum = sum(v["planned_peak"] for v in runs.values())
@@ -259,6 +275,9 @@ def _sd15_memory(a: argparse.Namespace) -> None:
     bound = res["after_import"] + res["file_bytes"] + measured_max
     packed = sum(v["weight_cache_bytes"] for v in runs.values())
     released = sum(v["released_weight_bytes"] for v in runs.values())
+    # the weights as the kernels read them: the file with the packed originals replaced by their
+    # copies (f32: about as many bytes; an f16 conv's f32 copy twice its bytes, a Winograd one 32/9)
+    packed_bound = bound - released + packed
     print(f"  {'stage':14s} {'planned peak':>14s} {'measured peak':>14s} {'packed weights':>15s} {'pages released':>15s}")
     for k, v in res["stages"].items():
         if "planned_peak" in v:
@@ -269,11 +288,12 @@ def _sd15_memory(a: argparse.Namespace) -> None:
     rows = [("RSS after import cyb_llm (allowance)", res["after_import"]), ("RSS after load", res["after_load"]),
             ("RSS after generate", res["after_generate"]),
             ("file bytes (weights)", res["file_bytes"]),
+            *((f"  of which {k} tensors", b) for k, b in sorted(res["weight_bytes"].items())),
             ("packed weight copies (weight caches)", packed), ("original pages released once packed", released),
             ("text encoder weight pages released", res["stats"].get("text_encoder_released_bytes", 0)),
             ("sum of stage planned peaks", planned_sum),
             ("max stage measured peak", measured_max), ("bound: allowance+file+max stage", bound),
-            ("peak RSS (VmHWM)", res["peak"])]
+            ("bound, packed copies for originals", packed_bound), ("peak RSS (VmHWM)", res["peak"])]
     for k, v in rows:
         print(f"  {k:36s} {v / gib:8.3f} GiB")
     for when in ("after_load", "after_generate"):
@@ -281,7 +301,8 @@ def _sd15_memory(a: argparse.Namespace) -> None:
         if r:
             print(f"  smaps_rollup {when.replace('_', ' ')}: anonymous {r['anon'] / gib:.3f} GiB, "
                   f"file-backed {r['file'] / gib:.3f} GiB")
-    print(f"  peak RSS <= bound: {res['peak'] <= bound}; load {res['load_s']:.1f} s, generate "
+    print(f"  peak RSS <= bound: {res['peak'] <= bound}; <= the bound with the packed copies: "
+          f"{res['peak'] <= packed_bound}; load {res['load_s']:.1f} s, generate "
           f"{res['generate_s']:.1f} s (UNet {res['stats']['unet_ms'] / 1000:.1f} s, VAE decoder "
           f"{res['stats']['vae_decoder_ms'] / 1000:.1f} s)")
     if a.json:

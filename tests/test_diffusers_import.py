@@ -197,19 +197,38 @@ def test_tokenizer_ids(sd, tmp_path):
 
 
 def test_f16_folder(sd, tmp_path):
-    """An f16 folder: its matmul weights stay f16 in the file, the rest is widened to f32; the stages
-    match diffusers run in f32 on the same (f16-rounded) weights."""
+    """An f16 folder: its matmul and conv weights stay f16 in the file (two bytes a value; the file
+    smaller than the f32 folder's), the norm and embedding weights are widened to f32; the stages match diffusers run in
+    f32 on the same (f16-rounded) weights, on the cpu and on wgpu+rs (its f16 conv kernels)."""
+    from placement import wgpu_skip_reason
+
     folder16 = str(tmp_path / "pipe16")
     _build(folder16, torch.float16)
     out = str(tmp_path / "sd16.model")
     import_model(folder16, out, progress=False)
-    encs = {n: t.encoding for n, t in ModelFile(out).tensors.items()}
+    mf = ModelFile(out)
+    encs = {n: t.encoding for n, t in mf.tensors.items()}
     assert encs["unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.weight"] == "f16"
     assert encs["text_encoder.encoder.layers.0.mlp.fc1.weight"] == "f16"
-    assert encs["unet.conv_in.weight"] == "f32" and encs["vae_decoder.decoder.conv_in.weight"] == "f32"
+    convs = [n for n in encs if n.endswith(("conv_in.weight", "conv1.weight", "conv2.weight", "conv_out.weight",
+                                            "conv_shortcut.weight", "downsamplers.0.conv.weight",
+                                            "upsamplers.0.conv.weight", "quant_conv.weight"))]
+    assert len(convs) > 20 and all(encs[n] == "f16" for n in convs), {n: encs[n] for n in convs}
+    assert encs["unet.conv_in.bias"] == "f32" and encs["unet.conv_norm_out.weight"] == "f32"
+    assert encs["text_encoder.embeddings.token_embedding.weight"] == "f32"
+    assert all(mf.tensor_bytes(n).nbytes == 2 * int(np.prod(mf.tensors[n].shape)) for n in convs)
+    assert mf.weights_size < ModelFile(sd[1]).weights_size
     pipe = diffusers.StableDiffusionPipeline.from_pretrained(folder16, safety_checker=None,
                                                              requires_safety_checker=False).to(torch.float32)
     errs = check_stages(out, pipe, timesteps=TIMESTEPS[:1])
+    if wgpu_skip_reason() is None:
+        errs.update({f"wgpu+rs {k}": v for k, v in check_stages(out, pipe, backend="wgpu+rs",
+                                                                timesteps=TIMESTEPS[1:2]).items()})
+        dec = load_stage(out, "vae_decoder", backend="wgpu+rs")
+        dec.run({"latent_sample": _inputs()["latent"].numpy()})
+        convs = [r for r in dec.dispatch_records if r["op"] == "conv"]
+        assert convs and all(r["backend"] == "wgpu+rs" and not r["fallback"] for r in convs), convs
+    print("max error / max |ref|:", {k: f"{v:.1e}" for k, v in errs.items()})
     bad = {k: v for k, v in errs.items() if not v <= tolerance("diffusers-import")}
     assert not bad, bad
 

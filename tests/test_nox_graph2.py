@@ -63,6 +63,11 @@ CASES = [
      {"strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 1, 2], "group": 2}, False),
     ("conv_transpose", "conv_transpose", [f32(2, 3, 5), f32(3, 2, 3), f32(2)],
      {"strides": [2], "pads": [1, 0], "output_padding": [1]}, False),
+    # f16 weights (an f16 pipeline's): widened exactly, the same sums as the cpu reference's
+    ("conv_f16", "conv", [f32(1, 4, 7, 6), f32(6, 2, 3, 2).astype(np.float16), f32(6)],
+     {"strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 1, 2], "group": 2}, True),
+    ("conv_transpose_f16", "conv_transpose", [f32(2, 3, 5), f32(3, 2, 3).astype(np.float16), f32(2)],
+     {"strides": [2], "pads": [1, 0], "output_padding": [1]}, True),
     ("matmul_nd", "matmul_nd", [f32(2, 1, 3, 5), f32(3, 5, 4)], {}, False),
     ("instance_norm", "instance_norm", [f32(2, 3, 9), f32(3), f32(3)], {"eps": 1e-5}, False),
     ("group_norm", "group_norm", [f32(2, 4, 3, 3), f32(4), f32(4)], {"eps": 1e-5, "num_groups": 2}, False),
@@ -150,6 +155,17 @@ def test_op_on_nox_matches_cpu_reference(case):
     again = _core.run_op(op, inputs, attrs, outs, backend="nox")
     for a, g in zip(again, got):
         assert np.asarray(a).tobytes() == np.asarray(g).tobytes()
+
+
+@pytest.mark.parametrize("name", ["conv_f16", "conv_transpose_f16"])
+def test_conv_f16_weights_are_their_f32_values(name):
+    """conv / conv_transpose with f16 weights on nox: bit for bit the run on the same values as f32."""
+    _, op, inputs, attrs, _ = next(c for c in CASES if c[0] == name)
+    assert inputs[1].dtype == np.float16
+    got = _core.run_op(op, inputs, attrs, backend="nox")[0]
+    assert _core.last_run_op_backend() == "nox"
+    wide = _core.run_op(op, [inputs[0], inputs[1].astype(np.float32)] + inputs[2:], attrs, backend="nox")[0]
+    assert got.tobytes() == wide.tobytes()
 
 
 def test_every_v2_op_has_a_case():

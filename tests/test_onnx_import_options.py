@@ -1,6 +1,6 @@
 """Options of the ONNX import (docs/import.md "ONNX"): `--quantize q8_0|q4_0` turns the 2-D weights
-of matmul nodes into blocks (f16 initializers of matmul weights stay f16 otherwise, other weights
-f32), a `.onnx.json` sidecar is kept (GraphModel.sidecar), and `--pipeline` records what the graph
+of matmul nodes into blocks (f16 initializers of matmul, Conv and ConvTranspose weights stay f16
+otherwise, other weights f32), a `.onnx.json` sidecar is kept (GraphModel.sidecar), and `--pipeline` records what the graph
 is for (load() routes on it through cyb_llm.pipelines)."""
 from __future__ import annotations
 
@@ -118,6 +118,85 @@ def test_f16_matmul_weights_stay_f16(tmp_path):
     assert encs["b1"] == encs["s"] == "f32"
     x = np.random.default_rng(4).standard_normal((3, 64)).astype(np.float32)
     assert _rel(cyb_llm.load(out, backend="cpu").run({"x": x})["y"], ref(x)[0]) <= tolerance("onnx-vs-f64")
+
+
+def _convs(path, f16=False):
+    """x [1, 16, 6, 40] -> Conv W1 [16, 16, 3, 3] (pads 1) -> Conv W2 [16, 16, 3, 3] (stride 2) -> c2;
+    y = ConvTranspose(c2, W3 [16, 8, 3, 3], stride 2), z = Conv(c2, W4 [8, 16, 3, 20]) (one output
+    position): the x86 paths Winograd / direct rows, panels, col2im and few positions. f16: the
+    weights are f16 initializers, each Cast to f32 before its node; the biases f32."""
+    rng = np.random.default_rng(5)
+    shapes = {"w1": (16, 16, 3, 3), "w2": (16, 16, 3, 3), "w3": (16, 8, 3, 3), "w4": (8, 16, 3, 20)}
+    ws = {k: (rng.standard_normal(v) / 8).astype(np.float16) for k, v in shapes.items()}
+    bs = {k: rng.standard_normal(n).astype(np.float32) for k, n in (("b1", 16), ("b2", 16), ("b3", 8), ("b4", 8))}
+    src = {k: v if f16 else v.astype(np.float32) for k, v in ws.items()}  # the same values either way
+    nodes = [N("Cast", [k], [k + "f"], to=T.FLOAT) for k in ws] if f16 else []
+    w = (lambda k: k + "f") if f16 else (lambda k: k)
+    nodes += [N("Conv", ["x", w("w1"), "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+              N("Conv", ["c1", w("w2"), "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1], strides=[2, 2]),
+              N("ConvTranspose", ["c2", w("w3"), "b3"], ["y"], name="convt", strides=[2, 2]),
+              N("Conv", ["c2", w("w4"), "b4"], ["z"], name="conv4")]
+    inits = [numpy_helper.from_array(v, k) for k, v in {**src, **bs}.items()]
+    g = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", T.FLOAT, [1, 16, 6, 40])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None),
+                           helper.make_tensor_value_info("z", T.FLOAT, None)], initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+
+    def ref(x):
+        import torch
+        import torch.nn.functional as F
+
+        t = {k: torch.tensor(v.astype(np.float64)) for k, v in {**ws, **bs}.items()}
+        c1 = F.conv2d(torch.tensor(x.astype(np.float64)), t["w1"], t["b1"], padding=1)
+        c2 = F.conv2d(c1, t["w2"], t["b2"], padding=1, stride=2)
+        return F.conv_transpose2d(c2, t["w3"], t["b3"], stride=2).numpy(), F.conv2d(c2, t["w4"], t["b4"]).numpy()
+    return str(path), ref
+
+
+def test_f16_conv_weights_stay_f16(tmp_path, monkeypatch):
+    """f16 initializers read (through a Cast folded at import) as Conv / ConvTranspose weights are
+    written f16, losslessly (the file's weights smaller), the biases f32; at every cpu level the
+    model runs them through its packed weight copies (built from the f16 bytes) to the bits of the
+    same values imported as f32, within `onnx-vs-f64` of torch in f64; on wgpu+rs (its f16 conv
+    kernels, no cpu fallback) within `onnx-vs-f64` too."""
+    from cyb_llm import _core
+    from cyb_llm.convert import onnx_graph
+    from placement import wgpu_skip_reason
+
+    src16, ref = _convs(tmp_path / "c16.onnx", f16=True)
+    src32, _ = _convs(tmp_path / "c32.onnx")
+    out16, out32 = str(tmp_path / "c16.model"), str(tmp_path / "c32.model")
+    import_model(src16, out16, progress=False)
+    with monkeypatch.context() as mp:  # the same values written f32 (the importer writes exact f16 values f16)
+        mp.setattr(onnx_graph, "_exact_f16", lambda w: False)
+        import_model(src32, out32, progress=False)
+    assert {t.encoding for t in ModelFile(out32).tensors.values()} == {"f32"}
+    encs = {n: (t.encoding, len(t.shape)) for n, t in ModelFile(out16).tensors.items()}
+    assert sorted(encs.values()) == [("f16", 4)] * 4 + [("f32", 1)] * 4, encs  # the folded Casts' values
+    mf = ModelFile(out16)
+    assert all(mf.tensor_bytes(n).nbytes == 2 * int(np.prod(t.shape)) for n, t in mf.tensors.items() if len(t.shape) == 4)
+    assert mf.weights_size < ModelFile(out32).weights_size
+    x = np.random.default_rng(6).standard_normal((1, 16, 6, 40)).astype(np.float32)
+    ry, rz = ref(x)
+    before = _core.cpu_levels()[-1]
+    try:
+        for level in _core.cpu_levels():
+            _core.set_cpu_level(level)
+            m16, m32 = cyb_llm.load(out16, backend="cpu"), cyb_llm.load(out32, backend="cpu")
+            for _ in range(2):  # the second run reads the packed copies the first one built
+                got, want = m16.run({"x": x}), m32.run({"x": x})
+                assert np.array_equal(got["y"], want["y"]) and np.array_equal(got["z"], want["z"]), level
+            assert {r["op"] for r in m16.dispatch_records if r["label"].startswith("conv")} == {"conv",
+                                                                                                "conv_transpose"}
+            assert _rel(got["y"], ry) <= tolerance("onnx-vs-f64") and _rel(got["z"], rz) <= tolerance("onnx-vs-f64")
+    finally:
+        _core.set_cpu_level(before)
+    if wgpu_skip_reason() is None:
+        m = cyb_llm.load(out16, backend="wgpu+rs")
+        got = m.run({"x": x})
+        recs = [r for r in m.dispatch_records if r["op"] in ("conv", "conv_transpose")]
+        assert len(recs) == 4 and all(r["backend"] == "wgpu+rs" and not r["fallback"] for r in recs), recs
+        assert _rel(got["y"], ry) <= tolerance("onnx-vs-f64") and _rel(got["z"], rz) <= tolerance("onnx-vs-f64")
 
 
 # ---- the sidecar config ---------------------------------------------------------------------------

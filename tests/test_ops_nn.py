@@ -103,6 +103,26 @@ def test_conv(level, case):
     assert _err(ref, fast) <= TOL_FAST
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_conv_f16_weights(level, case):
+    """f16 weights (an f16 pipeline's, kept f16 in the file): the result of the same values as f32
+    weights, bit for bit (every path widens them exactly before it packs or reads them), in the
+    precise and the fast mode; against torch on those values within `op-f32`."""
+    xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
+    x = _rand(*xs)
+    w16 = _rand(O, xs[1] // group, *k).astype(np.float16)
+    w = w16.astype(np.float32)
+    b = _rand(O) if has_b else None
+    attrs = {"strides": list(s), "dilations": list(d), "pads": list(pads), "group": group}
+    extra = [b] if has_b else []
+    got = _run("conv", [x, w16] + extra, attrs, level)
+    assert np.array_equal(got, _run("conv", [x, w] + extra, attrs, level))
+    assert _err(_conv_ref(x, w, b, s, d, pads, group), got) <= TOL
+    assert np.array_equal(_run("conv", [x, w16] + extra, attrs, level, precise=False),
+                          _run("conv", [x, w] + extra, attrs, level, precise=False))
+
+
 ACTIVATIONS = {  # conv's fused epilogue (attr activation) against torch in f64
     "relu": (F.relu, {}),
     "silu": (F.silu, {}),
@@ -204,6 +224,10 @@ def test_conv_errors():
         _run("conv", [_rand(1, 4, 2, 2, 2), _rand(3, 4, 1, 1, 1)])
     with pytest.raises(UnsupportedOp):
         _run("conv", [x.astype(np.int64), w])
+    with pytest.raises(UnsupportedOp, match="weight"):  # f32 or f16 weights only
+        _run("conv", [x, ((w.view(np.uint32) >> 16).astype(np.uint16).tobytes(), "bf16", list(w.shape))])
+    with pytest.raises(UnsupportedOp, match="weight"):
+        _run("conv", [x, w.astype(np.int32)])
     with pytest.raises(InvalidConfig, match="at most 2"):
         _run("conv", [x, w], {"strides": [1, 1, 1]})
 
@@ -246,6 +270,22 @@ def test_conv_transpose(level, case):
     assert _err(ref, fast) <= TOL_FAST
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("case", range(len(CONVT_CASES)))
+def test_conv_transpose_f16_weights(level, case):
+    """f16 weights: bit for bit the result of the same values as f32 weights (the phase convs, the
+    col2im path and the reference), both modes."""
+    xs, og, k, s, d, pads, opad, group, has_b = CONVT_CASES[case]
+    x, w16 = _rand(*xs), _rand(xs[1], og, *k).astype(np.float16)
+    extra = [_rand(og * group)] if has_b else []
+    attrs = {"strides": list(s), "dilations": list(d), "pads": list(pads), "output_padding": list(opad),
+             "group": group}
+    for precise in (True, False):
+        got = _run("conv_transpose", [x, w16] + extra, attrs, level, precise=precise)
+        assert np.array_equal(got, _run("conv_transpose", [x, w16.astype(np.float32)] + extra, attrs, level,
+                                        precise=precise)), precise
+
+
 def test_conv_transpose_fast_equals_reference_level():
     # the x86 levels' matmul + col2im path against the scalar level's f64 reference: a Piper-sized
     # upsampling layer (k 16, stride 8, pads 4), more input positions than one col2im chunk, groups
@@ -269,6 +309,8 @@ def test_conv_transpose_errors():
         _run("conv_transpose", [x, w], {"strides": [2], "output_padding": [2]})
     with pytest.raises(ShapeMismatch, match="bias"):
         _run("conv_transpose", [x, w, _rand(3)])
+    with pytest.raises(UnsupportedOp, match="weight"):  # f32 or f16 weights only
+        _run("conv_transpose", [x, w.astype(np.int32)])
 
 
 # ------------------------------------------------------------------ matmul_nd

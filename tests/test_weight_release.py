@@ -3,7 +3,8 @@ backend keeps packed copies of convolution weights (core/weight_cache.h); once a
 original's whole pages are handed back (ModelFile::release_pages): madvise(MADV_DONTNEED) in the
 read-only mapping (CYB_HUGE_PAGES=0), the file's pages mapped over the huge-page copy otherwise.
 One Conv whose weight is most of a >64 MiB file (a mapped file, not read at open), imported from
-ONNX; each setting in a child (CYB_HUGE_PAGES is read once a process). In the child the weight's
+ONNX, its weight f32 or (f16 values) f16 (the packed copy widened from the f16 bytes, whose pages
+are handed back the same way); each setting in a child (CYB_HUGE_PAGES is read once a process). In the child the weight's
 pages are touched, the conv runs, and /proc/self/pagemap says which of the weight's whole pages are
 present: none may be. A second model on the same file repacks from the handed-back pages (they
 fault in again from the file): its output must be the first's bit for bit, and both within
@@ -31,8 +32,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/pagemap is Linux's")
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-O, C = 1024, 2048  # W [O, C, 3, 3] f32: 75.5 MB, the file above the 64 MiB read threshold
-W_BYTES = O * C * 3 * 3 * np.dtype(np.float32).itemsize
+# W [O, C, 3, 3]: f32 75.5 MB, or f16 values (written f16 by the importer) 75.5 MB with twice the
+# channels: the file above the 64 MiB read threshold either way
+SHAPES = {"f32": (1024, 2048), "f16": (1024, 4096)}
 
 _CHILD = r"""
 import ctypes, json, os, sys
@@ -90,11 +92,14 @@ print(json.dumps({"where": where, "pages": pages, "before": before, "after": aft
 """
 
 
-@pytest.fixture(scope="module")
-def conv_file(tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(SHAPES))
+def conv_file(tmp_path_factory, request):
+    O, C = SHAPES[request.param]
     d = tmp_path_factory.mktemp("release")
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((O, C, 3, 3), dtype=np.float32) / np.sqrt(C)).astype(np.float32)
+    if request.param == "f16":  # f16 values: the conv weight is written f16 (2 bytes a value)
+        w = w.astype(np.float16).astype(np.float32)
     b = rng.standard_normal(O, dtype=np.float32)
     mm = rng.standard_normal((512, 1024), dtype=np.float32)
     g = helper.make_graph([helper.make_node("Conv", ["x", "W", "B"], ["y"], name="conv", pads=[1, 1, 1, 1]),
@@ -113,17 +118,19 @@ def conv_file(tmp_path_factory):
     out = str(d / "conv.model")
     import_model(src, out, progress=False)
     assert os.path.getsize(out) > 64 << 20  # mapped at open, not read (docs/errors.md)
+    from cyb_llm.format import ModelFile
+    assert ModelFile(out).tensors["W"].encoding == request.param
     x = rng.standard_normal((1, C, 1, 2), dtype=np.float32)
     np.save(d / "x.npy", x)
     ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(["y"], {"x": x, "xm": np.ones((4, 512), np.float32)})[0]
-    return out, str(d / "x.npy"), ref
+    return out, str(d / "x.npy"), ref, w.size
 
 
 @pytest.mark.parametrize("huge", ["0", "1"])
 def test_packed_weight_pages_leave_the_resident_set(conv_file, tmp_path, huge):
     if huge == "1" and (not os.path.exists(THP) or "[never]" in open(THP).read()):
         pytest.skip("no transparent huge pages")
-    path, x_path, ref = conv_file
+    path, x_path, ref, w_values = conv_file
     out = tmp_path / "y.npz"
     r = subprocess.run([sys.executable, "-c", _CHILD, path, x_path, str(out)], capture_output=True, text=True,
                        env=child_env(CYB_HUGE_PAGES=huge), timeout=300)
@@ -134,7 +141,7 @@ def test_packed_weight_pages_leave_the_resident_set(conv_file, tmp_path, huge):
     assert res["after"] == 0, res  # packed: the original's whole pages handed back
     assert res["after2"] == 0, res  # packed again from them (faulted in from the file), handed back again
     assert res["mem"]["released_weight_bytes"] == res["pages"] * res["page_size"], res
-    assert res["mem"]["weight_cache_bytes"] >= W_BYTES, res  # the packed copy
+    assert res["mem"]["weight_cache_bytes"] >= w_values * np.dtype(np.float32).itemsize, res  # the packed copy (f32)
     assert res["m_run"] == res["m_pages"] > 0, res  # the MatMul weight, read in place by the run
     assert res["m_released"] >= res["m_pages"] * res["page_size"], res  # release_memory(weights=True)
     assert res["m_after"] == 0, res

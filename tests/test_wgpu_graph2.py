@@ -196,6 +196,15 @@ def test_conv(case, bias):
     _check("conv", ins, attrs)
 
 
+@pytest.mark.parametrize("case", range(len(CONV)))
+def test_conv_f16_weights(case):
+    """f16 weights (the F16 variants of array_nn.wgsl CONV and conv_gemm.wgsl, incl. SPLITK: pairs of
+    halves widened exactly; row 5 holds an odd count): within `op-f32` of the cpu reference on
+    the same f16 weights, on wgpu+rs."""
+    xs, ws, attrs = CONV[case]
+    _check("conv", [_x(*xs), _x(*ws).astype(np.float16), _x(ws[0])], attrs)
+
+
 def test_conv_gemm_unsplit(tmp_path):
     """The tiled conv with K unsplit (CYB_WGPU_SPLITK=0, read once: in a child process) on the rows
     that split K above (the rows of 2+ chunks of K here take splitk_parts' parts)."""
@@ -239,6 +248,12 @@ def test_conv_transpose(case, bias):
     g = attrs.get("group", 1)
     ins = [_x(*xs), _x(*ws)] + ([_x(ws[1] * g)] if bias else [])
     _check("conv_transpose", ins, attrs)
+
+
+@pytest.mark.parametrize("case", range(len(CONVT)))
+def test_conv_transpose_f16_weights(case):
+    xs, ws, attrs = CONVT[case]
+    _check("conv_transpose", [_x(*xs), _x(*ws).astype(np.float16), _x(ws[1] * attrs.get("group", 1))], attrs)
 
 
 def test_integer_ops_fall_back_visibly():

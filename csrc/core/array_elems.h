@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/quant.h"
 #include "core/tensor.h"
@@ -26,6 +27,30 @@ inline double get_f(const Tensor& t, int64_t i) {
     default: return 0.0;
   }
 }
+
+// The values of a float tensor as f32, widened at most once (exactly: f16 and bf16 values are f32
+// values): an f32 tensor's own data; an f16 / bf16 one's values in a buffer the view owns, made at
+// the first get() (a kernel calls it inside its weight cache's fill, so a cached weight is widened
+// once per model). The graph-v2 conv / conv_transpose read their weights through it (f32 or f16).
+class F32View {
+ public:
+  explicit F32View(const Tensor& t) : t_(t) {}
+  const float* get() {
+    if (p_) return p_;
+    if (t_.dtype == DType::F32) return p_ = t_.f32();
+    const int64_t n = t_.shape.numel();
+    buf_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) buf_[static_cast<size_t>(i)] = static_cast<float>(get_f(t_, i));
+    return p_ = buf_.data();
+  }
+  const void* key() const { return t_.data; }           // the weight cache's key: the tensor's own bytes
+  size_t source_bytes() const { return t_.nbytes(); }   // their size (the pages a packed copy hands back)
+
+ private:
+  const Tensor& t_;
+  std::vector<float> buf_;
+  const float* p_ = nullptr;
+};
 
 inline int64_t get_i(const Tensor& t, int64_t i) {
   const void* p = t.data;

@@ -583,11 +583,12 @@ std::vector<OpSchema> build_table() {
      {Ae("mode", false, F::Mode, "constant|reflect|edge"), A("value", Fl, false, F::Fill),
       A("axes", AttrType::IntArray, false, F::Ints)},
      {ax, {"pads", kDtI32 | kDtI64}}, {aout}, ShapeRule::Computed, 0, nullptr, OutDType::Like0},
-    // ---- nn ops (graph v2, f32; geometry in dispatch/nn_geom.cc)
+    // ---- nn ops (graph v2, f32; geometry in dispatch/nn_geom.cc). conv / conv_transpose weights
+    // f32 or f16 (an f16 pipeline's, kept f16 in the file; every backend widens them exactly)
     {OpKind::Conv, "conv", 2, 3, 1, false, conv_act_attrs,
-     {x, {"weight", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
+     {x, {"weight", kDtF32 | kDtF16}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
     {OpKind::ConvTranspose, "conv_transpose", 2, 3, 1, false, conv_t_attrs,
-     {x, {"weight", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
+     {x, {"weight", kDtF32 | kDtF16}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},
     {OpKind::MatmulNd, "matmul_nd", 2, 2, 1, false, {}, {{"a", kDtF32}, {"b", kDtF32}}, {out}, ShapeRule::Computed},
     {OpKind::InstanceNorm, "instance_norm", 3, 3, 1, false, {eps},
      {x, {"scale", kDtF32}, {"bias", kDtF32}}, {out}, ShapeRule::Computed},

@@ -11,7 +11,8 @@
 //   RESIZE   y = sum over the 2^ndim corners of the source coordinates of B (per dim d at sb[d]:
 //            a source index pair and the upper one's weight per output index, from the host)
 //   MATMUL   y[b, m, n] = sum_k A[b, m, k] B[b, k, n]: u = M, K, N; batch dims in shape / sa / sb
-//   CONV     direct convolution (1-D as 2-D with one row) and, with TRANSPOSE, its adjoint
+//   CONV     direct convolution (1-D as 2-D with one row) and, with TRANSPOSE, its adjoint (F16: f16
+//            weights, read as pairs of halves)
 //#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(2) var<storage, read> A: array<f32>;
@@ -22,7 +23,15 @@
 @group(0) @binding(3) var<storage, read> B: array<f32>;
 //#endif
 //#if CONV
+//#if F16
+// f16 weights (F16): two values a word, converted exactly (half.wgsl)
+@group(0) @binding(3) var<storage, read> B: array<u32>;
+//#include half
+fn bw(i: i32) -> f32 { let j = u32(i); return f16_to_f32((B[j >> 1u] >> (16u * (j & 1u))) & 0xffffu); }
+//#else
 @group(0) @binding(3) var<storage, read> B: array<f32>;
+fn bw(i: i32) -> f32 { return B[i]; }
+//#endif
 //#if BIAS
 @group(0) @binding(4) var<storage, read> C: array<f32>;
 //#endif
@@ -147,7 +156,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       for (var j1 = 0; j1 < k1; j1++) {
         let i1 = q1 * ui(9u) + j1 * ui(11u) - ui(13u);
         if (i1 < 0 || i1 >= in1) { continue; }
-        let yk = A[xc + i0 * in1 + i1] * B[wc + j0 * k1 + j1] - comp;
+        let yk = A[xc + i0 * in1 + i1] * bw(wc + j0 * k1 + j1) - comp;
         let t = (s + yk) * p.one;
         comp = (t - s) - yk;
         s = t;
@@ -168,7 +177,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       if (i1 >= in1) { continue; }
       for (var c = 0; c < Cg; c++) {
         let ci = grp * Cg + c;
-        let yk = A[(nb * C_ + ci) * in0 * in1 + i0 * in1 + i1] * B[(ci * Og + ol) * k0 * k1 + j0 * k1 + j1] - comp;
+        let yk = A[(nb * C_ + ci) * in0 * in1 + i0 * in1 + i1] * bw((ci * Og + ol) * k0 * k1 + j0 * k1 + j1) - comp;
         let t = (s + yk) * p.one;
         comp = (t - s) - yk;
         s = t;

@@ -15,12 +15,20 @@
 // each, each tile's sums (no bias) into part z of Y (parts laid out as y, one after another); then
 // the SPLITK_SUM kernel (one invocation an output) adds the parts in order and the bias into y.
 // Parameters: array_params (p.n the number of columns, SPLITK_SUM: of outputs; p.u the CONV
-// geometry of array_nn).
+// geometry of array_nn). F16: the weights are f16 (read as pairs of halves, widened exactly).
 //#include array_params
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(2) var<storage, read> A: array<f32>;  // x (SPLITK_SUM: the parts)
 //#if !SPLITK_SUM
+//#if F16
+// f16 weights (F16): two values a word, converted exactly (half.wgsl)
+@group(0) @binding(3) var<storage, read> B: array<u32>;
+//#include half
+fn bw(i: u32) -> f32 { return f16_to_f32((B[i >> 1u] >> (16u * (i & 1u))) & 0xffffu); }
+//#else
 @group(0) @binding(3) var<storage, read> B: array<f32>;
+fn bw(i: u32) -> f32 { return B[i]; }
+//#endif
 //#endif
 //#if BIAS
 @group(0) @binding(4) var<storage, read> C: array<f32>;
@@ -52,7 +60,7 @@ fn wload(c: u32, o0: u32, li: u32, i: u32, O: u32, K: u32) -> f32 {
   let e = li + 256u * i;
   let r = o0 + (e / 8u) % 64u;
   let k = c * 32u + 8u * (e / 512u) + e % 8u;
-  if (r < O && k < K) { return B[r * K + k]; }
+  if (r < O && k < K) { return bw(r * K + k); }
   return 0.0;
 }
 fn wstore(li: u32, i: u32, v: f32) {

@@ -47,7 +47,21 @@ void conv_transpose_col2im(const Op& op, const Tensor* in, int n_in, Tensor* out
   const int64_t chunk = std::min<int64_t>(P, std::max<int64_t>(64, (int64_t{1} << 18) / NC));
   float* cols = scratch<float>(kScratchGateUp, static_cast<size_t>(chunk * NC));
   const float* x = in[0].f32();
-  const float* w = in[1].f32();
+  // W read in place (f32); f16 weights widened: into the weight cache where the context has one
+  // (once per model; the f16 pages then handed back), else per call
+  F32View wv(in[1]);
+  const float* w = nullptr;
+  if (in[1].dtype != DType::F32 && ctx.weight_cache()) {
+    const size_t n = static_cast<size_t>(in[1].shape.numel());
+    w = static_cast<const float*>(ctx.weight_cache()->get(
+        wv.key(), 0x43570000, n * sizeof(float),
+        [&](void* dst) {
+          for (size_t i = 0; i < n; ++i) static_cast<float*>(dst)[i] = static_cast<float>(get_f(in[1], static_cast<int64_t>(i)));
+        },
+        wv.source_bytes()));  // "CW"
+  } else {
+    w = wv.get();
+  }
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t gi = 0; gi < g.group; ++gi) {
       const float* xg = x + (n * g.C + gi * Cg) * P;

@@ -237,6 +237,10 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       if (!plain(in[i])) return false;
     return true;
   };
+  auto conv_inputs = [&] {  // x and bias f32, the weight f32 or f16
+    return plain(in[0]) && in[1].offset == 0 && (in[1].dtype == DType::F32 || in[1].dtype == DType::F16) &&
+           (n_in < 3 || plain(in[2]));
+  };
   auto index_dtype = [](const Tensor& t) {
     return t.offset == 0 && (t.dtype == DType::F32 || t.dtype == DType::I32 || t.dtype == DType::I64);
   };
@@ -366,12 +370,13 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::InstanceNorm:
     case OpKind::MatmulNd:
     case OpKind::Concat:
-    case OpKind::ConvTranspose:
     case OpKind::GroupNorm:
     case OpKind::Pool:
       return all_plain() && array_op_fits(op, in, n_in);
+    case OpKind::ConvTranspose:  // weights f32 or f16 (the kernels' F16 variant reads pairs of halves)
+      return conv_inputs() && array_op_fits(op, in, n_in);
     case OpKind::Conv:  // the WGSL kernel has no fused activation epilogue: such convs stay on the cpu
-      return op.a.activation == kActNone && all_plain() && array_op_fits(op, in, n_in);
+      return op.a.activation == kActNone && conv_inputs() && array_op_fits(op, in, n_in);
     case OpKind::Lstm:  // one workgroup a batch row, up to 1024 hidden units (lstm.wgsl MAXH)
       return all_plain() && array_op_fits(op, in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
     case OpKind::Resize:  // up to 8 dims: 2^8 corners at most

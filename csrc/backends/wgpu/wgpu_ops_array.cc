@@ -283,6 +283,7 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       for (int k = 0; k < 15; ++k) p.u[k] = u(v[k]);
       std::vector<Bind> b = {{1, yb, 0, W}, {2, act(st, in[0]), 0, W}, {3, act(st, in[1]), 0, W}};
       if (n_in > 2) b.push_back({4, act(st, in[2]), 0, W});
+      const bool f16 = in[1].dtype == DType::F16;  // f16 weights: the kernels' F16 variant
       if (op.kind == OpKind::Conv && conv_gemm_fits(g)) {  // conv_gemm.wgsl: 64 x 64 output tiles
         const int64_t cols = g.N * g.out[0] * g.out[1], total = cols * g.O;
         p.n = u(cols);
@@ -293,14 +294,21 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
         const int64_t nch = (g.C * g.k[0] * g.k[1] + 31) / 32;
         const int64_t fit = static_cast<int64_t>(g_.limits.maxStorageBufferBindingSize / 4) / total;
         int64_t splits = splitk_parts(int64_t{nx} * ny, std::min(nch / kSplitKMinChunks, fit));
-        if (splits < 2) return run("conv_gemm", n_in > 2 ? std::vector<std::string>{"BIAS"} : std::vector<std::string>{}, b);
+        if (splits < 2) {
+          std::vector<std::string> defs;
+          if (n_in > 2) defs.push_back("BIAS");
+          if (f16) defs.push_back("F16");
+          return run("conv_gemm", defs, b);
+        }
         const int64_t cps = (nch + splits - 1) / splits;
         splits = (nch + cps - 1) / cps;  // no empty part
         p.u[15] = u(splits);
         p.u[16] = u(cps);
         WGPUBuffer parts = st.scratch(State::kSplitKParts, uint64_t(splits * total) * 4)->bufs[0];
         Bind b1[] = {{1, parts, 0, W}, b[1], b[2]};
-        st.dispatch(pipeline(g_, "conv_gemm", {"SPLITK"}), &p, sizeof(p), b1, 3, nx, ny, u(splits));
+        st.dispatch(pipeline(g_, "conv_gemm", f16 ? std::vector<std::string>{"SPLITK", "F16"}
+                                                  : std::vector<std::string>{"SPLITK"}),
+                    &p, sizeof(p), b1, 3, nx, ny, u(splits));
         p.n = u(total);
         grid(total, &nx, &ny);
         std::vector<Bind> b2 = {{1, yb, 0, W}, {2, parts, 0, W}};
@@ -312,6 +320,7 @@ void WgpuBackend::array_op(State& st, const Op& op, const Tensor* in, int n_in, 
       std::vector<std::string> defs = {"CONV"};
       if (op.kind == OpKind::ConvTranspose) defs.push_back("TRANSPOSE");
       if (n_in > 2) defs.push_back("BIAS");
+      if (f16) defs.push_back("F16");
       return run("array_nn", defs, b);
     }
     case OpKind::Pool: {

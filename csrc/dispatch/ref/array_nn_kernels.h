@@ -29,7 +29,8 @@ struct ArrayNnKernels {
   static void conv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
     const ConvGeom g = conv_geom(op, in, n_in);
     const float* x = in[0].f32();
-    const float* w = in[1].f32();
+    F32View wv(in[1]);  // f32, or f16 widened once per call
+    const float* w = wv.get();
     const float* bias = n_in > 2 ? in[2].f32() : nullptr;
     float* y = out[0].f32();
     const int64_t Cg = g.C / g.group, Og = g.O / g.group, KK = ksz(g);
@@ -63,7 +64,8 @@ struct ArrayNnKernels {
   static void conv_transpose(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
     const ConvGeom g = conv_geom(op, in, n_in);
     const float* x = in[0].f32();
-    const float* w = in[1].f32();
+    F32View wv(in[1]);  // f32, or f16 widened once per call
+    const float* w = wv.get();
     const float* bias = n_in > 2 ? in[2].f32() : nullptr;
     float* y = out[0].f32();
     const int64_t Cg = g.C / g.group, Og = g.O / g.group, KK = ksz(g);

@@ -7,10 +7,10 @@ project's own reader (hf.py): torch, diffusers and transformers are never import
     import_diffusers("tiny-sd/", "sd.model", quantize="q8_0")
 
 Stages: text_encoder (CLIPTextModel), unet (UNet2DConditionModel), vae_decoder and vae_encoder
-(AutoencoderKL). Weights: read as f32 (f16 / bf16 folders converted); the weights of matmul nodes
-that are exact f16 values (an f16 folder's) are written f16, every other weight f32 (the conv, norm
-and gather ops read f32); `quantize` puts the UNet's matmul weights in GGML blocks
-(onnx_graph.weight_records).
+(AutoencoderKL). Weights: read as f32 (f16 / bf16 folders converted); the weights of matmul, conv
+and conv_transpose nodes that are exact f16 values (an f16 folder's) are written f16, every other
+weight f32 (the norm and gather ops read f32); `quantize` puts the UNet's matmul weights in GGML
+blocks (onnx_graph.weight_records).
 """
 from __future__ import annotations
 

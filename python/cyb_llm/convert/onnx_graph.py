@@ -1112,14 +1112,25 @@ def onnx_to_graph(path: str, state: dict[str, str] | None = None) -> tuple[dict,
     return graph, weights, config
 
 
-def matmul_weights(graph: dict) -> set[str]:
-    """The names every reader of which is a `matmul` node reading it as its weight W (input 1)."""
+def _weights_read_as(graph: dict, uses: set[tuple[str, int]]) -> set[str]:
+    """The names every reader of which reads them as one of `uses` ((op, input index) pairs)."""
     readers: dict[str, list[tuple[str, int]]] = {}
     for n in graph["nodes"]:
         for k, i in enumerate(n["inputs"]):
             readers.setdefault(i, []).append((n["op"], k))
     outs = {o["name"] for o in graph["outputs"]}
-    return {v for v, rs in readers.items() if v not in outs and all(op == "matmul" and k == 1 for op, k in rs)}
+    return {v for v, rs in readers.items() if v not in outs and all(r in uses for r in rs)}
+
+
+def matmul_weights(graph: dict) -> set[str]:
+    """The names every reader of which is a `matmul` node reading it as its weight W (input 1)."""
+    return _weights_read_as(graph, {("matmul", 1)})
+
+
+def conv_weights(graph: dict) -> set[str]:
+    """The names every reader of which is a `conv` / `conv_transpose` node reading it as its weight
+    (input 1: f32 or f16 on every backend)."""
+    return _weights_read_as(graph, {("conv", 1), ("conv_transpose", 1)})
 
 
 def _exact_f16(w: np.ndarray) -> bool:
@@ -1132,7 +1143,8 @@ def weight_records(graph: dict, weights: dict[str, np.ndarray], quantize: str | 
                    ) -> list[tuple[str, str, list[int], Any]]:
     """(name, encoding, shape, data) of each weight: the 2-D W of matmul nodes in blocks of `quantize`
     (when their rows are whole blocks of 32), else f16 when every value is an f16 value (the model
-    shipped them as f16: written f16, losslessly; the matmul op takes any weight encoding); every
+    shipped them as f16: written f16, losslessly; the matmul op takes any weight encoding); the
+    weights of conv / conv_transpose nodes f16 likewise (those ops take f32 or f16 weights); every
     other weight f32 (the other ops read f32 weights)."""
     qtype = None
     if quantize:
@@ -1140,7 +1152,7 @@ def weight_records(graph: dict, weights: dict[str, np.ndarray], quantize: str | 
         if qtype is None:
             raise make_error(InvalidConfig, f"--quantize {quantize!r} is not available for ONNX graphs (choices: "
                              f"{', '.join(QUANTIZE_TYPES)})", field="quantize", reason="unknown type")
-    ws = matmul_weights(graph)
+    ws, cs = matmul_weights(graph), conv_weights(graph)
     recs = []
     for name, w in weights.items():
         if name in ws and w.ndim == 2 and qtype is not None and w.shape[1] % 32 == 0 and w.size:
@@ -1148,7 +1160,7 @@ def weight_records(graph: dict, weights: dict[str, np.ndarray], quantize: str | 
 
             blocks = quants.quantize(np.ascontiguousarray(w, np.float32), GGMLQuantizationType[qtype[0]])
             recs.append((name, qtype[1], list(w.shape), blocks.reshape(-1).view(np.uint8)))
-        elif name in ws and w.ndim == 2 and w.size and _exact_f16(w):
+        elif ((name in ws and w.ndim == 2) or name in cs) and w.size and _exact_f16(w):
             recs.append((name, "f16", list(w.shape), np.ascontiguousarray(w, np.float16)))
         else:
             recs.append((name, "f32", list(w.shape), w))
