@@ -76,6 +76,15 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     ((2, 16, 6, 66), 18, (3, 3), (1, 1), (1, 1), (1, 2, 0, 1), 1, True),
     ((1, 17, 129), 16, (3,), (1,), (1,), (1, 1), 1, True),
     ((1, 16, 4, 70), 20, (1, 3), (1, 1), (1, 1), (0, 1, 0, 0), 1, False),
+    # rows of fewer tiles than a panel (16 / 32 at 8 / 16 lanes), two panels of tiles or more an
+    # image: panels spanning rows of tiles. 23 x 28 outputs (12 x 14 tiles, an odd last row: a
+    # partial last panel at either width); 12 x 13 (6 x 7 tiles, an odd last column; 42 tiles:
+    # Winograd at 8 lanes only) over two images; 16 x 8 (8 x 4 tiles: gathered tile by tile; two
+    # panels at 8 lanes, shared by chunks of output channels); a 1 x 3 kernel over 14 rows of 10
+    ((1, 16, 23, 29), 34, (3, 3), (1, 1), (1, 1), (1, 0, 1, 1), 1, True),
+    ((2, 16, 13, 13), 20, (3, 3), (1, 1), (1, 1), (1, 1, 0, 1), 1, True),
+    ((1, 24, 16, 8), 40, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
+    ((1, 16, 14, 10), 17, (1, 3), (1, 1), (1, 1), (0, 1, 0, 1), 1, False),
     # stride 1, weights over 512 KiB (512 x 16 x 17): the row blocks outer, each over every panel
     ((1, 16, 40), 512, (17,), (1,), (1,), (8, 8), 1, True),
 ]
@@ -132,7 +141,7 @@ ACTIVATIONS = {  # conv's fused epilogue (attr activation) against torch in f64
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("act", sorted(ACTIVATIONS))
-@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11, 15, 16, 18])  # 10, 11: the x86 stride-1 rows read in place; 15, 16: Winograd; 18: row blocks outer
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11, 15, 16, 18, 20, 21, 22])  # 10, 11: the x86 stride-1 rows read in place; 15, 16: Winograd; 18, 20, 21: Winograd over rows of few tiles; 22: row blocks outer
 def test_conv_activation(level, act, case):
     xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
     x = _rand(*xs)
