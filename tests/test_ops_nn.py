@@ -88,6 +88,9 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     # 65 rows of tiles (the last one output row), whole rows a work item: the next tile row of an
     # item reuses the two input rows it shares with the one above
     ((1, 16, 129, 66), 16, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
+    # 1 x 1, stride 1, no pads (dilation moot): the x86 path sees the image as one row of 63
+    # positions, two images (a partial last panel at either width)
+    ((2, 8, 7, 9), 20, (1, 1), (1, 1), (2, 1), (0, 0, 0, 0), 1, True),
     # stride 1, weights over 512 KiB (512 x 16 x 17): the row blocks outer, each over every panel
     ((1, 16, 40), 512, (17,), (1,), (1,), (8, 8), 1, True),
 ]
@@ -144,7 +147,7 @@ ACTIVATIONS = {  # conv's fused epilogue (attr activation) against torch in f64
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("act", sorted(ACTIVATIONS))
-@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11, 15, 16, 18, 20, 21, 22, 23])  # 10, 11: the x86 stride-1 rows read in place; 15, 16, 22: Winograd; 18, 20, 21: Winograd over rows of few tiles; 23: row blocks outer
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 10, 11, 15, 16, 18, 20, 21, 22, 23, 24])  # 10, 11: the x86 stride-1 rows read in place; 15, 16, 22: Winograd; 18, 20, 21: Winograd over rows of few tiles; 23: 1 x 1 as one row; 24: row blocks outer
 def test_conv_activation(level, act, case):
     xs, O, k, s, d, pads, group, has_b = CONV_CASES[case]
     x = _rand(*xs)
