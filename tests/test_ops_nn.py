@@ -545,6 +545,24 @@ def test_pool(level, case):
     assert _err(_pool_ref(x, mode, k, s, list(pads), d, cip, ceil), _run("pool", [x], attrs, level)) <= TOL
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("k,s,d,ceil", [((2, 2), (2, 2), (1, 1), False), ((3, 2), (2, 1), (1, 2), False),
+                                        ((2, 3), (3, 2), (1, 1), True)])
+def test_pool_inside_equals_reference(level, mode, k, s, d, ceil):
+    # windows all within x (no pads; ceil mode whose last window still fits): the cpu's row-at-a-time
+    # path sums (max) in the reference's order, so the values equal the scalar level's bit for bit
+    x = _rand(2, 3, 11, 13)
+    if ceil:
+        x = np.ascontiguousarray(x[:, :, :, :11])  # out 4 x 5: the ceil windows end at 10, inside
+    attrs = {"mode": mode, "kernel_shape": list(k), "strides": list(s), "ceil_mode": ceil}
+    if mode == "max":
+        attrs["dilations"] = list(d)
+    got, ref = _run("pool", [x], attrs, level), _run("pool", [x], attrs, "scalar")
+    assert got.shape == ref.shape and got.size and np.array_equal(got, ref)
+    assert _err(_pool_ref(x, mode, k, s, [0, 0, 0, 0], d if mode == "max" else (1, 1), False, ceil), got) <= TOL
+
+
 def test_pool_errors():
     x = _rand(1, 2, 5, 5)
     with pytest.raises(InvalidConfig, match="kernel_shape"):

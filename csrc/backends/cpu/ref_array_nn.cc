@@ -203,6 +203,45 @@ void pad_fast(const Op& op, const Tensor* in, int, Tensor* out, int, ExecContext
 
 void pool_fast(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
   const ConvGeom g = conv_geom(op, in, n_in);
+  const bool inside = g.pb[0] == 0 && g.pb[1] == 0 && (g.out[0] - 1) * g.stride[0] + (g.k[0] - 1) * g.dil[0] < g.in[0] &&
+                      (g.out[1] - 1) * g.stride[1] + (g.k[1] - 1) * g.dil[1] < g.in[1];
+  if (inside && g.out[0] > 0 && g.out[1] > 0) {
+    // Every window within x (no pads, no ceil-mode window past the end: the UNet's 2 x 2 average
+    // pools): per output row, each tap's values folded into a row of double sums (max: the running
+    // max) in the reference's tap order, so the same values as pool_planes without its per-tap bounds
+    // checks and count; threaded over output rows.
+    const bool mx = op.a.mode == 1;
+    const double cnt = static_cast<double>(g.k[0] * g.k[1]);  // avg: every tap counts, pads or not
+    const float* x = in[0].f32();
+    float* y = out[0].f32();
+    parallel_rows(ctx, g.N * g.C * g.out[0], std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.out[1] * ksz(g))),
+                  [&](int64_t r0, int64_t r1, int) {
+                    std::vector<double> acc(static_cast<size_t>(g.out[1]));
+                    for (int64_t r = r0; r < r1; ++r) {
+                      const int64_t nc = r / g.out[0], p0 = r % g.out[0];
+                      std::fill(acc.begin(), acc.end(), mx ? -std::numeric_limits<double>::infinity() : 0.0);
+                      for (int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+                        const float* xr = x + nc * sp(g) + (p0 * g.stride[0] + j0 * g.dil[0]) * g.in[1];
+                        for (int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+                          const float* xt = xr + j1 * g.dil[1];
+                          if (mx) {
+                            for (int64_t p1 = 0; p1 < g.out[1]; ++p1) {
+                              const double v = xt[p1 * g.stride[1]];
+                              double& a = acc[static_cast<size_t>(p1)];
+                              a = (v > a || std::isnan(v)) ? v : a;
+                            }
+                          } else {
+                            for (int64_t p1 = 0; p1 < g.out[1]; ++p1) acc[static_cast<size_t>(p1)] += xt[p1 * g.stride[1]];
+                          }
+                        }
+                      }
+                      float* yr = y + r * g.out[1];
+                      for (int64_t p1 = 0; p1 < g.out[1]; ++p1)
+                        yr[p1] = static_cast<float>(mx ? acc[static_cast<size_t>(p1)] : acc[static_cast<size_t>(p1)] / cnt);
+                    }
+                  });
+    return;
+  }
   const int64_t plane = std::max<int64_t>(1, g.out[0] * g.out[1] * g.k[0] * g.k[1]);
   parallel_rows(ctx, g.N * g.C, std::max<int64_t>(1, 16384 / plane), [&](int64_t b, int64_t e, int) {
     ArrayNnKernels<StdMath>::pool_planes(op, g, in[0].f32(), out[0].f32(), b, e);
