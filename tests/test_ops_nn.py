@@ -76,14 +76,14 @@ CONV_CASES = [  # x shape, O, k, strides, dilations, pads, group, bias
     ((2, 16, 6, 66), 18, (3, 3), (1, 1), (1, 1), (1, 2, 0, 1), 1, True),
     ((1, 17, 129), 16, (3,), (1,), (1,), (1, 1), 1, True),
     ((1, 16, 4, 70), 20, (1, 3), (1, 1), (1, 1), (0, 1, 0, 0), 1, False),
-    # rows of fewer tiles than a panel (16 / 32 at 8 / 16 lanes), two panels of tiles or more an
+    # rows of fewer tiles than a panel (16 / 32 at 8 / 16 lanes), a panel of tiles or more an
     # image: panels spanning rows of tiles. 23 x 28 outputs (12 x 14 tiles, an odd last row: a
     # partial last panel at either width); 12 x 13 (6 x 7 tiles, an odd last column; 42 tiles:
-    # Winograd at 8 lanes only) over two images; 16 x 8 (8 x 4 tiles: gathered tile by tile; two
-    # panels at 8 lanes, shared by chunks of output channels); a 1 x 3 kernel over 14 rows of 10
+    # Winograd at 8 lanes only) over two images; 8 x 8 (4 x 4 tiles: one panel at 8 lanes, shared
+    # by chunks of output channels); a 1 x 3 kernel over 14 rows of 10
     ((1, 16, 23, 29), 34, (3, 3), (1, 1), (1, 1), (1, 0, 1, 1), 1, True),
     ((2, 16, 13, 13), 20, (3, 3), (1, 1), (1, 1), (1, 1, 0, 1), 1, True),
-    ((1, 24, 16, 8), 40, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
+    ((1, 24, 8, 8), 40, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
     ((1, 16, 14, 10), 17, (1, 3), (1, 1), (1, 1), (0, 1, 0, 1), 1, False),
     # 65 rows of tiles (the last one output row), whole rows a work item: the next tile row of an
     # item reuses the two input rows it shares with the one above
