@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import cyb_llm
+from cyb_llm import _core
 from cyb_llm.errors import BackendInit, UnsupportedOp
 from tolerances import tolerance
 
@@ -24,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 TOL_OP = tolerance("op-f32")
 TOL_ORT = tolerance("onnx-vs-onnxruntime")
 RNG = np.random.default_rng(2044)
+LEVELS = _core.cpu_levels()
 F32 = TensorProto.FLOAT
 
 
@@ -122,7 +124,8 @@ def test_layer_norm(tmp_path):
               helper.make_node("Div", ["cd", "cs"], ["cn"]), helper.make_node("Mul", ["cn", "w"], ["y"])]
     src, path = _build(tmp_path, "ln", nodes, inits, [2, 5, D], ["y"])
     m = _check(src, path, RNG.standard_normal((2, 5, D)).astype(np.float32) * 3 + 1)
-    assert m.fusions == [("layer_norm", "ln_a"), ("layer_norm", "ln_b")]
+    # the near miss's div and mul by w (an f32 constant): elementwise
+    assert m.fusions == [("layer_norm", "ln_a"), ("layer_norm", "ln_b"), ("elementwise", "y")]
 
 
 def test_group_and_instance_norm(tmp_path):
@@ -148,7 +151,8 @@ def test_group_and_instance_norm(tmp_path):
              block(3, "y2", "y", "g4", ("half4", "zero4")))   # near miss: instance scale 0.5
     src, path = _build(tmp_path, "gn", nodes, inits, [N, C, H, W], ["y"])
     m = _check(src, path, RNG.standard_normal((N, C, H, W)).astype(np.float32) * 2 - 1)
-    assert m.fusions == [("group_norm", "gn0"), ("instance_norm", "gn1"), ("group_norm", "gn2")]
+    # the near miss's mul by w3 and add of b3 (f32 constants): elementwise
+    assert m.fusions == [("group_norm", "gn0"), ("instance_norm", "gn1"), ("group_norm", "gn2"), ("elementwise", "gn3")]
 
 
 # ------------------------------------------------------------------ gelu
@@ -177,9 +181,92 @@ def test_gelu(tmp_path):
     ]
     src, path = _build(tmp_path, "gelu", nodes, inits, [3, 16], ["y"])
     m = _check(src, path, RNG.standard_normal((3, 16)).astype(np.float32) * 2)
-    assert m.fusions == [("gelu", "gelu_a"), ("gelu", "gelu_b")]
+    # the near misses' add, mul, mul (by 0.6, by the [1, 1, 1] 0.5) after each erf: elementwise
+    assert m.fusions == [("gelu", "gelu_a"), ("gelu", "gelu_b"), ("elementwise", "c_y"), ("elementwise", "y")]
     assert m.fusion_report.startswith("fusion: conv_activation x0, layer_norm x0, group_norm x0, instance_norm x0, "
-                                      "gelu x2, attention x0, attention_heads x0; attention with a float mask")
+                                      "gelu x2, attention x0, attention_heads x0, elementwise x2; attention with a "
+                                      "float mask")
+
+
+# ------------------------------------------------------------------ elementwise
+
+def _hifigan_stage(C, L, final="LeakyRelu"):
+    """A stage of HiFi-GAN's ResBlock2 as Piper's voices export it: three resblocks of two dilated convs,
+    each conv reading leaky_relu of the running x and added to it; the resblocks' outputs summed, / 3,
+    leaky_relu (or `final`: the node after the division)."""
+    nodes, inits = [helper.make_node("LeakyRelu", ["x"], ["l0"], alpha=0.1)], [_init("three", 3.0)]
+    outs = []
+    for b, (k, dils) in enumerate(zip((3, 5, 7), ((1, 2), (2, 6), (3, 12)))):
+        cur = "x"
+        for j, d in enumerate(dils):
+            p, lin = f"r{b}{j}", "l0" if j == 0 else f"r{b}{j}_l"
+            if j:
+                nodes.append(helper.make_node("LeakyRelu", [cur], [lin], alpha=0.1))
+            inits += [_init(f"{p}_w", RNG.standard_normal((C, C, k)) / np.sqrt(C * k)), _init(f"{p}_b", RNG.standard_normal(C))]
+            nodes += [helper.make_node("Conv", [lin, f"{p}_w", f"{p}_b"], [f"{p}_c"], dilations=[d], pads=[d * (k - 1) // 2] * 2),
+                      helper.make_node("Add", [cur, f"{p}_c"], [f"{p}_o"])]
+            cur = f"{p}_o"
+        outs.append(cur)
+    nodes += [helper.make_node("Add", outs[:2], ["s01"]), helper.make_node("Add", ["s01", outs[2]], ["s"]),
+              helper.make_node("Div", ["s", "three"], ["m"])]
+    if final == "LeakyRelu":
+        nodes.append(helper.make_node("LeakyRelu", ["m"], ["y"], alpha=0.01, name="stage"))
+    else:
+        nodes.append(helper.make_node(final, ["m"], ["y"], name="stage"))
+    return nodes, inits
+
+
+def _bits(a):
+    return np.ascontiguousarray(a, np.float32).view(np.int32)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_elementwise_hifigan_stage(tmp_path, level):
+    # the resblocks' last residual adds, their sum, / 3 and the leaky_relu: one elementwise node over
+    # the six values and the constant; the same bits as the unfused nodes at every cpu level
+    nodes, inits = _hifigan_stage(4, 61)
+    src, path = _build(tmp_path, "stage", nodes, inits, [1, 4, 61], ["y"])
+    x = RNG.standard_normal((1, 4, 61)).astype(np.float32)
+    before = _core.cpu_level()
+    try:
+        _core.set_cpu_level(level)
+        m = _check(src, path, x)
+        got, plain = m.run({"x": x})["y"], cyb_llm.load(path, backend="cpu", fuse=False).run({"x": x})["y"]
+    finally:
+        _core.set_cpu_level(before)
+    assert m.fusions == [("elementwise", "stage")]
+    assert np.array_equal(_bits(got), _bits(plain))
+
+
+def test_elementwise_near_misses(tmp_path):
+    # nc = x - leaky_relu(x + x, 0.2) (<= 0) holds no constant (its dtype is not known at load) and is
+    # read twice: not fused, a leaf of the tree below; y = leaky_relu(l1 * c, 0.1) + nc takes the mul
+    # and the 0.1 leaky_relu but not l1 = leaky_relu(nc, 0.3) (elementwise has one slope): one fusion
+    def graph(m1_inputs):
+        return [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("LeakyRelu", ["a"], ["b"], alpha=0.2),
+                helper.make_node("Sub", ["x", "b"], ["nc"]), helper.make_node("LeakyRelu", ["nc"], ["l1"], alpha=0.3),
+                helper.make_node("Mul", m1_inputs, ["m1"]), helper.make_node("LeakyRelu", ["m1"], ["l2"], alpha=0.1),
+                helper.make_node("Add", ["l2", "nc"], ["y"], name="t")]
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    src, path = _build(tmp_path, "ewnear", graph(["l1", "c"]), [_init("c", 0.5)], [3, 5], ["y"])
+    m = _check(src, path, x)
+    assert m.fusions == [("elementwise", "t")]
+    plain = cyb_llm.load(path, backend="cpu", fuse=False)
+    assert np.array_equal(_bits(m.run({"x": x})["y"]), _bits(plain.run({"x": x})["y"]))
+    # the same without the constant (l1 * l1): nothing to fuse
+    src, path = _build(tmp_path, "ewnear2", graph(["l1", "l1"]), [], [3, 5], ["y"])
+    assert _check(src, path, x).fusions == []
+
+
+def test_elementwise_declined_on_nox(tmp_path):
+    # nox has no elementwise kernel (its graphs stay unfused, so the digest chain covers them): the
+    # pass leaves the stage as it is and says so
+    nodes, inits = _hifigan_stage(2, 16)
+    src, path = _build(tmp_path, "stage_nox", nodes, inits, [1, 2, 16], ["y"])
+    m = cyb_llm.load(path, backend="nox")
+    assert m.fusions == [] and "elementwise: not fused: backend 'nox' does not support it" in m.fusion_report
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": np.ones((1, 2, 16), np.float32)})[0]
+    assert _err(ref, m.run({"x": np.ones((1, 2, 16), np.float32)})["y"]) <= TOL_ORT
 
 
 # ------------------------------------------------------------------ attention
@@ -349,7 +436,7 @@ def test_real_unet(tmp_path):
     path = _import_or_skip(src, tmp_path, "unet")
     m = cyb_llm.load(path, backend="cpu")
     # the 139 InstanceNormalization nodes of its GroupNorms: 34 of one channel per group
-    assert _counts(m) == {"group_norm": 105, "instance_norm": 34, "attention": 28}
+    assert _counts(m) == {"group_norm": 105, "instance_norm": 34, "attention": 28, "elementwise": 58}
     rng = np.random.default_rng(5)
     feeds = {"noisy": rng.standard_normal((1, 1, 128, 128)).astype(np.float32),
              "sigma": np.array([0.8], np.float32), "difficulty": np.array([0.3], np.float32)}
@@ -373,3 +460,5 @@ def test_real_piper(tmp_path):
                            "piper")
     c = _counts(cyb_llm.load(path, backend="cpu"))
     assert c["layer_norm"] > 0 and c["gelu"] > 0, c
+    # the decoder's three resblock stages (sum, / 3, leaky_relu) and 25 small trees of the flows
+    assert c["elementwise"] == 28, c

@@ -672,3 +672,39 @@ def test_attention_nd_errors():
         _run("attention_nd", [q, _rand(1, 2, 5, 4), _rand(1, 2, 5, 4), np.ones((1, 1, 3, 4), bool)], {"scale": 1.0})
     with pytest.raises(ShapeMismatch, match="q"):
         _run("attention_nd", [_rand(2, 3, 4), _rand(1, 2, 5, 4), _rand(1, 2, 5, 4)], {"scale": 1.0})
+
+
+# ------------------------------------------------------------------ elementwise (tag 86)
+
+def test_elementwise_matches_numpy_bit_for_bit():
+    # the fusion pass's op (docs/graph.md): a postfix program over broadcast f32 inputs, each step
+    # rounded to f32 as numpy's f32 ops round; at every level, a same-shape run, a row, a column and a
+    # one-element input, runs shorter than a vector and longer than a block
+    for shape in [(2, 3, 1000), (5, 2500), (3, 7), (1,)]:
+        a, b, c = (_rand(*shape) for _ in range(3))
+        row, col, k = _rand(shape[-1]), _rand(*shape[:-1], 1), np.array([3.0], np.float32)
+        f = np.float32
+        s = ((a + b) - (c * row)) / k
+        want = (np.where(s >= 0, s, f(0.1) * s) * col).astype(np.float32)
+        prog = [0, 1, -1, 2, 3, -3, -2, 4, -4, -5, 5, -3]
+        for level in LEVELS:
+            got = _run("elementwise", [a, b, c, row, k, col], {"program": prog, "alpha": 0.1}, level=level)
+            assert got.shape == want.shape and np.array_equal(got.view(np.int32), want.view(np.int32)), (shape, level)
+            got = _run("elementwise", [k, a], {"program": [0, 1, -2, 0, 1, -4, -1]}, level=level)  # the value first
+            assert np.array_equal(got, (k - a) + (k / a)), (shape, level)
+    # a lone push (a copy, broadcast to the others' shape) and a tree of one-element values only
+    x, one = _rand(4, 5), np.array([2.0], np.float32)
+    for level in LEVELS:
+        assert np.array_equal(_run("elementwise", [x, one], {"program": [0]}, level=level), x)
+        got = _run("elementwise", [one, x], {"program": [0, 0, -3, 1, -1]}, level=level)
+        assert np.array_equal(got, np.float32(4.0) + x)
+
+
+@pytest.mark.parametrize("prog, what", [([], "is empty"), ([0, 2, -1], "pushes input 2 of 2"), ([0, -1], "needs two values"),
+                                        ([-5], "the stack is empty"), ([0, 1], "leaves 2 values"), ([0, 1, -6], "is no step")])
+def test_elementwise_bad_programs(prog, what):
+    with pytest.raises(InvalidConfig) as e:
+        _run("elementwise", [_rand(3), _rand(3)], {"program": prog})
+    assert "elementwise.attrs.program" in str(e.value) and what in str(e.value), str(e.value)
+    with pytest.raises(ShapeMismatch):
+        _run("elementwise", [_rand(3), _rand(4)], {"program": [0, 1, -1]})

@@ -212,6 +212,13 @@ enum class OpKind : uint16_t {
   // (B and H broadcast among q, k, v and the mask). Per row: softmax over the attended keys of
   // attr scale * q.k, times v; a row with no key attended is 0.
   AttentionNd = 85,
+  // ---- fused element-wise steps (tag 86; written by the fusion pass, graph/array_fusion.cc, for trees
+  // of binary add / sub / mul / div and unary leaky_relu on f32: HiFi-GAN's resblock sums): out = attr
+  // program run at each element of x0..x7 (f32, numpy-broadcast to one shape), in postfix: i >= 0 pushes
+  // x_i, then -1 add, -2 sub, -3 mul, -4 div (of the two top values, the lower one first), -5
+  // leaky_relu of the top (slope alpha); every step rounded to f32, so the result is the unfused
+  // nodes' bit for bit.
+  Elementwise = 86,
   COUNT_PLUS_ONE
 };
 

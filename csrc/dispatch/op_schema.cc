@@ -272,6 +272,31 @@ std::string attr_field(const Op& op, const char* key) {
   return std::string(op.label ? op.label : op_name(op.kind)) + ".attrs." + key;
 }
 
+// elementwise's program (op.h): every push names an input, every step finds its operands, one value
+// is left.
+void check_elementwise(const Op& op, const Tensor*, int n_in, const Tensor*, int) {
+  const std::string field = attr_field(op, "program");
+  if (op.a.n_ints == 0) throw_invalid_config(field, "is empty");
+  int depth = 0;
+  for (int t = 0; t < op.a.n_ints; ++t) {
+    const int64_t v = op.a.ints[t];
+    const std::string at = "step " + std::to_string(t) + " (" + std::to_string(v) + ")";
+    if (v >= 0) {
+      if (v >= n_in) throw_invalid_config(field, at + " pushes input " + std::to_string(v) + " of " + std::to_string(n_in));
+      ++depth;
+    } else if (v >= kEwDiv) {
+      if (depth < 2) throw_invalid_config(field, at + " needs two values, the stack holds " + std::to_string(depth));
+      --depth;
+    } else if (v == kEwLeakyRelu) {
+      if (depth < 1) throw_invalid_config(field, at + " needs a value, the stack is empty");
+    } else {
+      throw_invalid_config(field, at + " is no step (i >= 0 push input i, -1 add, -2 sub, -3 mul, -4 div, "
+                                       "-5 leaky_relu)");
+    }
+  }
+  if (depth != 1) throw_invalid_config(field, "leaves " + std::to_string(depth) + " values (one expected)");
+}
+
 std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
   const Shape& xs = in[0].shape;
   const int nd = xs.ndim;
@@ -324,6 +349,11 @@ std::vector<Shape> shapes_of(const Op& op, const Tensor* in, int n_in) {
       return {Shape{S, B, H}, Shape{B, H}, Shape{B, H}};
     }
     case OpKind::Binary: return {broadcast_or_throw(op, xs, in[1].shape, "b (does not broadcast with a)")};
+    case OpKind::Elementwise: {
+      Shape o = xs;
+      for (int i = 1; i < n_in; ++i) o = broadcast_or_throw(op, o, in[i].shape, "an input (does not broadcast with the others)");
+      return {o};
+    }
     case OpKind::ShapeOf: {
       int64_t st = 0, en = nd;
       shape_of_bounds(op, nd, &st, &en);
@@ -427,6 +457,7 @@ std::vector<OpSchema> build_table() {
   conv_act_attrs.push_back(A("alpha", Fl, false, F::Alpha));
   const int kConcatMax = 64;
   std::vector<InputSpec> concat_inputs(kConcatMax, InputSpec{"x", kDtArray});
+  std::vector<InputSpec> ew_inputs(kElementwiseMaxInputs, InputSpec{"x", kDtF32});
   // clang-format off
   std::vector<OpSchema> t = {
     {OpKind::Embedding, "embedding", 2, 2, 1, false, {A("scale", Fl, false, F::Scale)},
@@ -612,6 +643,9 @@ std::vector<OpSchema> build_table() {
     {OpKind::AttentionNd, "attention_nd", 3, 4, 1, false, {A("scale", Fl, true, F::Scale)},
      {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}, {"mask", kDtBool}}, {out}, ShapeRule::Computed, 0, nullptr,
      OutDType::Like0},  // (q's dtype: f32; an array op, so that a bool mask is taken as it is)
+    {OpKind::Elementwise, "elementwise", 1, kElementwiseMaxInputs, 1, false,
+     {A("program", AttrType::IntArray, true, F::Ints), A("alpha", Fl, false, F::Alpha)}, ew_inputs, {out},
+     ShapeRule::Computed, 0, check_elementwise, OutDType::Like0},
   };
   // clang-format on
   return t;

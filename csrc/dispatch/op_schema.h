@@ -84,6 +84,21 @@ enum BinaryFn : int {
   kBAnd, kBOr, kBXor
 };
 enum ReduceFn : int { kRSum, kRMean, kRMax, kRMin, kRProd };
+// The steps of elementwise's program (op.h) other than the pushes of inputs (i >= 0).
+enum ElementwiseStep : int { kEwAdd = -1, kEwSub = -2, kEwMul = -3, kEwDiv = -4, kEwLeakyRelu = -5 };
+// The most inputs elementwise takes (its program fits OpAttrs::ints: 16 steps, at most 8 pushes).
+constexpr int kElementwiseMaxInputs = 8;
+// One step on f32 values: a the lower of the two top values, b the top (leaky_relu reads b alone).
+// The same rounding as binary / unary on f32 (one rounding of the exact result).
+inline float elementwise_step(int step, float a, float b, float alpha) {
+  switch (step) {
+    case kEwAdd: return a + b;
+    case kEwSub: return a - b;
+    case kEwMul: return a * b;
+    case kEwDiv: return a / b;
+    default: return b >= 0.f ? b : alpha * b;
+  }
+}
 // The `reduction` choices of scatter_nd / scatter_elements (OpAttrs::mode).
 extern const char* const kScatterReductions;
 enum ScatterReduction : int { kScatterNone, kScatterAdd };

@@ -14,6 +14,8 @@
 //     of one head (see attention() below)
 //   the same over [B, H, T, D] (q, k scaled), with where(mask, 0, -inf) added and the isnan guard
 //     => attention_nd (see attention_heads() below)
+//   a tree of element-wise f32 nodes (add / sub / mul / div, leaky_relu) holding an f32 constant
+//     => elementwise (see elementwise() below)
 // Each rewrite keeps the pattern's last output name; the fused node sits where the pattern's last
 // node was, so every reader of that output still comes after it.
 #include <algorithm>
@@ -29,7 +31,7 @@ namespace graph2 {
 namespace {
 
 constexpr const char* kPatterns[] = {"conv_activation", "layer_norm", "group_norm", "instance_norm", "gelu",
-                                     "attention", "attention_heads"};
+                                     "attention", "attention_heads", "elementwise"};
 
 class Fuser {
  public:
@@ -50,6 +52,7 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) gelu(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) attention(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) attention_heads(i);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) elementwise(i);
     for (const auto& [pattern, nodes] : rejected_)
       rep_.not_fused.push_back({pattern, std::string("backend '") + backend_.name() + "' does not support it (" +
                                              std::to_string(nodes) + " matches left as they are)"});
@@ -619,6 +622,87 @@ class Fuser {
     a.op.a.scale = static_cast<float>(scale * c1 * c2);
     f.push_back(std::move(a));
     replace("attention_heads", nodes, std::move(f), mm2.name);
+  }
+
+  // ---- elementwise
+  // A node elementwise's program has a step for: binary (or Add / Mul) add, sub, mul, div of two
+  // inputs, unary leaky_relu; its step (ElementwiseStep).
+  static int ew_step(const Node& n) {
+    if (n.kind == OpKind::Unary && n.op.a.fn == kULeakyRelu && n.inputs.size() == 1) return kEwLeakyRelu;
+    if (n.inputs.size() != 2) return 0;
+    if (is_add(n)) return kEwAdd;
+    if (is_mul(n)) return kEwMul;
+    if (is_bin(n, kBSub)) return kEwSub;
+    if (is_bin(n, kBDiv)) return kEwDiv;
+    return 0;
+  }
+  struct EwTree {
+    std::vector<int64_t> prog;
+    std::vector<std::string> leaves;
+    std::vector<const Node*> nodes;
+    float alpha = 0.f;
+    bool has_alpha = false;
+  };
+  // Appends node n's program to t: each input produced by an element-wise node that only n reads (and
+  // whose leaky_relu, if any, has t's slope) as that node's program, any other input as a leaf (one
+  // input of the fused op per distinct value). An input whose program would pass the op's limits
+  // (16 steps, kElementwiseMaxInputs inputs) as far as its parent sees stays a leaf; a tree still
+  // over them is left unfused (elementwise()).
+  void ew_collect(const Node& n, EwTree& t) const {
+    const int step = ew_step(n);
+    if (step == kEwLeakyRelu) {
+      t.alpha = n.op.a.alpha;
+      t.has_alpha = true;
+    }
+    for (const std::string& v : n.inputs) {
+      const Node* p = node_of(v);
+      if (p && ew_step(*p) && sole_reader(v) == &n &&
+          !(ew_step(*p) == kEwLeakyRelu && t.has_alpha && p->op.a.alpha != t.alpha)) {
+        EwTree sub = t;
+        ew_collect(*p, sub);
+        if (sub.prog.size() + (n.inputs.size() == 2 && &v == &n.inputs[0] ? 2 : 1) <= 16 &&
+            sub.leaves.size() <= static_cast<size_t>(kElementwiseMaxInputs)) {
+          t = std::move(sub);
+          continue;
+        }
+      }
+      auto it = std::find(t.leaves.begin(), t.leaves.end(), v);
+      if (it == t.leaves.end() && t.leaves.size() == static_cast<size_t>(kElementwiseMaxInputs)) {
+        t.prog.push_back(1 << 20);  // over the limit: the caller gives the tree up
+        continue;
+      }
+      t.prog.push_back(it - t.leaves.begin());
+      if (it == t.leaves.end()) t.leaves.push_back(v);
+    }
+    t.prog.push_back(step);
+    t.nodes.push_back(&n);
+  }
+  // The root of a tree of two or more element-wise nodes (its output not read by just one other
+  // element-wise node, which would take it into its own tree) => elementwise over the tree's leaves.
+  // Only where a leaf is an f32 constant: ONNX's element-wise operands share one dtype, so the tree's
+  // values are f32, what the fused op takes (HiFi-GAN: the three resblocks' outputs summed, divided
+  // by the constant 3, then leaky_relu).
+  void elementwise(size_t i) {
+    const Node& r = g_.nodes[i];
+    if (dead_[i] || !ew_step(r) || r.outputs.size() != 1) return;
+    if (const Node* up = sole_reader(r.outputs[0]); up && ew_step(*up)) return;
+    EwTree t;
+    ew_collect(r, t);
+    if (t.nodes.size() < 2 || t.prog.size() > 16) return;
+    for (int64_t s : t.prog)
+      if (s >= kElementwiseMaxInputs) return;
+    ConstantData c;
+    if (std::none_of(t.leaves.begin(), t.leaves.end(), [&](const std::string& v) { return f32_const(v, &c); })) return;
+    std::sort(t.nodes.begin(), t.nodes.end(), [&](const Node* a, const Node* b) { return index(a) < index(b); });
+    Node f;
+    f.name = r.name;
+    f.kind = OpKind::Elementwise;
+    f.inputs = t.leaves;
+    f.outputs = r.outputs;
+    f.op.a.n_ints = static_cast<int>(t.prog.size());
+    std::copy(t.prog.begin(), t.prog.end(), f.op.a.ints);
+    f.op.a.alpha = t.alpha;
+    replace("elementwise", t.nodes, {std::move(f)});
   }
 
   Graph& g_;

@@ -462,6 +462,7 @@ void fill_reference_kernels(KernelTable& t) {
   t[OpKind::EncoderAttention] = k_encoder_attention;
   t[OpKind::Relu] = k_relu;
   fill_v2_kernels<StdMath>(t);  // the graph-v2 ops: one definition with nox (dispatch/ref/)
+  t[OpKind::Elementwise] = &ArrayOpKernels<StdMath>::elementwise;  // fused: not nox's (it declines)
   t[OpKind::Conv1d] = k_conv1d;  // threaded over its output rows
 }
 

@@ -235,6 +235,35 @@ struct ArrayOpKernels {
     });
   }
 
+  // elementwise (op.h): the program at each output element in index order, its f32 steps
+  // (elementwise_step) on a stack of values. Not in nox's table: the fusion pass writes it only where
+  // the backend supports it, and nox keeps its graphs unfused.
+  static void elementwise(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext&) {
+    const Shape& os = out[0].shape;
+    int64_t st[kElementwiseMaxInputs][Shape::kMaxDims];
+    for (int k = 0; k < n_in; ++k) broadcast_strides(in[k].shape, os, st[k]);
+    const int nd = os.ndim;
+    float* y = out[0].f32();
+    for_each_index(os, [&](int64_t i, const int64_t* idx) {
+      float v[16];
+      int sp = 0;
+      for (int t = 0; t < op.a.n_ints; ++t) {
+        const int64_t s = op.a.ints[t];
+        if (s >= 0) {
+          int64_t o = 0;
+          for (int d = 0; d < nd; ++d) o += idx[d] * st[s][d];
+          v[sp++] = in[s].f32()[o];
+        } else if (s == kEwLeakyRelu) {
+          v[sp - 1] = elementwise_step(kEwLeakyRelu, 0.f, v[sp - 1], op.a.alpha);
+        } else {
+          --sp;
+          v[sp - 1] = elementwise_step(static_cast<int>(s), v[sp - 1], v[sp], op.a.alpha);
+        }
+      }
+      y[i] = v[0];
+    });
+  }
+
   static void where(const Op&, const Tensor* in, int, Tensor* out, int, ExecContext&) {
     const Shape& os = out[0].shape;
     int64_t sc[Shape::kMaxDims], sx[Shape::kMaxDims], sy[Shape::kMaxDims];
