@@ -261,6 +261,9 @@ CONVT_CASES = [  # x shape, O/group, k, strides, dilations, pads, output_padding
     ((1, 4, 40), 3, (3,), (4,), (1,), (0, 0), (1,), 2, True),
     ((2, 6, 50), 5, (8,), (4,), (1,), (2, 2), (0,), 1, False),
     ((1, 3, 9), 2, (4,), (2,), (1,), (5, 0), (0,), 1, True),
+    # k a multiple of the stride, one group: the phases as one GEMM per panel (conv_transpose_fused),
+    # 70 positions (panels read in place and packed at both ends), asymmetric pads, output_padding
+    ((1, 8, 70), 5, (8,), (4,), (1,), (3, 1), (1,), 1, True),
 ]
 
 
