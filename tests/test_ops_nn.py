@@ -695,6 +695,14 @@ def test_elementwise_matches_numpy_bit_for_bit():
             assert got.shape == want.shape and np.array_equal(got.view(np.int32), want.view(np.int32)), (shape, level)
             got = _run("elementwise", [k, a], {"program": [0, 1, -2, 0, 1, -4, -1]}, level=level)  # the value first
             assert np.array_equal(got, (k - a) + (k / a)), (shape, level)
+    # runs over several trailing dims (x [N, C, H, W] times a [1, C, 1, 1] scale plus a [1, C, 1, 1]
+    # shift: runs of H W) and a broadcast leading dim
+    x4, sc, sh = _rand(2, 3, 5, 6), _rand(1, 3, 1, 1), _rand(1, 3, 1, 1)
+    for level in LEVELS:
+        got = _run("elementwise", [x4, sc, sh], {"program": [0, 1, -3, 2, -1]}, level=level)
+        assert np.array_equal(got, x4 * sc + sh), level
+        got = _run("elementwise", [sc, x4[:1]], {"program": [1, 0, -4]}, level=level)
+        assert np.array_equal(got, x4[:1] / sc), level
     # a lone push (a copy, broadcast to the others' shape) and a tree of one-element values only
     x, one = _rand(4, 5), np.array([2.0], np.float32)
     for level in LEVELS:
