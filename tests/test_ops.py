@@ -694,7 +694,7 @@ def test_op_names_are_the_schema_table():
     # stable tags, none missing up to 44; from 45 on, blocks reserved per group (op.h) fill as
     # their ops land, so gaps there are allowed (never duplicates)
     assert tags[:44] == list(range(1, 45)) and len(set(tags)) == len(tags)
-    assert all(t < 90 for t in tags)  # 85-89: attention_nd and the tags kept for this block
+    assert all(t < 90 for t in tags)  # 85-89: the fusion pass's graph-v2 ops (attention_nd 85, elementwise 86)
     assert names["matmul"] == 2 and names["l2_normalize"] == 24 and names["masked_pool"] == 25
     for name in names:
         sch = _core.op_schema(name)
