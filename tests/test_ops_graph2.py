@@ -40,9 +40,14 @@ def test_unary(level, shape):
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("shape,perm", [((3, 5), [1, 0]), ((2, 3, 7), [0, 2, 1]), ((2, 3, 7), [1, 2, 0]),
-                                        ((2, 1, 3, 5), [3, 1, 0, 2]), ((9,), [0])])
-def test_transpose(level, shape, perm):
-    x = RNG.standard_normal(shape).astype(np.float32)
+                                        ((2, 1, 3, 5), [3, 1, 0, 2]), ((9,), [0]),
+                                        # trailing dims kept in place: copied as runs (x86 levels)
+                                        ((3, 5, 4), [1, 0, 2]), ((4, 7, 3, 8), [0, 2, 1, 3]),
+                                        ((2, 3, 4, 5, 6), [2, 0, 1, 3, 4]), ((4, 128, 12, 32), [0, 2, 1, 3]),
+                                        ((3, 2, 5, 1, 2), [1, 0, 2, 3, 4])])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_transpose(level, shape, perm, dtype):
+    x = (RNG.standard_normal(shape) * 1000).astype(dtype)
     assert np.array_equal(_run("transpose", [x], {"perm": perm}, level)[0], x.transpose(perm))
 
 
