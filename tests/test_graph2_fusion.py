@@ -184,7 +184,7 @@ def test_gelu(tmp_path):
     # the near misses' add, mul, mul (by 0.6, by the [1, 1, 1] 0.5) after each erf: elementwise
     assert m.fusions == [("gelu", "gelu_a"), ("gelu", "gelu_b"), ("elementwise", "c_y"), ("elementwise", "y")]
     assert m.fusion_report.startswith("fusion: conv_activation x0, layer_norm x0, group_norm x0, instance_norm x0, "
-                                      "gelu x2, attention x0, attention_heads x0, elementwise x2; attention with a "
+                                      "gelu x2, attention x0, attention_heads x0, matmul_bias x0, elementwise x2; attention with a "
                                       "float mask")
 
 
@@ -267,6 +267,39 @@ def test_elementwise_declined_on_nox(tmp_path):
     assert m.fusions == [] and "elementwise: not fused: backend 'nox' does not support it" in m.fusion_report
     ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": np.ones((1, 2, 16), np.float32)})[0]
     assert _err(ref, m.run({"x": np.ones((1, 2, 16), np.float32)})["y"]) <= TOL_ORT
+
+
+# ------------------------------------------------------------------ matmul + bias
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("T", [3, 37])  # below and above the packed GEMM's token count
+def test_matmul_bias(tmp_path, level, T):
+    # MatMul by a weight then Add of a [N] bias (either operand order): one matmul with the bias, the
+    # same bits as the two nodes at every SIMD level (the scalar reference adds the bias to its double
+    # sum before its one rounding: within op-f32, checked by _check). Near misses: the product read twice (the two adds
+    # are an elementwise tree then); a bias of shape [1, N]; a bias of another size (broadcast from [1])
+    K, N = 19, 40
+    w = [_init(f"w{i}", RNG.standard_normal((K if i == 0 else N, N)) * 0.3) for i in range(5)]
+    b = [_init("b0", RNG.standard_normal(N)), _init("b1", RNG.standard_normal(N)),
+         _init("b2", RNG.standard_normal(N)), _init("b3", RNG.standard_normal((1, N))), _init("b4", [0.5])]
+    mm = lambda i, x: helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"], name=f"mm{i}")
+    nodes = [mm(0, "x"), helper.make_node("Add", ["m0", "b0"], ["a0"], name="a0"),
+             mm(1, "a0"), helper.make_node("Add", ["b1", "m1"], ["a1"], name="a1"),
+             mm(2, "a1"), helper.make_node("Add", ["m2", "b2"], ["s2"]), helper.make_node("Add", ["s2", "m2"], ["a2"], name="a2"),
+             mm(3, "a2"), helper.make_node("Add", ["m3", "b3"], ["a3"]),
+             mm(4, "a3"), helper.make_node("Add", ["m4", "b4"], ["y"])]
+    src, path = _build(tmp_path, "mmb", nodes, w + b, [T, K], ["y"])
+    x = RNG.standard_normal((T, K)).astype(np.float32)
+    before = _core.cpu_level()
+    try:
+        _core.set_cpu_level(level)
+        m = _check(src, path, x)
+        got, plain = m.run({"x": x})["y"], cyb_llm.load(path, backend="cpu", fuse=False).run({"x": x})["y"]
+    finally:
+        _core.set_cpu_level(before)
+    assert m.fusions == [("matmul_bias", "a0"), ("matmul_bias", "a1"), ("elementwise", "a2")]
+    if level != "scalar":
+        assert np.array_equal(_bits(got), _bits(plain))
 
 
 # ------------------------------------------------------------------ attention

@@ -14,6 +14,8 @@
 //     of one head (see attention() below)
 //   the same over [B, H, T, D] (q, k scaled), with where(mask, 0, -inf) added and the isnan guard
 //     => attention_nd (see attention_heads() below)
+//   matmul (a weight, no bias) read only by an add of an f32 constant of its output size N => the
+//     matmul with that bias (see matmul_bias() below)
 //   a tree of element-wise f32 nodes (add / sub / mul / div, leaky_relu) holding an f32 constant
 //     => elementwise (see elementwise() below)
 // Each rewrite keeps the pattern's last output name; the fused node sits where the pattern's last
@@ -31,7 +33,7 @@ namespace graph2 {
 namespace {
 
 constexpr const char* kPatterns[] = {"conv_activation", "layer_norm", "group_norm", "instance_norm", "gelu",
-                                     "attention", "attention_heads", "elementwise"};
+                                     "attention", "attention_heads", "matmul_bias", "elementwise"};
 
 class Fuser {
  public:
@@ -52,6 +54,7 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) gelu(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) attention(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) attention_heads(i);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) matmul_bias(i);
     for (size_t i = 0; i < g_.nodes.size(); ++i) elementwise(i);
     for (const auto& [pattern, nodes] : rejected_)
       rep_.not_fused.push_back({pattern, std::string("backend '") + backend_.name() + "' does not support it (" +
@@ -622,6 +625,30 @@ class Fuser {
     a.op.a.scale = static_cast<float>(scale * c1 * c2);
     f.push_back(std::move(a));
     replace("attention_heads", nodes, std::move(f), mm2.name);
+  }
+
+  // ---- matmul_bias
+  // add(matmul(x, W), b) or add(b, matmul(x, W)) with W [N, K] and b an f32 constant of shape [N], the
+  // matmul's output read only by the add: matmul(x, W, b). The SIMD kernels add b to each finished
+  // f32 sum as the add did (the same bits); the scalar reference adds it to its double sum before
+  // its one rounding (within op-f32).
+  void matmul_bias(size_t i) {
+    const Node& a = g_.nodes[i];
+    if (dead_[i] || !is_add(a) || a.inputs.size() != 2) return;
+    for (size_t side = 0; side < 2; ++side) {
+      const Node* m = node_of(a.inputs[side]);
+      if (!m || m->kind != OpKind::Matmul || m->inputs.size() != 2 || sole_reader(m->outputs[0]) != &a) continue;
+      ConstantData b, w;
+      if (!f32_const(a.inputs[1 - side], &b) || b.shape.size() != 1 || !constant_(m->inputs[1], &w) ||
+          w.shape.size() != 2 || b.shape[0] != w.shape[0])
+        continue;
+      Node f = *m;
+      f.name = a.name;
+      f.inputs.push_back(a.inputs[1 - side]);
+      f.outputs = a.outputs;
+      replace("matmul_bias", {m, &a}, {std::move(f)});
+      return;
+    }
   }
 
   // ---- elementwise
