@@ -145,6 +145,16 @@ def test_binary_int_and_bool(sa, sb):
         assert got.dtype == np.bool_ and np.array_equal(got, f(x, y)), fn
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("sa,sb", BROADCAST + [((1, 1, 150, 1), (3, 1, 1, 150)), ((2, 20000), (1, 20000))])
+def test_binary_bool_levels(sa, sb, level):
+    # and / or / xor on bool at every level (the x86 levels' broadcast runs)
+    x, y = RNG.random(sa) > 0.5, RNG.random(sb) > 0.3
+    for fn, f in {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.items():
+        got = _run("binary", [x, y], {"fn": fn}, level)[0]
+        assert got.dtype == np.bool_ and np.array_equal(got, f(x, y)), fn
+
+
 def test_binary_errors():
     with pytest.raises(ShapeMismatch):
         _run("binary", [np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)], {"fn": "add"})

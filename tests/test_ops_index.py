@@ -359,15 +359,18 @@ def test_constant_of_shape_errors():
 
 
 EXPAND_CASES = [((3, 1), [2, 1, 6]), ((1,), [4, 3]), ((2, 3), [3]), ((2, 3), [1, 1]), ((4, 1, 2), [1, 5, 1]),
-                ((), [2, 2]), ((3, 1), [3, 0]), ((1, 1, 1, 1, 2), [2, 1, 3, 1, 1, 1])]
+                ((), [2, 2]), ((3, 1), [3, 0]), ((1, 1, 1, 1, 2), [2, 1, 3, 1, 1, 1]),
+                # past the x86 kernel's chunk of a run (2^14 elements), rows and columns broadcast
+                ((1, 1, 160, 1), [3, 1, 160, 130]), ((3, 1, 1, 130), [3, 1, 160, 130]), ((1, 20000), [2, 20000])]
 
 
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16])
 @pytest.mark.parametrize("xs,shape", EXPAND_CASES)
-def test_expand(dtype, xs, shape):
+def test_expand(dtype, xs, shape, level):
     x = _data(xs, dtype)
     want = np.broadcast_to(x, np.broadcast_shapes(xs, tuple(shape)))
-    _same(_run("expand", [x, np.array(shape, np.int64)])[0], np.ascontiguousarray(want))
+    _same(_run("expand", [x, np.array(shape, np.int64)], level=level)[0], np.ascontiguousarray(want))
 
 
 def test_expand_errors():
