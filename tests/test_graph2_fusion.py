@@ -302,6 +302,25 @@ def test_matmul_bias(tmp_path, level, T):
         assert np.array_equal(_bits(got), _bits(plain))
 
 
+def test_matmul_bias_wgpu(tmp_path):
+    # wgpu+rs answers the pass's shape-less question for matmul: the bias adds fuse there too, and the
+    # graph runs on the device within op-f32 of the unfused cpu graph
+    from placement import wgpu_skip_reason
+    if wgpu_skip_reason():
+        pytest.skip(wgpu_skip_reason())
+    K, N, T = 19, 40, 37
+    inits = [_init("w0", RNG.standard_normal((K, N)) * 0.3), _init("b0", RNG.standard_normal(N)),
+             _init("w1", RNG.standard_normal((N, N)) * 0.3), _init("b1", RNG.standard_normal(N))]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["m0"]), helper.make_node("Add", ["m0", "b0"], ["a0"], name="a0"),
+             helper.make_node("MatMul", ["a0", "w1"], ["m1"]), helper.make_node("Add", ["b1", "m1"], ["y"], name="a1")]
+    src, path = _build(tmp_path, "mmb_wgpu", nodes, inits, [T, K], ["y"])
+    x = RNG.standard_normal((T, K)).astype(np.float32)
+    m = cyb_llm.load(path, backend="wgpu+rs")
+    assert m.fusions == [("matmul_bias", "a0"), ("matmul_bias", "a1")]
+    plain = cyb_llm.load(path, backend="cpu", fuse=False)
+    assert _err(plain.run({"x": x})["y"], m.run({"x": x})["y"]) <= TOL_OP
+
+
 # ------------------------------------------------------------------ attention
 
 def test_attention(tmp_path):

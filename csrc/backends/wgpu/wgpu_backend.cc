@@ -254,6 +254,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::Embedding:
       return weight_ok(in[1]) && in[1].offset == 0;
     case OpKind::Matmul:
+      if (in[1].shape.ndim == 0)  // asked without shapes (the fusion pass's matmul_bias): the capability
+        return float_act(in[0]) && enc_fn(in[1].dtype) != nullptr && (n_in == 2 || plain(in[2]));
       return float_act(in[0]) && in[0].offset % 4 == 0 && weight_ok(in[1]) && in[1].offset == 0 &&
              (n_in == 2 || plain(in[2]));
     case OpKind::FusedSwiGlu:
