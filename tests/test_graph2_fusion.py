@@ -67,6 +67,17 @@ def _check(src, path, x):
     return fused
 
 
+def _check_at_level(src, path, x, level):
+    """_check at one cpu level; (the fused model, its output y, the unfused model's y)."""
+    before = _core.cpu_level()
+    try:
+        _core.set_cpu_level(level)
+        m = _check(src, path, x)
+        return m, m.run({"x": x})["y"], cyb_llm.load(path, backend="cpu", fuse=False).run({"x": x})["y"]
+    finally:
+        _core.set_cpu_level(before)
+
+
 def _counts(m):
     return collections.Counter(p for p, _ in m.fusions)
 
@@ -227,13 +238,7 @@ def test_elementwise_hifigan_stage(tmp_path, level):
     nodes, inits = _hifigan_stage(4, 61)
     src, path = _build(tmp_path, "stage", nodes, inits, [1, 4, 61], ["y"])
     x = RNG.standard_normal((1, 4, 61)).astype(np.float32)
-    before = _core.cpu_level()
-    try:
-        _core.set_cpu_level(level)
-        m = _check(src, path, x)
-        got, plain = m.run({"x": x})["y"], cyb_llm.load(path, backend="cpu", fuse=False).run({"x": x})["y"]
-    finally:
-        _core.set_cpu_level(before)
+    m, got, plain = _check_at_level(src, path, x, level)
     assert m.fusions == [("elementwise", "stage")]
     assert np.array_equal(_bits(got), _bits(plain))
 
@@ -290,13 +295,7 @@ def test_matmul_bias(tmp_path, level, T):
              mm(4, "a3"), helper.make_node("Add", ["m4", "b4"], ["y"])]
     src, path = _build(tmp_path, "mmb", nodes, w + b, [T, K], ["y"])
     x = RNG.standard_normal((T, K)).astype(np.float32)
-    before = _core.cpu_level()
-    try:
-        _core.set_cpu_level(level)
-        m = _check(src, path, x)
-        got, plain = m.run({"x": x})["y"], cyb_llm.load(path, backend="cpu", fuse=False).run({"x": x})["y"]
-    finally:
-        _core.set_cpu_level(before)
+    m, got, plain = _check_at_level(src, path, x, level)
     assert m.fusions == [("matmul_bias", "a0"), ("matmul_bias", "a1"), ("elementwise", "a2")]
     if level != "scalar":
         assert np.array_equal(_bits(got), _bits(plain))
