@@ -639,6 +639,7 @@ class Fuser {
       const Node* m = node_of(a.inputs[side]);
       if (!m || m->kind != OpKind::Matmul || m->inputs.size() != 2 || sole_reader(m->outputs[0]) != &a) continue;
       ConstantData b, w;
+      w.want_values = false;  // its shape is enough
       if (!f32_const(a.inputs[1 - side], &b) || b.shape.size() != 1 || !constant_(m->inputs[1], &w) ||
           w.shape.size() != 2 || b.shape[0] != w.shape[0])
         continue;

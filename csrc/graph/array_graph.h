@@ -79,6 +79,7 @@ struct ConstantData {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   std::vector<double> values;
+  bool want_values = true;  // set false by a caller that needs only the dtype and shape
 };
 // Fills `out` when `name` is a constant or an initializer (false: a run-time value).
 using ConstantFn = std::function<bool(const std::string& name, ConstantData* out)>;

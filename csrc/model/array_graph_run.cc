@@ -215,7 +215,7 @@ graph::FusionReport ArrayGraphRun::fuse(const Backend& primary) {
     c->dtype = v.dtype;
     c->shape = v.shape.vec();
     const int64_t n = v.shape.numel();
-    if (n > (int64_t{1} << 20)) return true;
+    if (!c->want_values || n > (int64_t{1} << 20)) return true;
     const Tensor t = tensor_of(v);
     c->values.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
