@@ -16,7 +16,10 @@ f16 scales), then in one run, per model:
      from nvidia-smi,
   5. reports the share of the bandwidth limit (weight bytes read per token / decode time
      against the measured ~4.5 TB/s of the H200),
-  6. (smollm2) 1000 decode steps with wgpu-native's own allocation report before/after,
+  6. with --parallel N: N conversations decoded in one batch (the server's batched step, tokens
+     drawn on the GPU and, for comparison, on the host), and with the peer
+     llama-batched-bench -npl N on the same GGUF (tokens/s over all sequences, S_TG),
+  7. (smollm2) 1000 decode steps with wgpu-native's own allocation report before/after,
      and the report after dropping the model.
 """
 from __future__ import annotations
@@ -208,6 +211,45 @@ def bench_device_sampling(m, prompt, n_gen, rounds=4):
     return rates, same
 
 
+def bench_batched(m, vocab, prompt_len, n_gen, parallel, rounds=2):
+    """The server's batched decode step (docs/serving.md): `parallel` conversations, each with its own
+    random prompt of `prompt_len` tokens (one forward each), then `n_gen` steps that advance all of
+    them at once, the next tokens drawn greedily on the device (`_core.forward_batch_sample`, the
+    engine's path when every slot samples) and, for comparison, on the host from the logits of
+    `forward_batch` (the engine's path otherwise). The two runs alternate in `rounds` rounds, each
+    after one untimed step (pipelines). Returns ({"device": tok/s, "host": tok/s} over all
+    sequences, as llama-batched-bench's S_TG counts them, whether both drew the same tokens)."""
+    rng = np.random.default_rng(7)
+    prompts = [rng.integers(0, vocab, size=prompt_len).tolist() for _ in range(parallel)]
+    runs = {}
+    for where in ("device", "host"):
+        convs = [m.new_conversation(prompt_len + n_gen + 8) for _ in range(parallel)]
+        samplers = [_core.Sampler(temperature=0.0) for _ in range(parallel)]
+        toks = [int(np.argmax(c.forward(p))) for c, p in zip(convs, prompts)]
+        runs[where] = dict(convs=convs, samplers=samplers, toks=toks, out=[toks], t=0.0, n=0)
+
+    def step(r, where):
+        if where == "device":
+            r["toks"] = _core.forward_batch_sample(m._native, [c._native for c in r["convs"]], r["toks"],
+                                                   r["samplers"], [None] * parallel)
+        else:
+            r["toks"] = [int(t) for t in np.argmax(m.forward_batch(r["convs"], r["toks"]), axis=1)]
+        r["out"].append(list(r["toks"]))
+
+    for where, r in runs.items():
+        step(r, where)  # untimed: the batched step's pipelines
+    per = (n_gen - 1) // rounds
+    for _ in range(rounds):
+        for where, r in runs.items():
+            t0 = time.perf_counter()
+            for _ in range(per):
+                step(r, where)
+            r["t"] += time.perf_counter() - t0
+            r["n"] += per * parallel
+    rates = {where: r["n"] / r["t"] for where, r in runs.items()}
+    return rates, runs["device"]["out"] == runs["host"]["out"]
+
+
 def bench_torch(spec, prompt, n_gen):
     import torch
     import transformers
@@ -315,6 +357,11 @@ def write_report(args, info, rows, sampling_lines, profiles):
              ("wgpu+rs share of 4.5 TB/s", "{:.1%}"), ("llama.cpp share of 4.5 TB/s", "{:.1%}"),
              ("wgpu+rs peak MiB (buffers)", "{:.0f}"), ("wgpu+rs peak MiB (nvidia-smi)", "{:.0f}"),
              ("llama.cpp peak MiB (nvidia-smi)", "{:.0f}")]
+    if args.parallel:
+        n = args.parallel
+        cols += [(f"wgpu+rs {n}-way tg", "{:.0f}"), (f"wgpu+rs {n}-way tg (host draw)", "{:.0f}"),
+                 (f"llama.cpp {n}-way tg", "{:.0f}"), (f"{n}-way tg ratio", "{:.2f}x"),
+                 (f"llama.cpp {n}-way peak MiB (nvidia-smi)", "{:.0f}")]
     table = markdown(cols, rows)
     with open(os.path.join(args.out, "gpu_bench.md"), "w") as f:
         if info:
@@ -352,6 +399,9 @@ def main():
                          "decode steps of each model (bench/gpu_profile.py)")
     ap.add_argument("--peer", choices=["none", "llamacpp-cuda"], default="none",
                     help="llamacpp-cuda: llama-bench of llama.cpp's CUDA build on same-shaped GGUFs")
+    ap.add_argument("--parallel", type=int, default=0, metavar="N",
+                    help="also N conversations decoded in one batch (the server's batched step) against "
+                         "llama-batched-bench -npl N (prompt: the first --prompts length; steps: --gen)")
     ap.add_argument("--peer-repeats", type=int, default=5, help="llama-bench -r (it reports the median here)")
     ap.add_argument("--llamacpp", default=os.path.join(os.path.dirname(HERE), ".llamacpp"),
                     help="folder with src/ (bench/llamacpp_cuda/slim.sh) and gguf/ (bench/gguf_shapes.py)")
@@ -426,6 +476,13 @@ def main():
                     f"{rates['sampled/host']:.0f} / {rates['sampled/device']:.0f} / {rates['sampled/overlap']:.0f} "
                     f"({rates['sampled/overlap'] / rates['sampled/host']:.2f}x); same tokens: {same}")
                 print(sampling_lines[-1], flush=True)
+            if args.parallel:
+                rates, same = bench_batched(m, vocab, prompt_lens[0], args.gen, args.parallel)
+                row[f"wgpu+rs {args.parallel}-way tg"] = rates["device"]
+                row[f"wgpu+rs {args.parallel}-way tg (host draw)"] = rates["host"]
+                print(f"{name}: {args.parallel} conversations of {prompt_lens[0]} prompt tokens decoded in one "
+                      f"batch: {rates['device']:.0f} tok/s drawn on the GPU, {rates['host']:.0f} tok/s drawn on "
+                      f"the host; same tokens: {same}", flush=True)
             if args.profile:
                 from gpu_profile import profile
 
@@ -469,7 +526,6 @@ def main():
             gguf = gguf_shapes.extend(os.path.join(args.llamacpp, "gguf"), name,
                                       os.path.join(args.work, f"{name}-shaped.gguf"))
             res, peak, cmd = peer.run_llama_bench(llama_bench, gguf, prompt_lens, args.gen, args.peer_repeats)
-            os.remove(gguf)
             print(f"{name}: {cmd}", flush=True)
             for key, r in res.items():
                 print(f"{name}: llama.cpp {key} median {r['median_ts']:.0f} tok/s (mean {r['avg_ts']:.0f} +- "
@@ -484,6 +540,14 @@ def main():
             row[f"tg{args.gen} ratio"] = ratio(tg, ltg)
             row["llama.cpp share of 4.5 TB/s"] = bpt * ltg / BANDWIDTH if ltg else None
             row["llama.cpp peak MiB (nvidia-smi)"] = peak
+            if args.parallel:
+                b, bpeak, bcmd = peer.run_batched_bench(llama_bench, gguf, prompt_lens[0], args.gen, args.parallel)
+                print(f"{name}: {bcmd}\n{name}: llama.cpp {json.dumps(b)}", flush=True)
+                row[f"llama.cpp {args.parallel}-way tg"] = float(b["speed_tg"])
+                row[f"{args.parallel}-way tg ratio"] = ratio(row.get(f"wgpu+rs {args.parallel}-way tg"),
+                                                             row[f"llama.cpp {args.parallel}-way tg"])
+                row[f"llama.cpp {args.parallel}-way peak MiB (nvidia-smi)"] = bpeak
+            os.remove(gguf)
         write_report(args, info, rows, sampling_lines, profiles)
         print(f"{name}: done at {time.perf_counter() - t_start:.0f}s", flush=True)
     print(write_report(args, info, rows, sampling_lines, profiles))

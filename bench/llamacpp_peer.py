@@ -113,3 +113,29 @@ def run_llama_bench(bench: str, gguf: str, prompts: list[int], gen: int, repeats
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed (rc {r.returncode}):\n{r.stderr[-4000:]}")
     return parse_llama_bench(r.stdout), mem.peak_mib, " ".join(cmd)
+
+
+def parse_batched_bench(text: str) -> list[dict]:
+    """llama-batched-bench `--output-format jsonl` output -> one dict a (pp, tg, pl) test, with its
+    prompt and generation speeds (`speed_pp`, `speed_tg`: tokens/s over all pl sequences)."""
+    rows = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
+    if not rows:
+        raise ValueError("llama-batched-bench printed no JSONL row")
+    return rows
+
+
+def run_batched_bench(bench: str, gguf: str, prompt: int, gen: int, parallel: int,
+                      flash_attn: str = "on") -> tuple[dict, float | None, str]:
+    """One llama-batched-bench run (all layers on the GPU): `parallel` sequences, each with its own
+    prompt of `prompt` tokens (not shared), then `gen` steps that decode all of them in one batch
+    -> (its row, peak GPU MiB over the run from nvidia-smi, the command line)."""
+    ctx = parallel * (prompt + gen) + 64
+    cmd = [os.path.join(os.path.dirname(bench), "llama-batched-bench"), "-m", gguf, "-ngl", "99",
+           "-c", str(ctx), "-b", "2048", "-ub", "512", "-fa", flash_attn, "-npp", str(prompt),
+           "-ntg", str(gen), "-npl", str(parallel), "--output-format", "jsonl"]
+    with GpuMemSampler() as mem:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed (rc {r.returncode}):\n{r.stderr[-4000:]}")
+    rows = [x for x in parse_batched_bench(r.stdout) if int(x["pl"]) == parallel]
+    return rows[-1], mem.peak_mib, " ".join(cmd)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A small llama.cpp source tree (from llama-cpp-python 0.3.36's sdist) with what llama-bench and
-# the CUDA backend need, for building on the device (bench/llamacpp_cuda/build.sh).
+# A small llama.cpp source tree (from llama-cpp-python 0.3.36's sdist) with what llama-bench,
+# llama-batched-bench and the CUDA backend need, for building on the device (bench/llamacpp_cuda/build.sh).
 # Usage: bash bench/llamacpp_cuda/slim.sh [OUT_DIR (default .llamacpp/src)] [SDIST.tar.gz (default: pip download)]
 set -euo pipefail
 OUT=${1:-.llamacpp/src}
@@ -26,9 +26,10 @@ done
 # CUDA kernels for quantization types the benchmark models never use (template instances
 # generated per type pair) stay: the backend's CMakeLists globs them and the dispatcher
 # references every one.
-# tools/: llama-bench only
-mkdir -p "$OUT/tools" && cp -r "$src/tools/llama-bench" "$OUT/tools/"
-printf 'find_package(Threads REQUIRED)\nllama_add_compile_flags()\nadd_subdirectory(llama-bench)\n' \
+# tools/: llama-bench and llama-batched-bench (several sequences decoded in one batch: the peer of
+# the server's batched step)
+mkdir -p "$OUT/tools" && cp -r "$src/tools/llama-bench" "$src/tools/batched-bench" "$OUT/tools/"
+printf 'find_package(Threads REQUIRED)\nllama_add_compile_flags()\nadd_subdirectory(llama-bench)\nadd_subdirectory(batched-bench)\n' \
   > "$OUT/tools/CMakeLists.txt"
 echo "$VER" > "$OUT/LLAMA_CPP_PYTHON_VERSION"
 du -sh "$OUT"
