@@ -663,6 +663,25 @@ def test_attention_nd(level, case):
         assert np.isfinite(got).all()
 
 
+@pytest.mark.parametrize("level", LEVELS)
+def test_attention_nd_repeated_mask_rows(level):
+    """An expanded [B, 1, T, S] mask (an encoder's padding mask: every query row the same) with some
+    rows changed: the x86 path keeps a row's mask while the next row equals it and must rebuild it at
+    each change (rows 3, 4, 5 and the last differ here)."""
+    rng = np.random.default_rng(3)
+    q, k, v = _rand(2, 6, 9, 8) * 2, _rand(2, 6, 37, 8) * 2, _rand(2, 6, 37, 5)  # 37 keys: 16-lane runs and a tail
+    base = rng.random((2, 1, 1, 37)) > 0.3
+    mask = np.repeat(base, 9, axis=2)
+    mask[0, 0, 3, 2] = not mask[0, 0, 3, 2]
+    mask[0, 0, 5, 20] = not mask[0, 0, 5, 20]
+    mask[1, 0, 4] = False  # no key kept in this row only
+    mask[:, 0, 8, :5] = ~mask[:, 0, 8, :5]
+    ref = _attention_ref(q, k, v, mask, 0.37)
+    got = _run("attention_nd", [q, k, v, mask], {"scale": 0.37}, level)
+    assert _err(ref, got) <= TOL
+    assert np.isfinite(got).all()
+
+
 def test_attention_nd_errors():
     q = _rand(1, 2, 3, 4)
     with pytest.raises(ShapeMismatch, match="k"):
