@@ -248,7 +248,8 @@ class Encoder : public Model {
   void bind_weights();
   void bind_modernbert();
   // What the primary backend keeps in wcache_ (its own layout of the matmul weights, e.g. the
-  // cpu amx level's bf16 panels: Backend::weight_cache_bytes), charged to the budget here.
+  // cpu amx level's bf16 panels, the other x86 levels' f32 panels: Backend::weight_cache_bytes), charged
+  // to the budget here.
   void reserve_weight_cache();
   void check_batch(const EncoderBatch& b) const;
   // encode_batch's parts: the host inputs, the embeddings (and their norm), the layers (x in

@@ -252,9 +252,16 @@ bool CpuBackend::supports(const Op& op, const Tensor*, int) const {
 int64_t CpuBackend::weight_cache_bytes(const Tensor& w, bool precise) const {
   // The panels of a forward of many tokens (fewer take no panels): 16-column panels of
   // 32-value blocks, bf16 hi and lo halves of F32 / F16 weights, the bf16 values of BF16 ones.
-  if (precise || !w.data || w.shape.ndim != 2 || !cpu_level_bf16_split(level(), w.dtype, int64_t(1) << 20)) return 0;
-  const int64_t n = (w.shape.d[0] + 15) / 16 * 16, k = (w.shape.d[1] + 31) / 32 * 32;
-  return n * k * (w.dtype == DType::BF16 ? 2 : 4);
+  if (!w.data || w.shape.ndim != 2) return 0;
+  if (!precise && cpu_level_bf16_split(level(), w.dtype, int64_t(1) << 20)) {
+    const int64_t n = (w.shape.d[0] + 15) / 16 * 16, k = (w.shape.d[1] + 31) / 32 * 32;
+    return n * k * (w.dtype == DType::BF16 ? 2 : 4);
+  }
+  // F32 weights: the packed f32 GEMM's panels of 2 x (the level's lanes) columns
+  const CpuLevel l = level();
+  if (w.dtype != DType::F32 || !(l == CpuLevel::Avx2 || l == CpuLevel::Avx512 || l == CpuLevel::Amx)) return 0;
+  const int64_t nr = l == CpuLevel::Avx2 ? 16 : 32;
+  return (w.shape.d[0] + nr - 1) / nr * nr * w.shape.d[1] * 4;
 }
 
 void CpuBackend::execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs,

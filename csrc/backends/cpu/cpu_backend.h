@@ -31,7 +31,8 @@ class CpuBackend : public Backend {
   const char* name() const override { return "cpu"; }
   bool supports(const Op& op, const Tensor* inputs, int n_inputs) const override;
   // The amx level's fast float GEMM keeps bf16 hi / lo panels of F32 / F16 / BF16 weights
-  // (fgemm_amx.cc, cpu_level_bf16_split); every other level and precise mode keep nothing.
+  // (fgemm_amx.cc, cpu_level_bf16_split); otherwise the x86 levels' packed f32 GEMM keeps f32
+  // panels of F32 weights (fgemm_packed.inc); scalar and neon keep nothing.
   int64_t weight_cache_bytes(const Tensor& w, bool precise) const override;
   void execute(const Op& op, const Tensor* inputs, int n_inputs, Tensor* outputs, int n_outputs,
                ExecContext& ctx) override;
