@@ -112,9 +112,13 @@ def check_precise_vs_transformers(name: str, language) -> None:
     assert logits.shape == ref_logits.shape == (len(prompt), m.vocab_size)
     err_logits = rel_err(logits, ref_logits)
     assert err_logits <= TOL, f"first-step logits: {err_logits:.3g} > {TOL}"
-    # the comparison discriminates: the fast path (f16 self cache, 16-bit dot products) is
-    # farther from the oracle than the precise bound on the encoder
-    assert rel_err(native(name).encode(mel), ref_enc.numpy()[0]) > err_enc
+    # the comparison discriminates: the fast path, where its encoder differs from the precise one
+    # (the amx level's bf16-split GEMM), is farther from the oracle; where it is the same bit for
+    # bit (levels whose one f32 GEMM serves both modes), the precise output rounded to f16 (what an
+    # f16 path would keep) is farther
+    fast = native(name).encode(mel)
+    worse = fast if not np.array_equal(fast, enc) else enc.astype(np.float16).astype(np.float32)
+    assert rel_err(worse, ref_enc.numpy()[0]) > err_enc
 
 
 def test_precise_tiny_encoder_and_first_logits_match_transformers():
