@@ -212,7 +212,7 @@ def bench_device_sampling(m, prompt, n_gen, rounds=4):
 
 
 def bench_batched(m, vocab, prompt_len, n_gen, parallel, rounds=2):
-    """The server's batched decode step (docs/serving.md): `parallel` conversations, each with its own
+    """The server's batched decode step (docs/serve.md): `parallel` conversations, each with its own
     random prompt of `prompt_len` tokens (one forward each), then `n_gen` steps that advance all of
     them at once, the next tokens drawn greedily on the device (`_core.forward_batch_sample`, the
     engine's path when every slot samples) and, for comparison, on the host from the logits of

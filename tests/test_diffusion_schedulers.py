@@ -123,7 +123,13 @@ def run_pair(case: str, config: dict, steps: int, monkeypatch, seed: int = 0, et
 @pytest.mark.parametrize("config", ["sd15", "sd21v", "trailing", "leading", "linspace", "defaults"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_loop_matches_diffusers(case, config, steps, monkeypatch):
-    assert run_pair(case, CONFIGS[config], steps, monkeypatch, seed=steps) <= 1
+    """Whole loops at 4 and 20 steps; at 50, each step from diffusers' previous sample (the step
+    math at every one of the 50 steps). A whole 50-step loop compares two float32 rounding walks
+    rather than the math: run against diffusers' same loop in float64 (its tables cast to float64),
+    diffusers' own float32 loop ends 0.96-1.52 of this bound away and ours 0.92-1.35 (2026-12-07,
+    AMD EPYC, where torch's float32 `** 0.5` of 408 of the 2000 DDIM table values differs from the
+    correctly rounded square root)."""
+    assert run_pair(case, CONFIGS[config], steps, monkeypatch, seed=steps, forced=steps == 50) <= 1
 
 
 @pytest.mark.parametrize("steps", [4, 20])
