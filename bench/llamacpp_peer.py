@@ -108,11 +108,18 @@ def run_llama_bench(bench: str, gguf: str, prompts: list[int], gen: int, repeats
     from nvidia-smi, the command line)."""
     cmd = [bench, "-m", gguf, "-ngl", "99", "-p", ",".join(map(str, prompts)), "-n", str(gen),
            "-fa", str(flash_attn), "-r", str(repeats), "-o", "json"]
+    out, peak = _run_sampled(cmd)
+    return parse_llama_bench(out), peak, " ".join(cmd)
+
+
+def _run_sampled(cmd: list[str]) -> tuple[str, float | None]:
+    """Runs a llama.cpp tool -> (its stdout, peak GPU MiB over the run from nvidia-smi); a failure is
+    a RuntimeError with the command line and the end of its stderr."""
     with GpuMemSampler() as mem:
         r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed (rc {r.returncode}):\n{r.stderr[-4000:]}")
-    return parse_llama_bench(r.stdout), mem.peak_mib, " ".join(cmd)
+    return r.stdout, mem.peak_mib
 
 
 def parse_batched_bench(text: str) -> list[dict]:
@@ -133,9 +140,6 @@ def run_batched_bench(bench: str, gguf: str, prompt: int, gen: int, parallel: in
     cmd = [os.path.join(os.path.dirname(bench), "llama-batched-bench"), "-m", gguf, "-ngl", "99",
            "-c", str(ctx), "-b", "2048", "-ub", "512", "-fa", flash_attn, "-npp", str(prompt),
            "-ntg", str(gen), "-npl", str(parallel), "--output-format", "jsonl"]
-    with GpuMemSampler() as mem:
-        r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed (rc {r.returncode}):\n{r.stderr[-4000:]}")
-    rows = [x for x in parse_batched_bench(r.stdout) if int(x["pl"]) == parallel]
-    return rows[-1], mem.peak_mib, " ".join(cmd)
+    out, peak = _run_sampled(cmd)
+    rows = [x for x in parse_batched_bench(out) if int(x["pl"]) == parallel]
+    return rows[-1], peak, " ".join(cmd)
