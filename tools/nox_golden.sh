@@ -46,10 +46,16 @@ for cxx in ${CXXS:-g++ clang++}; do
   command -v "$cxx" >/dev/null || { echo "skip $cxx (not installed)"; continue; }
   for opt in ${OPTS:--O0 -O3}; do
     exe="$WORK/nox_golden_${cxx//+/p}_${opt#-}"
-    "$cxx" -std=c++17 $opt -ffp-contract=off -Icsrc -pthread $SRCS -o "$exe"
+    # each source compiled once per build (the two programs share COMMON), on every core
+    obj="$exe.o"; mkdir -p "$obj"
+    objs() { for s in "$@"; do echo "$obj/$(echo "$s" | tr / _).o"; done; }
+    srcs=$SRCS; [ -z "$SILERO" ] || srcs="$SRCS $SRCS2"
+    printf '%s\n' $srcs | sort -u | xargs -P "$(nproc)" -I{} sh -c \
+      "\"$cxx\" -std=c++17 $opt -ffp-contract=off -Icsrc -pthread -c {} -o \"$obj/\$(echo {} | tr / _).o\""
+    "$cxx" -pthread $(objs $SRCS) -o "$exe"
     check "$cxx $opt" "$exe" "$WORK/golden.model" tests/data/nox_golden.txt
     if [ -n "$SILERO" ]; then
-      "$cxx" -std=c++17 $opt -ffp-contract=off -Icsrc -pthread $SRCS2 -o "$exe.v2"
+      "$cxx" -pthread $(objs $SRCS2) -o "$exe.v2"
       check "$cxx $opt silero (graph v2)" "$exe.v2" "$SILERO" tests/data/nox_golden_silero.txt
     fi
     ran=$((ran + 1))

@@ -187,8 +187,12 @@ tier "hostile inputs: seeded corpus (.model, GGUF, HF folders, chat templates, A
 python tools/hostile.py --seed 1
 
 tier "pytest: default path (op matrix on every CPU level, full golden sets, tokenizers vs llama.cpp)"
-# --durations: the slowest tests, for the tier budget (docs/testing.md)
-python -m pytest tests -q --ignore=tests/slow --durations=25 --junitxml="$RESULTS/default.xml"
+# --durations: the slowest tests, for the tier budget (docs/testing.md). One pytest worker per core
+# (pytest-xdist; work stealing: the long golden tests do not hold a worker's queue): most tests spend
+# much of their time in single-threaded Python (tokenizers, transformers references, imports);
+# seconds with and without the workers in docs/testing.md. Tests that fetch the same model wait on
+# the cache's lock (cyb_llm.hub).
+python -m pytest tests -q --ignore=tests/slow -n "$JOBS" --dist worksteal --durations=25 --junitxml="$RESULTS/default.xml"
 
 default_level=$best_level
 echo "$default_level" > "$RESULTS/default_level"

