@@ -209,7 +209,7 @@ def run_with_setting(name, value, code, timeout=300):
 
 # ------------------------------------------------------------ matvec variants
 
-@pytest.mark.parametrize("tuning", ["tpr=8", "tpr=16,unroll=1", "tpr=8,unroll=1", "tpr=64", "tpr=128", "tpr=fill"])
+@pytest.mark.parametrize("tuning", ["tpr=8", "tpr=16,unroll=1", "tpr=8,unroll=1", "tpr=64", "tpr=128", "tpr=fill", "ks=all", "ks=all,rows=1"])
 def test_matvec_variants_through_the_tuning_override(tuning):
     """The matrix-vector kernel's other variants (fewer lanes a row: subgroup shuffles where the
     adapter's subgroups hold a row, as lavapipe's 8 do; two chunks a step) through
@@ -225,11 +225,16 @@ for enc in ("q4_k", "q6_k", "q8_0", "q5_0", "f16"):
     for n, k in SHAPES:
         w, deq = T.random_weight(enc, n, k, rng)
         wu, du = T.random_weight(enc, n, k, rng)
-        for t in (1, 3):
+        for t in (1, 3, 5):
             x = rng.standard_normal((t, k)).astype(np.float32)
             (y,) = _core.run_op("matmul", [x, w], {"precise": True}, None, "scalar", "wgpu+rs")
             assert _core.last_run_op_backend() == "wgpu+rs"
             worst = max(worst, T.rel_err(y, x.astype(np.float64) @ deq.T))
+            # fused_qkv: one dispatch over three weights (the matvec kernel's QKV variant)
+            ys = _core.run_op("fused_qkv", [x, w, wu, w], {"precise": True}, [[t, n]] * 3, "scalar", "wgpu+rs")
+            assert _core.last_run_op_backend() == "wgpu+rs"
+            for yq, d in zip(ys, (deq, du, deq)):
+                worst = max(worst, T.rel_err(yq, x.astype(np.float64) @ d.T))
             (g,) = _core.run_op("fused_swiglu", [x, w, wu], {"precise": True}, None, "scalar", "wgpu+rs")
             a, b = x.astype(np.float64) @ deq.T, x.astype(np.float64) @ du.T
             worst = max(worst, T.rel_err(g, a / (1 + np.exp(-a)) * b))

@@ -8,10 +8,10 @@
 // Same parameters as matmul.wgsl (r_off at the end here), and its epilogues (GELU, GELU_TANH, ADD).
 // QKV (fused_qkv): three weights (W, W2, W3, rows nq, nk, nrows - nq - nk) into three
 // outputs (Y, Y2, Y3), each row's weight picked by its index (uniform over a row's lanes).
-// KS (one token, Q4_K / Q6_K weights): each lane sums 32-value slots of whole super-blocks
+// KS (Q4_K / Q6_K weights): each lane sums 32-value slots of whole super-blocks
 // (mvdot.wgsl deq_ks_*), read as 16-byte words where the encoding allows (WV, WV2, WV3: the
-// weights bound as vec4<u32> in place of W, W2, W3); R2 (KS without QKV): two rows a lane
-// group, the activation loads shared.
+// weights bound as vec4<u32> in place of W, W2, W3), for each of the NT tokens; R2 (KS of one
+// token, without QKV): two rows a lane group, the activation loads shared.
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
@@ -63,6 +63,19 @@ fn ksx(rb: u32, s: u32, xb: u32) -> f32 {
 fn mvx(rb: u32, c: u32, xb: u32) -> f32 { return MV(rb, c, xb); }
 //#if KS
 fn ksx(rb: u32, s: u32, xb: u32) -> f32 { return KS(rb, s, xb); }
+//#endif
+//#endif
+// One step of a lane's sum: chunk c (or, KS, slot c) of the row at byte rb against the token at xb;
+// dot2 the second weight's (SWIGLU).
+//#if KS
+fn dot1(rb: u32, c: u32, xb: u32) -> f32 { return ksx(rb, c, xb); }
+//#if SWIGLU
+fn dot2(rb: u32, c: u32, xb: u32) -> f32 { return KS2(rb, c, xb); }
+//#endif
+//#else
+fn dot1(rb: u32, c: u32, xb: u32) -> f32 { return mvx(rb, c, xb); }
+//#if SWIGLU
+fn dot2(rb: u32, c: u32, xb: u32) -> f32 { return MV2(rb, c, xb); }
 //#endif
 //#endif
 
@@ -145,25 +158,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xb = p.x_off / 4u + t0 * xs;
     let nt = min(NT, p.T - t0);
     let nch = p.K / 32u;
-//#if KS
-    // one token, 32-value slots of whole super-blocks
-//#if R2
-    // the second row, clamped to the last (its sum is then not written)
-    let r1 = min(r + 1u, p.nrows - 1u);
-//#endif
-    for (var s = lane; s < nch; s += TPR) {
-      a.x += ksx(rb, s, xb);
-//#if SWIGLU
-      u.x += KS2(rb2, s, xb);
-//#endif
-//#if R2
-      a.y += ksx(r1 * rbytes, s, xb);
-//#if SWIGLU
-      u.y += KS2(r1 * p.rb2, s, xb);
-//#endif
-//#endif
-    }
-//#else
 //#if U2
     // one token, two chunks a step (c and c + TPR; a missing second chunk re-reads the last
     // one and counts zero): twice the loads in flight per lane
@@ -176,31 +170,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
     }
 //#else
+//#if R2
+    // the second row, clamped to the last (its sum is then not written)
+    let r1 = min(r + 1u, p.nrows - 1u);
+//#endif
+    // chunks (KS: 32-value slots of whole super-blocks) c, c + TPR, .. of the row, for each token
     for (var c = lane; c < nch; c += TPR) {
-      a.x += mvx(rb, c, xb);
+      a.x += dot1(rb, c, xb);
 //#if SWIGLU
-      u.x += MV2(rb2, c, xb);
+      u.x += dot2(rb2, c, xb);
 //#endif
       if (NT > 1u && nt > 1u) {
-        a.y += mvx(rb, c, xb + xs);
+        a.y += dot1(rb, c, xb + xs);
 //#if SWIGLU
-        u.y += MV2(rb2, c, xb + xs);
+        u.y += dot2(rb2, c, xb + xs);
 //#endif
       }
       if (NT > 2u && nt > 2u) {
-        a.z += mvx(rb, c, xb + 2u * xs);
+        a.z += dot1(rb, c, xb + 2u * xs);
 //#if SWIGLU
-        u.z += MV2(rb2, c, xb + 2u * xs);
+        u.z += dot2(rb2, c, xb + 2u * xs);
 //#endif
       }
       if (NT > 3u && nt > 3u) {
-        a.w += mvx(rb, c, xb + 3u * xs);
+        a.w += dot1(rb, c, xb + 3u * xs);
 //#if SWIGLU
-        u.w += MV2(rb2, c, xb + 3u * xs);
+        u.w += dot2(rb2, c, xb + 3u * xs);
 //#endif
       }
-    }
+//#if R2
+      // (one token: the second row's sums in a.y, u.y)
+      a.y += dot1(r1 * rbytes, c, xb);
+//#if SWIGLU
+      u.y += dot2(r1 * p.rb2, c, xb);
 //#endif
+//#endif
+    }
 //#endif
   }
 //#if SG

@@ -44,7 +44,7 @@ bool block_encoding(DType t) {
 void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool ks_ok, std::vector<std::string>& defs,
                                  int64_t* rows_per_wg, int64_t* tokens_per_wg) const {
   const MatvecTuning& tune = matvec_tuning();
-  const bool ks = T == 1 && ks_ok && tune.ks;
+  const bool ks = (T == 1 || tune.ks_tokens) && ks_ok && tune.ks;
   const bool qkv = std::find(defs.begin(), defs.end(), "QKV") != defs.end();
   // Chunk kernel: 32 lanes a row: on the H200 (docs/gpu-bench.md, tuning sweep of 2026-12-02)
   // faster than 16 or 8 lanes chosen by row length, also for rows of 18 and 48 chunks.
@@ -60,7 +60,7 @@ void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool ks_ok,
   *rows_per_wg = 128 / tpr;
   if (ks) {
     defs.push_back("KS");
-    if (tune.r2 && !qkv) {
+    if (tune.r2 && !qkv && T == 1) {
       defs.push_back("R2");
       *rows_per_wg *= 2;
     }

@@ -65,10 +65,13 @@ const MatvecTuning& matvec_tuning() {
         r.tpr = static_cast<uint32_t>(std::stoul(kv.substr(4)));
       else if (kv == "tpr=fill") r.fill = true;
       else if (kv == "unroll=1") r.unroll2 = true;
-      else if (kv == "ks=0" || kv == "ks=1") r.ks = kv == "ks=1";
+      else if (kv == "ks=0" || kv == "ks=1" || kv == "ks=all") {
+        r.ks = kv != "ks=0";
+        r.ks_tokens = kv == "ks=all";
+      }
       else if (kv == "rows=1" || kv == "rows=2") r.r2 = kv == "rows=2";
       else if (kv != "unroll=0" && !kv.empty())
-        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill, unroll=0|1, ks=0|1 or rows=1|2");
+        throw_invalid_config("CYB_WGPU_MATVEC", "'" + kv + "' is not tpr=8|16|32|64|128|fill, unroll=0|1, ks=0|1|all or rows=1|2");
       pos = end + 1;
     }
     return r;
