@@ -40,9 +40,11 @@ def _run(name, **env):
 SCALAR_SLOW = ("qwen05",)
 
 
-def _models(skip=()):
+def _models(skip=(), only=None):
+    """CYB_NO_ALLOC_MODELS without the models named in `skip` (file stems), or with only those in `only`."""
     paths = [p for p in os.environ.get("CYB_NO_ALLOC_MODELS", "").split(":") if p]
-    return ":".join(p for p in paths if os.path.splitext(os.path.basename(p))[0] not in skip)
+    stem = lambda p: os.path.splitext(os.path.basename(p))[0]  # noqa: E731
+    return ":".join(p for p in paths if stem(p) not in skip and (only is None or stem(p) in only))
 
 
 @pytest.mark.parametrize("levels", ["simd", "scalar"])

@@ -42,20 +42,22 @@ check() {  # name, exe, model, golden file
     status=1
   fi
 }
+# the object of source $2 in folder $1 (one per source path)
+obj_of() { echo "$1/$(echo "$2" | tr / _).o"; }
+export -f obj_of
 for cxx in ${CXXS:-g++ clang++}; do
   command -v "$cxx" >/dev/null || { echo "skip $cxx (not installed)"; continue; }
   for opt in ${OPTS:--O0 -O3}; do
     exe="$WORK/nox_golden_${cxx//+/p}_${opt#-}"
     # each source compiled once per build (the two programs share COMMON), on every core
     obj="$exe.o"; mkdir -p "$obj"
-    objs() { for s in "$@"; do echo "$obj/$(echo "$s" | tr / _).o"; done; }
     srcs=$SRCS; [ -z "$SILERO" ] || srcs="$SRCS $SRCS2"
-    printf '%s\n' $srcs | sort -u | xargs -P "$(nproc)" -I{} sh -c \
-      "\"$cxx\" -std=c++17 $opt -ffp-contract=off -Icsrc -pthread -c {} -o \"$obj/\$(echo {} | tr / _).o\""
-    "$cxx" -pthread $(objs $SRCS) -o "$exe"
+    printf '%s\n' $srcs | sort -u | xargs -P "$(nproc)" -I{} bash -c \
+      "\"$cxx\" -std=c++17 $opt -ffp-contract=off -Icsrc -pthread -c {} -o \"\$(obj_of '$obj' {})\""
+    "$cxx" -pthread $(for f in $SRCS; do obj_of "$obj" "$f"; done) -o "$exe"
     check "$cxx $opt" "$exe" "$WORK/golden.model" tests/data/nox_golden.txt
     if [ -n "$SILERO" ]; then
-      "$cxx" -pthread $(objs $SRCS2) -o "$exe.v2"
+      "$cxx" -pthread $(for f in $SRCS2; do obj_of "$obj" "$f"; done) -o "$exe.v2"
       check "$cxx $opt silero (graph v2)" "$exe.v2" "$SILERO" tests/data/nox_golden_silero.txt
     fi
     ran=$((ran + 1))

@@ -39,7 +39,8 @@ const RepeatTuning& repeat_tuning();
 // CYB_WGPU_MATVEC="tpr=8|16|32|64|128|fill,unroll=0|1,ks=0|1|all,rows=1|2", read once.
 // ks=0: no slot kernel (below); ks=all: the slot kernel for 2-31 tokens too (the server's batched
 // step, beams, short prompts; by default it runs for one token only: untimed on a GPU so far,
-// docs/gpu-bench.md "Batched decode against llama-batched-bench"). tpr=N: N lanes a row (no fill unless tpr=fill is given too);
+// docs/gpu-bench.md "Batched decode against llama-batched-bench").
+// tpr=N: N lanes a row (no fill unless tpr=fill is given too);
 // fill: lanes doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch
 // are fewer than kMatvecFillLanes (few-row, long-K products such as the down projection).
 // unroll=1: two chunks a step per lane (not in the slot kernel). rows=1: one row a lane group in
