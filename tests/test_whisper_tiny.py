@@ -13,6 +13,7 @@ gets the dequantized values), within the same bound.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 
@@ -197,9 +198,12 @@ def test_cross_kv_computed_once_per_window(tinies):
         assert c[f"decoder.layers.{layer}.encoder_attn.v_proj"] == 2
 
 
-def test_clone_and_copy_continue_like_the_original(tinies):
+@pytest.mark.parametrize("backend", ["cpu", "wgpu+rs"])
+def test_clone_and_copy_continue_like_the_original(tinies, backend):
+    # on wgpu+rs the self caches are copied on the device (copy ops, no read-back): the clone and the
+    # reordered session continue with the original's logits, bit for bit
     t = tinies("tiny80")
-    m = WhisperModel(t.path, backend="cpu", precise=True)
+    m = load(t.path, backend)
     enc = m.encode(t.mel)
     s = m.new_session()
     s.start(enc)
@@ -219,6 +223,16 @@ def test_clone_and_copy_continue_like_the_original(tinies):
     assert s.position == len(PROMPT) + 2 and not np.array_equal(z, x)
     beams = reorder([s, c], [1, 1])
     assert [b.position for b in beams] == [c.position, c.position]
+    assert np.array_equal(beams[0].forward([STEPS[2]]), c.forward([STEPS[2]]))
+    # a clone after the session that ran last is gone (wgpu+rs once read the caches through that
+    # session's freed device state here: a segfault)
+    beams[0].forward([STEPS[0]])
+    del beams
+    gc.collect()
+    assert s.clone().position == s.position
+    if backend == "wgpu+rs":
+        assert_ran_on(m, "wgpu+rs", "whisper clones")
+        assert any(r["label"] == "whisper.session_copy" for r in m.dispatch_records)
     s.reset()
     assert s.position == 0 and not s.started
 

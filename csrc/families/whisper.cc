@@ -418,16 +418,6 @@ void Whisper::start(Conversation& base, const float* enc, int64_t rows, int64_t 
   conv.reset_kv_cache();
 }
 
-void copy_tensor(Backend& be, const Tensor& src, Tensor& dst) {
-  if (be.host_memory()) {
-    std::memcpy(dst.data, src.data, src.nbytes());
-    return;
-  }
-  std::vector<uint8_t> tmp(src.nbytes());
-  be.read_bytes(src, tmp.data());
-  be.write_bytes(dst, tmp.data());
-}
-
 std::unique_ptr<Conversation> Whisper::clone(Conversation& src) {
   std::unique_ptr<Conversation> c = new_conversation(src.max_context());
   copy_state(*c, src);
@@ -445,7 +435,20 @@ void Whisper::copy_state(Conversation& dst_base, Conversation& src_base) {
   Conversation::Use u1(dst);
   Conversation::Use u2(src);
   auto lock = device_lock(*dispatcher_);
-  for (size_t i = 0; i < src.caches.size(); ++i) copy_tensor(*src.backend, src.caches[i], dst.caches[i]);
+  Backend& be = *src.backend;
+  if (be.host_memory()) {
+    for (size_t i = 0; i < src.caches.size(); ++i)
+      std::memcpy(dst.caches[i].data, src.caches[i].data, src.caches[i].nbytes());
+  } else {
+    // on the device: one copy op per cache, recorded and submitted as a forward of dst's context
+    // after the work that wrote src (one queue), so a beam's clone or reorder neither waits for the
+    // GPU nor passes the caches through the host
+    const Emitter e(*dispatcher_, dst.ctx());
+    be.begin_forward(e.ctx());
+    for (size_t i = 0; i < src.caches.size(); ++i)
+      e.run(make_op(OpKind::Copy, "whisper.session_copy"), {src.caches[i]}, {&dst.caches[i]});
+    be.end_forward(e.ctx());
+  }
   dst.cross = src.cross;
   dst.reset_kv_cache();
   dst.advance(src.position());
