@@ -58,9 +58,10 @@ State& WgpuBackend::state(ExecContext& ctx) {
     st->slot_bytes_ = std::max<uint32_t>(256, g_.limits.minUniformBufferOffsetAlignment);
     s.reset(st);
   }
-  last_ = static_cast<State*>(s.get());
-  last_->precise = ctx.precise();
-  return *last_;
+  State* st = static_cast<State*>(s.get());
+  g_.last_state.store(st);
+  st->precise = ctx.precise();
+  return *st;
 }
 
 Tensor WgpuBackend::alloc_frame(ExecContext& ctx, const Shape& shape) {

@@ -94,7 +94,7 @@ class WgpuBackend : public Backend {
   void read_draws(State& st, DeviceDraw* out, int64_t rows, bool newest);
   // The state whose command stream last wrote `d` (so a read sees its results).
   State* reader(DevBuf* d) {
-    State* st = d->owner ? d->owner : last_;
+    State* st = d->owner ? d->owner : static_cast<State*>(g_.last_state.load());
     if (!st) {
       fresh_.g = &g_;
       st = &fresh_;
@@ -158,7 +158,6 @@ class WgpuBackend : public Backend {
     }
   };
   std::unordered_map<std::pair<const void*, uint64_t>, DevBuf*, PairHash> weights_;
-  State* last_ = nullptr;
   State* uncached_ = nullptr;  // execute() with host outputs: host weights are not cached
   State fresh_;
 };

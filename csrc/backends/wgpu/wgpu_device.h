@@ -72,6 +72,10 @@ struct Gpu {
   GpuProfile prof;
   // Bytes of device buffers alive now and the most alive at once since the last reset.
   std::atomic<uint64_t> live_bytes{0}, peak_bytes{0};
+  // The context state (wgpu_state.h State) that recorded work last: a read of a tensor no context
+  // owns (a weight, a cache) goes through it. Cleared by that state's destructor, so a read after
+  // its context is gone uses a fresh state instead of freed memory.
+  std::atomic<void*> last_state{nullptr};
 };
 
 // The process's device state (never destroyed: drivers dislike teardown at exit).

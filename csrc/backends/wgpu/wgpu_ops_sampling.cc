@@ -54,7 +54,7 @@ void WgpuBackend::sample_rows(const Tensor& logits, const DeviceSampling* s, Dev
 }
 
 // Called without the device lock (Model::forward_sample_take): touches only this context's
-// state (not last_) and the device's thread-safe poll, so another conversation records and
+// state (not Gpu::last_state) and the device's thread-safe poll, so another conversation records and
 // submits while this one waits for its step.
 void WgpuBackend::take_draws(ExecContext& ctx, DeviceDraw* out, int64_t rows) {
   auto* st = static_cast<State*>(ctx.backend_state().get());

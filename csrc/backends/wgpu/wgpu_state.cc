@@ -13,6 +13,8 @@ namespace cyb {
 namespace wgpu {
 
 State::~State() {
+  void* self = this;
+  if (g) g->last_state.compare_exchange_strong(self, nullptr);
   discard();
   if (qs_) {
     A.wgpuQuerySetRelease(qs_);  // (wgpuQuerySetDestroy before it removes the set twice)
