@@ -11,7 +11,14 @@ cross-attention K/V (the same seeded token ids fed to both: random weights would
 different lengths). Printed: windows/s and the real-time factor of each (seconds of compute per
 second of audio), the ratio, and the agreement of the first step's logits with transformers f32.
 
-    python bench/gpu_bench_whisper.py [--shape base] [--steps 128] [--reps 3] [--out DIR]
+`--beams N` (N > 1) also times a beam search of N beams over `--steps` steps after the prompt, on
+both sides, with the end-of-text token never chosen so that both run every step (the same work):
+ours is the transcription path's own search (cyb_llm.speech.search.beam_search: the beams' one-token
+rows as one batched forward a step, the beams reordered by cloning sessions, whose self caches are
+copied on the device on wgpu+rs) with no logit rules; theirs is transformers' `generate` beam search
+(num_beams=N, min_new_tokens = max_new_tokens = steps) on the same encoder output.
+
+    python bench/gpu_bench_whisper.py [--shape base] [--steps 128] [--reps 3] [--beams 5] [--out DIR]
 """
 from __future__ import annotations
 
@@ -59,6 +66,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=128, help="single-token decoder steps per window")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--backend", default="wgpu+rs")
+    ap.add_argument("--beams", type=int, default=1, help="also a beam search of this many beams (> 1)")
+    ap.add_argument("--torch-cpu", action="store_true",
+                    help="without CUDA, time the torch side in float32 on the CPU (a dry run of the script)")
     ap.add_argument("--out", default=None, help="folder for the JSON result")
     a = ap.parse_args()
 
@@ -101,6 +111,30 @@ def main() -> int:
                 torch.cuda.synchronize()
             return first
 
+    def ours_beam() -> list[int]:
+        from cyb_llm.speech.search import LogitRules, beam_search
+
+        s = m.new_session()
+        s.start(m.encode(mel))
+        first = np.asarray(s.forward(prompt, all_logits=False), dtype=np.float32).reshape(-1)
+        hyp = beam_search(s, first, LogitRules(timestamps=False), eot=-1, max_steps=a.steps, beam_size=a.beams)
+        return hyp.tokens
+
+    def theirs_beam(model, device, dtype) -> list[int]:
+        import transformers
+
+        cfg = transformers.GenerationConfig(num_beams=a.beams, max_new_tokens=a.steps, min_new_tokens=a.steps,
+                                            do_sample=False, early_stopping=False, num_return_sequences=1,
+                                            eos_token_id=50257, pad_token_id=50257, decoder_start_token_id=prompt[0])
+        with torch.no_grad():
+            feats = torch.from_numpy(mel)[None].to(device, dtype)
+            enc = model.model.encoder(feats)
+            out = transformers.GenerationMixin.generate(model, encoder_outputs=enc, generation_config=cfg,
+                                                        decoder_input_ids=torch.tensor([prompt], device=device))
+            if device == "cuda":
+                torch.cuda.synchronize()
+        return out[0, len(prompt):].tolist()
+
     want = theirs(ref, "cpu", torch.float32)
     got = ours()
     err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
@@ -119,13 +153,24 @@ def main() -> int:
     t_ours = timed(ours)
     res["cyb_llm_seconds_per_window"] = t_ours
     res["cyb_llm_rtf"] = t_ours / WINDOW_S
-    if torch.cuda.is_available():
-        gpu = ref.half().cuda()
-        t_theirs = timed(lambda: theirs(gpu, "cuda", torch.float16))
-        res["torch_fp16_cuda_seconds_per_window"] = t_theirs
-        res["torch_fp16_cuda_rtf"] = t_theirs / WINDOW_S
-        res["torch_device"] = torch.cuda.get_device_name(0)
+    if a.beams > 1:
+        toks = ours_beam()
+        res["beams"] = a.beams
+        res["beam_tokens_ours"] = len(toks)
+        res["cyb_llm_beam_seconds_per_window"] = timed(ours_beam)
+    dev, dt = ("cuda", torch.float16) if torch.cuda.is_available() else ("cpu", torch.float32)
+    if dev == "cuda" or a.torch_cpu:
+        peer = ref.half().cuda() if dev == "cuda" else ref
+        t_theirs = timed(lambda: theirs(peer, dev, dt))
+        res["torch_seconds_per_window"] = t_theirs
+        res["torch_rtf"] = t_theirs / WINDOW_S
+        res["torch_device"] = (torch.cuda.get_device_name(0) + " (float16)") if dev == "cuda" else "cpu (float32)"
         res["speed_ratio_cyb_over_torch"] = t_theirs / t_ours
+        if a.beams > 1:
+            res["beam_tokens_torch"] = len(theirs_beam(peer, dev, dt))
+            t_beam = timed(lambda: theirs_beam(peer, dev, dt))
+            res["torch_beam_seconds_per_window"] = t_beam
+            res["beam_speed_ratio_cyb_over_torch"] = t_beam / res["cyb_llm_beam_seconds_per_window"]
     print(json.dumps(res, indent=1))
     if a.out:
         os.makedirs(a.out, exist_ok=True)
