@@ -209,7 +209,7 @@ def run_with_setting(name, value, code, timeout=300):
 
 # ------------------------------------------------------------ matvec variants
 
-@pytest.mark.parametrize("tuning", ["tpr=8", "tpr=16,unroll=1", "tpr=8,unroll=1", "tpr=64", "tpr=128", "tpr=fill", "ks=all", "ks=all,rows=1"])
+@pytest.mark.parametrize("tuning", ["tpr=8", "tpr=16,unroll=1", "tpr=8,unroll=1", "tpr=64", "tpr=128", "tpr=fill", "ks=1", "ks=all,rows=1"])
 def test_matvec_variants_through_the_tuning_override(tuning):
     """The matrix-vector kernel's other variants (fewer lanes a row: subgroup shuffles where the
     adapter's subgroups hold a row, as lavapipe's 8 do; two chunks a step) through
