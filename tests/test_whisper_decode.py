@@ -19,7 +19,7 @@ from transformers.generation.logits_process import (  # noqa: E402
     SuppressTokensAtBeginLogitsProcessor, SuppressTokensLogitsProcessor, WhisperTimeStampLogitsProcessor)
 
 from cyb_llm.speech.pipeline import split_segments_by_timestamps  # noqa: E402
-from cyb_llm.speech.search import LogitRules, build_prompt, compression_ratio  # noqa: E402
+from cyb_llm.speech.search import LogitRules, _top, build_prompt, compression_ratio  # noqa: E402
 
 # a tiny.en-shaped vocabulary layout (the real ids: eot 50256, notimestamps 50362, timestamps 50363..51863)
 EOT, SOT, NO_TS, TB, V = 50256, 50257, 50362, 50363, 51864
@@ -238,3 +238,19 @@ def check_transcribe_base_short():  # collected in tests/slow/test_whisper_decod
     assert all(s["temperature"] == 0.0 for s in ours["segments"]) and ours["language"] == "fr"
     _compare(ours, segs, info)
     assert abs(ours["language_probability"] - info.language_probability) < tolerance("whisper-logprob")
+
+
+def test_beam_candidates_are_the_best_by_value_then_index():
+    """beam_search's candidate selection (search._top: the n-th largest value found among the values
+    near the maximum when enough lie there, else among all) equals sorting every value by (value
+    descending, index ascending) and taking the first n: peaked, flat and tied rows, n up to the
+    row's size and past it."""
+    rng = np.random.default_rng(5)
+    for trial in range(3000):
+        n, size = int(rng.integers(1, 12)), int(rng.integers(1, 300))
+        flat = [rng.standard_normal(size) * 30, rng.integers(-3, 3, size), rng.standard_normal(size) * 0.1][trial % 3]
+        flat = flat.astype(np.float32)
+        if trial % 7 == 0:
+            flat[rng.integers(0, size, size // 3)] = -np.inf  # suppressed tokens
+        want = np.lexsort((np.arange(size), -flat))[:n]
+        assert np.array_equal(_top(flat, n), want), (trial, n, size)

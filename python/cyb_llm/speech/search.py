@@ -150,6 +150,30 @@ def forward_step(sessions: Sequence[Session], tokens: Sequence[int]) -> np.ndarr
     return np.stack([np.asarray(s.forward([int(t)])[-1], dtype=np.float32) for s, t in zip(sessions, tokens)])
 
 
+def _top(flat: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the n largest values of flat, best first (ties: lower index first; all of them
+    when flat has n or fewer). The n-th largest value is found on the values within 16 of the
+    maximum when there are n of those (then it is one of them: the usual case of a peaked
+    distribution, a few values), else on all; every index at or above it is kept."""
+    if flat.size <= n:
+        idx = np.arange(flat.size)
+    else:
+        near = np.flatnonzero(flat >= flat.max() - np.float32(16))
+        pool = flat[near] if near.size >= n else flat
+        idx = np.flatnonzero(flat >= np.partition(pool, pool.size - n)[pool.size - n])
+    return idx[np.lexsort((idx, -flat[idx]))][:n]
+
+
+def _copy_of(src: Session, spare: list[Session]) -> Session:
+    """A session holding src's state: a spare one overwritten (copy_from) where the runtime offers
+    it, else a clone."""
+    if spare and hasattr(spare[-1], "copy_from"):
+        s = spare.pop()
+        s.copy_from(src)  # type: ignore[attr-defined]
+        return s
+    return src.clone()
+
+
 def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: int, max_steps: int,
                 beam_size: int = 5, patience: float = 1.0, length_penalty: float = 1.0) -> Hypothesis:
     """CTranslate2's beam search for one input: 2 * beam_size candidates a step from the summed
@@ -174,9 +198,7 @@ def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: in
             total.append(log_softmax(row) + np.float32(cum))
         flat = np.concatenate(total).astype(np.float32)
         vocab = rows[0].size
-        # top n_cand, best first (ties: lower flat index first)
-        idx = np.argpartition(-flat, n_cand - 1)[:n_cand] if flat.size > n_cand else np.arange(flat.size)
-        idx = idx[np.lexsort((idx, -flat[idx]))]
+        idx = _top(flat, n_cand)
         cand = [(int(i) // vocab, int(i) % vocab, float(flat[i])) for i in idx]
         chosen: list[tuple[int, int, float]] = []
         secondary = beam_size
@@ -198,9 +220,12 @@ def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: in
         uses: dict[int, int] = {}
         for origin, _, _ in chosen:
             uses[origin] = uses.get(origin, 0) + 1
+        # a beam chosen n times needs n - 1 copies of its state: into the sessions of beams not
+        # chosen (copy_from: no new caches; on wgpu+rs a copy on the device), else clones
+        spare = [sessions[i] for i in range(len(sessions)) if i not in uses]
         pool: dict[int, list[Session]] = {}
         for origin, n in uses.items():
-            pool[origin] = [sessions[origin].clone() for _ in range(n - 1)] + [sessions[origin]]
+            pool[origin] = [_copy_of(sessions[origin], spare) for _ in range(n - 1)] + [sessions[origin]]
         new_sessions = [pool[origin].pop(0) for origin, _, _ in chosen]
         logits_n = np.array(forward_step(new_sessions, [tok for _, tok, _ in chosen]), dtype=np.float32)
         seqs = [seqs[origin] + [tok] for origin, tok, _ in chosen]
