@@ -40,7 +40,7 @@ const RepeatTuning& repeat_tuning();
 // ks=0: no slot kernel (below); ks=1: the slot kernel for one token only (2-31 tokens, the server's
 // batched step, beams and short prompts, then take the chunk kernel); ks=all (the default): for 1-31
 // tokens (on an H100 the 4-way batched step of Q4_K / Q6_K weights 1.2-1.7x faster than ks=1,
-// docs/gpu-bench.md "Batched decode against llama-batched-bench").
+// docs/gpu-bench.md "Batched decode with the slot kernel for 2-31 tokens").
 // tpr=N: N lanes a row (no fill unless tpr=fill is given too);
 // fill: lanes doubled (up to 128, at most one chunk a lane) while the rows x lanes of a dispatch
 // are fewer than kMatvecFillLanes (few-row, long-K products such as the down projection).
