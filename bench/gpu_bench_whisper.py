@@ -139,14 +139,18 @@ def main() -> int:
     got = ours()
     err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
-    def timed(fn) -> float:
-        fn()  # warm-up
+    def timed_run(fn) -> tuple[float, object]:
+        """(best seconds of a.reps calls, the warm-up call's result)."""
+        out = fn()  # warm-up
         best = float("inf")
         for _ in range(a.reps):
             t0 = time.perf_counter()
             fn()
             best = min(best, time.perf_counter() - t0)
-        return best
+        return best, out
+
+    def timed(fn) -> float:
+        return timed_run(fn)[0]
 
     res = {"shape": a.shape, "steps": a.steps, "backend": a.backend, "first_step_logits_rel_err_vs_torch_f32": err,
            "ops_not_on_backend": sorted({r["op"] for r in m.dispatch_records if r["backend"] != a.backend})}
@@ -154,10 +158,10 @@ def main() -> int:
     res["cyb_llm_seconds_per_window"] = t_ours
     res["cyb_llm_rtf"] = t_ours / WINDOW_S
     if a.beams > 1:
-        toks = ours_beam()
+        t_beam, toks = timed_run(ours_beam)
         res["beams"] = a.beams
         res["beam_tokens_ours"] = len(toks)
-        res["cyb_llm_beam_seconds_per_window"] = timed(ours_beam)
+        res["cyb_llm_beam_seconds_per_window"] = t_beam
     dev, dt = ("cuda", torch.float16) if torch.cuda.is_available() else ("cpu", torch.float32)
     if dev == "cuda" or a.torch_cpu:
         peer = ref.half().cuda() if dev == "cuda" else ref
@@ -167,8 +171,8 @@ def main() -> int:
         res["torch_device"] = (torch.cuda.get_device_name(0) + " (float16)") if dev == "cuda" else "cpu (float32)"
         res["speed_ratio_cyb_over_torch"] = t_theirs / t_ours
         if a.beams > 1:
-            res["beam_tokens_torch"] = len(theirs_beam(peer, dev, dt))
-            t_beam = timed(lambda: theirs_beam(peer, dev, dt))
+            t_beam, toks = timed_run(lambda: theirs_beam(peer, dev, dt))
+            res["beam_tokens_torch"] = len(toks)
             res["torch_beam_seconds_per_window"] = t_beam
             res["beam_speed_ratio_cyb_over_torch"] = t_beam / res["cyb_llm_beam_seconds_per_window"]
     print(json.dumps(res, indent=1))
