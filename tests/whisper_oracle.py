@@ -214,6 +214,12 @@ def peak_rss_transcribe(model: str, wav: str, timeout: float = 3600) -> dict:
 
     py = os.path.dirname(os.path.dirname(os.path.abspath(cyb_llm.__file__)))  # the package this process runs
     env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # A fixed mmap threshold: glibc otherwise raises it (up to 32 MiB) each time a large mmapped
+    # block is freed, after which transients of that size come from the heap and a freed one stays
+    # resident until reused, so the high-water mark moved by -13..+70 MiB between identical runs
+    # (3 min vs 1 min here, three runs each); with it fixed the same runs agree within 2 MiB. Blocks
+    # of 1 MiB and up are then mmapped and unmapped on free: the peak is what was live at once.
+    env["MALLOC_MMAP_THRESHOLD_"] = str(1 << 20)
     # Linux carries a process's ru_maxrss across fork and exec (the forked copy starts at the
     # parent's RSS): a child forked from a pytest holding torch models would report the parent's
     # size. `sh` forks the measured python from its own small image, and is not the one measured
