@@ -90,6 +90,33 @@ def test_quantize_matmul_weights(tmp_path, q, tol):
         assert _rel(got["y"], ref(x, deq[(96, 64)], deq[(32, 96)])[0]) <= tolerance("onnx-vs-f64")
 
 
+def test_shared_weights_are_written_once(tmp_path):
+    """One initializer read by several MatMuls (ALBERT's layers share theirs) is one tensor of the
+    .model, not one transposed copy a node; Gemms sharing a B with the same alpha share theirs, a
+    different alpha gets its own. (Before: a copy per node, 3 + 3 tensors here.)"""
+    K = 64
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((K, K)) / 8).astype(np.float32)
+    nodes = [N("MatMul", ["x", "w"], ["h1"], name="l1"), N("MatMul", ["h1", "w"], ["h2"], name="l2"),
+             N("MatMul", ["h2", "w"], ["y"], name="l3"),
+             N("Gemm", ["x", "w"], ["g1"], name="g1", transB=1), N("Gemm", ["g1", "w"], ["g2"], name="g2", transB=1),
+             N("Gemm", ["g2", "w"], ["z"], name="g3", transB=1, alpha=0.5)]
+    g = helper.make_graph(nodes, "tied", [helper.make_tensor_value_info("x", T.FLOAT, ["n", K])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None),
+                           helper.make_tensor_value_info("z", T.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(w, "w")])
+    src, out = str(tmp_path / "tied.onnx"), str(tmp_path / "tied.model")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
+    import_model(src, out, progress=False)
+    mf = ModelFile(out)
+    assert len(mf.tensors) == 3, sorted(mf.tensors)  # w^T (the MatMuls), w (Gemm alpha 1), 0.5 w
+    x = rng.standard_normal((4, K)).astype(np.float32)
+    got = cyb_llm.load(out, backend="cpu").run({"x": x})
+    wd, xd = w.astype(np.float64), x.astype(np.float64)
+    assert _rel(got["y"], xd @ wd @ wd @ wd) <= tolerance("onnx-vs-f64")
+    assert _rel(got["z"], 0.5 * (xd @ wd.T @ wd.T @ wd.T)) <= tolerance("onnx-vs-f64")
+
+
 def test_quantize_skips_rows_that_are_not_whole_blocks(tmp_path):
     src, ref = _mlp(tmp_path / "odd.onnx", K=48)  # W1 rows of 48: not whole blocks of 32
     out = str(tmp_path / "odd.model")

@@ -176,6 +176,9 @@ class _Importer:
         self.shapes: dict[str, list[Dim]] = {}       # symbolic shapes of run-time values
         self.alias: dict[str, str] = {}              # Identity outputs -> their input
         self.weights: dict[str, np.ndarray] = {}     # tensors of the weights section (f32)
+        # weights made at import from a constant (a MatMul's B transposed, a Gemm's scaled), keyed
+        # by the constant and the transform: nodes sharing one initializer share the one copy
+        self.derived: dict[tuple, str] = {}
         self.nodes: list[dict] = []
         self.constants: list[dict] = []
         self.const_names: set[str] = set()

@@ -92,11 +92,16 @@ def conv_transpose(imp: Any, node: Any, a: dict, nm: str) -> None:
     _conv(imp, node, a, nm, True)
 
 
-def _weight_matmul(imp: Any, node: Any, nm: str, x: str, W: np.ndarray, bias: np.ndarray | None, out: str) -> None:
-    """x [.., K] @ W^T + bias with W [N, K] a constant: the `matmul` op (weights in the weights section)."""
-    base = nm.strip("/").replace("/", ".") or "matmul"
-    wname = f"{base}.weight"
-    imp.consts[wname] = np.ascontiguousarray(W, dtype=np.float32)
+def _weight_matmul(imp: Any, node: Any, nm: str, x: str, W: np.ndarray, bias: np.ndarray | None, out: str,
+                   source: tuple) -> None:
+    """x [.., K] @ W^T + bias with W [N, K] a constant: the `matmul` op (weights in the weights section).
+    `source` names the constant and the transform W came from: nodes with the same one (a weight
+    shared by several layers, as ALBERT's) read one copy."""
+    wname = imp.derived.get(source)
+    if wname is None:
+        base = nm.strip("/").replace("/", ".") or "matmul"
+        wname = imp.derived[source] = f"{base}.weight"
+        imp.consts[wname] = np.ascontiguousarray(W, dtype=np.float32)
     ins = [x, imp.value(node, wname)]
     if bias is not None:
         bname = f"{base}.bias"
@@ -110,7 +115,7 @@ def matmul(imp: Any, node: Any, a: dict, nm: str) -> None:
     x = imp.value(node, node.input[0])
     bname = imp.name(node.input[1])
     if bname in imp.consts and imp.consts[bname].ndim == 2 and imp.dtype(x) == "f32" and len(imp.shape(x)) >= 1:
-        _weight_matmul(imp, node, nm, x, imp.consts[bname].T, None, node.output[0])
+        _weight_matmul(imp, node, nm, x, imp.consts[bname].T, None, node.output[0], (bname, "T"))
         return
     y = imp.value(node, node.input[1])
     sa, sb = imp.shape(x), imp.shape(y)
@@ -142,7 +147,7 @@ def gemm(imp: Any, node: Any, a: dict, nm: str) -> None:
         if c is None or c.size not in (1, N):
             raise imp.unsupported(node, "a C that is not a constant row of N values")
         bias = np.broadcast_to(c.reshape(-1).astype(np.float32) * np.float32(beta), (N,)).copy()
-    _weight_matmul(imp, node, nm, x, W, bias, node.output[0])
+    _weight_matmul(imp, node, nm, x, W, bias, node.output[0], (bname, "T" if not tb else "", float(alpha)))
 
 
 @handler("Einsum")
