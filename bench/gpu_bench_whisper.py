@@ -18,7 +18,12 @@ rows as one batched forward a step, the beams reordered by cloning sessions, who
 copied on the device on wgpu+rs) with no logit rules; theirs is transformers' `generate` beam search
 (num_beams=N, min_new_tokens = max_new_tokens = steps) on the same encoder output.
 
-    python bench/gpu_bench_whisper.py [--shape base] [--steps 128] [--reps 3] [--beams 5] [--out DIR]
+--shape large-v3: 128 mel bins, 51866 tokens, 32 + 32 layers of 1280 (random weights: 1.55 B
+parameters, about 6 GB in float32 for the import); `--layers 2` keeps its widths with two layers
+each side (a dry run on a small machine).
+
+    python bench/gpu_bench_whisper.py [--shape base|tiny|small|large-v3] [--layers N] [--steps 128]
+        [--reps 3] [--beams 5] [--out DIR]
 """
 from __future__ import annotations
 
@@ -37,25 +42,39 @@ SHAPES = {
                  decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048),
     "small": dict(d_model=768, encoder_layers=12, decoder_layers=12, encoder_attention_heads=12,
                   decoder_attention_heads=12, encoder_ffn_dim=3072, decoder_ffn_dim=3072),
+    # large-v3: 128 mel bins and one more token than the others
+    "large-v3": dict(d_model=1280, encoder_layers=32, decoder_layers=32, encoder_attention_heads=20,
+                     decoder_attention_heads=20, encoder_ffn_dim=5120, decoder_ffn_dim=5120,
+                     num_mel_bins=128, vocab_size=51866),
 }
 VOCAB = 51865
 WINDOW_S = 30.0
 
 
-def make_model(shape: str, folder: str):
+def shape_config(shape: str, layers: int = 0) -> dict:
+    """The config keys of a shape (80 mels and 51865 tokens unless it says otherwise); layers > 0:
+    that many encoder and decoder layers instead (a quick run of a large shape's other dims)."""
+    c = {"vocab_size": VOCAB, "num_mel_bins": 80, **SHAPES[shape]}
+    if layers > 0:
+        c["encoder_layers"] = c["decoder_layers"] = layers
+    return c
+
+
+def make_model(cfg_keys: dict, folder: str):
     """A seeded random whisper of the shape, saved as an HF folder with a merge-less BPE tokenizer."""
     import torch
     import transformers as tf
     from tokenizers import Tokenizer
     from tokenizers.models import BPE
 
-    cfg = tf.WhisperConfig(vocab_size=VOCAB, num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
+    cfg = tf.WhisperConfig(max_source_positions=1500, max_target_positions=448,
                            pad_token_id=50257, bos_token_id=50257, eos_token_id=50257,
-                           decoder_start_token_id=50258, **SHAPES[shape])
+                           decoder_start_token_id=50258, **cfg_keys)
     torch.manual_seed(0)
     model = tf.WhisperForConditionalGeneration(cfg).eval()
     model.save_pretrained(folder, safe_serialization=True)
-    tok = Tokenizer(BPE({f"t{i}": i for i in range(VOCAB)}, [], unk_token="t0"))
+    vocab = cfg_keys["vocab_size"]
+    tok = Tokenizer(BPE({f"t{i}": i for i in range(vocab)}, [], unk_token="t0"))
     tok.save(os.path.join(folder, "tokenizer.json"))
     return model
 
@@ -67,6 +86,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--backend", default="wgpu+rs")
     ap.add_argument("--beams", type=int, default=1, help="also a beam search of this many beams (> 1)")
+    ap.add_argument("--layers", type=int, default=0,
+                    help="encoder and decoder layers instead of the shape's (a quick dry run of large-v3's dims)")
     ap.add_argument("--torch-cpu", action="store_true",
                     help="without CUDA, time the torch side in float32 on the CPU (a dry run of the script)")
     ap.add_argument("--out", default=None, help="folder for the JSON result")
@@ -78,11 +99,12 @@ def main() -> int:
     from cyb_llm.convert import import_model
 
     tmp = tempfile.mkdtemp()
-    ref = make_model(a.shape, tmp)
+    keys = shape_config(a.shape, a.layers)
+    ref = make_model(keys, tmp)
     path = os.path.join(tmp, f"whisper-{a.shape}-shape.model")
     import_model(tmp, path, progress=False)
     rng = np.random.default_rng(0)
-    mel = (rng.standard_normal((80, 3000)) * 0.5).astype(np.float32)
+    mel = (rng.standard_normal((keys["num_mel_bins"], 3000)) * 0.5).astype(np.float32)
     prompt = [50258, 50259, 50359, 50363]
     steps = [int(t) for t in rng.integers(0, 50257, size=a.steps)]
 
@@ -152,7 +174,7 @@ def main() -> int:
     def timed(fn) -> float:
         return timed_run(fn)[0]
 
-    res = {"shape": a.shape, "steps": a.steps, "backend": a.backend, "first_step_logits_rel_err_vs_torch_f32": err,
+    res = {"shape": a.shape, "layers": keys["encoder_layers"], "n_mels": keys["num_mel_bins"], "steps": a.steps, "backend": a.backend, "first_step_logits_rel_err_vs_torch_f32": err,
            "ops_not_on_backend": sorted({r["op"] for r in m.dispatch_records if r["backend"] != a.backend})}
     t_ours = timed(ours)
     res["cyb_llm_seconds_per_window"] = t_ours
