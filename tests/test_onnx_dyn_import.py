@@ -77,3 +77,28 @@ def test_pad_runtime_pads(tmp_path, mode):
     rng = np.random.default_rng(6)
     for pads, qs in (([1, 2, 0, 3], [2, 1]), ([0, 0, 0, 0], [0, 0]), ([-1, 1, 1, -2], [-2, 2]), ([2, 0, 1, 3], [3, -1])):
         _same(m, sess, {"x": rng.standard_normal((4, 5)).astype(np.float32), "p": np.array(pads), "q": np.array(qs)})
+
+
+def test_a_table_that_caps_seq_loads_and_refuses_longer_runs(tmp_path):
+    """BERT's buffered token_type_ids: a [1, P] table sliced to [1, seq] and expanded to [batch, seq].
+    The load-time probes (sizes of 101 and up) exceed P = 64 at every probe, so the Expand fails in
+    all three; its target shape differs between them, so that is the model's limit on seq, not a
+    broken graph: the model loads (it did not: the check compared only the inputs' shapes), runs
+    seq <= 64 as onnxruntime does, and refuses seq 70 naming the Expand."""
+    from cyb_llm.errors import ShapeMismatch
+
+    nodes = [helper.make_node("Shape", ["ids"], ["shp"]),
+             helper.make_node("Gather", ["shp", "one"], ["seq"], axis=0),
+             helper.make_node("Unsqueeze", ["seq", "ax0"], ["seq1"]),
+             helper.make_node("Slice", ["table", "zero1", "seq1", "one1"], ["row"]),
+             helper.make_node("Expand", ["row", "shp"], ["types"], name="expand_types"),
+             helper.make_node("Add", ["ids", "types"], ["y"])]
+    inits = {"table": np.arange(64, dtype=np.int64)[None], "one": np.array(1, np.int64),
+             "ax0": np.array([0], np.int64), "zero1": np.array([0], np.int64), "one1": np.array([1], np.int64)}
+    src = _build(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+                 [helper.make_tensor_value_info("y", TensorProto.INT64, None)], inits, 17, str(tmp_path / "cap.onnx"))
+    m, sess = _load(src, tmp_path)
+    for b, s in ((1, 5), (3, 64), (2, 17)):
+        _same(m, sess, {"ids": np.arange(b * s, dtype=np.int64).reshape(b, s)})
+    with pytest.raises(ShapeMismatch, match="expand_types"):
+        m.run({"ids": np.zeros((2, 70), np.int64)})

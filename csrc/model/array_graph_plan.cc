@@ -244,18 +244,27 @@ void ArrayGraphRun::infer_shapes(Backend& eval, ExecContext& ctx) {
     for (size_t j = 0; j < n_input_dims; ++j) d[names[j]] = prime(j, p);
     dry_run(d, true, eval, ctx, &vals[static_cast<size_t>(p)], &errors[static_cast<size_t>(p)], fresh);
   }
-  // A shape error where the node's input shapes are the same in every probe (no input dim reaches
-  // it) and every probe fails is the graph's: thrown at load, naming the node.
+  // A shape error where the node's inputs are the same in every probe (their shapes, and their
+  // values where known: an Expand's target, a Reshape's shape; no input dim reaches it) and every
+  // probe fails is the graph's: thrown at load, naming the node. (An Expand to [batch, seq] of a
+  // [1, 64] slice of a 64-row table fails at every probe's seq, but is the model's own limit on seq:
+  // the run of a seq <= 64 works, a longer one is refused then.)
+  auto same_values = [](const DryVal& x, const DryVal& y) {
+    if (!x.data && !y.data) return true;
+    if (!x.data || !y.data) return false;
+    return std::memcmp(x.data, y.data, static_cast<size_t>(value_bytes(x.shape, x.dtype))) == 0;
+  };
   for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
     if (!errors[0][ni] || !errors[1][ni] || !errors[2][ni]) continue;
-    bool fixed_shapes = true;
+    bool fixed_inputs = true;
     for (const std::string& in : g_.nodes[ni].inputs) {
       auto a = vals[0].find(in), b = vals[1].find(in), c = vals[2].find(in);
       if (a == vals[0].end()) continue;  // a fixed value
-      fixed_shapes = fixed_shapes && a->second.known && b->second.known && c->second.known &&
-                     a->second.shape == b->second.shape && b->second.shape == c->second.shape;
+      fixed_inputs = fixed_inputs && a->second.known && b->second.known && c->second.known &&
+                     a->second.shape == b->second.shape && b->second.shape == c->second.shape &&
+                     same_values(a->second, b->second) && same_values(b->second, c->second);
     }
-    if (fixed_shapes) std::rethrow_exception(errors[0][ni]);
+    if (fixed_inputs) std::rethrow_exception(errors[0][ni]);
   }
   std::vector<std::array<int64_t, 3>> pr(names.size());
   for (int p = 0; p < 3; ++p) {
