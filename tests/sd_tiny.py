@@ -75,7 +75,7 @@ def build(folder: str, seed: int = 0) -> TinySD:
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
         hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
         vocab_size=len(tok), max_position_embeddings=MAX_TEXT_LENGTH, layer_norm_eps=1e-5,
-        attn_implementation="eager"))  # sdpa exports its causal mask as Trilu, which the importer lacks
+        attn_implementation="eager"))  # eager: its mask folds to a constant at the fixed length
     # random weights of a size that moves the outputs (the default init leaves some near zero)
     with torch.no_grad():
         for mod in (unet, vae):

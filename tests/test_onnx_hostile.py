@@ -173,7 +173,7 @@ def _import_cases(tmp_path) -> list[dict]:
                                                   num_scan_inputs=1)], [s0, X], [_f("sf", None), Y]))
     add("unsupported_all", _save(tmp_path / "uns.onnx", [N("Hardmax", ["x"], ["a"], name="hm_1"),
                                                           N("Hardmax", ["a"], ["b"], name="hm_2"),
-                                                          N("HardSwish", ["b"], ["y"], name="hs")], [X], [Y]))
+                                                          N("Det", ["b"], ["y"], name="det")], [X], [Y]))
     for opset in (11, 22):
         add(f"opset_{opset}", _save(tmp_path / f"op{opset}.onnx", [N("Relu", ["x"], ["y"], name="r")], [X], [Y],
                                     opset=opset))
@@ -229,7 +229,7 @@ def import_results(tmp_path_factory):
     ("if", "UnsupportedOp", ["If x1 (the_if)"]),
     ("loop", "UnsupportedOp", ["Loop x1 (the_loop)"]),
     ("scan", "UnsupportedOp", ["Scan x1 (the_scan)"]),
-    ("unsupported_all", "UnsupportedOp", ["Hardmax x2 (hm_1, hm_2)", "HardSwish x1 (hs)"]),
+    ("unsupported_all", "UnsupportedOp", ["Hardmax x2 (hm_1, hm_2)", "Det x1 (det)"]),
     ("opset_11", "UnsupportedOp", ["opset 11", "13 to 21"]),
     ("opset_22", "UnsupportedOp", ["opset 22", "13 to 21"]),
     ("ext_missing", "FormatError", ["tensor 'w'", "'m.onnx.data'", "missing"]),

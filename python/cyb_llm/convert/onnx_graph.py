@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import Error, FormatError, InvalidConfig, UnsupportedOp
 from ..pipelines import STAGES_MODEL_TYPE
-from . import onnx_ops, onnx_ops_index, onnx_ops_nn  # noqa: F401  (register the translations)
+from . import onnx_ops, onnx_ops_decomp, onnx_ops_index, onnx_ops_nn  # noqa: F401  (register the translations)
 from .common import make_error, write_import
 from .onnx_registry import HANDLERS
 
