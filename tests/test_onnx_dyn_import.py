@@ -102,3 +102,23 @@ def test_a_table_that_caps_seq_loads_and_refuses_longer_runs(tmp_path):
         _same(m, sess, {"ids": np.arange(b * s, dtype=np.int64).reshape(b, s)})
     with pytest.raises(ShapeMismatch, match="expand_types"):
         m.run({"ids": np.zeros((2, 70), np.int64)})
+
+
+def test_resize_to_sizes_from_tracked_shape_arithmetic(tmp_path):
+    """Resize whose sizes are Concat(Shape(x)[:2], [7, 9]) (BEiT's interpolated position table): the
+    importer tracks the vector as [batch, 4, 7, 9] and writes a resize to known sizes (before: refused
+    as 'computed at run time'); equal to onnxruntime up to rounding at two batch sizes."""
+    nodes = [helper.make_node("Shape", ["x"], ["shp"]),
+             helper.make_node("Slice", ["shp", "zero1", "two1"], ["nc"]),
+             helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear",
+                              coordinate_transformation_mode="half_pixel")]
+    inits = {"zero1": np.array([0], np.int64), "two1": np.array([2], np.int64), "hw": np.array([7, 9], np.int64)}
+    src = _build(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 5, 6])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, 18, str(tmp_path / "rs.onnx"))
+    m, sess = _load(src, tmp_path)
+    for b in (1, 3):
+        x = np.random.default_rng(b).standard_normal((b, 4, 5, 6)).astype(np.float32)
+        got, ref = m.run({"x": x})["y"], sess.run(None, {"x": x})[0]
+        assert got.shape == ref.shape == (b, 4, 7, 9)
+        assert np.abs(got - ref).max() <= 1e-6 * np.abs(ref).max()

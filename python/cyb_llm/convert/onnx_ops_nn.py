@@ -309,7 +309,13 @@ def resize(imp: Any, node: Any, a: dict, nm: str) -> None:
         raise imp.unsupported(node, f"mode {mode!r}, coordinate_transformation_mode {ctm!r}")
     if int(a.get("antialias", 0)) or _s(a.get("keep_aspect_ratio_policy", "stretch")) != "stretch" or "axes" in a:
         raise imp.unsupported(node, "antialias / keep_aspect_ratio_policy / axes")
-    if _has(node, 3):
+    if _has(node, 3) and not imp.known(node, 3) and imp.name(node.input[3]) in imp.symvals:
+        # sizes computed by shape arithmetic the importer tracked: each a size, or the input's own dim
+        tracked = imp.symvals[imp.name(node.input[3])]
+        if len(tracked) != len(s) or not all(_known(v) or v == d for v, d in zip(tracked, s)):
+            raise imp.unsupported(node, f"sizes {tracked} over the dims {s} (sizes known at import, or a dim kept)")
+        sizes = [int(v) if _known(v) else -1 for v in tracked]
+    elif _has(node, 3):
         sizes = [int(v) for v in imp.const(node, 3, "sizes")]
     elif _has(node, 2):
         scales = [float(v) for v in imp.const(node, 2, "scales")]
