@@ -150,17 +150,44 @@ def gemm(imp: Any, node: Any, a: dict, nm: str) -> None:
     _weight_matmul(imp, node, nm, x, W, bias, node.output[0], (bname, "T" if not tb else "", float(alpha)))
 
 
+def _einsum_one(imp: Any, node: Any, nm: str, A: str, out: str, eq: str) -> None:
+    """One operand: the letters missing from the output summed (reduce), then a transpose."""
+    if len(set(A)) != len(A) or len(set(out)) != len(out) or not set(out) <= set(A):
+        raise imp.unsupported(node, f"equation {eq!r} (distinct letters, the output's among the input's)")
+    x = imp.value(node, node.input[0])
+    s = imp.shape(x)
+    gone = [i for i, c in enumerate(A) if c not in out]
+    kept = "".join(c for c in A if c in out)
+    if gone:
+        o = f"{nm}.sum"
+        imp.emit(o, "reduce", [x], [o], [[d for i, d in enumerate(s) if i not in gone]], fn="sum", axes=gone,
+                 keepdims=False)
+        x, s = o, [d for i, d in enumerate(s) if i not in gone]
+    if kept == out:
+        imp.alias[node.output[0]] = x
+    else:
+        imp.emit(nm, "transpose", [x], [node.output[0]], [[s[kept.index(c)] for c in out]],
+                 perm=[kept.index(c) for c in out])
+
+
 @handler("Einsum")
 def einsum(imp: Any, node: Any, a: dict, nm: str) -> None:
-    """Two operands, each letter one dim: batch letters (both inputs and the output), at most one
-    contracted letter and one free letter per side -> transposes + matmul_nd (+ a transpose)."""
+    """One operand: a sum over the letters the output drops and a transpose. Two operands, each
+    letter one dim: batch letters (both inputs and the output), contracted
+    letters (both inputs, not the output) and free letters of each side (in the output) -> transposes +
+    matmul_nd (+ reshapes and a transpose). Several contracted letters are one dim of their product;
+    several free letters of B likewise (split again after the product); several free letters of A stay
+    dims of their own, B broadcast over all but the last ('ibh,hnd->ibnd')."""
     eq = _s(a["equation"]).replace(" ", "")
     if "->" not in eq or "." in eq:
         raise imp.unsupported(node, f"equation {eq!r} (explicit output, no ellipsis)")
     lhs, out = eq.split("->")
     ops = lhs.split(",")
+    if len(ops) == 1 and len(node.input) == 1:
+        _einsum_one(imp, node, nm, ops[0], out, eq)
+        return
     if len(ops) != 2 or len(node.input) != 2:
-        raise imp.unsupported(node, f"equation {eq!r} (two operands are translated)")
+        raise imp.unsupported(node, f"equation {eq!r} (one or two operands are translated)")
     A, B = ops
     if len(set(A)) != len(A) or len(set(B)) != len(B):
         raise imp.unsupported(node, f"equation {eq!r} (a repeated letter: a diagonal)")
@@ -168,13 +195,19 @@ def einsum(imp: Any, node: Any, a: dict, nm: str) -> None:
     contr = [c for c in A if c in B and c not in out]
     fa = [c for c in A if c not in B]
     fb = [c for c in B if c not in A]
-    if len(contr) != 1 or len(fa) > 1 or len(fb) > 1 or any(c not in out for c in fa + fb) or \
-            sorted(out) != sorted(batch + fa + fb):
-        raise imp.unsupported(node, f"equation {eq!r} (batch letters, one contracted, one free per side)")
+    if not contr or any(c not in out for c in fa + fb) or sorted(out) != sorted(batch + fa + fb):
+        raise imp.unsupported(node, f"equation {eq!r} (batch letters, contracted letters, and free letters "
+                                    "of each side that reach the output)")
     xa, xb = imp.value(node, node.input[0]), imp.value(node, node.input[1])
     sa, sb = imp.shape(xa), imp.shape(xb)
     dim = {c: sa[A.index(c)] for c in A}
     dim.update({c: sb[B.index(c)] for c in B if c not in dim})
+    nb = len(batch)
+    bd = [dim[c] for c in batch]
+
+    def product(letters: list[str]) -> Any:
+        ds = [dim[c] for c in letters]
+        return int(np.prod(ds)) if _known(*ds) else imp.fresh()
 
     def permute(x: str, have: str, want: str, tag: str) -> str:
         if have == want:
@@ -183,32 +216,51 @@ def einsum(imp: Any, node: Any, a: dict, nm: str) -> None:
         imp.emit(o, "transpose", [x], [o], [[dim[c] for c in want]], perm=[have.index(c) for c in want])
         return o
 
-    a_order = "".join(batch + fa + contr)
-    b_order = "".join(batch + contr + fb)
-    ta = permute(xa, A, a_order, "a")
-    tb = permute(xb, B, b_order, "b")
+    def reshape(x: str, target: list, tag: str) -> str:
+        if imp.shape(x) == target:
+            return x
+        o = f"{nm}.{tag}"
+        imp.reshape(o, x, o, target)
+        return o
+
+    def unsqueeze(x: str, axes: list[int], target: list, tag: str) -> str:
+        o = f"{nm}.{tag}"
+        imp.emit(o, "unsqueeze", [x], [o], [target], axes=axes)
+        return o
+
+    K = product(contr)
+    ta = permute(xa, A, "".join(batch + fa + contr), "a")
+    ta = reshape(ta, bd + [dim[c] for c in fa] + [K], "ak")
+    tb = permute(xb, B, "".join(batch + contr + fb), "b")
+    FB = product(fb) if fb else 1
+    tb = reshape(tb, bd + [K] + [dim[c] for c in fb], "bk")
+    if len(fb) > 1:
+        tb = reshape(tb, bd + [K, FB], "bf")
+    elif not fb:  # [.., K] -> [.., K, 1]
+        tb = unsqueeze(tb, [nb + 1], bd + [K, 1], "b1")
     if not fa:  # [.., K] -> [.., 1, K]
-        imp.emit(f"{nm}.a1", "unsqueeze", [ta], [f"{nm}.a1"], [[dim[c] for c in batch] + [1, dim[contr[0]]]],
-                 axes=[len(batch)])
-        ta = f"{nm}.a1"
-    if not fb:
-        imp.emit(f"{nm}.b1", "unsqueeze", [tb], [f"{nm}.b1"], [[dim[c] for c in batch] + [dim[contr[0]], 1]],
-                 axes=[len(batch) + 1])
-        tb = f"{nm}.b1"
-    mm_order = "".join(batch + (fa or ["_"]) + (fb or ["^"]))
+        ta = unsqueeze(ta, [nb], bd + [1, K], "a1")
+    elif len(fa) > 1:  # B over A's free dims but the last: [.., 1 (len(fa) - 1 times), K, FB]
+        tb = unsqueeze(tb, list(range(nb, nb + len(fa) - 1)), bd + [1] * (len(fa) - 1) + [K, FB], "bu")
+    la = fa or ["_"]
     dim["_"], dim["^"] = 1, 1
     res = f"{nm}.mm"
-    imp.emit(res, "matmul_nd", [ta, tb], [res], [[dim[c] for c in mm_order]])
-    squeeze = [i for i, c in enumerate(mm_order) if c in "_^"]
+    imp.emit(res, "matmul_nd", [ta, tb], [res], [bd + [dim[c] for c in la] + [FB]])
+    if len(fb) > 1:
+        res = reshape(res, bd + [dim[c] for c in la + fb], "split")
+        order = batch + la + fb
+    else:
+        order = batch + la + (fb or ["^"])
+    squeeze = [i for i, c in enumerate(order) if c in "_^"]
     if squeeze:
         o = f"{nm}.sq"
-        imp.emit(o, "squeeze", [res], [o], [[dim[c] for c in mm_order if c not in "_^"]], axes=squeeze)
-        res, mm_order = o, "".join(c for c in mm_order if c not in "_^")
-    if mm_order == out:
+        imp.emit(o, "squeeze", [res], [o], [[dim[c] for c in order if c not in "_^"]], axes=squeeze)
+        res, order = o, [c for c in order if c not in "_^"]
+    if "".join(order) == out:
         imp.alias[node.output[0]] = res
     else:
         imp.emit(nm, "transpose", [res], [node.output[0]], [[dim[c] for c in out]],
-                 perm=[mm_order.index(c) for c in out])
+                 perm=[order.index(c) for c in out])
 
 
 @handler("Softmax")
