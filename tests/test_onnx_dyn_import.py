@@ -12,6 +12,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
+from tolerances import tolerance  # noqa: E402
+
 I64_MAX = np.iinfo(np.int64).max
 
 
@@ -107,7 +109,7 @@ def test_a_table_that_caps_seq_loads_and_refuses_longer_runs(tmp_path):
 def test_resize_to_sizes_from_tracked_shape_arithmetic(tmp_path):
     """Resize whose sizes are Concat(Shape(x)[:2], [7, 9]) (BEiT's interpolated position table): the
     importer tracks the vector as [batch, 4, 7, 9] and writes a resize to known sizes (before: refused
-    as 'computed at run time'); equal to onnxruntime up to rounding at two batch sizes."""
+    as 'computed at run time'); within op-f32 of onnxruntime (one linear resize) at two batch sizes."""
     nodes = [helper.make_node("Shape", ["x"], ["shp"]),
              helper.make_node("Slice", ["shp", "zero1", "two1"], ["nc"]),
              helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0),
@@ -121,4 +123,4 @@ def test_resize_to_sizes_from_tracked_shape_arithmetic(tmp_path):
         x = np.random.default_rng(b).standard_normal((b, 4, 5, 6)).astype(np.float32)
         got, ref = m.run({"x": x})["y"], sess.run(None, {"x": x})[0]
         assert got.shape == ref.shape == (b, 4, 7, 9)
-        assert np.abs(got - ref).max() <= 1e-6 * np.abs(ref).max()
+        assert np.abs(got - ref).max() <= tolerance("op-f32") * np.abs(ref).max()
