@@ -4,8 +4,9 @@ on the same .onnx at several batch and sequence sizes. Each covers a translation
 exports found missing or wrong: GPT-2 under the default SDPA attention (its causal mask as Trilu),
 BERT with a 64-row position table (the load-time probes exceed it), LeViT (BatchNormalization,
 HardSwish), ConvNeXt-V2 (ReduceL2), XLNet (Einsum with two free letters a side, of one operand,
-EyeLike), Funnel (Einsum 'td,dnh->tnh'), BEiT (Resize to tracked sizes), MobileBERT (its pooler's
-tanh of small values), BERT exported at opset 20 (Gelu)."""
+EyeLike), Funnel (Einsum 'td,dnh->tnh'), BEiT (Resize to tracked sizes), DINOv2 (its position
+table's bicubic Resize), MobileBERT (its pooler's tanh of small values), BERT exported at opset 20
+(Gelu)."""
 from __future__ import annotations
 
 import numpy as np
@@ -93,6 +94,9 @@ MODELS = {
     "convnextv2": (lambda: _image(T.ConvNextV2Model(T.ConvNextV2Config(hidden_sizes=[16, 32], depths=[1, 1],
                                                                        num_stages=2)),
                                   ("last_hidden_state", "pooler_output"), vary=True), 17),
+    "dinov2": (lambda: _image(T.Dinov2Model(T.Dinov2Config(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                                                           num_attention_heads=2, mlp_ratio=2)),
+                              ("last_hidden_state", "pooler_output")), 17),
     "beit": (lambda: _image(T.BeitModel(T.BeitConfig(
         image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
         use_relative_position_bias=True, use_mean_pooling=True)), ("last_hidden_state", "pooler_output")), 17),

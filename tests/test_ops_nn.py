@@ -466,6 +466,12 @@ def test_resize_matches_torch():
         got = _run("resize", [x], {"sizes": [1, 3, 11, 7], "mode": "linear", "coordinate_transformation_mode": coord})
         ref = F.interpolate(_t(x), size=(11, 7), mode="bilinear", align_corners=ac).numpy()
         assert _err(ref, got) <= TOL
+        # torch's bicubic: Keys' a = -0.75, source indices clamped to the input (ONNX's exclude_outside 0)
+        for sizes in ((11, 7), (4, 3)):
+            got = _run("resize", [x], {"sizes": [1, 3, *sizes], "mode": "cubic", "coordinate_transformation_mode": coord,
+                                       "cubic_coeff_a": -0.75})
+            ref = F.interpolate(_t(x), size=sizes, mode="bicubic", align_corners=ac).numpy()
+            assert _err(ref, got) <= TOL, (coord, sizes)
 
 
 def test_resize_errors():

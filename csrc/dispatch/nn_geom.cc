@@ -236,6 +236,38 @@ static int64_t resize_nearest(int mode, double c, int64_t in) {
   return std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(r), 0), in - 1);
 }
 
+int resize_taps(const Op& op, int64_t o, int64_t n_in, int64_t n_out, int64_t idx[4], double w[4]) {
+  if (op.a.mode != 2 || n_in == n_out) {
+    int64_t a = o, b = o;
+    double f = 0.0;
+    resize_source(op, o, n_in, n_out, &a, &b, &f);
+    idx[0] = a;
+    w[0] = 1.0 - f;
+    if (f == 0.0) return 1;
+    idx[1] = b;
+    w[1] = f;
+    return 2;
+  }
+  const double c = resize_coord(op.a.coord_mode, o, n_in, n_out), A = op.a.alpha;
+  const double fl = std::floor(c), t = c - fl;
+  // Keys' cubic convolution weights at distances 1 + t, t, 1 - t, 2 - t
+  const double d[4] = {1.0 + t, t, 1.0 - t, 2.0 - t};
+  double sum = 0.0;
+  int n = 0;
+  for (int k = 0; k < 4; ++k) {
+    const double x = d[k];
+    const double wk = x <= 1.0 ? ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0 : ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    const int64_t i = static_cast<int64_t>(fl) - 1 + k;
+    if (op.a.exclusive && (i < 0 || i >= n_in)) continue;
+    idx[n] = std::min<int64_t>(std::max<int64_t>(i, 0), n_in - 1);
+    w[n++] = wk;
+    sum += wk;
+  }
+  if (op.a.exclusive)
+    for (int k = 0; k < n; ++k) w[k] /= sum;
+  return n;
+}
+
 void resize_source(const Op& op, int64_t o, int64_t n_in, int64_t n_out, int64_t* a, int64_t* b, double* f) {
   *a = *b = o;
   *f = 0.0;

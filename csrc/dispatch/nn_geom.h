@@ -42,5 +42,11 @@ int nn_axis(const Op& op, int nd);
 // op's mode, coordinate_transformation_mode and nearest_mode, in double (the cpu reference and
 // the wgpu+rs kernel's host-side tables share it).
 void resize_source(const Op& op, int64_t o, int64_t n_in, int64_t n_out, int64_t* a, int64_t* b, double* f);
+// The same as up to four taps: source indices idx[k] with weights w[k], k < the count returned
+// (nearest 1, linear 2 (1 - f, f; one where f = 0), cubic 4: floor(c) - 1 .. floor(c) + 2 with
+// Keys' weights of coefficient a = cubic_coeff_a (op.a.alpha), indices clamped to the dim (ONNX's
+// edge padding), or with exclude_outside (op.a.exclusive) the taps outside it dropped and the
+// others' weights scaled to sum to 1); a dim whose size is unchanged: o itself, weight 1.
+int resize_taps(const Op& op, int64_t o, int64_t n_in, int64_t n_out, int64_t idx[4], double w[4]);
 
 }  // namespace cyb

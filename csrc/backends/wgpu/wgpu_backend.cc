@@ -382,8 +382,8 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
       return op.a.activation == kActNone && conv_inputs() && array_op_fits(op, in, n_in);
     case OpKind::Lstm:  // one workgroup a batch row, up to 1024 hidden units (lstm.wgsl MAXH)
       return all_plain() && array_op_fits(op, in, n_in) && in[1].shape.d[0] / 4 <= 1024 && in[0].shape.d[1] <= 65535;
-    case OpKind::Resize:  // up to 8 dims: 2^8 corners at most
-      return all_plain() && array_op_fits(op, in, n_in) && in[0].shape.ndim <= 8;
+    case OpKind::Resize:  // up to 8 dims: 2^8 corners at most; nearest and linear (cubic: the cpu)
+      return all_plain() && array_op_fits(op, in, n_in) && in[0].shape.ndim <= 8 && op.a.mode != 2;
     case OpKind::Unary:  // f32: every fn with a float result, isnan / isinf (bools: typed.wgsl); not (bool),
                          // neg, abs (integers): typed.wgsl
       if (all_plain()) return array_op_fits(op, in, n_in) && op.a.fn != kUNot;

@@ -158,37 +158,41 @@ struct ArrayNnKernels {
     const Shape& xs = in[0].shape;
     const Shape& os = out[0].shape;
     const int nd = xs.ndim;
-    // Per dim and output index: up to two source indices and weights (linear), one (nearest).
-    std::vector<std::vector<int64_t>> i0(static_cast<size_t>(nd)), i1(static_cast<size_t>(nd));
-    std::vector<std::vector<double>> w1(static_cast<size_t>(nd));
-    for (int d = 0; d < nd; ++d) {
-      const int64_t n_in = xs.d[d], n_out = os.d[d];
-      for (int64_t o = 0; o < n_out; ++o) {
-        int64_t a = o, b = o;
-        double f = 0.0;
-        resize_source(op, o, n_in, n_out, &a, &b, &f);  // (dispatch/nn_geom.cc: shared with the GPU kernel)
-        i0[static_cast<size_t>(d)].push_back(a);
-        i1[static_cast<size_t>(d)].push_back(b);
-        w1[static_cast<size_t>(d)].push_back(f);
+    // Per dim and output index: its taps (dispatch/nn_geom.cc resize_taps: one for nearest, up to two
+    // for linear, four for cubic; the linear ones shared with the GPU kernel's tables).
+    struct Taps {
+      int n;
+      int64_t i[4];
+      double w[4];
+    };
+    std::vector<std::vector<Taps>> taps(static_cast<size_t>(nd));
+    for (int d = 0; d < nd; ++d)
+      for (int64_t o = 0; o < os.d[d]; ++o) {
+        Taps t{};
+        t.n = resize_taps(op, o, xs.d[d], os.d[d], t.i, t.w);
+        taps[static_cast<size_t>(d)].push_back(t);
       }
-    }
     int64_t st[Shape::kMaxDims];
     strides_of(xs, st);
     const float* x = in[0].f32();
     float* y = out[0].f32();
     for_each_index(os, [&](int64_t li, const int64_t* idx) {
+      // the product of every dim's taps, dim 0's changing fastest; a zero weight skips its terms
+      const Taps* td[Shape::kMaxDims];
+      int64_t total = 1;
+      for (int d = 0; d < nd; ++d) {
+        td[d] = &taps[static_cast<size_t>(d)][static_cast<size_t>(idx[d])];
+        total *= td[d]->n;
+      }
       double s = 0.0;
-      // 2^nd corners, skipping the zero-weight ones.
-      for (int m = 0; m < (1 << nd); ++m) {
+      for (int64_t m = 0; m < total; ++m) {
         double wt = 1.0;
-        int64_t off = 0;
+        int64_t off = 0, r = m;
         for (int d = 0; d < nd && wt != 0.0; ++d) {
-          const size_t du = static_cast<size_t>(d), o = static_cast<size_t>(idx[d]);
-          const double f = w1[du][o];
-          const bool hi = (m >> d) & 1;
-          if (hi && f == 0.0) wt = 0.0;
-          wt *= hi ? f : 1.0 - f;
-          off += (hi ? i1[du][o] : i0[du][o]) * st[d];
+          const int k = static_cast<int>(r % td[d]->n);
+          r /= td[d]->n;
+          wt *= td[d]->w[k];
+          off += td[d]->i[k] * st[d];
         }
         if (wt != 0.0) s += wt * x[off];
       }

@@ -356,7 +356,7 @@ def resize(imp: Any, node: Any, a: dict, nm: str) -> None:
     mode = _s(a.get("mode", "nearest"))
     ctm = _s(a.get("coordinate_transformation_mode", "half_pixel"))
     nmode = _s(a.get("nearest_mode", "round_prefer_floor"))
-    if mode not in ("nearest", "linear") or ctm not in ("half_pixel", "asymmetric", "align_corners",
+    if mode not in ("nearest", "linear", "cubic") or ctm not in ("half_pixel", "asymmetric", "align_corners",
                                                          "pytorch_half_pixel"):
         raise imp.unsupported(node, f"mode {mode!r}, coordinate_transformation_mode {ctm!r}")
     if int(a.get("antialias", 0)) or _s(a.get("keep_aspect_ratio_policy", "stretch")) != "stretch" or "axes" in a:
@@ -390,6 +390,10 @@ def resize(imp: Any, node: Any, a: dict, nm: str) -> None:
     attrs = {"sizes": sizes, "mode": mode, "coordinate_transformation_mode": ctm}
     if mode == "nearest":
         attrs["nearest_mode"] = nmode
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = float(a.get("cubic_coeff_a", -0.75))
+        if int(a.get("exclude_outside", 0)):
+            attrs["exclude_outside"] = True
     imp.emit(nm, "resize", [x], [node.output[0]], [out], **attrs)
 
 
