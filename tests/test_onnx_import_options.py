@@ -97,24 +97,27 @@ def test_shared_weights_are_written_once(tmp_path):
     K = 64
     rng = np.random.default_rng(5)
     w = (rng.standard_normal((K, K)) / 8).astype(np.float32)
+    c = rng.standard_normal(K).astype(np.float32)  # the Gemms' C (a bias of its own per node)
     nodes = [N("MatMul", ["x", "w"], ["h1"], name="l1"), N("MatMul", ["h1", "w"], ["h2"], name="l2"),
              N("MatMul", ["h2", "w"], ["y"], name="l3"),
-             N("Gemm", ["x", "w"], ["g1"], name="g1", transB=1), N("Gemm", ["g1", "w"], ["g2"], name="g2", transB=1),
-             N("Gemm", ["g2", "w"], ["z"], name="g3", transB=1, alpha=0.5)]
+             N("Gemm", ["x", "w", "c"], ["g1"], name="g1", transB=1), N("Gemm", ["g1", "w", "c"], ["g2"], name="g2", transB=1),
+             N("Gemm", ["g2", "w", "c"], ["z"], name="g3", transB=1, alpha=0.5)]
     g = helper.make_graph(nodes, "tied", [helper.make_tensor_value_info("x", T.FLOAT, ["n", K])],
                           [helper.make_tensor_value_info("y", T.FLOAT, None),
                            helper.make_tensor_value_info("z", T.FLOAT, None)],
-                          initializer=[numpy_helper.from_array(w, "w")])
+                          initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(c, "c")])
     src, out = str(tmp_path / "tied.onnx"), str(tmp_path / "tied.model")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
     import_model(src, out, progress=False)
     mf = ModelFile(out)
-    assert len(mf.tensors) == 3, sorted(mf.tensors)  # w^T (the MatMuls), w (Gemm alpha 1), 0.5 w
+    # w^T (the MatMuls), w (Gemm alpha 1), 0.5 w, and the two Gemm biases
+    assert len([n for n in mf.tensors if n.endswith(".weight")]) == 3, sorted(mf.tensors)
     x = rng.standard_normal((4, K)).astype(np.float32)
     got = cyb_llm.load(out, backend="cpu").run({"x": x})
     wd, xd = w.astype(np.float64), x.astype(np.float64)
     assert _rel(got["y"], xd @ wd @ wd @ wd) <= tolerance("onnx-vs-f64")
-    assert _rel(got["z"], 0.5 * (xd @ wd.T @ wd.T @ wd.T)) <= tolerance("onnx-vs-f64")
+    cd = c.astype(np.float64)
+    assert _rel(got["z"], 0.5 * (((xd @ wd.T + cd) @ wd.T + cd) @ wd.T) + cd) <= tolerance("onnx-vs-f64")
 
 
 def test_quantize_skips_rows_that_are_not_whole_blocks(tmp_path):

@@ -97,9 +97,9 @@ def _weight_matmul(imp: Any, node: Any, nm: str, x: str, W: np.ndarray, bias: np
     """x [.., K] @ W^T + bias with W [N, K] a constant: the `matmul` op (weights in the weights section).
     `source` names the constant and the transform W came from: nodes with the same one (a weight
     shared by several layers, as ALBERT's) read one copy."""
+    base = nm.strip("/").replace("/", ".") or "matmul"
     wname = imp.derived.get(source)
     if wname is None:
-        base = nm.strip("/").replace("/", ".") or "matmul"
         wname = imp.derived[source] = f"{base}.weight"
         imp.consts[wname] = np.ascontiguousarray(W, dtype=np.float32)
     ins = [x, imp.value(node, wname)]
