@@ -311,3 +311,19 @@ def test_pipeline_only_for_onnx(tmp_path):
         import_model(str(folder), str(tmp_path / "x.model"), pipeline="tts", progress=False)
     with pytest.raises(SystemExit):  # argparse: not a choice
         main(["import", _relu(tmp_path / "g.onnx"), "-o", str(tmp_path / "y.model"), "--pipeline", "vocoder"])
+
+
+def test_scalar_initializers_stay_scalars(tmp_path):
+    """A 0-d float initializer is a 0-d tensor of the weights section (np.ascontiguousarray had made it
+    [1], so a scalar op with it gave a [1] output where ONNX gives [])."""
+    g = helper.make_graph([N("Div", ["x", "c"], ["y"]), N("Mul", ["v", "c"], ["z"])], "s",
+                          [helper.make_tensor_value_info("x", T.FLOAT, []), helper.make_tensor_value_info("v", T.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None), helper.make_tensor_value_info("z", T.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(np.array(255.0, np.float32), "c")])
+    src, out = str(tmp_path / "s.onnx"), str(tmp_path / "s.model")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
+    import_model(src, out, progress=False)
+    assert ModelFile(out).tensors["c"].shape == ()
+    got = cyb_llm.load(out, backend="cpu").run({"x": np.array(510.0, np.float32), "v": np.ones(3, np.float32)})
+    assert got["y"].shape == () and got["y"] == 2.0
+    assert got["z"].shape == (3,) and np.all(got["z"] == 255.0)

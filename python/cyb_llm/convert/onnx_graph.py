@@ -51,6 +51,13 @@ _SUPPORTED = {"Relu", "Sigmoid", "Tanh", "Sqrt", "Add", "Mul", "Pow", "Conv", "T
 Dim = Any  # int (a known size) or str (a symbolic size)
 
 
+def _contiguous(arr: np.ndarray, dtype: Any) -> np.ndarray:
+    """`arr` as a C-contiguous array of `dtype` (a copy only where needed) that keeps a 0-d array 0-d
+    (np.ascontiguousarray makes it 1-d: a scalar initializer became a [1] tensor, and a scalar op
+    with it gave [1], not [])."""
+    return np.asarray(arr, dtype=dtype, order="C")
+
+
 def _mono(d: Dim) -> tuple[int, tuple[str, ...]]:
     """A symbolic size as coefficient x names: 12 -> (12, ()), "batch" -> (1, ("batch",)),
     "4*batch" -> (4, ("batch",))."""
@@ -243,7 +250,7 @@ class _Importer:
                     self.const_names.add(v)
                 return v
             if v not in self.weights:
-                self.weights[v] = np.ascontiguousarray(arr, dtype=np.float32)
+                self.weights[v] = _contiguous(arr, np.float32)
             return v
         raise make_error(FormatError, f"ONNX node '{node.name}' reads '{v}', which nothing defines before it",
                          section="onnx", key=v)
@@ -1019,7 +1026,7 @@ class _Importer:
         names = []
         for suffix, arr in (("W", W.reshape(4 * H, -1)), ("R", R.reshape(4 * H, H)), ("B", B.reshape(8 * H))):
             n = f"{base}.{suffix}"
-            self.weights[n] = np.ascontiguousarray(arr, dtype=np.float32)
+            self.weights[n] = _contiguous(arr, np.float32)
             names.append(n)
         S, N = s[0], s[1]
         ins = [x] + names
