@@ -239,12 +239,13 @@ class _Importer:
             if arr.ndim > 8:
                 raise self.unsupported(node, f"'{v}' has {arr.ndim} dims (at most 8)")
             if arr.dtype.kind != "f":  # integers and booleans read at run time: a constant of the graph
-                if v not in self.const_names:
-                    if arr.size > 1 << 16:
-                        raise self.unsupported(node, f"integer tensor '{v}' of {arr.size} values read at run time")
+                if v not in self.const_names and v not in self.weights:
                     dt = _NP_NAMES.get(arr.dtype)
                     if dt is None:
                         raise self.unsupported(node, f"'{v}' has element type {arr.dtype}")
+                    if arr.size > 1 << 16:  # a large one (a quantized embedding table): a tensor of the weights section
+                        self.weights[v] = _contiguous(arr, arr.dtype)
+                        return v
                     self.constants.append({"name": v, "dtype": dt, "shape": [int(d) for d in arr.shape],
                                            "values": [int(x) for x in arr.reshape(-1)]})
                     self.const_names.add(v)
@@ -1165,7 +1166,9 @@ def weight_records(graph: dict, weights: dict[str, np.ndarray], quantize: str | 
     ws, cs = matmul_weights(graph), conv_weights(graph)
     recs = []
     for name, w in weights.items():
-        if name in ws and w.ndim == 2 and qtype is not None and w.shape[1] % 32 == 0 and w.size:
+        if w.dtype.kind != "f":  # integers (a quantized model's tables) keep their type
+            recs.append((name, _NP_NAMES[w.dtype], list(w.shape), _contiguous(w, w.dtype)))
+        elif name in ws and w.ndim == 2 and qtype is not None and w.shape[1] % 32 == 0 and w.size:
             from gguf import GGMLQuantizationType, quants
 
             blocks = quants.quantize(np.ascontiguousarray(w, np.float32), GGMLQuantizationType[qtype[0]])

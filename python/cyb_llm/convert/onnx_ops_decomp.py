@@ -171,3 +171,104 @@ def eye_like(imp: Any, node: Any, a: dict, nm: str) -> None:
                                                 "bool": 9}[imp.dtype(x)]
     b.add("Cast", [eq], node.output[0], to=to)
     b.translate()
+
+
+# ---- quantization (onnxruntime's quantize_dynamic / QDQ models) --------------------------------
+# The integer ops run as float arithmetic on the integer values (exact up to 2^24, the sums of a
+# MatMulInteger rounded as f32 past that): MatMulInteger's result is f32, which the Cast to float
+# that follows it in these graphs leaves as it is.
+
+_QRANGE = {"u8": (0.0, 255.0, 2), "i8": (-128.0, 127.0, 3)}
+
+
+def _per_axis(b: _Nodes, imp: Any, node: Any, v: str, rank: int, axis: int, of: str | None = None) -> str:
+    """A 1-D per-channel scale or zero point along `axis` of a rank-`rank` input, reshaped to broadcast
+    (`of`: the input of the node whose shape v has, when v is one of the nodes still to translate)."""
+    s = imp.shape(of or v)
+    if len(s) == 0 or rank <= 1:
+        return v
+    if len(s) != 1:
+        raise imp.unsupported(node, f"a scale / zero point of {len(s)} dims (a scalar or one per channel)")
+    axis = axis + rank if axis < 0 else axis
+    return b.add("Reshape", [v, b.const(np.array([-1] + [1] * (rank - axis - 1), np.int64))])
+
+
+@handler("DequantizeLinear")
+def dequantize_linear(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """(float(x) - float(zero_point)) * scale (constant inputs fold at import)."""
+    if int(a.get("block_size", 0)):
+        raise imp.unsupported(node, "block_size (blocked quantization)")
+    b = _Nodes(imp, node, nm)
+    rank, axis = len(imp.shape(node.input[0])), int(a.get("axis", 1))
+    x = b.add("Cast", [node.input[0]], to=1)
+    if len(node.input) > 2 and node.input[2]:
+        x = b.add("Sub", [x, _per_axis(b, imp, node, b.add("Cast", [node.input[2]], to=1), rank, axis, node.input[2])])
+    b.add("Mul", [x, _per_axis(b, imp, node, node.input[1], rank, axis)], node.output[0])
+    b.translate()
+
+
+def _quantize(b: _Nodes, x: str, scale: str, zp_float: str | None, dt: str, out: str) -> str:
+    """saturate(round(x / scale) + zero point) as the integer type `dt`."""
+    lo, hi, onnx_type = _QRANGE[dt]
+    q = b.add("Round", [b.add("Div", [x, scale])])
+    if zp_float is not None:
+        q = b.add("Add", [q, zp_float])
+    q = b.add("Clip", [q, b.const(np.array(lo, np.float32)), b.const(np.array(hi, np.float32))])
+    return b.add("Cast", [q], out, to=onnx_type)
+
+
+@handler("QuantizeLinear")
+def quantize_linear(imp: Any, node: Any, a: dict, nm: str) -> None:
+    if int(a.get("block_size", 0)) or not int(a.get("saturate", 1)):
+        raise imp.unsupported(node, "block_size or saturate 0")
+    b = _Nodes(imp, node, nm)
+    rank, axis = len(imp.shape(node.input[0])), int(a.get("axis", 1))
+    dt, zpf = "u8", None
+    if len(node.input) > 2 and node.input[2]:
+        dt = imp.dtype(node.input[2])
+        if dt not in _QRANGE:
+            raise imp.unsupported(node, f"a zero point of type {dt} (u8 and i8 are translated)")
+        zpf = _per_axis(b, imp, node, b.add("Cast", [node.input[2]], to=1), rank, axis, node.input[2])
+    _quantize(b, node.input[0], _per_axis(b, imp, node, node.input[1], rank, axis), zpf, dt, node.output[0])
+    b.translate()
+
+
+@handler("DynamicQuantizeLinear")
+def dynamic_quantize_linear(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """u8 with scale = (max(x, 0) - min(x, 0)) / 255 and zero point round(saturate(-min / scale)),
+    as the ONNX definition writes them."""
+    b = _Nodes(imp, node, nm)
+    x = node.input[0]
+    zero = b.const(np.array(0.0, np.float32))
+    mn = b.add("Min", [b.add("ReduceMin", [x], keepdims=0), zero])
+    mx = b.add("Max", [b.add("ReduceMax", [x], keepdims=0), zero])
+    y, scale_out, zp_out = (list(node.output) + ["", ""])[:3]
+    scale = b.add("Div", [b.add("Sub", [mx, mn]), b.const(np.array(255.0, np.float32))], scale_out or None)
+    zpf = b.add("Clip", [b.add("Sub", [zero, b.add("Div", [mn, scale])]), zero, b.const(np.array(255.0, np.float32))])
+    zpf = b.add("Round", [zpf])
+    if zp_out:
+        b.add("Cast", [zpf], zp_out, to=2)
+    _quantize(b, x, scale, zpf, "u8", y)
+    b.translate()
+
+
+@handler("MatMulInteger")
+def matmul_integer(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """(A - a_zero_point) @ (B - b_zero_point) in float: a constant B (its zero point subtracted at
+    import) is a weight of the matmul op."""
+    b = _Nodes(imp, node, nm)
+    A = b.add("Cast", [node.input[0]], to=1)
+    if len(node.input) > 2 and node.input[2]:
+        A = b.add("Sub", [A, b.add("Cast", [node.input[2]], to=1)])
+    Bn = node.input[1]
+    if imp.known(node, 1) and imp.known(node, 3):
+        w = imp.const(node, 1, "B").astype(np.float32)
+        if len(node.input) > 3 and node.input[3]:
+            w = w - imp.const(node, 3, "b_zero_point").astype(np.float32)
+        B = b.const(np.ascontiguousarray(w))
+    else:
+        B = b.add("Cast", [Bn], to=1)
+        if len(node.input) > 3 and node.input[3]:
+            B = b.add("Sub", [B, b.add("Cast", [node.input[3]], to=1)])
+    b.add("MatMul", [A, B], node.output[0])
+    b.translate()
