@@ -1181,6 +1181,20 @@ def test_tanh_of_small_values_to_a_relative_error(name, backend):
     assert float(np.max(np.abs(y - ref) / np.abs(ref))) <= TOL_F32
 
 
+@pytest.mark.parametrize("op", ["softmax", "softmax_axis"])
+def test_softmax_of_rows_at_the_lowest_float(op, backend):
+    """A row whose every value is the lowest finite f32 (transformers' and DeBERTa's fill for masked
+    scores: a padded row of attention is all of it) is uniform, as onnxruntime gives it; a row with one
+    such value among others gives it 0. wgpu+rs started its running max at -3.4e38, above that value:
+    exp underflowed to 0 everywhere, 0 / 0 = NaN, and the NaN spread through the next layers."""
+    lo = np.finfo(np.float32).min
+    x = np.array([[lo] * 8, [lo, 1.0, 2.0, 0.5, -1.0, 3.0, 0.0, 1.5]], np.float32)
+    (y,) = run(op, [x], {"axis": -1} if op == "softmax_axis" else {}, backend=backend)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    assert np.isfinite(y).all() and rel_err(y, e / e.sum(-1, keepdims=True)) <= TOL_F32
+
+
 def test_softmax(backend):
     rng = np.random.default_rng(11)
     for shape in ((1, 7), (4, 301)):

@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (row >= p.R) { return; }
   let base = row * p.D;
 //#if SOFTMAX
-  var mx = -3.4e38;
+  var mx = bitcast<f32>(0xff7fffffu);  // the lowest finite f32 (masks fill with it: -3.4e38 is above it)
   for (var i = li; i < p.D; i += 256u) { mx = max(mx, xin(base + i)); }
   mx = wg_reduce(mx, li, true);
   var es = 0.0;
