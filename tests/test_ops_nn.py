@@ -572,6 +572,20 @@ def test_pool_inside_equals_reference(level, mode, k, s, d, ceil):
     assert _err(_pool_ref(x, mode, k, s, [0, 0, 0, 0], d if mode == "max" else (1, 1), False, ceil), got) <= TOL
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("k,hw", [(8, (2, 1)), (3, (2, 2)), (5, (3, 3)), (4, (2, 3))])
+def test_pool_ceil_mode_kernel_larger_than_x(level, mode, k, hw):
+    """ceil_mode with a kernel larger than x by less than a stride: one window (EfficientNet's pooler,
+    AvgPool2d(hidden_dim, ceil_mode=True), on a smaller feature map), as torch gives it; it was a
+    ShapeMismatch. Without ceil_mode it stays one (test_pool_errors)."""
+    x = _rand(2, 3, *hw)
+    got = _run("pool", [x], {"mode": mode, "kernel_shape": [k, k], "strides": [k, k], "ceil_mode": True}, level)
+    pool = F.avg_pool2d if mode == "avg" else F.max_pool2d
+    ref = pool(_t(x), k, k, ceil_mode=True).numpy()
+    assert got.shape == ref.shape == (2, 3, 1, 1) and _err(ref, got) <= TOL
+
+
 def test_pool_errors():
     x = _rand(1, 2, 5, 5)
     with pytest.raises(InvalidConfig, match="kernel_shape"):
@@ -582,6 +596,9 @@ def test_pool_errors():
         _run("pool", [x], {"mode": "avg", "kernel_shape": [2, 2], "dilations": [2, 2]})
     with pytest.raises(ShapeMismatch, match="smaller than the kernel"):
         _run("pool", [_rand(1, 2, 1, 1)], {"mode": "max", "kernel_shape": [2, 2]})
+    # ceil_mode: one window only where the kernel is larger than x by less than a stride
+    with pytest.raises(ShapeMismatch, match=r"smaller than the kernel.*expected \[1, 2, 4, 4\], got \[1, 2, 3, 3\]"):
+        _run("pool", [_rand(1, 2, 3, 3)], {"mode": "avg", "kernel_shape": [6, 6], "strides": [3, 3], "ceil_mode": True})
 
 
 # ------------------------------------------------------------------ softmax_axis

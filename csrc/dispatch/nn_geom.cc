@@ -116,9 +116,17 @@ ConvGeom conv_geom(const Op& op, const Tensor* in, int n_in) {
     } else {
       if (pool && (g.pb[i] >= eff || g.pe[i] >= eff)) bad_attr(op, "pads", "must be smaller than the kernel extent");
       const int64_t span = g.in[i] + g.pb[i] + g.pe[i] - eff;
-      if (span < 0) bad(op, {g.N, g.C, eff}, xs, "x (smaller than the kernel)");
-      g.out[i] = span / g.stride[i] + 1;
-      if (pool && op.a.ceil_mode) {
+      // ceil_mode: ceil(span / stride) + 1 windows, one where the kernel is larger than the padded input
+      // by less than a stride (EfficientNet's pooler: a kernel of the feature map's nominal size)
+      const bool ceil = pool && op.a.ceil_mode;
+      if (span < 0 && !(ceil && span > -g.stride[i])) {
+        Shape want = xs;  // each spatial dim at least the least size a window fits in
+        for (int j = 0; j < sd; ++j)
+          want.d[2 + j] = std::max(xs.d[2 + j], (g.k[j] - 1) * g.dil[j] + 1 - g.pb[j] - g.pe[j] - (ceil ? g.stride[j] - 1 : 0));
+        bad(op, want.vec(), xs, "x (smaller than the kernel)");
+      }
+      g.out[i] = span < 0 ? 1 : span / g.stride[i] + 1;
+      if (ceil && span >= 0) {
         g.out[i] = (span + g.stride[i] - 1) / g.stride[i] + 1;
         if ((g.out[i] - 1) * g.stride[i] >= g.in[i] + g.pb[i]) --g.out[i];  // no window starting in the end pad
       }
