@@ -73,3 +73,31 @@ def test_cubic_unchanged_size_is_a_copy():
     for a in (-0.75, -0.5, 0.0):
         y = _core.run_op("resize", [x], {"sizes": [3, 7], "mode": "cubic", "cubic_coeff_a": a})[0]
         assert np.array_equal(y, x)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic", "nearest"])
+def test_scales_rounded_to_float32(tmp_path, mode):
+    """A scale of 0.6 is stored as float32 0.6000000238 while out / in is 6 / 10: linear and cubic
+    take it (their coordinates 4e-8 apart), within onnx-vs-onnxruntime; nearest refuses it, naming
+    the dim (a shifted coordinate could move an index across a tie). It was refused for every mode."""
+    from cyb_llm.convert import import_model
+    from cyb_llm.errors import UnsupportedOp
+
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode)
+    g = helper.make_graph([node], "rs", [helper.make_tensor_value_info("x", T.FLOAT, [2, 3, 10, 5])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(np.array([1, 1, 0.6, 1.0], np.float32), "scales")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    src, out = str(tmp_path / "rs.onnx"), str(tmp_path / "rs.model")
+    onnx.save(m, src)
+    if mode == "nearest":
+        with pytest.raises(UnsupportedOp, match="scale 0.6000000238418579 of dim 10 is not out / in"):
+            import_model(src, out, progress=False)
+        return
+    import_model(src, out, progress=False)
+    x = np.random.default_rng(5).standard_normal((2, 3, 10, 5)).astype(np.float32)
+    got = cyb_llm.load(out, backend="cpu").run({"x": x})["y"]
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.shape == ref.shape == (2, 3, 6, 5)
+    assert float(np.abs(got - ref).max() / np.abs(ref).max()) <= tolerance("onnx-vs-onnxruntime")

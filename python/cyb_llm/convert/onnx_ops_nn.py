@@ -180,7 +180,8 @@ def einsum(imp: Any, node: Any, a: dict, nm: str) -> None:
     dims of their own, B broadcast over all but the last ('ibh,hnd->ibnd')."""
     eq = _s(a["equation"]).replace(" ", "")
     if "->" not in eq or "." in eq:
-        raise imp.unsupported(node, f"equation {eq!r} (explicit output, no ellipsis)")
+        raise imp.unsupported(node, f"equation {eq!r}: only equations with an explicit output ('->') and no "
+                                    "ellipsis are translated")
     lhs, out = eq.split("->")
     ops = lhs.split(",")
     if len(ops) == 1 and len(node.input) == 1:
@@ -379,8 +380,13 @@ def resize(imp: Any, node: Any, a: dict, nm: str) -> None:
                 sizes.append(-1)
             elif _known(d):
                 out = int(np.floor(int(d) * sc))
-                if out / int(d) != sc:  # the kernel's scale is out / in
-                    raise imp.unsupported(node, f"scale {sc} of dim {d} is not out / in")
+                # the kernel's scale is out / in; linear and cubic take a scale that is out / in up to
+                # its float32 rounding (0.6 stored as 0.6000000238: coordinates 4e-8 apart, weights
+                # that close), nearest only an exact one (such a shift could move an index across a tie)
+                exact = out / int(d) == sc
+                if not exact and (mode == "nearest" or abs(out / int(d) - sc) > 2.0 ** -22 * sc):
+                    raise imp.unsupported(node, f"scale {sc} of dim {d} is not out / in"
+                                                + (" (exactly, for mode nearest)" if mode == "nearest" else ""))
                 sizes.append(out)
             else:
                 raise imp.unsupported(node, f"scale {sc} over a dim unknown at import")
