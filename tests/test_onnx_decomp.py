@@ -1,6 +1,6 @@
 """The ONNX ops the importer writes as the ops they are made of (convert/onnx_ops_decomp.py,
 docs/import.md): Gelu (opset 20), HardSigmoid, HardSwish, BatchNormalization, ReduceSumSquare /
-L2 / L1 / LogSum, Trilu and EyeLike, against onnxruntime on cpu, nox and wgpu+rs (lavapipe in CI),
+L2 / L1 / LogSum, Trilu, EyeLike, DepthToSpace and SpaceToDepth, against onnxruntime on cpu, nox and wgpu+rs (lavapipe in CI),
 on two input sizes each (symbolic dims: the Trilu mask is computed at run time)."""
 from __future__ import annotations
 
@@ -121,3 +121,15 @@ def test_trilu_and_eye_like(tmp_path, backend):
         return {"x": x, "k": np.array(k, np.int64), "xi": np.arange(r * c, dtype=np.int64).reshape(r, c),
                 "e": _x(c, r, seed=seed + 1)}
     _check(tmp_path, backend, "trilu", nodes, ins, outs, inits, [feeds(2, 5, 7, 1, 7), feeds(1, 6, 4, -2, 8)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_depth_to_space_and_back(tmp_path, backend):
+    """DepthToSpace (DCR and CRD) and SpaceToDepth over symbolic N, H, W: equal to onnxruntime (they
+    move elements)."""
+    nodes = [N("DepthToSpace", ["x"], ["dcr"], blocksize=2), N("DepthToSpace", ["x"], ["crd"], blocksize=2, mode="CRD"),
+             N("SpaceToDepth", ["z"], ["s2d"], blocksize=2)]
+    outs = [_f(o, None) for o in ("dcr", "crd", "s2d")]
+    _check(tmp_path, backend, "d2s", nodes, [_f("x", ["n", 8, "h", "w"]), _f("z", ["m", 3, "h2", "w2"])], outs, {},
+           [{"x": _x(2, 8, 3, 5), "z": _x(2, 3, 4, 6, seed=1)}, {"x": _x(1, 8, 4, 2, seed=2), "z": _x(1, 3, 2, 8, seed=3)}],
+           opset=17)

@@ -272,3 +272,48 @@ def matmul_integer(imp: Any, node: Any, a: dict, nm: str) -> None:
             B = b.add("Sub", [B, b.add("Cast", [node.input[3]], to=1)])
     b.add("MatMul", [A, B], node.output[0])
     b.translate()
+
+
+# ---- DepthToSpace / SpaceToDepth (pixel_shuffle / pixel_unshuffle) ------------------------------
+
+def _nchw(b: _Nodes, x: str) -> list[str]:
+    """N, C, H, W of a 4-D x as 1-element int64 vectors (Shape, then Gather of each)."""
+    sh = b.add("Shape", [x])
+    return [b.add("Gather", [sh, b.const(np.array([i], np.int64))], axis=0) for i in range(4)]
+
+
+@handler("DepthToSpace")
+def depth_to_space(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """[N, C, H, W] -> [N, C / b^2, H b, W b]: a reshape to six dims, a transpose (DCR: the block
+    dims first; CRD: the channels first) and a reshape back."""
+    x, bs = node.input[0], int(a["blocksize"])
+    mode = a.get("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if len(imp.shape(x)) != 4 or mode not in ("DCR", "CRD") or bs < 1:
+        raise imp.unsupported(node, f"a {len(imp.shape(x))}-D input, mode {mode}, blocksize {bs} (4-D, DCR or CRD)")
+    b = _Nodes(imp, node, nm)
+    n, c, h, w = _nchw(b, x)
+    blk, c2 = b.const(np.array([bs], np.int64)), b.add("Div", [c, b.const(np.array([bs * bs], np.int64))])
+    six = [n, blk, blk, c2, h, w] if mode == "DCR" else [n, c2, blk, blk, h, w]
+    t = b.add("Reshape", [x, b.add("Concat", six, axis=0)])
+    t = b.add("Transpose", [t], perm=[0, 3, 4, 1, 5, 2] if mode == "DCR" else [0, 1, 4, 2, 5, 3])
+    hb, wb = b.add("Mul", [h, blk]), b.add("Mul", [w, blk])
+    b.add("Reshape", [t, b.add("Concat", [n, c2, hb, wb], axis=0)], node.output[0])
+    b.translate()
+
+
+@handler("SpaceToDepth")
+def space_to_depth(imp: Any, node: Any, a: dict, nm: str) -> None:
+    """[N, C, H, W] -> [N, C b^2, H / b, W / b] (DCR order, ONNX's only one)."""
+    x, bs = node.input[0], int(a["blocksize"])
+    if len(imp.shape(x)) != 4 or bs < 1:
+        raise imp.unsupported(node, f"a {len(imp.shape(x))}-D input, blocksize {bs} (4-D)")
+    b = _Nodes(imp, node, nm)
+    n, c, h, w = _nchw(b, x)
+    blk = b.const(np.array([bs], np.int64))
+    h2, w2 = b.add("Div", [h, blk]), b.add("Div", [w, blk])
+    t = b.add("Reshape", [x, b.add("Concat", [n, c, h2, blk, w2, blk], axis=0)])
+    t = b.add("Transpose", [t], perm=[0, 3, 5, 1, 2, 4])
+    b.add("Reshape", [t, b.add("Concat", [n, b.add("Mul", [c, b.const(np.array([bs * bs], np.int64))]), h2, w2],
+                                 axis=0)], node.output[0])
+    b.translate()
