@@ -133,3 +133,23 @@ def test_depth_to_space_and_back(tmp_path, backend):
     _check(tmp_path, backend, "d2s", nodes, [_f("x", ["n", 8, "h", "w"]), _f("z", ["m", 3, "h2", "w2"])], outs, {},
            [{"x": _x(2, 8, 3, 5), "z": _x(2, 3, 4, 6, seed=1)}, {"x": _x(1, 8, 4, 2, seed=2), "z": _x(1, 3, 2, 8, seed=3)}],
            opset=17)
+
+
+def test_nodes_of_one_name(tmp_path):
+    """Two nodes of one name (onnxruntime refuses such a file; the importer takes it): the graph's
+    nodes get names of their own ("#2") and the decompositions values of their own (named after each
+    node's output). Before, the import wrote a .model that failed to load ("node name defined
+    twice"). Against numpy: HardSwish twice, and an upper then a lower Trilu (the diagonal)."""
+    from cyb_llm.convert import import_model
+
+    nodes = [N("HardSwish", ["x"], ["a"], name="same"), N("HardSwish", ["a"], ["b"], name="same"),
+             N("Trilu", ["x"], ["u"], name="t"), N("Trilu", ["u"], ["d"], name="t", upper=0)]
+    g = helper.make_graph(nodes, "dup", [_f("x", ["n", 5, 5])], [_f("b", None), _f("d", None)])
+    src, out = str(tmp_path / "dup.onnx"), str(tmp_path / "dup.model")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), src)
+    import_model(src, out, progress=False)
+    x = _x(2, 5, 5, scale=4).astype(np.float64)
+    hs = lambda v: v * np.clip(v / 6 + 0.5, 0, 1)  # noqa: E731
+    got = cyb_llm.load(out, backend="cpu").run({"x": x.astype(np.float32)})
+    assert np.abs(got["b"] - hs(hs(x))).max() <= tolerance("op-f32") * np.abs(hs(hs(x))).max()
+    assert np.array_equal(got["d"], np.triu(np.tril(x)).astype(np.float32))

@@ -187,6 +187,7 @@ class _Importer:
         # by the constant and the transform: nodes sharing one initializer share the one copy
         self.derived: dict[tuple, str] = {}
         self.nodes: list[dict] = []
+        self.node_names: set[str] = set()
         self.constants: list[dict] = []
         self.const_names: set[str] = set()
         self.dtypes: dict[str, str] = {}             # element types of run-time values (default f32)
@@ -265,7 +266,14 @@ class _Importer:
     def emit(self, name: str, op: str, inputs: list[str], outputs: list[str], shapes: list[list[Dim]],
              dtypes: list[str] | None = None, **attrs: Any) -> None:
         """Appends a node; `shapes` (sizes or names) and `dtypes` (default: the first input's, f32 for
-        a constant) describe its outputs for the translation of later nodes."""
+        a constant) describe its outputs for the translation of later nodes. Node names are unique in
+        a graph section while ONNX's need not be: a name taken gets "#2", "#3", ..."""
+        if name in self.node_names:
+            k = 2
+            while f"{name}#{k}" in self.node_names:
+                k += 1
+            name = f"{name}#{k}"
+        self.node_names.add(name)
         node = {"name": name, "op": op, "inputs": inputs, "outputs": outputs}
         if attrs:
             node["attrs"] = attrs

@@ -12,23 +12,30 @@ from .onnx_registry import handler
 
 
 class _Nodes:
-    """Nodes of the decomposition of `node`, named after it; constants become initializers."""
+    """Nodes of the decomposition of `node`: the nodes named after it, their values and constants
+    (initializers) after its first output (unique in a graph, where node names need not be)."""
 
     def __init__(self, imp: Any, node: Any, nm: str) -> None:
         self.imp, self.node, self.nm = imp, node, nm
+        self.at = f"{node.output[0]}::"
         self.helper = imp.onnx.helper
         self.nodes: list[Any] = []
         self.n = 0
 
-    def const(self, value: np.ndarray) -> str:
+    def _fresh(self, kind: str) -> str:
         self.n += 1
-        name = f"{self.nm}/c{self.n}"
+        name = f"{self.at}{kind}{self.n}"
+        if name in self.imp.consts or name in self.imp.shapes:
+            raise self.imp.unsupported(self.node, f"the name '{name}' its translation needs is taken")
+        return name
+
+    def const(self, value: np.ndarray) -> str:
+        name = self._fresh("c")
         self.imp.consts[name] = value
         return name
 
     def add(self, op: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
-        self.n += 1
-        o = out or f"{self.nm}/v{self.n}"
+        o = out or self._fresh("v")
         self.nodes.append(self.helper.make_node(op, inputs, [o], name=f"{self.nm}/{op}{self.n}", **attrs))
         return o
 
