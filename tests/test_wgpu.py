@@ -252,7 +252,7 @@ print(worst)
                                                 ("CYB_WGPU_SHADER_CHECKS", "maybe", 1),
                                                 ("CYB_WGPU_REPEAT", "matvec:0", 1), ("CYB_WGPU_REPEAT", "matvec", 1),
                                                 ("CYB_WGPU_GEMM", "h16=2", 64), ("CYB_WGPU_TILE", "96", 64),
-                                                ("CYB_WGPU_TILE", "big", 64)])
+                                                ("CYB_WGPU_TILE", "big", 64), ("CYB_WGPU_SUBMIT", "-1", 64)])
 def test_settings_reject_unknown_values(name, value, tokens):
     """A bad tuning setting is an error naming the variable and the value, at the first product."""
     code = (f"import numpy as np\nfrom cyb_llm import _core\nx = np.ones(({tokens}, 64), np.float32)\n"
@@ -397,6 +397,52 @@ def test_attention_split_setting(monkeypatch):
     monkeypatch.setenv("CYB_WGPU_ATTN", "fast")
     with pytest.raises(Exception, match="CYB_WGPU_ATTN"):
         _core.run_op("attention", [q, kc, vc], attrs, None, "scalar", "wgpu+rs")
+
+
+# ------------------------------------------------------------ early submits
+
+def test_forwards_submitted_in_chunks_give_the_same_results(tmp_path_factory):
+    """CYB_WGPU_SUBMIT (read once per process: a subprocess) submits a forward's recording in chunks
+    (the first after N dispatches, each later one after twice as many) so the GPU starts while the
+    host records the rest: the same work in the same order, so the prompt's and the decode steps'
+    logits and the overlapped generation loop's tokens are bit-identical with one submit a forward
+    (0), the default and a first chunk of 3 dispatches, and the host times count the early submits
+    (none at 0, at least one a forward at 3)."""
+    import test_families_tiny as F
+
+    _, path = F._build("llama", tmp_path_factory)
+    code = f"PATH = {path!r}\n" + r"""
+import hashlib, json, numpy as np, cyb_llm
+from cyb_llm import _core
+m = cyb_llm.load(PATH, backend="wgpu+rs")
+ids = np.random.default_rng(9).integers(0, 512, size=20).tolist()
+_core.wgpu_take_host_times()
+c = m.new_conversation(64)
+h = hashlib.sha256(np.ascontiguousarray(c.forward(ids, all_logits=True)).tobytes())
+tok = ids[-1]
+for _ in range(5):
+    lg = c.forward([tok])
+    h.update(np.ascontiguousarray(lg).tobytes())
+    tok = int(np.argmax(lg))
+t = _core.wgpu_take_host_times()
+from cyb_llm.text.generate import Generator
+from cyb_llm.text.sampling import SamplingParams
+s = Generator(m).generate(" ".join(f"t{i}" for i in ids[:6]), max_tokens=12, sampling=SamplingParams.greedy())
+toks = [ch.token for ch in s if ch.token is not None]
+print(json.dumps({"hash": h.hexdigest(), "toks": toks, "chunks": t["chunks"], "forwards": t["forwards"],
+                  "on": s.stats.sampled_on}))
+"""
+    import json
+    out = {}
+    for value in ("0", "3", None):
+        env_code = code if value is not None else "import os; os.environ.pop('CYB_WGPU_SUBMIT', None)\n" + code
+        r = run_with_setting("CYB_WGPU_SUBMIT", value if value is not None else "", env_code)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[value] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["0"]["chunks"] == 0 and out["3"]["chunks"] >= out["3"]["forwards"] == 6, out
+    assert len(out["0"]["toks"]) == 12 and out["0"]["on"] == "device"
+    for value in ("3", None):
+        assert out[value]["hash"] == out["0"]["hash"] and out[value]["toks"] == out["0"]["toks"], value
 
 
 # ------------------------------------------------------------ split-K GEMM

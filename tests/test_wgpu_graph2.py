@@ -502,11 +502,12 @@ def test_empty_arrays(op, n, ran):
 
 
 def test_graph_values_stay_on_the_device(tmp_path):
-    """Values stay on the device between nodes: a chain of 25 f32 nodes submits its work twice (the
-    upload of the host shape computation's output, shape -> constant_of_shape, run on the cpu by
-    design and recorded as `host_shape`: a queue write goes after the work recorded before it; and
-    the read-back of the output), where a read-back per node would submit 25 times. The values
-    equal numpy's."""
+    """Values stay on the device between nodes: a chain of 25 f32 nodes submits its work at most
+    twice besides the early submits of the forward's first chunks (CYB_WGPU_SUBMIT; counted apart):
+    the upload of the host shape computation's output (shape -> constant_of_shape, run on the cpu
+    by design and recorded as `host_shape`: a queue write goes after the work recorded before it,
+    unless a chunk was just submitted) and the read-back of the output, where a read-back per node
+    would submit 25 times. The values equal numpy's."""
     import cyb_llm
     from cyb_llm.writer import write_model
 
@@ -534,7 +535,7 @@ def test_graph_values_stay_on_the_device(tmp_path):
     for _ in range(12):
         ref = 1 / (1 + np.exp(-ref)) + x
     assert _rel(ref, y) <= TOL
-    assert t["submits"] == 2, t
+    assert 1 <= t["submits"] - t["chunks"] <= 2, t
     recs = {r["label"]: r for r in m.dispatch_records}
     assert recs["shp"]["host_shape"] and recs["cos"]["host_shape"] and recs["cos"]["backend"] == "cpu"
     assert not recs["out"]["fallback"] and recs["out"]["backend"] == "wgpu+rs"

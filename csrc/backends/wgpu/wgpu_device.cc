@@ -316,6 +316,7 @@ std::map<std::string, double> wgpu_take_host_times() {
   r["submit_ms"] = static_cast<double>(h.submit_ns.exchange(0)) * 1e-6;
   r["wait_ms"] = static_cast<double>(h.wait_ns.exchange(0)) * 1e-6;
   r["submits"] = static_cast<double>(h.submits.exchange(0));
+  r["chunks"] = static_cast<double>(h.chunks.exchange(0));
   return r;
 }
 

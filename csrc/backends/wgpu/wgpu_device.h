@@ -29,9 +29,10 @@ struct Pipeline {
 
 // GPU time per pipeline (wgpu_set_gpu_profiling).
 // Host time of the forwards (always on: three clock reads per forward): recording from
-// begin_forward to the submit, finishing + submitting, waiting for read-backs; and the submits.
+// begin_forward to the submit, finishing + submitting (the early submits of a forward's first
+// chunks included), waiting for read-backs; the submits, and of them the early ones (chunks).
 struct HostTimes {
-  std::atomic<uint64_t> forwards{0}, record_ns{0}, submit_ns{0}, wait_ns{0}, submits{0};
+  std::atomic<uint64_t> forwards{0}, record_ns{0}, submit_ns{0}, wait_ns{0}, submits{0}, chunks{0};
 };
 
 struct GpuProfile {

@@ -104,6 +104,11 @@ int64_t splitk_parts(int64_t tiles, int64_t smax, double* waves) {
   return best;
 }
 
+int64_t submit_first_setting() {
+  static const int64_t n = env_int("CYB_WGPU_SUBMIT", 0, 1000000, kSubmitFirst, "a dispatch count (0 .. 1000000)");
+  return n;
+}
+
 int64_t tile_setting() {
   static const int64_t v = [] {
     const int64_t t = env_int("CYB_WGPU_TILE", 0, 128, 0, "0, 64 or 128");

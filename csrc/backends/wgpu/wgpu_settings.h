@@ -130,6 +130,15 @@ constexpr int64_t kSmMinTokens = 64;
 enum class SmMode { Off, Split, F16 };
 SmMode sm_setting();
 
+// A forward's recording is submitted in chunks as it goes, so the GPU starts on the first ops
+// while the host records the rest (the host's recording and submitting otherwise precede all
+// of the GPU's work of a one-token decode step): the first chunk after kSubmitFirst dispatches,
+// each later one after twice the dispatches of the one before, the rest with the forward's
+// read-back. CYB_WGPU_SUBMIT=N (read once) sets the first chunk's dispatches, 0 one submit a
+// forward (the order of the work and its results are the same either way).
+constexpr int64_t kSubmitFirst = 8;
+int64_t submit_first_setting();
+
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).
 constexpr int64_t kTiledMinTokens = 32;

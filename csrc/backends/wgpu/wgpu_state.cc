@@ -69,6 +69,9 @@ void State::reset() {
   in_use_.clear();
   for (DevBuf* d : all_) d->recycled = false;
   slot_ = flushed_slot_ = 0;
+  since_ = 0;
+  chunk_at_ = submit_first_setting();
+  chunk_ns_ = 0;
 }
 
 void State::give(DevBuf* d) {
@@ -181,6 +184,50 @@ void State::dispatch(Pipeline& pl, const void* prm, size_t prm_bytes, const Bind
     A.wgpuComputePassEncoderRelease(p);
   }
   ++dispatches_;
+  // Profiling keeps one submit a forward (its timestamps are collected at the submit).
+  if (open_ && chunk_at_ > 0 && !timed && ++since_ >= chunk_at_) submit_chunk();
+}
+
+void State::submit_chunk() {
+  const auto t0 = std::chrono::steady_clock::now();
+  finish_and_submit(nullptr, 0, nullptr, 0);
+  chunk_ns_ += ns_since(t0);
+  g->host.chunks += 1;
+  chunk_at_ = std::min<int64_t>(2 * chunk_at_, int64_t{1} << 30);
+  check_device_error(*g, "submitting a chunk of the forward");
+}
+
+bool State::finish_and_submit(WGPUBuffer copy_src, uint64_t src_off, WGPUBuffer copy_dst, uint64_t n) {
+  if (pass_) {
+    A.wgpuComputePassEncoderEnd(pass_);
+    A.wgpuComputePassEncoderRelease(pass_);
+    pass_ = nullptr;
+  }
+  since_ = 0;
+  if (!enc_ && !copy_src) {
+    flush_params();
+    return false;
+  }
+  if (!enc_) {
+    WGPUCommandEncoderDescriptor ed = {};
+    enc_ = A.wgpuDeviceCreateCommandEncoder(g->device, &ed);
+  }
+  if (copy_src) A.wgpuCommandEncoderCopyBufferToBuffer(enc_, copy_src, src_off, copy_dst, 0, n);
+  const uint32_t timed = static_cast<uint32_t>(q_names_.size());
+  if (timed) {
+    A.wgpuCommandEncoderResolveQuerySet(enc_, qs_, 0, 2 * timed, q_resolve_, 0);
+    A.wgpuCommandEncoderCopyBufferToBuffer(enc_, q_resolve_, 0, q_staging_, 0, 16 * uint64_t{timed});
+  }
+  WGPUCommandBufferDescriptor cd = {};
+  WGPUCommandBuffer cb = A.wgpuCommandEncoderFinish(enc_, &cd);
+  A.wgpuCommandEncoderRelease(enc_);
+  enc_ = nullptr;
+  flush_params();
+  last_sub_ = impl_submit(*g, cb);
+  A.wgpuCommandBufferRelease(cb);
+  g->host.submits += 1;
+  ++submits_;
+  return true;
 }
 
 WGPUComputePassEncoder State::timed_pass(const Pipeline& pl) {
@@ -228,41 +275,16 @@ void State::collect_timestamps(uint32_t n) {
 }
 
 void State::submit(WGPUBuffer copy_src, uint64_t src_off, WGPUBuffer copy_dst, uint64_t n) {
-  if (pass_) {
-    A.wgpuComputePassEncoderEnd(pass_);
-    A.wgpuComputePassEncoderRelease(pass_);
-    pass_ = nullptr;
-  }
-  if (open_) {  // the forward's recording ends here
-    g->host.record_ns += ns_since(begun_);
+  if (open_) {  // the forward's recording ends here (its early submits count as submitting)
+    g->host.record_ns += ns_since(begun_) - chunk_ns_;
+    g->host.submit_ns += chunk_ns_;
     g->host.forwards += 1;
     open_ = false;
   }
-  if (!enc_ && !copy_src) {
-    flush_params();
-    return;
-  }
   const auto sub0 = std::chrono::steady_clock::now();
-  if (!enc_) {
-    WGPUCommandEncoderDescriptor ed = {};
-    enc_ = A.wgpuDeviceCreateCommandEncoder(g->device, &ed);
-  }
-  if (copy_src) A.wgpuCommandEncoderCopyBufferToBuffer(enc_, copy_src, src_off, copy_dst, 0, n);
   const uint32_t timed = static_cast<uint32_t>(q_names_.size());
-  if (timed) {
-    A.wgpuCommandEncoderResolveQuerySet(enc_, qs_, 0, 2 * timed, q_resolve_, 0);
-    A.wgpuCommandEncoderCopyBufferToBuffer(enc_, q_resolve_, 0, q_staging_, 0, 16 * uint64_t{timed});
-  }
-  WGPUCommandBufferDescriptor cd = {};
-  WGPUCommandBuffer cb = A.wgpuCommandEncoderFinish(enc_, &cd);
-  A.wgpuCommandEncoderRelease(enc_);
-  enc_ = nullptr;
-  flush_params();
-  last_sub_ = impl_submit(*g, cb);
-  A.wgpuCommandBufferRelease(cb);
+  if (!finish_and_submit(copy_src, src_off, copy_dst, n)) return;
   g->host.submit_ns += ns_since(sub0);
-  g->host.submits += 1;
-  ++submits_;
   check_device_error(*g, "submitting the forward");
   if (timed) collect_timestamps(timed);
 }

@@ -59,6 +59,10 @@ struct State : BackendState {
   bool precise = true;  // the recording context's mode (ExecContext::precise), set by state()
   std::chrono::steady_clock::time_point begun_{};  // begin_forward of the open forward
   bool open_ = false;
+  // Early submits of the open forward (submit_first_setting): dispatches recorded since the
+  // last submit, the count that submits the next chunk, the host time of its early submits.
+  int64_t since_ = 0, chunk_at_ = 0;
+  uint64_t chunk_ns_ = 0;
   // GPU profiling: a timestamp pair per dispatch of the pending submit.
   static constexpr uint32_t kQueryPairs = 2048;
   WGPUQuerySet qs_ = nullptr;
@@ -131,6 +135,12 @@ struct State : BackendState {
 
   // After a submit with timed dispatches: waits for their timestamps and adds them up.
   void collect_timestamps(uint32_t n);
+
+  // Submits the recorded work of the open forward early, as a chunk (submit_first_setting).
+  void submit_chunk();
+  // Ends the pass, finishes the encoder and submits it after the parameters written since the
+  // last flush (the one step of submit and submit_chunk); false when nothing was recorded.
+  bool finish_and_submit(WGPUBuffer copy_src, uint64_t src_off, WGPUBuffer copy_dst, uint64_t n);
 
   // Ends the pass, optionally appends a copy, and submits everything recorded.
   void submit(WGPUBuffer copy_src = nullptr, uint64_t src_off = 0, WGPUBuffer copy_dst = nullptr,
