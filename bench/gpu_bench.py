@@ -497,6 +497,19 @@ def main():
 
                 profiles.append(profile(decode, f"{name} 16 decode steps"))
                 del pc
+                if args.parallel:  # the server's batched step (forward_batch_sample, draws on the GPU)
+                    bc = [m.new_conversation(len(prompt) + 24) for _ in range(args.parallel)]
+                    bs = [_core.Sampler(temperature=0.0) for _ in range(args.parallel)]
+                    btoks = [int(np.argmax(c.forward(prompt[:8]))) for c in bc]
+
+                    def batched(bc=bc, bs=bs, btoks=btoks):
+                        toks = btoks
+                        for _ in range(16):
+                            toks = _core.forward_batch_sample(m._native, [c._native for c in bc], toks, bs,
+                                                              [None] * len(bc))
+
+                    profiles.append(profile(batched, f"{name} 16 batched steps of {args.parallel} conversations"))
+                    del bc
             if name == "smollm2" and args.leak_steps:
                 c = m.new_conversation(args.leak_steps + 8)
                 c.forward([1])
