@@ -109,6 +109,11 @@ int64_t submit_first_setting() {
   return n;
 }
 
+int64_t submit_max_setting() {
+  static const int64_t n = env_int("CYB_WGPU_SUBMIT_MAX", 1, int64_t{1} << 30, kSubmitMax, "a dispatch count (1 .. 2^30)");
+  return n;
+}
+
 int64_t tile_setting() {
   static const int64_t v = [] {
     const int64_t t = env_int("CYB_WGPU_TILE", 0, 128, 0, "0, 64 or 128");

@@ -138,6 +138,9 @@ SmMode sm_setting();
 // forward (the order of the work and its results are the same either way).
 constexpr int64_t kSubmitFirst = 8;
 int64_t submit_first_setting();
+// The most dispatches a chunk grows to (CYB_WGPU_SUBMIT_MAX, read once).
+constexpr int64_t kSubmitMax = int64_t{1} << 30;
+int64_t submit_max_setting();
 
 // Tokens from which a matmul runs as a tiled GEMM (on the H200 it beat the row kernel
 // at 128 and 512 prompt tokens on every model shape measured, docs/gpu-bench.md).

@@ -193,7 +193,7 @@ void State::submit_chunk() {
   finish_and_submit(nullptr, 0, nullptr, 0);
   chunk_ns_ += ns_since(t0);
   g->host.chunks += 1;
-  chunk_at_ = std::min<int64_t>(2 * chunk_at_, int64_t{1} << 30);
+  chunk_at_ = std::min<int64_t>(2 * chunk_at_, std::max(submit_max_setting(), submit_first_setting()));
   check_device_error(*g, "submitting a chunk of the forward");
 }
 
