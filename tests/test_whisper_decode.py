@@ -241,10 +241,10 @@ def check_transcribe_base_short():  # collected in tests/slow/test_whisper_decod
 
 
 def test_beam_candidates_are_the_best_by_value_then_index():
-    """beam_search's candidate selection (search._top: the n-th largest value found among the values
-    near the maximum when enough lie there, else among all) equals sorting every value by (value
-    descending, index ascending) and taking the first n: peaked, flat and tied rows, n up to the
-    row's size and past it."""
+    """beam_search's candidate selection (search._top: one native pass, `_core.top_indices`, keeping
+    the n best in a heap) equals sorting every value by (value descending, index ascending) and
+    taking the first n: peaked, flat and tied rows, n up to the row's size and past it; NaN ranks
+    below every number; beams x vocab sized rows; a bad n is a clear error."""
     rng = np.random.default_rng(5)
     for trial in range(3000):
         n, size = int(rng.integers(1, 12)), int(rng.integers(1, 300))
@@ -254,3 +254,17 @@ def test_beam_candidates_are_the_best_by_value_then_index():
             flat[rng.integers(0, size, size // 3)] = -np.inf  # suppressed tokens
         want = np.lexsort((np.arange(size), -flat))[:n]
         assert np.array_equal(_top(flat, n), want), (trial, n, size)
+    for trial in range(40):  # NaN below -inf; large rows
+        size = int(rng.integers(1, 5 * 51865))
+        flat = (rng.standard_normal(size) * [0.1, 3, 30][trial % 3]).astype(np.float32)
+        flat[rng.integers(0, size, size // 10 + 1)] = [np.nan, -np.inf, 0.5][trial % 3]
+        order = np.lexsort((np.arange(size), -np.nan_to_num(flat, nan=-np.inf), np.isnan(flat)))
+        for n in (1, 10, min(size, 64)):
+            assert np.array_equal(_top(flat, n), order[:n]), (trial, n, size)
+    from cyb_llm import _core
+    from cyb_llm.errors import InvalidConfig
+
+    assert _core.top_indices(np.ones(4, np.float32), 0).size == 0
+    assert _core.top_indices(np.ones(4, np.float32), 4).tolist() == [0, 1, 2, 3]
+    with pytest.raises(InvalidConfig, match="k"):
+        _core.top_indices(np.ones(4, np.float32), 5)

@@ -223,6 +223,18 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       "log-softmax of a [vocab] row: (logprob of token, top-k ids, their logprobs), descending.");
 
   m.def(
+      "top_indices",
+      [](const F32Array& values, int32_t k) {
+        if (values.ndim() != 1) cyb::throw_shape_mismatch("top_indices (values)", {-1}, {static_cast<int64_t>(values.ndim())});
+        const int64_t n = values.shape(0);
+        py::array_t<int32_t> out(k < 0 || k > n ? 0 : k);
+        cyb::top_indices(values.data(), n, k, out.mutable_data());
+        return out;
+      },
+      py::arg("values"), py::arg("k"),
+      "The indices of the k largest of a float32 [n] array (k <= n), best first; ties by lower index, NaN "
+      "below every number.");
+  m.def(
       "device_sampling_ok", [](const cyb::Sampler& s) { return s.device_ok(); }, py::arg("sampler"),
       "True when a device kernel can run this sampler's stages (no logit bias, no penalties).");
   m.def(

@@ -419,13 +419,37 @@ void top_logprobs(const float* logits, int64_t n, int32_t token, int32_t k, floa
   const double log_z = static_cast<double>(mx) + std::log(z);
   *token_logprob = static_cast<float>(logits[token] - log_z);
   if (k == 0) return;
-  std::vector<int32_t> idx(static_cast<size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), ByLogitDesc{logits});
-  for (int32_t i = 0; i < k; ++i) {
-    top_ids[i] = idx[static_cast<size_t>(i)];
-    top_lp[i] = static_cast<float>(logits[top_ids[i]] - log_z);
+  top_indices(logits, n, k, top_ids);
+  for (int32_t i = 0; i < k; ++i) top_lp[i] = static_cast<float>(logits[top_ids[i]] - log_z);
+}
+
+void top_indices(const float* v, int64_t n, int32_t k, int32_t* out) {
+  if (k < 0 || k > n) throw_invalid_config("k", "must be in [0, " + std::to_string(n) + "], got " + std::to_string(k));
+  if (n > std::numeric_limits<int32_t>::max()) throw_shape_mismatch("top_indices", {std::numeric_limits<int32_t>::max()}, {n});
+  if (k == 0) return;
+  // a before b: the larger value (NaN below every number), then the lower index
+  auto before = [v](int32_t a, int32_t b) {
+    const bool na = std::isnan(v[a]), nb = std::isnan(v[b]);
+    if (na != nb) return nb;
+    if (!na && v[a] != v[b]) return v[a] > v[b];
+    return a < b;
+  };
+  // heap of the k best so far with the worst on top; indices arrive in increasing order, so a
+  // later value equal to the worst never displaces it
+  std::vector<int32_t> heap;
+  heap.reserve(static_cast<size_t>(k));
+  for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
+    if (static_cast<int32_t>(heap.size()) < k) {
+      heap.push_back(i);
+      std::push_heap(heap.begin(), heap.end(), before);
+    } else if (before(i, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), before);
+      heap.back() = i;
+      std::push_heap(heap.begin(), heap.end(), before);
+    }
   }
+  std::sort_heap(heap.begin(), heap.end(), before);
+  std::copy(heap.begin(), heap.end(), out);
 }
 
 }  // namespace cyb

@@ -119,6 +119,11 @@ class Sampler {
   bool sorted_ = false;            // cand_ is in descending logit order
 };
 
+// The indices of the k largest of v[0..n) (k <= n), best first: ties by lower index, NaN below
+// every number. One pass with a k-entry heap (beam search's candidates over beams x vocab values,
+// logprobs' top ids).
+void top_indices(const float* v, int64_t n, int32_t k, int32_t* out);
+
 // log-softmax of one row: the log-probability of `token` and the k most
 // likely tokens with theirs (descending; ties by lower id). For logprobs.
 void top_logprobs(const float* logits, int64_t n, int32_t token, int32_t k, float* token_logprob,

@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'pipeline_of', 'pipelines', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_logprobs', 'wgpu_abi', 'wgpu_compiled', 'wgpu_dawn_handed', 'wgpu_fill_check', 'wgpu_info', 'wgpu_memory', 'wgpu_proc_names', 'wgpu_process_impl', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times', 'wgpu_use_dawn']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'pipeline_of', 'pipelines', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_indices', 'top_logprobs', 'wgpu_abi', 'wgpu_compiled', 'wgpu_dawn_handed', 'wgpu_fill_check', 'wgpu_info', 'wgpu_memory', 'wgpu_proc_names', 'wgpu_process_impl', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times', 'wgpu_use_dawn']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -421,6 +421,10 @@ def set_cpu_level(name: str) -> None:
 def toml_loads(text: str, section: str = '') -> typing.Any:
     """
     Parses TOML with the native parser (docs/toml-subset.md).
+    """
+def top_indices(values: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], k: typing.SupportsInt | typing.SupportsIndex) -> numpy.typing.NDArray[numpy.int32]:
+    """
+    The indices of the k largest of a float32 [n] array (k <= n), best first; ties by lower index, NaN below every number.
     """
 def top_logprobs(logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], token: typing.SupportsInt | typing.SupportsIndex, k: typing.SupportsInt | typing.SupportsIndex = 0) -> tuple[float, numpy.typing.NDArray[numpy.int32], numpy.typing.NDArray[numpy.float32]]:
     """

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from .. import _core
 from .common import (DEFAULT_TEMPERATURES, MAX_LENGTH, NEG_INF, TIME_PRECISION, Session, WhisperRuntime,
                      WhisperTokens, log_softmax)
 
@@ -152,16 +153,8 @@ def forward_step(sessions: Sequence[Session], tokens: Sequence[int]) -> np.ndarr
 
 def _top(flat: np.ndarray, n: int) -> np.ndarray:
     """Indices of the n largest values of flat, best first (ties: lower index first; all of them
-    when flat has n or fewer). The n-th largest value is found on the values within 16 of the
-    maximum when there are n of those (then it is one of them: the usual case of a peaked
-    distribution, a few values), else on all; every index at or above it is kept."""
-    if flat.size <= n:
-        idx = np.arange(flat.size)
-    else:
-        near = np.flatnonzero(flat >= flat.max() - np.float32(16))
-        pool = flat[near] if near.size >= n else flat
-        idx = np.flatnonzero(flat >= np.partition(pool, pool.size - n)[pool.size - n])
-    return idx[np.lexsort((idx, -flat[idx]))][:n]
+    when flat has n or fewer): one native pass (`_core.top_indices`)."""
+    return _core.top_indices(flat, min(n, flat.size)).astype(np.int64)
 
 
 def _copy_of(src: Session, spare: list[Session]) -> Session:
@@ -192,11 +185,10 @@ def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: in
     sessions: list[Session] = [session]
     for step in range(max_steps):
         last_step = step + 1 == max_steps
-        total = []
-        for row, seq, cum in zip(rows, seqs, cums):
+        for row, seq in zip(rows, seqs):
             rules.apply(row, seq)
-            total.append(log_softmax(row) + np.float32(cum))
-        flat = np.concatenate(total).astype(np.float32)
+        # every beam's log-probabilities plus its cumulative one, as one [beams * vocab] row
+        flat = (log_softmax(np.stack(rows)) + np.asarray(cums, dtype=np.float32)[:, None]).ravel()
         vocab = rows[0].size
         idx = _top(flat, n_cand)
         cand = [(int(i) // vocab, int(i) % vocab, float(flat[i])) for i in idx]
