@@ -252,7 +252,8 @@ print(worst)
                                                 ("CYB_WGPU_SHADER_CHECKS", "maybe", 1),
                                                 ("CYB_WGPU_REPEAT", "matvec:0", 1), ("CYB_WGPU_REPEAT", "matvec", 1),
                                                 ("CYB_WGPU_GEMM", "h16=2", 64), ("CYB_WGPU_TILE", "96", 64),
-                                                ("CYB_WGPU_TILE", "big", 64), ("CYB_WGPU_SUBMIT", "-1", 64)])
+                                                ("CYB_WGPU_TILE", "big", 64), ("CYB_WGPU_SUBMIT", "-1", 64),
+                                                ("CYB_WGPU_SUBMIT_MAX", "0", 64)])
 def test_settings_reject_unknown_values(name, value, tokens):
     """A bad tuning setting is an error naming the variable and the value, at the first product."""
     code = (f"import numpy as np\nfrom cyb_llm import _core\nx = np.ones(({tokens}, 64), np.float32)\n"
@@ -395,8 +396,9 @@ def test_forwards_submitted_in_chunks_give_the_same_results(tmp_path_factory):
     (the first after N dispatches, each later one after twice as many) so the GPU starts while the
     host records the rest: the same work in the same order, so the prompt's and the decode steps'
     logits and the overlapped generation loop's tokens are bit-identical with one submit a forward
-    (0), the default and a first chunk of 3 dispatches, and the host times count the early submits
-    (none at 0, at least one a forward at 3)."""
+    (0), the default, a first chunk of 3 dispatches and that with chunks capped at 4
+    (CYB_WGPU_SUBMIT_MAX), and the host times count the early submits (none at 0, at least one a
+    forward at 3, more with the cap)."""
     import test_families_tiny as F
 
     _, path = F._build("llama", tmp_path_factory)
@@ -423,14 +425,17 @@ print(json.dumps({"hash": h.hexdigest(), "toks": toks, "chunks": t["chunks"], "f
 """
     import json
     out = {}
-    for value in ("0", "3", None):
-        env_code = code if value is not None else "import os; os.environ.pop('CYB_WGPU_SUBMIT', None)\n" + code
-        r = run_with_setting("CYB_WGPU_SUBMIT", value if value is not None else "", env_code)
+    for value in ("0", "3", "3:4", None):
+        first, _, cap = (value or "").partition(":")
+        pre = "import os\n" + ("os.environ.pop('CYB_WGPU_SUBMIT', None)\n" if value is None else "") + \
+            (f"os.environ['CYB_WGPU_SUBMIT_MAX'] = {cap!r}\n" if cap else "")
+        r = run_with_setting("CYB_WGPU_SUBMIT", first, pre + code)
         assert r.returncode == 0, r.stderr[-2000:]
         out[value] = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["0"]["chunks"] == 0 and out["3"]["chunks"] >= out["3"]["forwards"] == 6, out
+    assert out["3:4"]["chunks"] > out["3"]["chunks"], out  # the cap makes more, smaller chunks
     assert len(out["0"]["toks"]) == 12 and out["0"]["on"] == "device"
-    for value in ("3", None):
+    for value in ("3", "3:4", None):
         assert out[value]["hash"] == out["0"]["hash"] and out[value]["toks"] == out["0"]["toks"], value
 
 

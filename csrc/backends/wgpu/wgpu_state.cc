@@ -71,6 +71,7 @@ void State::reset() {
   slot_ = flushed_slot_ = 0;
   since_ = 0;
   chunk_at_ = submit_first_setting();
+  chunk_max_ = std::max(submit_max_setting(), chunk_at_);
   chunk_ns_ = 0;
 }
 
@@ -193,7 +194,7 @@ void State::submit_chunk() {
   finish_and_submit(nullptr, 0, nullptr, 0);
   chunk_ns_ += ns_since(t0);
   g->host.chunks += 1;
-  chunk_at_ = std::min<int64_t>(2 * chunk_at_, std::max(submit_max_setting(), submit_first_setting()));
+  chunk_at_ = std::min(2 * chunk_at_, chunk_max_);
   check_device_error(*g, "submitting a chunk of the forward");
 }
 

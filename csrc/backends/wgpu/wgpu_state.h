@@ -60,8 +60,9 @@ struct State : BackendState {
   std::chrono::steady_clock::time_point begun_{};  // begin_forward of the open forward
   bool open_ = false;
   // Early submits of the open forward (submit_first_setting): dispatches recorded since the
-  // last submit, the count that submits the next chunk, the host time of its early submits.
-  int64_t since_ = 0, chunk_at_ = 0;
+  // last submit, the count that submits the next chunk and its cap, the host time of its early
+  // submits.
+  int64_t since_ = 0, chunk_at_ = 0, chunk_max_ = 0;
   uint64_t chunk_ns_ = 0;
   // GPU profiling: a timestamp pair per dispatch of the pending submit.
   static constexpr uint32_t kQueryPairs = 2048;
