@@ -264,6 +264,8 @@ def test_beam_candidates_are_the_best_by_value_then_index():
     from cyb_llm import _core
     from cyb_llm.errors import InvalidConfig
 
+    mostly_nan = np.array([np.nan, 1, np.nan, 2, np.nan, -np.inf], np.float32)  # NaN fills the rest, by index
+    assert _top(mostly_nan, 5).tolist() == [3, 1, 5, 0, 2]
     assert _core.top_indices(np.ones(4, np.float32), 0).size == 0
     assert _core.top_indices(np.ones(4, np.float32), 4).tolist() == [0, 1, 2, 3]
     with pytest.raises(InvalidConfig, match="k"):

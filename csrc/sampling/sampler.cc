@@ -427,18 +427,14 @@ void top_indices(const float* v, int64_t n, int32_t k, int32_t* out) {
   if (k < 0 || k > n) throw_invalid_config("k", "must be in [0, " + std::to_string(n) + "], got " + std::to_string(k));
   if (n > std::numeric_limits<int32_t>::max()) throw_shape_mismatch("top_indices", {std::numeric_limits<int32_t>::max()}, {n});
   if (k == 0) return;
-  // a before b: the larger value (NaN below every number), then the lower index
-  auto before = [v](int32_t a, int32_t b) {
-    const bool na = std::isnan(v[a]), nb = std::isnan(v[b]);
-    if (na != nb) return nb;
-    if (!na && v[a] != v[b]) return v[a] > v[b];
-    return a < b;
-  };
-  // heap of the k best so far with the worst on top; indices arrive in increasing order, so a
-  // later value equal to the worst never displaces it
+  // A heap of the k best numbers so far in the sampler's order (ByLogitDesc), the worst on top;
+  // indices arrive in increasing order, so a later value equal to the worst never displaces it.
+  // NaN is skipped here and fills what is left, lowest index first.
+  const ByLogitDesc before{v};
   std::vector<int32_t> heap;
   heap.reserve(static_cast<size_t>(k));
   for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
+    if (std::isnan(v[i])) continue;
     if (static_cast<int32_t>(heap.size()) < k) {
       heap.push_back(i);
       std::push_heap(heap.begin(), heap.end(), before);
@@ -449,7 +445,9 @@ void top_indices(const float* v, int64_t n, int32_t k, int32_t* out) {
     }
   }
   std::sort_heap(heap.begin(), heap.end(), before);
-  std::copy(heap.begin(), heap.end(), out);
+  int32_t* end = std::copy(heap.begin(), heap.end(), out);
+  for (int32_t i = 0; end < out + k; ++i)
+    if (std::isnan(v[i])) *end++ = i;
 }
 
 }  // namespace cyb

@@ -154,7 +154,7 @@ def forward_step(sessions: Sequence[Session], tokens: Sequence[int]) -> np.ndarr
 def _top(flat: np.ndarray, n: int) -> np.ndarray:
     """Indices of the n largest values of flat, best first (ties: lower index first; all of them
     when flat has n or fewer): one native pass (`_core.top_indices`)."""
-    return _core.top_indices(flat, min(n, flat.size)).astype(np.int64)
+    return _core.top_indices(flat, min(n, flat.size))
 
 
 def _copy_of(src: Session, spare: list[Session]) -> Session:
