@@ -12,6 +12,8 @@ would otherwise compare the CPU with itself and pass.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -356,22 +358,22 @@ def _long_decode_case():
 
 
 def test_attention_split_setting(monkeypatch):
-    """CYB_WGPU_ATTN=split (read at each call) sends few-token attention over f16 caches to the
-    kernels before the one-dispatch decode kernel (attention.wgsl SPLIT/COMBINE past 64 keys,
-    else one workgroup per head and token); the decode cases of the op matrix against the f64
-    reference; a bad value is an error naming the setting."""
+    """CYB_WGPU_ATTN=split (read at each call) sends few-token attention over f16 and f32 caches
+    to the kernels before the one-dispatch decode kernel (attention.wgsl SPLIT/COMBINE past 64
+    keys, else one workgroup per head and token); the decode cases of the op matrix against the
+    f64 reference; a bad value is an error naming the setting."""
     import math
 
     monkeypatch.setenv("CYB_WGPU_ATTN", "split")
-    for case in T.ATT_CASES:
+    for case, dt in itertools.product(T.ATT_CASES, (np.float16, np.float32)):
         nh, nkv, hd, t, pos0, window, softcap = case
         if t > 3 or softcap:
             continue
         rng = np.random.default_rng(8)
         max_ctx = max(32, pos0 + t + 3)
         q = (rng.standard_normal((t, nh * hd)) * 2).astype(np.float32)
-        kc = rng.standard_normal((nkv, max_ctx, hd)).astype(np.float16)
-        vc = rng.standard_normal((nkv, max_ctx, hd)).astype(np.float16)
+        kc = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)
+        vc = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)
         scale = 1.0 / math.sqrt(hd)
         attrs = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0, "window": window,
                  "scale": scale, "softcap": 0.0, "precise": True}

@@ -4,11 +4,12 @@
 // Few tokens over many keys (decode): SPLIT, one workgroup per (head, token, 64 keys)
 // writes its tile's max, sum of exponentials and weighted values to PART, and COMBINE
 // (one workgroup per (head, token)) rescales and adds the nsplit tiles.
-// DEC (few tokens, f16 cache, head_dim 8 x a power of two <= 256): one workgroup of 256 per
-// (head, token) over the keys in tiles of 256, in one dispatch: each invocation scores one key
-// of the tile (the key read 8 values a load), a workgroup max per tile (online softmax), then
-// each sums the weighted values of 8 dims (one vec4 of f16 words) over every KL-th key of the
-// tile; the KL partial sums of a dim and the exponentials' sum are added at the end.
+// DEC (few tokens, head_dim 8 x a power of two <= 256): one workgroup of 256 per (head, token)
+// over the keys in tiles of 256, in one dispatch: each invocation scores one key of the tile
+// (the key read 8 values a load: one vec4 of f16 words, or with DEC_F32 two vec4s of an f32
+// cache), a workgroup max per tile (online softmax), then each sums the weighted values of 8
+// dims over every KL-th key of the tile; the KL partial sums of a dim and the exponentials' sum
+// are added at the end.
 struct P {
   T: u32, nh: u32, nkv: u32, hd: u32,
   max_ctx: u32, pos0: u32, window: u32, q_off: u32,
@@ -25,8 +26,22 @@ fn first_key(pos: u32) -> u32 {
 
 //#if DEC
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
+//#if DEC_F32
+@group(0) @binding(2) var<storage, read> KC4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> VC4: array<vec4<f32>>;
+// Eight cached values (group i of 8 dims) as two vec4s.
+fn k8lo(i: u32) -> vec4<f32> { return KC4[2u * i]; }
+fn k8hi(i: u32) -> vec4<f32> { return KC4[2u * i + 1u]; }
+fn v8lo(i: u32) -> vec4<f32> { return VC4[2u * i]; }
+fn v8hi(i: u32) -> vec4<f32> { return VC4[2u * i + 1u]; }
+//#else
 @group(0) @binding(2) var<storage, read> KC4: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> VC4: array<vec4<u32>>;
+fn k8lo(i: u32) -> vec4<f32> { return h8lo(KC4[i]); }
+fn k8hi(i: u32) -> vec4<f32> { return h8hi(KC4[i]); }
+fn v8lo(i: u32) -> vec4<f32> { return h8lo(VC4[i]); }
+fn v8hi(i: u32) -> vec4<f32> { return h8hi(VC4[i]); }
+//#endif
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
 //#include wgreduce
 var<workgroup> qd: array<vec4<f32>, 64>;   // q, head_dim <= 256
@@ -49,7 +64,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     qd[li] = vec4<f32>(Q[qb + 4u * li], Q[qb + 4u * li + 1u], Q[qb + 4u * li + 2u], Q[qb + 4u * li + 3u]);
   }
   workgroupBarrier();
-  let g8 = p.hd / 8u;   // vec4 words per cached row
+  let g8 = p.hd / 8u;   // groups of 8 dims per cached row
   let nkl = 256u / g8;  // key lanes of the value sums
   let kl = li / g8;
   let dg = li % g8;     // this invocation's dims 8 dg .. 8 dg + 7
@@ -66,9 +81,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var d0 = vec4<f32>(0.0);
       var d1 = vec4<f32>(0.0);
       for (var i = 0u; i < g8; i++) {
-        let w = KC4[kb + i];
-        d0 = fma(qd[2u * i], h8lo(w), d0);
-        d1 = fma(qd[2u * i + 1u], h8hi(w), d1);
+        d0 = fma(qd[2u * i], k8lo(kb + i), d0);
+        d1 = fma(qd[2u * i + 1u], k8hi(kb + i), d1);
       }
       s = hsum4(d0 + d1) * p.scale;
       if (p.softcap > 0.0) { s = p.softcap * tanh_s(s / p.softcap); }
@@ -86,10 +100,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let nj = min(256u, pos + 1u - k0);
     let vb = cb + k0 * g8 + dg;
     for (var jj = kl; jj < nj; jj += nkl) {
-      let w = VC4[vb + jj * g8];
       let pj = vec4<f32>(pd[jj]);
-      a0 = fma(pj, h8lo(w), a0);
-      a1 = fma(pj, h8hi(w), a1);
+      a0 = fma(pj, v8lo(vb + jj * g8), a0);
+      a1 = fma(pj, v8hi(vb + jj * g8), a1);
     }
     workgroupBarrier();  // pd is the next tile's
   }

@@ -10,7 +10,8 @@
 namespace cyb {
 namespace wgpu {
 
-// Attention over the device KV cache (shaders/wgsl/attention.wgsl): DEC (few rows, an f16 cache),
+// Attention over the device KV cache (shaders/wgsl/attention.wgsl): DEC (few rows; an f16 cache, or
+// an f32 one with DEC_F32),
 // one workgroup per (head, token) or FLASH blocks of 16 tokens, or SPLIT over key tiles + COMBINE.
 void WgpuBackend::attention(State& st, const Op& op, const Tensor* in, Tensor* out) {
   const uint64_t W = WGPU_WHOLE_SIZE;
@@ -27,13 +28,15 @@ void WgpuBackend::attention(State& st, const Op& op, const Tensor* in, Tensor* o
   // keys: the tiles run in parallel (SPLIT) and a second dispatch combines them.
   const int64_t keys = op.a.window > 0 ? std::min<int64_t>(op.a.pos0 + T, op.a.window) : op.a.pos0 + T;
   const int64_t nsplit = (keys + 63) / 64;
-  if (attention_kernel() == AttentionKernel::Dec && f16 && nh * T < kSplitAttentionMaxRows &&
+  if (attention_kernel() == AttentionKernel::Dec && nh * T < kSplitAttentionMaxRows &&
       keys <= kDecAttentionMaxKeys && hd % 8 == 0 && hd <= 256 && 256 % (hd / 8) == 0) {
     uint32_t p[12] = {u(T), u(nh), u(nkv), u(hd), u(max_ctx), u(op.a.pos0), u(op.a.window),
                       u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4), 0u};
     Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(in[1])->bufs[0], 0, W}, {3, dev(in[2])->bufs[0], 0, W},
                 {4, dev(out[0])->bufs[0], 0, W}};
-    st.dispatch(pipeline(g_, "attention", {"DEC"}), p, sizeof(p), b, u(nh), u(T), 1);
+    st.dispatch(pipeline(g_, "attention", f16 ? std::vector<std::string>{"DEC"}
+                                              : std::vector<std::string>{"DEC", "DEC_F32"}),
+                p, sizeof(p), b, u(nh), u(T), 1);
     return;
   }
   const bool split = nh * T < kSplitAttentionMaxRows && nsplit > 1;

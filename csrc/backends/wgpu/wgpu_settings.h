@@ -60,8 +60,8 @@ const MatvecTuning& matvec_tuning();
 // Attention with fewer (head, token) rows than this splits the keys over workgroups
 // (shaders/wgsl/attention.wgsl SPLIT/COMBINE) once they span more than one tile.
 constexpr int64_t kSplitAttentionMaxRows = 256;
-// Below that, up to this many keys a token run in one dispatch (attention.wgsl DEC, an f16
-// cache) unless CYB_WGPU_ATTN=split (read at each call, for tuning runs: docs/gpu-bench.md).
+// Below that, up to this many keys a token run in one dispatch (attention.wgsl DEC, an f16 or
+// f32 cache) unless CYB_WGPU_ATTN=split (read at each call, for tuning runs: docs/gpu-bench.md).
 constexpr int64_t kDecAttentionMaxKeys = 1024;
 enum class AttentionKernel { Dec, Split };
 AttentionKernel attention_kernel();
