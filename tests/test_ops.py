@@ -1302,6 +1302,47 @@ def test_fused_norm_matmul(enc, backend, precise):
         assert rel_err(y, y_u) <= TOL_FUSED
 
 
+@pytest.mark.parametrize("encs", [("q4_k", "q4_k", "q6_k"), ("q8_0", "q5_0", "q4_1"), ("f16", "f32", "bf16"),
+                                  ("q4_k", "q3_k", "q8_0")])
+@pytest.mark.parametrize("T", [1, 3, 6, 40])
+def test_fused_norm_qkv_and_swiglu(encs, T, backend, precise):
+    """fused_norm_qkv / fused_norm_swiglu = rms_norm, then fused_qkv / fused_swiglu (wgpu+rs: the norm
+    folded into the matrix-vector kernel for few tokens, matvec.wgsl NORM; for 32+ tokens or a
+    row-kernel encoding (q3_k) the rows normalized first): within `fused-f32` of the backend's own
+    rms_norm -> product, and that product's rows against the f64 reference, with and without the
+    biases, with and without plus_one (Gemma's 1 + w)."""
+    rng = np.random.default_rng(61 + T)
+    k = 256
+    x = (rng.standard_normal((T, k)) * 3).astype(np.float32)
+    nw = rng.standard_normal(k).astype(np.float32)
+    ws = [random_weight(e, n, k, rng) for e, n in zip(encs, (160, 64, 64))]
+    wu, du = random_weight(encs[0], 160, k, rng)
+    bs = [rng.standard_normal(n).astype(np.float32) for n in (160, 64, 64)]
+    shapes = [[T, 160], [T, 64], [T, 64]]
+    mm = {"precise": precise}
+    for plus_one in (False, True):
+        attrs = {"eps": 1e-5, "plus_one": plus_one, "precise": precise}
+        (xn,) = run("rms_norm", [x, nw], attrs, backend=backend)
+        for biases in ([], bs):
+            got = run("fused_norm_qkv", [x, nw] + [w for w, _ in ws] + biases, attrs, shapes, backend=backend)
+            want = run("fused_qkv", [xn] + [w for w, _ in ws] + biases, mm, shapes, backend=backend)
+            for i, (g, wt, (w, deq), e) in enumerate(zip(got, want, ws, encs)):
+                assert rel_err(g, wt) <= TOL_FUSED, (encs, i)
+                assert_mm(g, xn, deq, e, backend, precise, add=biases[i] if biases else 0.0, what=(encs, i))
+        (y,) = run("fused_norm_swiglu", [x, nw, ws[0][0], wu], attrs, backend=backend)
+        (y_u,) = run("fused_swiglu", [xn, ws[0][0], wu], mm, backend=backend)
+        assert rel_err(y, y_u) <= TOL_FUSED
+        assert_swiglu(y, xn, ws[0][1], du, encs[0], backend, precise, what=encs)
+
+
+def test_fused_norm_qkv_takes_all_biases_or_none():
+    w = np.zeros((8, 32), np.float32)
+    x, nw = np.zeros((1, 32), np.float32), np.ones(32, np.float32)
+    with pytest.raises(Exception, match="all three biases or none"):
+        _core.run_op("fused_norm_qkv", [x, nw, w, w, w, np.zeros(8, np.float32)], {"eps": 1e-5}, [[1, 8]] * 3,
+                     "auto", "cpu")
+
+
 @pytest.mark.parametrize("enc", ["f32", "bf16", "q4_1", "q5_1", "iq4_nl", "q4_k", "q5_k", "q2_k"])
 def test_fused_swiglu(enc, backend, precise):
     rng = np.random.default_rng(18)

@@ -219,6 +219,13 @@ enum class OpKind : uint16_t {
   // leaky_relu of the top (slope alpha); every step rounded to f32, so the result is the unfused
   // nodes' bit for bit.
   Elementwise = 86,
+  // ---- the decoder's few-token steps with the RMSNorm folded in (tags 87-88; families/decoder.cc
+  // emits them on device backends, where each op is a dispatch): exactly rms_norm(x, w_norm) (attrs
+  // eps, plus_one) followed by the op named, the normalized rows never stored.
+  // in: x [T, K], w_norm [K], Wq, Wk, Wv (, bq, bk, bv: all three or none); out: q, k, v (fused_qkv).
+  FusedNormQkv = 87,
+  // in: x [T, K], w_norm [K], W_gate, W_up.  y = fused_swiglu(rms_norm(x, w_norm)).
+  FusedNormSwiGlu = 88,
   COUNT_PLUS_ONE
 };
 

@@ -172,6 +172,15 @@ void check_fused_qkv(const Op& op, const Tensor* in, int n_in, const Tensor* out
     if (out[i].shape.numel() != T * in[1 + i].shape.d[0]) bad_shape(op, {T, in[1 + i].shape.d[0]}, out[i].shape, names[i]);
 }
 
+// fused_norm_qkv: fused_qkv's rule on the inputs after the norm weight.
+void check_fused_norm_qkv(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out) {
+  if (n_in != 5 && n_in != 8)
+    throw_invalid_config("bias", "fused_norm_qkv takes all three biases or none, got " + std::to_string(n_in - 5));
+  const Tensor rest[7] = {in[0], in[2], in[3], in[4], n_in == 8 ? in[5] : Tensor{}, n_in == 8 ? in[6] : Tensor{},
+                          n_in == 8 ? in[7] : Tensor{}};
+  check_fused_qkv(op, rest, n_in - 1, out, n_out);
+}
+
 void check_softcap(const Op& op, const Tensor*, int, const Tensor*, int) {
   if (!(op.a.softcap > 0.f)) throw_invalid_config("softcap", "softcap must be positive");
 }
@@ -531,6 +540,15 @@ std::vector<OpSchema> build_table() {
       {"v weight", kDtWeight, IS::WeightK0}, {"q bias", kDtF32, IS::RowsOf, 1}, {"k bias", kDtF32, IS::RowsOf, 2},
       {"v bias", kDtF32, IS::RowsOf, 3}},
      {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}}, ShapeRule::Given, 0, check_fused_qkv},
+    {OpKind::FusedNormQkv, "fused_norm_qkv", 5, 8, 3, false, {eps, plus_one},
+     {x, {"norm weight", kDtF32, IS::Cols0}, {"q weight", kDtWeight, IS::WeightK0},
+      {"k weight", kDtWeight, IS::WeightK0}, {"v weight", kDtWeight, IS::WeightK0}, {"q bias", kDtF32, IS::RowsOf, 2},
+      {"k bias", kDtF32, IS::RowsOf, 3}, {"v bias", kDtF32, IS::RowsOf, 4}},
+     {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}}, ShapeRule::Given, 0, check_fused_norm_qkv},
+    {OpKind::FusedNormSwiGlu, "fused_norm_swiglu", 4, 4, 1, false, {eps, plus_one},
+     {x, {"norm weight", kDtF32, IS::Cols0}, {"gate weight", kDtWeight, IS::WeightK0},
+      {"up weight", kDtWeight, IS::WeightLike, 2}},
+     {out}, ShapeRule::ColsRowsOf, 2},
     {OpKind::Sigmoid, "sigmoid", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
     {OpKind::Tanh, "tanh", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
     {OpKind::Sqrt, "sqrt", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},

@@ -190,6 +190,33 @@ class Decoder : public Model {
   // (Qwen2's attention bias: outliers up to ~70 that f16's 11 bits round to 4e-2 steps, the
   // bulk of qwen05's fast error; docs/runtime.md, "Tolerances"); f16 otherwise.
   bool f32_cache() const { return opts_.precise || key_bias_; }
+  // An op of the norm-folded layer (fused_norm_qkv, fused_norm_swiglu) with the model's RMSNorm.
+  Op norm_op(OpKind k, const char* label) const {
+    Op op = make_op(k, label);
+    op.a.eps = static_cast<float>(plan_.eps);
+    op.a.norm_plus_one = spec_.norm_plus_one;
+    return op;
+  }
+  // Whether the backend takes every layer's norm-folded ops for T rows like x (forward_rows).
+  bool fold_norms(Backend& be, const Tensor& x, int64_t T) const {
+    if (spec_.sandwich_norm || spec_.gelu_tanh) return false;
+    Tensor att = x, act = x;
+    att.shape = Shape{T, plan_.n_heads * plan_.head_dim};
+    act.shape = Shape{T, plan_.intermediate};
+    const Op nq = norm_op(OpKind::FusedNormQkv, ""), ns = norm_op(OpKind::FusedNormSwiGlu, "");
+    const Op ma = make_op(OpKind::FusedMatmulAdd, "");
+    for (const LayerWeights& w : layers_) {
+      const bool biases = w.bq.data && w.bk.data && w.bv.data;
+      if (!biases && (w.bq.data || w.bk.data || w.bv.data)) return false;
+      const Tensor qi[8] = {x, w.attn_norm, w.q, w.k, w.v, w.bq, w.bk, w.bv};
+      const Tensor si[4] = {x, w.ffn_norm, w.gate, w.up};
+      const Tensor oi[3] = {att, w.o, x}, di[3] = {act, w.down, x};
+      if (!be.supports(nq, qi, biases ? 8 : 5) || !be.supports(ns, si, 4) || !be.supports(ma, oi, 3) ||
+          !be.supports(ma, di, 3))
+        return false;
+    }
+    return true;
+  }
 
   const std::string& family() const override { return family_; }
   int64_t vocab_size() const override { return plan_.vocab; }
@@ -399,9 +426,14 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     op.a.scale = static_cast<float>(plan_.embed_scale);
     e.run(op, {ids_t, embed_}, {&x});
   }
+  // On a device backend (each op a dispatch) every RMSNorm goes into the product after it where the
+  // backend takes the fused ops for these shapes: q/k/v and gate/up as fused_norm_qkv /
+  // fused_norm_swiglu on the residual stream, the residual adds in the o and down products
+  // (fused_matmul_add): six ops a layer instead of eight. The cpu keeps the ops below (norm + skip).
+  const bool fold = !be.host_memory() && fold_norms(be, x, T);
   // h = input_layernorm(x) of layer 0
   Tensor h = e.frame(Shape{T, D});
-  e.rms_norm(x, layers_[0].attn_norm, eps, plus_one, &h, layers_[0].label[kAttnNorm].c_str());
+  if (!fold) e.rms_norm(x, layers_[0].attn_norm, eps, plus_one, &h, layers_[0].label[kAttnNorm].c_str());
 
   // Per-layer activations, one set for all layers (a layer's values are dead once
   // the next layer begins, and every backend runs a forward's ops in the order
@@ -432,7 +464,11 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     const bool biases = w.bq.data && w.bk.data && w.bv.data;
     const Op qkv = make_op(OpKind::FusedQkv, w.label[kQ].c_str());
     const Tensor qkv_in[7] = {h, w.q, w.k, w.v, w.bq, w.bk, w.bv};
-    if ((biases || (!w.bq.data && !w.bk.data && !w.bv.data)) && be.supports(qkv, qkv_in, biases ? 7 : 4)) {
+    if (fold) {
+      const Op nq = norm_op(OpKind::FusedNormQkv, w.label[kQ].c_str());
+      if (biases) e.run(nq, {x, w.attn_norm, w.q, w.k, w.v, w.bq, w.bk, w.bv}, {&q, &k, &v});
+      else e.run(nq, {x, w.attn_norm, w.q, w.k, w.v}, {&q, &k, &v});
+    } else if ((biases || (!w.bq.data && !w.bk.data && !w.bv.data)) && be.supports(qkv, qkv_in, biases ? 7 : 4)) {
       if (biases) e.run(qkv, {h, w.q, w.k, w.v, w.bq, w.bk, w.bv}, {&q, &k, &v});
       else e.run(qkv, {h, w.q, w.k, w.v}, {&q, &k, &v});
     } else {
@@ -449,6 +485,16 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
       e.rms_norm(kv, w.k_norm, eps, plus_one, &kv, w.label[kQkNorm].c_str());
     }
     attend(e, segs, nseg, l, q, k, v, att);
+    if (fold) {  // x += att Wo; x += ffn(norm(x)) Wd
+      Tensor x2 = next_x(x);
+      e.matmul_add(att, w.o, Tensor{}, x, &x2, w.label[kO].c_str());
+      x = x2;
+      e.run(norm_op(OpKind::FusedNormSwiGlu, w.label[kFfn].c_str()), {x, w.ffn_norm, w.gate, w.up}, {&act});
+      Tensor x3 = next_x(x);
+      e.matmul_add(act, w.down, Tensor{}, x, &x3, w.label[kDown].c_str());
+      x = x3;
+      continue;
+    }
     e.matmul(att, w.o, Tensor{}, &o, w.label[kO].c_str());
     if (spec_.sandwich_norm) e.rms_norm(o, w.post_attn_norm, eps, plus_one, &o, w.label[kO].c_str());
     // x = x + o; h = ffn_norm(x)
@@ -475,6 +521,7 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
 
   // logits = h W_lm (only the last row unless all_logits)
   const int64_t rows = all_logits ? T : 1;
+  if (fold) e.rms_norm(x, final_norm_, eps, plus_one, &h, "final_norm");  // h = final_norm(x)
   Tensor hin = all_logits ? h : h.rows(T - 1, 1);
   Tensor out;
   if (be.host_memory() && !sample) {  // the cpu path writes the caller's buffer directly

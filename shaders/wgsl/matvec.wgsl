@@ -12,12 +12,15 @@
 // (mvdot.wgsl deq_ks_*), read as 16-byte words where the encoding allows (WV, WV2, WV3: the
 // weights bound as vec4<u32> in place of W, W2, W3), for each of the NT tokens; R2 (KS of one
 // token, without QKV): two rows a lane group, the activation loads shared.
+// NORM (fused_norm_*): the products take rms_norm(x) = x * r * w (r = 1 / sqrt(mean(x^2) + eps) per
+// token, w the norm weight, as 1 + w with plus_one): the workgroup first sums each of its tokens' x^2,
+// the dots read x * w (xv), and each row's sum is scaled by its token's r before bias and epilogue.
 struct P {
   K: u32, T: u32, rb: u32, x_off: u32,
   y_off: u32, ldy: u32, row0: u32, nrows: u32,
   nx: u32, has_bias: u32, rb2: u32, nq: u32,
   nk: u32, rb3: u32, y2_off: u32, y3_off: u32,
-  r_off: u32, pad0: u32, pad1: u32, pad2: u32,
+  r_off: u32, eps: f32, plus_one: u32, pad2: u32,
 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> W: array<u32>;
@@ -36,6 +39,20 @@ struct P {
 @group(0) @binding(11) var<storage, read> R: array<f32>;
 //#endif
 //#include epilogue
+// The activation vec4 i (mvdot.wgsl reads every activation through this).
+//#if NORM
+@group(0) @binding(15) var<storage, read> NW: array<vec4<f32>>;
+var<private> xg0: u32;  // the first vec4 of the token being summed (the norm weight's index 0)
+fn xv(i: u32) -> vec4<f32> {
+  var w = NW[i - xg0];
+  if (p.plus_one != 0u) { w += vec4<f32>(1.0); }
+  return XV[i] * w;
+}
+fn setx(b: u32) { xg0 = b; }
+//#else
+fn xv(i: u32) -> vec4<f32> { return XV[i]; }
+fn setx(b: u32) {}
+//#endif
 //#if QKV
 @group(0) @binding(5) var<storage, read> W2: array<u32>;
 @group(0) @binding(6) var<storage, read> W3: array<u32>;
@@ -128,6 +145,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let lane = li % TPR;
   let t0 = wid.z * NT;
   let xs = p.K / 4u;
+//#if NORM
+  // each of the workgroup's tokens' sum of x^2 (token i in component i), by every invocation
+  var ss = vec4<f32>(0.0);
+  for (var i = 0u; i < NT; i++) {
+    if (t0 + i < p.T) {
+      let b = p.x_off / 4u + (t0 + i) * xs;
+      var acc = 0.0;
+      for (var k = li; k < xs; k += WG) {
+        let v = XV[b + k];
+        acc = fma(v.x, v.x, fma(v.y, v.y, fma(v.z, v.z, fma(v.w, v.w, acc))));
+      }
+      ss[i] = acc;
+    }
+  }
+  red[li] = ss;
+  workgroupBarrier();
+  for (var o = WG / 2u; o > 0u; o >>= 1u) {
+    if (li < o) { red[li] += red[li + o]; }
+    workgroupBarrier();
+  }
+  let nr = vec4<f32>(1.0) / sqrt(red[0] / f32(p.K) + vec4<f32>(p.eps));
+  workgroupBarrier();  // red holds the rows' sums next
+//#endif
   var a = vec4<f32>(0.0);
 //#if SWIGLU
   var u = vec4<f32>(0.0);
@@ -161,6 +201,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if U2
     // one token, two chunks a step (c and c + TPR; a missing second chunk re-reads the last
     // one and counts zero): twice the loads in flight per lane
+    setx(xb);
     for (var c = lane; c < nch; c += 2u * TPR) {
       let c2 = min(c + TPR, nch - 1u);
       let k2 = select(0.0, 1.0, c + TPR < nch);
@@ -176,23 +217,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
     // chunks (KS: 32-value slots of whole super-blocks) c, c + TPR, .. of the row, for each token
     for (var c = lane; c < nch; c += TPR) {
+      setx(xb);
       a.x += dot1(rb, c, xb);
 //#if SWIGLU
       u.x += dot2(rb2, c, xb);
 //#endif
       if (NT > 1u && nt > 1u) {
+        setx(xb + xs);
         a.y += dot1(rb, c, xb + xs);
 //#if SWIGLU
         u.y += dot2(rb2, c, xb + xs);
 //#endif
       }
       if (NT > 2u && nt > 2u) {
+        setx(xb + 2u * xs);
         a.z += dot1(rb, c, xb + 2u * xs);
 //#if SWIGLU
         u.z += dot2(rb2, c, xb + 2u * xs);
 //#endif
       }
       if (NT > 3u && nt > 3u) {
+        setx(xb + 3u * xs);
         a.w += dot1(rb, c, xb + 3u * xs);
 //#if SWIGLU
         u.w += dot2(rb2, c, xb + 3u * xs);
@@ -200,6 +245,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
 //#if R2
       // (one token: the second row's sums in a.y, u.y)
+      setx(xb);
       a.y += dot1(r1 * rbytes, c, xb);
 //#if SWIGLU
       u.y += dot2(r1 * p.rb2, c, xb);
@@ -239,6 +285,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
 //#if SG
   }
+//#endif
+//#if NORM
+  // the sums of x * w times r (R2: both rows are token t0's)
+//#if R2
+  a *= nr.x;
+//#if SWIGLU
+  u *= nr.x;
+//#endif
+//#else
+  a *= nr;
+//#if SWIGLU
+  u *= nr;
+//#endif
+//#endif
 //#endif
 //#if R2
   if (lane == 0u) {

@@ -1,7 +1,7 @@
 // Dot products of one 32-value chunk `c` of the weight row starting at byte `rb` (blocks in
 // the device layout of dequant.wgsl) with
 // 32 activations, for the matrix-vector kernel (matvec.wgsl). `xb` is the token's first
-// vec4 in XV. The weights are decoded in registers, four values at a time, and never
+// vec4 in XV, read through matvec.wgsl's xv (NORM: times the norm weight). The weights are decoded in registers, four values at a time, and never
 // stored; each value is formed as the dequantizer forms it (d * (q - z) or d * q + m, as
 // dequant.wgsl), never as d * sum(q x) - m * sum(x): that difference of two large sums
 // loses the low bits the precise mode keeps (measured on a qwen05-shaped model). Only encodings whose
@@ -19,7 +19,7 @@ fn deq_mv_f32(rb: u32, c: u32, xb: u32) -> f32 {
   for (var i = 0u; i < 8u; i++) {
     let w = vec4<f32>(bitcast<f32>(W[w0 + 4u * i]), bitcast<f32>(W[w0 + 4u * i + 1u]),
                       bitcast<f32>(W[w0 + 4u * i + 2u]), bitcast<f32>(W[w0 + 4u * i + 3u]));
-    s = fma(w, XV[x0 + i], s);
+    s = fma(w, xv(x0 + i), s);
   }
   return hsum(s);
 }
@@ -30,7 +30,7 @@ fn deq_mv_f16(rb: u32, c: u32, xb: u32) -> f32 {
   //#unroll
   for (var i = 0u; i < 8u; i++) {
     let w = vec4<f32>(unpack2x16float(W[w0 + 2u * i]), unpack2x16float(W[w0 + 2u * i + 1u]));
-    s = fma(w, XV[x0 + i], s);
+    s = fma(w, xv(x0 + i), s);
   }
   return hsum(s);
 }
@@ -43,7 +43,7 @@ fn deq_mv_bf16(rb: u32, c: u32, xb: u32) -> f32 {
     let a = W[w0 + 2u * i];
     let b = W[w0 + 2u * i + 1u];
     let w = bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
-    s = fma(w, XV[x0 + i], s);
+    s = fma(w, xv(x0 + i), s);
   }
   return hsum(s);
 }
@@ -53,7 +53,7 @@ fn deq_mv_q8_0(rb: u32, c: u32, xb: u32) -> f32 {
   var s = vec4<f32>(0.0);
   //#unroll
   for (var j = 0u; j < 8u; j++) {
-    s = fma(sb4(W[(o >> 2u) + j]), XV[x0 + j], s);
+    s = fma(sb4(W[(o >> 2u) + j]), xv(x0 + j), s);
   }
   return h16(o + 32u) * hsum(s);
 }
@@ -66,7 +66,7 @@ fn deq_mv_q4_0(rb: u32, c: u32, xb: u32) -> f32 {
   //#unroll
   for (var j = 0u; j < 4u; j++) {
     let v = W[(o >> 2u) + j];
-    s = fma(d * (nib4(v, 0u) - 8.0), XV[x0 + j], fma(d * (nib4(v, 4u) - 8.0), XV[x0 + 4u + j], s));
+    s = fma(d * (nib4(v, 0u) - 8.0), xv(x0 + j), fma(d * (nib4(v, 4u) - 8.0), xv(x0 + 4u + j), s));
   }
   return hsum(s);
 }
@@ -79,7 +79,7 @@ fn deq_mv_q4_1(rb: u32, c: u32, xb: u32) -> f32 {
   //#unroll
   for (var j = 0u; j < 4u; j++) {
     let v = W[(o >> 2u) + 1u + j];
-    s = fma(d * nib4(v, 0u) + m, XV[x0 + j], fma(d * nib4(v, 4u) + m, XV[x0 + 4u + j], s));
+    s = fma(d * nib4(v, 0u) + m, xv(x0 + j), fma(d * nib4(v, 4u) + m, xv(x0 + 4u + j), s));
   }
   return hsum(s);
 }
@@ -92,8 +92,8 @@ fn deq_mv_q5_0(rb: u32, c: u32, xb: u32) -> f32 {
   //#unroll
   for (var j = 0u; j < 4u; j++) {
     let v = W[(o >> 2u) + 1u + j];
-    s = fma(d * (nib4(v, 0u) + hb4(qh, 4u * j) - 16.0), XV[x0 + j],
-            fma(d * (nib4(v, 4u) + hb4(qh, 16u + 4u * j) - 16.0), XV[x0 + 4u + j], s));
+    s = fma(d * (nib4(v, 0u) + hb4(qh, 4u * j) - 16.0), xv(x0 + j),
+            fma(d * (nib4(v, 4u) + hb4(qh, 16u + 4u * j) - 16.0), xv(x0 + 4u + j), s));
   }
   return hsum(s);
 }
@@ -107,8 +107,8 @@ fn deq_mv_q5_1(rb: u32, c: u32, xb: u32) -> f32 {
   //#unroll
   for (var j = 0u; j < 4u; j++) {
     let v = W[(o >> 2u) + 2u + j];
-    s = fma(d * (nib4(v, 0u) + hb4(qh, 4u * j)) + m, XV[x0 + j],
-            fma(d * (nib4(v, 4u) + hb4(qh, 16u + 4u * j)) + m, XV[x0 + 4u + j], s));
+    s = fma(d * (nib4(v, 0u) + hb4(qh, 4u * j)) + m, xv(x0 + j),
+            fma(d * (nib4(v, 4u) + hb4(qh, 16u + 4u * j)) + m, xv(x0 + 4u + j), s));
   }
   return hsum(s);
 }
@@ -125,7 +125,7 @@ fn deq_mv_q4_k(rb: u32, c: u32, xb: u32) -> f32 {
   var s = vec4<f32>(0.0);
   //#unroll
   for (var l = 0u; l < 8u; l++) {
-    s = fma(d * nib4(W[qw + l], sh) - m, XV[x0 + l], s);
+    s = fma(d * nib4(W[qw + l], sh) - m, xv(x0 + l), s);
   }
   return hsum(s);
 }
@@ -143,7 +143,7 @@ fn deq_mv_q5_k(rb: u32, c: u32, xb: u32) -> f32 {
   //#unroll
   for (var l = 0u; l < 8u; l++) {
     let hi = vec4<f32>(((vec4<u32>(W[hw + l]) >> (SH4 + j)) & vec4<u32>(1u)) << vec4<u32>(4u));
-    s = fma(d * (nib4(W[qw + l], sh) + hi) - m, XV[x0 + l], s);
+    s = fma(d * (nib4(W[qw + l], sh) + hi) - m, xv(x0 + l), s);
   }
   return hsum(s);
 }
@@ -164,7 +164,7 @@ fn deq_mv_q6_k(rb: u32, c: u32, xb: u32) -> f32 {
   for (var l4 = 0u; l4 < 8u; l4++) {
     let q = vec4<f32>(((vec4<u32>(W[(lo + 4u * l4) >> 2u]) >> (SH4 + 4u * (r >> 1u))) & vec4<u32>(15u)) |
                  (((vec4<u32>(W[(hi + 4u * l4) >> 2u]) >> (SH4 + 2u * r)) & vec4<u32>(3u)) << vec4<u32>(4u)));
-    s = fma(select(b, a, l4 < 4u) * (q - 32.0), XV[x0 + l4], s);
+    s = fma(select(b, a, l4 < 4u) * (q - 32.0), xv(x0 + l4), s);
   }
   return hsum(s);
 }
@@ -200,14 +200,14 @@ fn deq_ks_q4_k(rb: u32, s: u32, xb: u32) -> f32 {
   let d = dm.x * vec2<f32>(sc);
   let m = dm.y * vec2<f32>(mn);
   var a = vec4<f32>(0.0);
-  a = fma(d.x * nib4(q.x, 0u) - m.x, XV[x0], a);
-  a = fma(d.x * nib4(q.y, 0u) - m.x, XV[x0 + 1u], a);
-  a = fma(d.x * nib4(q.z, 0u) - m.x, XV[x0 + 2u], a);
-  a = fma(d.x * nib4(q.w, 0u) - m.x, XV[x0 + 3u], a);
-  a = fma(d.y * nib4(q.x, 4u) - m.y, XV[x0 + 8u], a);
-  a = fma(d.y * nib4(q.y, 4u) - m.y, XV[x0 + 9u], a);
-  a = fma(d.y * nib4(q.z, 4u) - m.y, XV[x0 + 10u], a);
-  a = fma(d.y * nib4(q.w, 4u) - m.y, XV[x0 + 11u], a);
+  a = fma(d.x * nib4(q.x, 0u) - m.x, xv(x0), a);
+  a = fma(d.x * nib4(q.y, 0u) - m.x, xv(x0 + 1u), a);
+  a = fma(d.x * nib4(q.z, 0u) - m.x, xv(x0 + 2u), a);
+  a = fma(d.x * nib4(q.w, 0u) - m.x, xv(x0 + 3u), a);
+  a = fma(d.y * nib4(q.x, 4u) - m.y, xv(x0 + 8u), a);
+  a = fma(d.y * nib4(q.y, 4u) - m.y, xv(x0 + 9u), a);
+  a = fma(d.y * nib4(q.z, 4u) - m.y, xv(x0 + 10u), a);
+  a = fma(d.y * nib4(q.w, 4u) - m.y, xv(x0 + 11u), a);
   return hsum(a);
 }
 // Q6_K (212-byte blocks: words only): slot t = s % 8 of super-block s / 8 is half h = t / 4,
@@ -236,10 +236,10 @@ fn deq_ks_q6_k(rb: u32, s: u32, xb: u32) -> f32 {
     let q1 = (lq2 & 0x0f0f0f0fu) | ((hq << 2u) & 0x30303030u);
     let q2 = ((lq >> 4u) & 0x0f0f0f0fu) | (hq & 0x30303030u);
     let q3 = ((lq2 >> 4u) & 0x0f0f0f0fu) | ((hq >> 2u) & 0x30303030u);
-    a = fma(sg.x * (bytes4(q0) - 32.0), XV[x0 + k], a);
-    a = fma(sg.y * (bytes4(q1) - 32.0), XV[x0 + 8u + k], a);
-    a = fma(sg.z * (bytes4(q2) - 32.0), XV[x0 + 16u + k], a);
-    a = fma(sg.w * (bytes4(q3) - 32.0), XV[x0 + 24u + k], a);
+    a = fma(sg.x * (bytes4(q0) - 32.0), xv(x0 + k), a);
+    a = fma(sg.y * (bytes4(q1) - 32.0), xv(x0 + 8u + k), a);
+    a = fma(sg.z * (bytes4(q2) - 32.0), xv(x0 + 16u + k), a);
+    a = fma(sg.w * (bytes4(q3) - 32.0), xv(x0 + 24u + k), a);
   }
   return hsum(a);
 }

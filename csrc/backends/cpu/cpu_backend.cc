@@ -91,6 +91,8 @@ template <int L>
 void composed_rope_kv(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 template <int L>
 void composed_qkv(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+template <int L>
+void composed_norm_then(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 
 struct Tables {
   cpu::KernelTable t[5];
@@ -128,9 +130,13 @@ struct Tables {
                                     composed_rope_kv<3>, composed_rope_kv<4>};
     const cpu::Kernel qkv[5] = {composed_qkv<0>, composed_qkv<1>, composed_qkv<2>, composed_qkv<3>,
                                 composed_qkv<4>};
+    const cpu::Kernel norm_then[5] = {composed_norm_then<0>, composed_norm_then<1>, composed_norm_then<2>,
+                                      composed_norm_then<3>, composed_norm_then<4>};
     for (int i = 0; i < 5; ++i) {
       if (!t[i][OpKind::FusedRopeKv]) t[i][OpKind::FusedRopeKv] = rope_kv[i];
       if (!t[i][OpKind::FusedQkv]) t[i][OpKind::FusedQkv] = qkv[i];
+      for (OpKind k : {OpKind::FusedNormQkv, OpKind::FusedNormSwiGlu})
+        if (!t[i][k]) t[i][k] = norm_then[i];
     }
   }
 };
@@ -179,6 +185,24 @@ void composed_qkv(const Op& op, const Tensor* in, int n_in, Tensor* out, int, Ex
     const Tensor mm[3] = {in[0], in[1 + i], n_in == 7 ? in[4 + i] : Tensor{}};
     t[OpKind::Matmul](step, mm, n_in == 7 ? 3 : 2, &out[i], 1, ctx);
   }
+}
+
+// fused_norm_qkv / fused_norm_swiglu as their definition: the level's rms_norm into the norm scratch
+// (which the matmul kernels leave alone), then its fused_qkv / fused_swiglu on those rows.
+template <int L>
+void composed_norm_then(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx) {
+  const cpu::KernelTable& t = tables().t[L];
+  const int64_t K = in[0].shape.cols(), T = in[0].shape.numel() / K;
+  Tensor xn = in[0];
+  xn.data = cpu::scratch<float>(cpu::kScratchNorm, static_cast<size_t>(T * K));
+  Op step = op;
+  step.kind = OpKind::RmsNorm;
+  t[OpKind::RmsNorm](step, in, 2, &xn, 1, ctx);
+  Tensor rest[7];
+  rest[0] = xn;
+  for (int i = 2; i < n_in; ++i) rest[i - 1] = in[i];
+  step.kind = op.kind == OpKind::FusedNormQkv ? OpKind::FusedQkv : OpKind::FusedSwiGlu;
+  t[step.kind](step, rest, n_in - 1, out, n_out, ctx);
 }
 
 const Tables& tables() {

@@ -316,8 +316,17 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     case OpKind::FusedRopeKv:  // rope.wgsl KV: as rope and kv_write
       return in[0].dtype == DType::F32 && in[1].dtype == DType::F32 && in[2].dtype == DType::F32 &&
              in[0].offset % 4 == 0 && in[1].offset % 4 == 0 && in[2].offset % 4 == 0 && op.a.head_dim % 2 == 0;
-    case OpKind::FusedNormMatmul:  // as rms_norm into a frame, then matmul on it
+    case OpKind::FusedNormMatmul:  // few tokens: matvec.wgsl NORM; else rms_norm into a frame, then the matmul
       return plain(in[0]) && plain(in[1]) && weight_ok(in[2]) && in[2].offset == 0 && (n_in == 3 || plain(in[3]));
+    case OpKind::FusedNormSwiGlu:  // as fused_norm_matmul, with fused_swiglu's product
+      return plain(in[0]) && plain(in[1]) && weight_ok(in[2]) && weight_ok(in[3]) && in[2].offset == 0 &&
+             in[3].offset == 0;
+    case OpKind::FusedNormQkv: {  // as fused_norm_matmul, with fused_qkv's products
+      bool ok = plain(in[0]) && plain(in[1]);
+      for (int i = 2; i < 5; ++i) ok = ok && weight_ok(in[i]) && in[i].offset == 0;
+      for (int i = 5; i < n_in; ++i) ok = ok && plain(in[i]);
+      return ok;
+    }
     case OpKind::Copy:  // f32 / f16 / bf16 (the schema's float types) each way, whole words (copy.wgsl)
       return in[0].offset % 4 == 0 && in[0].shape.numel() <= int64_t{0xffffffff};
     case OpKind::Conv1d: {  // f32 or f16 weights; one workgroup row per output row (b, t)
@@ -468,7 +477,20 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
   switch (op.kind) {
     case OpKind::Matmul: return matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0]);
     case OpKind::FusedSwiGlu: return matmul(st, in[0], in[1], nullptr, &in[2], out[0]);
-    case OpKind::FusedNormMatmul: return fused_norm_matmul(st, op, in, n_in, out);
+    case OpKind::FusedNormMatmul: {
+      const RowNorm rn{&op, &in[1]};
+      return matmul(st, in[0], in[2], n_in > 3 ? &in[3] : nullptr, nullptr, out[0], nullptr, nullptr, &rn);
+    }
+    case OpKind::FusedNormSwiGlu: {
+      const RowNorm rn{&op, &in[1]};
+      return matmul(st, in[0], in[2], nullptr, &in[3], out[0], nullptr, nullptr, &rn);
+    }
+    case OpKind::FusedNormQkv: {
+      const RowNorm rn{&op, &in[1]};
+      const Tensor rest[7] = {in[0], in[2], in[3], in[4], n_in == 8 ? in[5] : Tensor{}, n_in == 8 ? in[6] : Tensor{},
+                              n_in == 8 ? in[7] : Tensor{}};
+      return qkv(st, rest, n_in - 1, out, &rn);
+    }
     case OpKind::FusedMatmulGelu:
       return matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0],
                     op.a.gelu_erf ? "GELU" : "GELU_TANH");

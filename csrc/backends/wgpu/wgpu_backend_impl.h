@@ -1,7 +1,7 @@
 // The wgpu+rs Backend (make_wgpu_backend): device tensors, weights, supports() and execute(),
 // whose switch hands each op to its encoder. The encoders, by kind of kernel:
 //   wgpu_ops_matmul.cc     matmul (row, matrix-vector, tiled and split-K GEMM), fused_qkv,
-//                          fused_norm_matmul, conv1d
+//                          fused_norm_matmul / _qkv / _swiglu (the norm folded in), conv1d
 //   wgpu_ops_attention.cc  attention, encoder attention, rope, fused_rope_kv, kv_write
 //   wgpu_ops_norm.cc       rms_norm, l2_normalize, softmax, fused_skip_norm, layer_norm,
 //                          element-wise ops
@@ -113,10 +113,16 @@ class WgpuBackend : public Backend {
 
   // wgpu_ops_matmul.cc
   // epilogue: nullptr, "GELU", "GELU_TANH" or "ADD" (residual: the tensor added, laid out as y).
+  // `norm` (an rms_norm op and its weight): the product takes rms_norm(x) (fused_norm_*): the
+  // matrix-vector kernel folds it in (matvec.wgsl NORM), the other paths normalize into a frame first.
+  struct RowNorm {
+    const Op* op;
+    const Tensor* w;
+  };
   void matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2, Tensor& y,
-              const char* epilogue = nullptr, const Tensor* residual = nullptr);
-  void qkv(State& st, const Tensor* in, int n_in, Tensor* out);
-  void fused_norm_matmul(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
+              const char* epilogue = nullptr, const Tensor* residual = nullptr, const RowNorm* norm = nullptr);
+  void qkv(State& st, const Tensor* in, int n_in, Tensor* out, const RowNorm* norm = nullptr);
+  Tensor normed_rows(State& st, const Tensor& x, const RowNorm& norm);
   void conv1d(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
   void matvec_variant(int64_t K, int64_t T, int64_t rows, bool ks_ok, std::vector<std::string>& defs,
                       int64_t* rows_per_wg, int64_t* tokens_per_wg) const;

@@ -75,7 +75,7 @@ void WgpuBackend::matvec_variant(int64_t K, int64_t T, int64_t rows, bool ks_ok,
 // fused_qkv: one matvec dispatch over the three weights (matvec.wgsl QKV) for few tokens,
 // whole 32-value chunks and register-decoded encodings, each weight in one buffer; three
 // matmuls otherwise.
-void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
+void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out, const RowNorm* norm) {
   const uint64_t W = WGPU_WHOLE_SIZE;
   const Tensor& x = in[0];
   const bool bias = n_in == 7;
@@ -84,11 +84,13 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   bool fused = T < kTiledMinTokens && K % 32 == 0 && x.offset % 16 == 0;
   for (int i = 0; i < 3; ++i) fused = fused && mv_encoding(in[1 + i].dtype) && w[i]->bufs.size() == 1;
   if (!fused) {
-    for (int i = 0; i < 3; ++i) matmul(st, x, in[1 + i], bias ? &in[4 + i] : nullptr, nullptr, out[i]);
+    const Tensor xn = norm ? normed_rows(st, x, *norm) : x;
+    for (int i = 0; i < 3; ++i) matmul(st, xn, in[1 + i], bias ? &in[4 + i] : nullptr, nullptr, out[i]);
     return;
   }
   std::vector<std::string> defs = {"QKV"};
   if (bias) defs.push_back("BIAS");
+  if (norm) defs.push_back("NORM");
   int64_t rows_per_wg = 0, tokens_per_wg = 0;
   const int64_t nq = in[1].shape.d[0], nk = in[2].shape.d[0], nv = in[3].shape.d[0];
   bool ks_ok = true;
@@ -100,22 +102,24 @@ void WgpuBackend::qkv(State& st, const Tensor* in, int n_in, Tensor* out) {
   Pipeline& pl = pipeline(g_, "matvec", defs, in[1].dtype, in[2].dtype, in[3].dtype);
   const uint32_t wgs = u((nq + nk + nv + rows_per_wg - 1) / rows_per_wg);
   const uint32_t nx = std::min<uint32_t>(wgs, 65535), ny = (wgs + nx - 1) / nx;
-  uint32_t p[16] = {u(K), u(T), u(dev_row_bytes(in[1].dtype, K)), u(x.offset / 4), u(out[0].offset / 4), 0, 0,
+  // matvec.wgsl's P: 20 words (r_off at 16, unused here; NORM's eps and plus_one at 17 and 18)
+  uint32_t p[20] = {u(K), u(T), u(dev_row_bytes(in[1].dtype, K)), u(x.offset / 4), u(out[0].offset / 4), 0, 0,
                     u(nq + nk + nv), nx, bias ? 1u : 0u, u(dev_row_bytes(in[2].dtype, K)), u(nq),
-                    u(nk), u(dev_row_bytes(in[3].dtype, K)), u(out[1].offset / 4), u(out[2].offset / 4)};
+                    u(nk), u(dev_row_bytes(in[3].dtype, K)), u(out[1].offset / 4), u(out[2].offset / 4),
+                    0, norm ? f2u(norm->op->a.eps) : 0u, norm && norm->op->a.norm_plus_one ? 1u : 0u, 0};
   const uint32_t nz = u((T + tokens_per_wg - 1) / tokens_per_wg);
   WGPUBuffer xb = act(st, x);
   WGPUBuffer y[3] = {dev(out[0])->bufs[0], dev(out[1])->bufs[0], dev(out[2])->bufs[0]};
-  if (bias) {
-    Bind b[] = {{wb[0], w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {4, weight(in[4])->bufs[0], 0, W},
-                {wb[1], w[1]->bufs[0], 0, W}, {wb[2], w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W},
-                {9, weight(in[5])->bufs[0], 0, W}, {10, weight(in[6])->bufs[0], 0, W}};
-    st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
-  } else {
-    Bind b[] = {{wb[0], w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {wb[1], w[1]->bufs[0], 0, W},
+  Bind b[11] = {{wb[0], w[0]->bufs[0], 0, W}, {2, xb, 0, W}, {3, y[0], 0, W}, {wb[1], w[1]->bufs[0], 0, W},
                 {wb[2], w[2]->bufs[0], 0, W}, {7, y[1], 0, W}, {8, y[2], 0, W}};
-    st.dispatch(pl, p, sizeof(p), b, nx, ny, nz);
+  size_t n = 7;
+  if (bias) {
+    b[n++] = {4, weight(in[4])->bufs[0], 0, W};
+    b[n++] = {9, weight(in[5])->bufs[0], 0, W};
+    b[n++] = {10, weight(in[6])->bufs[0], 0, W};
   }
+  if (norm) b[n++] = {15, weight(*norm->w)->bufs[0], 0, W};
+  st.dispatch(pl, p, sizeof(p), b, n, nx, ny, nz);
 }
 
 namespace {
@@ -136,7 +140,7 @@ bool sm_gemm_ok(const Gpu& g) {
 }  // namespace
 
 void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tensor* bias, const Tensor* W2,
-                         Tensor& y, const char* epilogue, const Tensor* residual) {
+                         Tensor& y, const char* epilogue, const Tensor* residual, const RowNorm* norm) {
   const int64_t K = W.shape.d[1], N = W.shape.d[0];
   const int64_t T = x.shape.numel() / K;
   DevBuf* w = weight(W);
@@ -157,6 +161,8 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
   // matrix-vector kernel (matvec.wgsl), TPR lanes a row, up to 4 tokens a workgroup.
   const bool mv = !tiled && K % 32 == 0 && x.offset % 16 == 0 && mv_encoding(W.dtype) &&
                   (!W2 || mv_encoding(W2->dtype));
+  if (norm && !mv) return matmul(st, normed_rows(st, x, *norm), W, bias, W2, y, epilogue, residual);
+  if (norm) defs.push_back("NORM");
   int64_t rows_per_wg = 2, tokens_per_wg = 8;
   // Split K: a tiled GEMM of few tiles (one buffer a weight) over parts of K, then a dispatch
   // adding the parts, the bias and the epilogue, or SwiGLU's silu(gate) * up (matmul.wgsl
@@ -238,8 +244,15 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     uint32_t p[20] = {u(K), u(T), u(dev_row_bytes(W.dtype, K)), u(x.offset / 4), u(y.offset / 4), u(N),
                       u(r0), u(nr), nx, bias ? 1u : 0u,
                       w2 ? u(dev_row_bytes(W2->dtype, K)) : 0u, mv ? 0u : r_off};
-    if (mv) p[16] = r_off;
-    else p[12] = u(splits);
+    if (mv) {
+      p[16] = r_off;
+      if (norm) {
+        p[17] = f2u(norm->op->a.eps);
+        p[18] = norm->op->a.norm_plus_one ? 1u : 0u;
+      }
+    } else {
+      p[12] = u(splits);
+    }
     if (sm) {
       p[13] = u(sm_s);
       p[14] = u(sm_tp * sm_s);
@@ -265,7 +278,7 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
       continue;
     }
     const uint32_t nz = tiled ? 1u : u((T + tokens_per_wg - 1) / tokens_per_wg);
-    Bind b[7];
+    Bind b[8];
     size_t n = 0;
     b[n++] = {mv_weight_binding(0, W.dtype, ks), w->bufs[c], 0, WGPU_WHOLE_SIZE};
     b[n++] = {2, xb, 0, WGPU_WHOLE_SIZE};
@@ -274,21 +287,24 @@ void WgpuBackend::matmul(State& st, const Tensor& x, const Tensor& W, const Tens
     if (w2) b[n++] = {mv_weight_binding(1, W2->dtype, ks), w2->bufs[c], 0, WGPU_WHOLE_SIZE};
     if (residual) b[n++] = {mv ? 11u : 6u, rb, 0, WGPU_WHOLE_SIZE};
     if (sm) b[n++] = {7, sm_u, 0, WGPU_WHOLE_SIZE};
+    if (norm) b[n++] = {15, weight(*norm->w)->bufs[0], 0, WGPU_WHOLE_SIZE};
     st.dispatch(pl, p, mv ? sizeof(p) : 16 * sizeof(uint32_t), b, n, nx, ny, nz);
   }
 }
 
-// Defined as rms_norm then matmul: the two dispatches, the normalized rows in the context's scratch.
-void WgpuBackend::fused_norm_matmul(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out) {
-  Op norm_op = op;
+// rms_norm(x) into the context's scratch (the fused_norm_* ops off the matrix-vector path: a dispatch
+// of its own before the product).
+Tensor WgpuBackend::normed_rows(State& st, const Tensor& x, const RowNorm& rn) {
+  Op norm_op = *rn.op;
   norm_op.kind = OpKind::RmsNorm;
   Tensor xn;
   xn.dtype = DType::F32;
-  xn.shape = in[0].shape;
+  xn.shape = x.shape;
   xn.device = Device::Wgpu;
   xn.data = st.scratch(State::kNormedRows, xn.nbytes());
-  norm(st, norm_op, in, &xn);  // execute's RmsNorm case (supports() held for in[0], in[1])
-  matmul(st, xn, in[2], n_in > 3 ? &in[3] : nullptr, nullptr, out[0]);
+  const Tensor in[2] = {x, *rn.w};
+  norm(st, norm_op, in, &xn);  // execute's RmsNorm case (supports() held for x and the weight)
+  return xn;
 }
 
 // shaders/wgsl/conv1d.wgsl: the weights as [O, C k] rows; one workgroup row per output row (b, t).
