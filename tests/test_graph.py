@@ -143,6 +143,9 @@ MALFORMED = {
     # the decoder family's fusion of rope and kv_write is not a graph op
     "family_fusion_op": (lambda t: _mutate(t, 'op = "silu"\ntag = 11', 'op = "fused_rope_kv"'), UnsupportedOp,
                          "write rope and kv_write"),
+    # nor are its norm-folded products
+    "family_norm_fusion_op": (lambda t: _mutate(t, 'op = "silu"\ntag = 11', 'op = "fused_norm_swiglu"'),
+                              UnsupportedOp, "write rms_norm and the product's nodes"),
     "wrong_attribute_type": (lambda t: _mutate(t, "attrs = { eps = 1.0000000000000001e-05", 'attrs = { eps = "tiny"'),
                              InvalidConfig, "eps"),
     "shape_mismatch": (lambda t: _mutate(t, 'inputs = ["layers.0.attn_norm", "model.layers.0.self_attn.q_proj.weight"]',

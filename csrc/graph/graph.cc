@@ -525,6 +525,9 @@ Graph parse_graph(const toml::Value& doc, const WeightLookup& lookup) {
       throw_unsupported_op(opname + " (graph node '" + n.name + "': write rope and kv_write nodes)", "graph", "");
     if (n.kind == OpKind::FusedQkv)
       throw_unsupported_op(opname + " (graph node '" + n.name + "': write three matmul nodes)", "graph", "");
+    if (n.kind == OpKind::FusedNormQkv || n.kind == OpKind::FusedNormSwiGlu)
+      throw_unsupported_op(opname + " (graph node '" + n.name + "': write rms_norm and the product's nodes)", "graph",
+                           "");
     if (const toml::Value* tag = t.find("tag")) {
       if (!tag->is_int()) throw_invalid_config("graph." + where + ".tag", "must be an integer");
       if (tag->as_int() != static_cast<int64_t>(n.kind))
