@@ -230,6 +230,14 @@ enum class OpKind : uint16_t {
 };
 
 // From the schema table (dispatch/op_schema.cc).
+// fused_norm_qkv / fused_norm_swiglu without their norm weight (in[1]): x, then the product's inputs
+// into rest[0..n_in-1) (what fused_qkv / fused_swiglu take); returns n_in - 1.
+inline int without_norm_weight(const Tensor* in, int n_in, Tensor* rest) {
+  rest[0] = in[0];
+  for (int i = 2; i < n_in; ++i) rest[i - 1] = in[i];
+  return n_in - 1;
+}
+
 const char* op_name(OpKind k);  // "matmul", "rms_norm", ... (snake_case, stable)
 bool parse_op_name(const char* s, OpKind* out);  // inverse of op_name
 

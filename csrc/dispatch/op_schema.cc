@@ -176,9 +176,8 @@ void check_fused_qkv(const Op& op, const Tensor* in, int n_in, const Tensor* out
 void check_fused_norm_qkv(const Op& op, const Tensor* in, int n_in, const Tensor* out, int n_out) {
   if (n_in != 5 && n_in != 8)
     throw_invalid_config("bias", "fused_norm_qkv takes all three biases or none, got " + std::to_string(n_in - 5));
-  const Tensor rest[7] = {in[0], in[2], in[3], in[4], n_in == 8 ? in[5] : Tensor{}, n_in == 8 ? in[6] : Tensor{},
-                          n_in == 8 ? in[7] : Tensor{}};
-  check_fused_qkv(op, rest, n_in - 1, out, n_out);
+  Tensor rest[7];
+  check_fused_qkv(op, rest, without_norm_weight(in, n_in, rest), out, n_out);
 }
 
 void check_softcap(const Op& op, const Tensor*, int, const Tensor*, int) {

@@ -199,10 +199,10 @@ void composed_norm_then(const Op& op, const Tensor* in, int n_in, Tensor* out, i
   step.kind = OpKind::RmsNorm;
   t[OpKind::RmsNorm](step, in, 2, &xn, 1, ctx);
   Tensor rest[7];
+  const int n_rest = without_norm_weight(in, n_in, rest);
   rest[0] = xn;
-  for (int i = 2; i < n_in; ++i) rest[i - 1] = in[i];
   step.kind = op.kind == OpKind::FusedNormQkv ? OpKind::FusedQkv : OpKind::FusedSwiGlu;
-  t[step.kind](step, rest, n_in - 1, out, n_out, ctx);
+  t[step.kind](step, rest, n_rest, out, n_out, ctx);
 }
 
 const Tables& tables() {

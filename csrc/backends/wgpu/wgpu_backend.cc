@@ -487,9 +487,8 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     }
     case OpKind::FusedNormQkv: {
       const RowNorm rn{&op, &in[1]};
-      const Tensor rest[7] = {in[0], in[2], in[3], in[4], n_in == 8 ? in[5] : Tensor{}, n_in == 8 ? in[6] : Tensor{},
-                              n_in == 8 ? in[7] : Tensor{}};
-      return qkv(st, rest, n_in - 1, out, &rn);
+      Tensor rest[7];
+      return qkv(st, rest, without_norm_weight(in, n_in, rest), out, &rn);
     }
     case OpKind::FusedMatmulGelu:
       return matmul(st, in[0], in[1], n_in > 2 ? &in[2] : nullptr, nullptr, out[0],

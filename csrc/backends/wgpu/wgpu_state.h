@@ -82,8 +82,9 @@ struct State : BackendState {
   DevBuf* persist_[5] = {};
   // Scratch of one op's dispatches, one buffer a use for the context, taken by every op of
   // that use in turn (an op's later dispatch reads it before the next op's writes it): the
-  // split-K GEMM's partial sums (matmul.wgsl SPLITK), the fused_norm_* ops' normalized rows (off the matrix-vector path), the
-  // subgroup-matrix GEMM's prepared activations and their unscaling factors (matmul_sm.wgsl SM_PREP).
+  // split-K GEMM's partial sums (matmul.wgsl SPLITK), the fused_norm_* ops' normalized rows (off
+  // the matrix-vector path), the subgroup-matrix GEMM's prepared activations and their unscaling
+  // factors (matmul_sm.wgsl SM_PREP).
   // A larger request gets a new one; the old stays in all_ until the context goes.
   enum Scratch { kSplitKParts, kNormedRows, kSmActs, kSmScale, kScratchUses };
   DevBuf* scratch_[kScratchUses] = {};
