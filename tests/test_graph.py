@@ -146,6 +146,9 @@ MALFORMED = {
     # nor are its norm-folded products
     "family_norm_fusion_op": (lambda t: _mutate(t, 'op = "silu"\ntag = 11', 'op = "fused_norm_swiglu"'),
                               UnsupportedOp, "write rms_norm and the product's nodes"),
+    # nor its position work with the attention
+    "family_attention_fusion_op": (lambda t: _mutate(t, 'op = "silu"\ntag = 11', 'op = "fused_rope_attention"'),
+                                   UnsupportedOp, "write rope, kv_write and attention nodes"),
     "wrong_attribute_type": (lambda t: _mutate(t, "attrs = { eps = 1.0000000000000001e-05", 'attrs = { eps = "tiny"'),
                              InvalidConfig, "eps"),
     "shape_mismatch": (lambda t: _mutate(t, 'inputs = ["layers.0.attn_norm", "model.layers.0.self_attn.q_proj.weight"]',

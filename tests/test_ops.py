@@ -928,6 +928,99 @@ def test_fused_rope_kv(cache, neox, rot, T, pos0, backend):
         np.testing.assert_array_equal(got[:, pos0 + T:], init[:, pos0 + T:])
 
 
+ROPE_ATT_CASES = [  # (n_heads, n_kv_heads, head_dim, rot_dims, neox, T, pos0, window, softcap)
+    (4, 2, 64, 64, True, 1, 0, 0, 0.0),
+    (6, 2, 64, 32, False, 1, 13, 0, 0.0),
+    (4, 1, 128, 128, True, 1, 300, 0, 30.0),    # two tiles of 256 keys, softcap
+    (4, 2, 64, 64, True, 1, 520, 200, 0.0),     # a window starting mid-cache
+    (8, 8, 32, 16, False, 1, 40, 0, 0.0),       # no grouping, partial rotation
+    (2, 1, 256, 256, True, 1, 7, 0, 0.0),
+    # not DEC's one token on wgpu+rs: fused_rope_kv then attention (several tokens, head_dim 80,
+    # more keys than DEC takes)
+    (4, 2, 64, 64, True, 3, 9, 0, 0.0),
+    (4, 2, 80, 80, False, 1, 5, 0, 0.0),
+    (4, 2, 64, 64, True, 1, 1100, 0, 0.0),
+]
+
+
+# the q / k norms on a few shapes: one DEC token of each kind, several tokens, head_dim 80
+ROPE_ATT_NORM_CASES = [(c, "") for c in ROPE_ATT_CASES] + [
+    (c, n) for c in ROPE_ATT_CASES[:3] + ROPE_ATT_CASES[6:8] for n in ("qk", "qk+1")]
+
+
+@pytest.mark.parametrize("case,norms", ROPE_ATT_NORM_CASES, ids=[f"{c}{n}" for c, n in ROPE_ATT_NORM_CASES])
+@pytest.mark.parametrize("cache", ["f32", "f16"])
+def test_fused_rope_attention(case, norms, cache, backend, precise):
+    """fused_rope_attention = fused_rope_kv, then attention over the caches (wgpu+rs: one dispatch
+    for one token, attention.wgsl DEC + ROPE, the new key and value taken from the workgroup for
+    the token's own position): y within op-f32 of the backend's own two ops and of the f64
+    reference over the rotated q and the caches; the new cache rows are rotated k and v in the cache
+    dtype, every other row untouched; q and k are left as they were. norms: with the q and k head
+    norms (Qwen3, Gemma 3; qk+1: Gemma's 1 + w), judged against the backend's rms_norm, then the two
+    ops."""
+    nh, nkv, hd, rot, neox, T, pos0, window, softcap = case
+    rng = np.random.default_rng(14 + pos0)
+    max_ctx, max_pos = pos0 + T + 5, pos0 + T + 9
+    dt = np.float32 if cache == "f32" else np.float16
+    q = (rng.standard_normal((T, nh * hd)) * 2).astype(np.float32)
+    k = rng.standard_normal((T, nkv * hd)).astype(np.float32)
+    # values of mean 0.5: over 1100 keys, zero-mean values sum to outputs ~30x smaller than the
+    # terms, and the f32 sums' rounding (2e-6 of the largest output on the cpu levels) to that scale
+    v = (rng.standard_normal((T, nkv * hd)) + 0.5).astype(np.float32)
+    kc0 = rng.standard_normal((nkv, max_ctx, hd)).astype(dt)
+    vc0 = (rng.standard_normal((nkv, max_ctx, hd)) + 0.5).astype(dt)
+    q_in, k_in = q.copy(), k.copy()
+    scale = 1.0 / math.sqrt(hd) * (8.0 if softcap else 1.0)
+    rope = {"rot_dims": rot, "neox": neox, "max_pos": max_pos, "theta": 10000.0}
+    heads = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "pos0": pos0, "precise": precise}
+    att = {"scale": scale, "softcap": softcap, "window": window}
+    extra, qn, kn, norm_attrs = [], q, k, {}
+    if norms:
+        nattrs = {"eps": 1e-6, "plus_one": norms == "qk+1", "precise": precise}
+        norm_attrs = {"eps": nattrs["eps"], "plus_one": nattrs["plus_one"]}
+        extra = [rng.standard_normal(hd).astype(np.float32), rng.standard_normal(hd).astype(np.float32)]
+        (qn,) = run("rms_norm", [q.reshape(-1, hd), extra[0]], nattrs, backend=backend)
+        (kn,) = run("rms_norm", [k.reshape(-1, hd), extra[1]], nattrs, backend=backend)
+        qn, kn = qn.reshape(q.shape), kn.reshape(k.shape)
+    y, kc, vc = run("fused_rope_attention", [q, k, v] + extra, dict(heads, rope=rope, **att, **norm_attrs),
+                    [list(q.shape), kc0, vc0], backend=backend)
+    np.testing.assert_array_equal(q, q_in)
+    np.testing.assert_array_equal(k, k_in)
+    # the backend's own ops (rms_norm above, where the op has the norms)
+    qo, _, kc1, vc1 = run("fused_rope_kv", [qn, kn, v], dict(heads, rope=rope),
+                          [list(q.shape), list(k.shape), kc0, vc0], backend=backend)
+    (y1,) = run("attention", [qo, kc1, vc1], dict(heads, **att), backend=backend)
+    assert rel_err(y, y1) <= TOL_F32
+    # the f64 reference (over the backend's rotated q, which test_fused_rope_kv judges: the f32
+    # rotation's rounding is not the attention's)
+    cos, sin = _core.rope_table(rot, max_pos, 10000.0, {})
+    assert rel_err(qo, rope_ref(qn, cos, sin, nh, hd, rot, neox, pos0)) <= TOL_F32
+    k_rows = rope_ref(kn, cos, sin, nkv, hd, rot, neox, pos0).reshape(T, nkv, hd).transpose(1, 0, 2)
+    v_rows = v.reshape(T, nkv, hd).transpose(1, 0, 2)
+    assert kc.dtype == dt and vc.dtype == dt
+    tol_row = TOL_F32 if cache == "f32" else TOL_F16
+    assert rel_err(kc[:, pos0:pos0 + T], k_rows.astype(dt)) <= tol_row
+    np.testing.assert_array_equal(vc[:, pos0:pos0 + T], v_rows.astype(dt))
+    for got, init in ((kc, kc0), (vc, vc0)):
+        np.testing.assert_array_equal(got[:, :pos0], init[:, :pos0])
+        np.testing.assert_array_equal(got[:, pos0 + T:], init[:, pos0 + T:])
+    ref = attention_ref(qo, kc.astype(np.float64), vc.astype(np.float64), nh, nkv, hd, pos0, window, scale, softcap)
+    tol = TOL_F32
+    if backend == "wgpu+rs" and softcap > 0:  # as test_attention: `op-softcap-f32`
+        tol = TOL_F32 + tolerance("op-softcap-f32") * softcap * 2.0 ** -24
+    assert rel_err(y, ref) <= tol
+
+
+def test_fused_rope_attention_takes_both_norms_or_none():
+    z = np.zeros((1, 128), np.float32)
+    attrs = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 64, "pos0": 0, "scale": 0.125,
+             "rope": {"rot_dims": 64, "max_pos": 40, "theta": 10000.0}}
+    kc = np.zeros((2, 8, 64), np.float32)
+    with pytest.raises(Exception, match="both or none"):
+        _core.run_op("fused_rope_attention", [z, z, z, np.ones(64, np.float32)], attrs, [[1, 128], kc, kc.copy()],
+                     "auto", "cpu")
+
+
 def test_fused_rope_kv_positions_past_the_cache_are_an_error():
     z = np.zeros((1, 128), np.float32)
     attrs = {"n_heads": 2, "n_kv_heads": 2, "head_dim": 64, "pos0": 8,

@@ -226,6 +226,14 @@ enum class OpKind : uint16_t {
   FusedNormQkv = 87,
   // in: x [T, K], w_norm [K], W_gate, W_up.  y = fused_swiglu(rms_norm(x, w_norm)).
   FusedNormSwiGlu = 88,
+  // ---- the decoder's position work and attention of a step in one op (families/decoder.cc, device
+  // backends). in: q [T, n_heads*head_dim], k, v [T, n_kv_heads*head_dim] (, q norm, k norm [head_dim]:
+  // both or none); out: y [T, n_heads*head_dim], k cache, v cache.  Exactly: with the norms, rms_norm
+  // of each head of q and of k (attrs eps, plus_one; Qwen3's and Gemma 3's q/k norms); then
+  // fused_rope_kv(q, k, v) -> (q', k', k cache, v cache), then attention(q', k cache, v cache) -> y
+  // (attrs of both: rope, pos0, scale, softcap, window); q and k are left as they are (the normed and
+  // rotated rows never stored).
+  FusedRopeAttention = 89,
   COUNT_PLUS_ONE
 };
 

@@ -163,6 +163,20 @@ void check_fused_rope_kv(const Op& op, const Tensor* in, int, const Tensor* out,
   check_cache(op, out[3], T, "v cache");
 }
 
+// fused_rope_attention: fused_rope_kv's rule on q, k, v and the caches, attention's on the heads, y like q.
+void check_fused_rope_attention(const Op& op, const Tensor* in, int n_in, const Tensor* out, int) {
+  if (n_in != 3 && n_in != 5)
+    throw_invalid_config("q norm", "fused_rope_attention takes the q and k norms both or none");
+  for (int i = 3; i < n_in; ++i)
+    if (in[i].shape.numel() != op.a.head_dim)
+      bad_shape(op, {op.a.head_dim}, in[i].shape, i == 3 ? "q norm" : "k norm");
+  const Tensor rope_out[4] = {in[0], in[1], out[1], out[2]};
+  check_fused_rope_kv(op, in, 3, rope_out, 4);
+  const Tensor att_in[3] = {in[0], out[1], out[2]};
+  check_attention(op, att_in, 3, nullptr, 0);
+  if (out[0].shape.numel() != in[0].shape.numel()) bad_shape(op, in[0].shape.vec(), out[0].shape, "out");
+}
+
 void check_fused_qkv(const Op& op, const Tensor* in, int n_in, const Tensor* out, int) {
   if (n_in != 4 && n_in != 7)
     throw_invalid_config("bias", "fused_qkv takes all three biases or none, got " + std::to_string(n_in - 4));
@@ -548,6 +562,14 @@ std::vector<OpSchema> build_table() {
      {x, {"norm weight", kDtF32, IS::Cols0}, {"gate weight", kDtWeight, IS::WeightK0},
       {"up weight", kDtWeight, IS::WeightLike, 2}},
      {out}, ShapeRule::ColsRowsOf, 2},
+    {OpKind::FusedRopeAttention, "fused_rope_attention", 4, 6, 3, true,
+     {n_heads, n_kv_heads, head_dim, Ai("rot_dims", true, F::None, 1, 1 << 12), A("theta", Fl, true),
+      A("neox", Bo, false), Ai("max_position", true, F::None, 1, 1 << 24), A("scaling", AttrType::Table, false),
+      A("scale", Fl, true, F::Scale), A("softcap", Fl, false, F::Softcap),
+      A("window", AttrType::Int, false, F::Window), A("eps", Fl, false, F::Eps), plus_one},
+     {{"q", kDtF32}, {"k", kDtF32}, {"v", kDtF32}, {"q norm", kDtF32}, {"k norm", kDtF32}},
+     {out, {"k cache", kDtF32 | kDtF16}, {"v cache", kDtF32 | kDtF16}}, ShapeRule::Given, 0,
+     check_fused_rope_attention},
     {OpKind::Sigmoid, "sigmoid", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
     {OpKind::Tanh, "tanh", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},
     {OpKind::Sqrt, "sqrt", 1, 1, 1, false, {}, {x}, {out}, ShapeRule::Like},

@@ -197,6 +197,24 @@ class Decoder : public Model {
     op.a.norm_plus_one = spec_.norm_plus_one;
     return op;
   }
+  // fused_rope_attention of a layer's row at pos0 (attend), the model's RMSNorm for the q / k norms.
+  Op rope_attention_op(const AttnHeads& heads, const LayerWeights& w, int64_t pos0) const {
+    Op op = attention_op(OpKind::FusedRopeAttention, heads, w.label[kAttn].c_str());
+    op.a.pos0 = pos0;
+    op.a.rope = rope_.table(w.rope);
+    op.a.eps = static_cast<float>(plan_.eps);
+    op.a.norm_plus_one = spec_.norm_plus_one;
+    return op;
+  }
+  // RMSNorm over each head of q and k (rows of them: views [rows*H, hd], [rows*KV, hd]), in place.
+  void head_norms(const Emitter& e, const LayerWeights& w, const Tensor& q, const Tensor& k) const {
+    Tensor qv = q, kv = k;
+    qv.shape = Shape{q.shape.numel() / plan_.head_dim, plan_.head_dim};
+    kv.shape = Shape{k.shape.numel() / plan_.head_dim, plan_.head_dim};
+    const float eps = static_cast<float>(plan_.eps);
+    e.rms_norm(qv, w.q_norm, eps, spec_.norm_plus_one, &qv, w.label[kQkNorm].c_str());
+    e.rms_norm(kv, w.k_norm, eps, spec_.norm_plus_one, &kv, w.label[kQkNorm].c_str());
+  }
   // Whether the backend takes every layer's norm-folded ops for T rows like x (forward_rows).
   bool fold_norms(Backend& be, const Tensor& x, int64_t T) const {
     if (spec_.sandwich_norm || spec_.gelu_tanh) return false;
@@ -275,7 +293,7 @@ class Decoder : public Model {
   // Layer l's position-dependent work for each segment's rows of q, k, v: RoPE, the KV cache
   // write (one fused op where the backend has it), attention into att.
   void attend(const Emitter& e, const Segment* segs, size_t nseg, int64_t l, const Tensor& q, const Tensor& k,
-              const Tensor& v, const Tensor& att);
+              const Tensor& v, const Tensor& att, bool qk_norms);
 
  protected:
 
@@ -363,7 +381,7 @@ void Decoder::forward_batch_step_sample(Conversation* const* convs, const int32_
 }
 
 void Decoder::attend(const Emitter& e, const Segment* segs, size_t nseg, int64_t l, const Tensor& q, const Tensor& k,
-                     const Tensor& v, const Tensor& att) {
+                     const Tensor& v, const Tensor& att, bool qk_norms) {
   const LayerWeights& w = layers_[static_cast<size_t>(l)];
   const int H = static_cast<int>(plan_.n_heads), KV = static_cast<int>(plan_.n_kv_heads);
   const int hd = static_cast<int>(plan_.head_dim);
@@ -382,6 +400,19 @@ void Decoder::attend(const Emitter& e, const Segment* segs, size_t nseg, int64_t
     Tensor as = att.rows(sg.row0, sg.n);
     Tensor& kc = sg.conv->caches[static_cast<size_t>(2 * l)];
     Tensor& vc = sg.conv->caches[static_cast<size_t>(2 * l + 1)];
+    // A decode step's row on a device backend, where each op is a dispatch: the position work and
+    // the attention as one op (one dispatch on wgpu+rs). Prompts and the cpu keep the two ops below.
+    // qk_norms: q's and k's heads still to go through their RMSNorm (Qwen3, Gemma 3), in the op.
+    if (sg.n == 1 && !e.backend().host_memory()) {
+      Op ra = rope_attention_op(heads, w, pos0);
+      const Tensor ra_in[5] = {qs, ks, vs, w.q_norm, w.k_norm};
+      if (e.backend().supports(ra, ra_in, qk_norms ? 5 : 3)) {
+        if (qk_norms) e.run(ra, {qs, ks, vs, w.q_norm, w.k_norm}, {&as, &kc, &vc});
+        else e.run(ra, {qs, ks, vs}, {&as, &kc, &vc});
+        continue;
+      }
+    }
+    if (qk_norms) head_norms(e, w, qs, ks);
     Op fused = make_op(OpKind::FusedRopeKv, w.label[kRope].c_str());
     fused.a.pos0 = pos0;
     fused.a.head_dim = hd;
@@ -429,9 +460,12 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
   // A decode step (one row a conversation) on a device backend, where each op is a dispatch: every
   // RMSNorm goes into the product after it where the backend takes the fused ops: q/k/v and
   // gate/up as fused_norm_qkv / fused_norm_swiglu on the residual stream, the residual adds in
-  // the o and down products (fused_matmul_add): six ops a layer instead of eight. Prompts (their
-  // products compute-bound, measured 3% slower folded on an H100) and the cpu keep the ops below.
+  // the o and down products (fused_matmul_add), the final norm into the lm_head (fused_norm_matmul);
+  // with fused_rope_attention (attend) five ops a layer instead of eight. Prompts (their products
+  // compute-bound, measured 3% slower folded on an H100) and the cpu keep the ops below.
   const bool fold = !be.host_memory() && T == static_cast<int64_t>(nseg) && fold_norms(be, x, T);
+  // A decode step on a device backend: the q / k head norms go into fused_rope_attention (attend).
+  const bool qk_in_attend = spec_.qk_norm && !be.host_memory() && T == static_cast<int64_t>(nseg);
   // h = input_layernorm(x) of layer 0
   Tensor h = e.frame(Shape{T, D});
   if (!fold) e.rms_norm(x, layers_[0].attn_norm, eps, plus_one, &h, layers_[0].label[kAttnNorm].c_str());
@@ -477,15 +511,8 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
       e.matmul(h, w.k, w.bk, &k, w.label[kK].c_str());
       e.matmul(h, w.v, w.bv, &v, w.label[kV].c_str());
     }
-    if (spec_.qk_norm) {
-      // RMSNorm over each head: view q as [T*H, hd], k as [T*KV, hd].
-      Tensor qv = q, kv = k;
-      qv.shape = Shape{T * H, hd};
-      kv.shape = Shape{T * KV, hd};
-      e.rms_norm(qv, w.q_norm, eps, plus_one, &qv, w.label[kQkNorm].c_str());
-      e.rms_norm(kv, w.k_norm, eps, plus_one, &kv, w.label[kQkNorm].c_str());
-    }
-    attend(e, segs, nseg, l, q, k, v, att);
+    if (spec_.qk_norm && !qk_in_attend) head_norms(e, w, q, k);
+    attend(e, segs, nseg, l, q, k, v, att, qk_in_attend);
     if (fold) {  // x += att Wo; x += ffn(norm(x)) Wd
       Tensor x2 = next_x(x);
       e.matmul_add(att, w.o, Tensor{}, x, &x2, w.label[kO].c_str());
@@ -522,15 +549,22 @@ void Decoder::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
 
   // logits = h W_lm (only the last row unless all_logits)
   const int64_t rows = all_logits ? T : 1;
-  if (fold) e.rms_norm(x, final_norm_, eps, plus_one, &h, "final_norm");  // h = final_norm(x)
-  Tensor hin = all_logits ? h : h.rows(T - 1, 1);
   Tensor out;
   if (be.host_memory() && !sample) {  // the cpu path writes the caller's buffer directly
     out = host_f32(logits, Shape{rows, plan_.vocab});
   } else {
     out = e.frame(Shape{rows, plan_.vocab});
   }
-  e.matmul(hin, lm_head_, Tensor{}, &out, "lm_head");
+  // folded: the final norm in the lm_head's product (fused_norm_matmul) where the backend takes it
+  const Tensor xin = all_logits ? x : x.rows(T - 1, 1);
+  const Op final_fold = norm_op(OpKind::FusedNormMatmul, "lm_head");
+  const Tensor ff_in[3] = {xin, final_norm_, lm_head_};
+  if (fold && be.supports(final_fold, ff_in, 3)) {
+    e.run(final_fold, {xin, final_norm_, lm_head_}, {&out});
+  } else {
+    if (fold) e.rms_norm(x, final_norm_, eps, plus_one, &h, "final_norm");  // h = final_norm(x)
+    e.matmul(all_logits ? h : h.rows(T - 1, 1), lm_head_, Tensor{}, &out, "lm_head");
+  }
   if (plan_.final_softcap > 0.f) {
     Op op = make_op(OpKind::Softcap, "final_softcap");
     op.a.softcap = plan_.final_softcap;

@@ -77,8 +77,6 @@ void Emitter::kv_write(const Tensor& k, Tensor* cache, int64_t pos0, int n_kv_he
   run(op, {k}, {cache});
 }
 
-namespace {
-
 Op attention_op(OpKind k, const AttnHeads& a, const char* label) {
   Op op = make_op(k, label);
   op.a.n_heads = a.n_heads;
@@ -89,8 +87,6 @@ Op attention_op(OpKind k, const AttnHeads& a, const char* label) {
   op.a.window = a.window;
   return op;
 }
-
-}  // namespace
 
 void Emitter::attention(const Tensor& q, const Tensor& kc, const Tensor& vc, int64_t pos0, const AttnHeads& a,
                         Tensor* y, const char* label) const {

@@ -35,6 +35,8 @@ struct AttnHeads {
   float softcap = 0.f;  // Attention only (0: none)
   int64_t window = 0;   // sliding window (0: none)
 };
+// An op of kind k (attention, encoder_attention, fused_rope_attention) with the heads' attrs set.
+Op attention_op(OpKind k, const AttnHeads& a, const char* label);
 
 // One forward's emitter: the model's dispatcher, the forward's context and its primary backend
 // (where the activations live: frames come from it).

@@ -523,6 +523,9 @@ Graph parse_graph(const toml::Value& doc, const WeightLookup& lookup) {
       throw_unsupported_op(opname + " (graph node '" + n.name + "')", "graph", "");
     if (n.kind == OpKind::FusedRopeKv)  // the decoder family's fusions; a graph writes the ops they fuse
       throw_unsupported_op(opname + " (graph node '" + n.name + "': write rope and kv_write nodes)", "graph", "");
+    if (n.kind == OpKind::FusedRopeAttention)
+      throw_unsupported_op(opname + " (graph node '" + n.name + "': write rope, kv_write and attention nodes)",
+                           "graph", "");
     if (n.kind == OpKind::FusedQkv)
       throw_unsupported_op(opname + " (graph node '" + n.name + "': write three matmul nodes)", "graph", "");
     if (n.kind == OpKind::FusedNormQkv || n.kind == OpKind::FusedNormSwiGlu)

@@ -240,7 +240,8 @@ py::list run_op(const std::string& op_s, const py::list& inputs, const py::dict&
     if (k == "precise") precise = v.cast<bool>();
     else if (k == "threads") threads = v.cast<int>();
     else if (k == "pos0" && schema.positions) op.a.pos0 = v.cast<int64_t>();
-    else if (k == "rope" && (op.kind == OpKind::Rope || op.kind == OpKind::FusedRopeKv)) {
+    else if (k == "rope" && (op.kind == OpKind::Rope || op.kind == OpKind::FusedRopeKv ||
+                              op.kind == OpKind::FusedRopeAttention)) {
       py::dict r = v.cast<py::dict>();
       rope.rot_dims = r["rot_dims"].cast<int>();
       rope.neox = r.contains("neox") ? r["neox"].cast<bool>() : true;

@@ -10,10 +10,20 @@
 // cache), a workgroup max per tile (online softmax), then each sums the weighted values of 8
 // dims over every KL-th key of the tile; the KL partial sums of a dim and the exponentials' sum
 // are added at the end.
+// DEC with ROPE (fused_rope_attention, one token): q and the token's new key rotated in the
+// workgroup from the unrotated rows (K, V at k_off / v_off), the new key and value rounded as
+// the cache stores them and used for the token's own position (so no workgroup reads the cache
+// row this dispatch writes), and written to the caches by the first query head of each group.
 struct P {
   T: u32, nh: u32, nkv: u32, hd: u32,
   max_ctx: u32, pos0: u32, window: u32, q_off: u32,
   scale: f32, softcap: f32, o_off: u32, nsplit: u32,
+//#if ROPE
+  k_off: u32, v_off: u32, half: u32, neox: u32,
+//#endif
+//#if QKNORM
+  eps: f32, plus_one: u32, pad0: u32, pad1: u32,
+//#endif
 }
 @group(0) @binding(0) var<uniform> p: P;
 //#include act
@@ -27,16 +37,29 @@ fn first_key(pos: u32) -> u32 {
 //#if DEC
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
 //#if DEC_F32
+//#if ROPE
+@group(0) @binding(2) var<storage, read_write> KC4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> VC4: array<vec4<f32>>;
+// As the cache stores a value.
+fn cached(x: f32) -> f32 { return x; }
+//#else
 @group(0) @binding(2) var<storage, read> KC4: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> VC4: array<vec4<f32>>;
+//#endif
 // Eight cached values (group i of 8 dims) as two vec4s.
 fn k8lo(i: u32) -> vec4<f32> { return KC4[2u * i]; }
 fn k8hi(i: u32) -> vec4<f32> { return KC4[2u * i + 1u]; }
 fn v8lo(i: u32) -> vec4<f32> { return VC4[2u * i]; }
 fn v8hi(i: u32) -> vec4<f32> { return VC4[2u * i + 1u]; }
 //#else
+//#if ROPE
+@group(0) @binding(2) var<storage, read_write> KC4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> VC4: array<vec4<u32>>;
+fn cached(x: f32) -> f32 { return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }
+//#else
 @group(0) @binding(2) var<storage, read> KC4: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> VC4: array<vec4<u32>>;
+//#endif
 fn k8lo(i: u32) -> vec4<f32> { return h8lo(KC4[i]); }
 fn k8hi(i: u32) -> vec4<f32> { return h8hi(KC4[i]); }
 fn v8lo(i: u32) -> vec4<f32> { return h8lo(VC4[i]); }
@@ -47,6 +70,46 @@ fn v8hi(i: u32) -> vec4<f32> { return h8hi(VC4[i]); }
 var<workgroup> qd: array<vec4<f32>, 64>;   // q, head_dim <= 256
 var<workgroup> pd: array<f32, 256>;        // the tile's exponentials
 var<workgroup> od: array<vec4<f32>, 512>;  // per invocation: its 8 dims' sums
+
+//#if ROPE
+//#include rotary
+@group(0) @binding(5) var<storage, read> KN: array<f32>;
+@group(0) @binding(6) var<storage, read> VN: array<f32>;
+@group(0) @binding(7) var<storage, read> COS: array<f32>;
+@group(0) @binding(8) var<storage, read> SIN: array<f32>;
+var<workgroup> raw: array<f32, 256>;      // an unrotated row (q's, then the new key's)
+//#if QKNORM
+@group(0) @binding(9) var<storage, read> QNW: array<f32>;
+@group(0) @binding(10) var<storage, read> KNW: array<f32>;
+// raw's row (one head) through RMSNorm with weight w of this invocation's dim, as norm.wgsl computes
+// it (each dim's square in its invocation, the same workgroup sum); every invocation calls it.
+fn head_norm(li: u32, w: f32) {
+  var v = 0.0;
+  if (li < p.hd) { v = raw[li]; }
+  let r = 1.0 / sqrt(wg_reduce(fma(v, v, 0.0), li, false) / f32(p.hd) + p.eps);
+  var wv = w;
+  if (p.plus_one != 0u) { wv = 1.0 + w; }
+  if (li < p.hd) { raw[li] = v * r * wv; }
+  workgroupBarrier();
+}
+//#endif
+var<workgroup> kn: array<vec4<f32>, 64>;  // the new key, rotated, as the cache stores it
+var<workgroup> vn: array<vec4<f32>, 64>;  // the new value, as the cache stores it
+
+// Dim d of the row in raw rotated to position pos, as rope.wgsl turns it.
+fn roped(d: u32, pos: u32) -> f32 {
+  if (d >= 2u * p.half) { return raw[d]; }
+  var i = d / 2u;
+  var first = (d & 1u) == 0u;
+  if (p.neox != 0u) {
+    first = d < p.half;
+    i = select(d - p.half, d, first);
+  }
+  let ii = rot_pair(i, p.half, p.neox);
+  let r = rotate(raw[ii.x], raw[ii.y], COS[pos * p.half + i], SIN[pos * p.half + i]);
+  return select(r.y, r.x, first);
+}
+//#endif
 
 // Eight f16 values (one vec4 of words) as two vec4s.
 fn h8lo(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }
@@ -60,10 +123,55 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let pos = p.pos0 + t;
   let lo = first_key(pos);
   let qb = p.q_off + (t * p.nh + h) * p.hd;
+//#if ROPE
+  // one token (t = 0): q rotated, then the new key rotated and the value, both as cached
+  if (li < p.hd) { raw[li] = Q[qb + li]; }
+  workgroupBarrier();
+//#if QKNORM
+  head_norm(li, QNW[min(li, p.hd - 1u)]);
+//#endif
+  var qr = 0.0;
+  if (li < p.hd) { qr = roped(li, pos); }
+  workgroupBarrier();
+  if (li < p.hd) {
+    qd[li / 4u][li % 4u] = qr;
+    raw[li] = KN[p.k_off + kh * p.hd + li];
+  }
+  workgroupBarrier();
+//#if QKNORM
+  head_norm(li, KNW[min(li, p.hd - 1u)]);
+//#endif
+  if (li < p.hd) {
+    kn[li / 4u][li % 4u] = cached(roped(li, pos));
+    vn[li / 4u][li % 4u] = cached(VN[p.v_off + kh * p.hd + li]);
+  }
+  workgroupBarrier();
+  if (h % (p.nh / p.nkv) == 0u) {  // the group's first head writes the cache row of pos
+    let row = kh * p.max_ctx + pos;
+//#if DEC_F32
+    if (li < p.hd / 4u) {
+      KC4[row * (p.hd / 4u) + li] = kn[li];
+      VC4[row * (p.hd / 4u) + li] = vn[li];
+    }
+//#else
+    if (li < p.hd / 8u) {
+      let k0 = kn[2u * li];
+      let k1 = kn[2u * li + 1u];
+      let v0 = vn[2u * li];
+      let v1 = vn[2u * li + 1u];
+      KC4[row * (p.hd / 8u) + li] = vec4<u32>(pack2x16float(k0.xy), pack2x16float(k0.zw), pack2x16float(k1.xy),
+                                              pack2x16float(k1.zw));
+      VC4[row * (p.hd / 8u) + li] = vec4<u32>(pack2x16float(v0.xy), pack2x16float(v0.zw), pack2x16float(v1.xy),
+                                              pack2x16float(v1.zw));
+    }
+//#endif
+  }
+//#else
   if (li < p.hd / 4u) {
     qd[li] = vec4<f32>(Q[qb + 4u * li], Q[qb + 4u * li + 1u], Q[qb + 4u * li + 2u], Q[qb + 4u * li + 3u]);
   }
   workgroupBarrier();
+//#endif
   let g8 = p.hd / 8u;   // groups of 8 dims per cached row
   let nkl = 256u / g8;  // key lanes of the value sums
   let kl = li / g8;
@@ -80,10 +188,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kb = cb + j * g8;
       var d0 = vec4<f32>(0.0);
       var d1 = vec4<f32>(0.0);
+//#if ROPE
+      if (j == pos) {  // the new key, not yet in the cache
+        for (var i = 0u; i < g8; i++) {
+          d0 = fma(qd[2u * i], kn[2u * i], d0);
+          d1 = fma(qd[2u * i + 1u], kn[2u * i + 1u], d1);
+        }
+      } else {
+//#endif
       for (var i = 0u; i < g8; i++) {
         d0 = fma(qd[2u * i], k8lo(kb + i), d0);
         d1 = fma(qd[2u * i + 1u], k8hi(kb + i), d1);
       }
+//#if ROPE
+      }
+//#endif
       s = hsum4(d0 + d1) * p.scale;
       if (p.softcap > 0.0) { s = p.softcap * tanh_s(s / p.softcap); }
     }
@@ -101,6 +220,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let vb = cb + k0 * g8 + dg;
     for (var jj = kl; jj < nj; jj += nkl) {
       let pj = vec4<f32>(pd[jj]);
+//#if ROPE
+      if (k0 + jj == pos) {  // the new value
+        a0 = fma(pj, vn[2u * dg], a0);
+        a1 = fma(pj, vn[2u * dg + 1u], a1);
+        continue;
+      }
+//#endif
       a0 = fma(pj, v8lo(vb + jj * g8), a0);
       a1 = fma(pj, v8hi(vb + jj * g8), a1);
     }

@@ -5,13 +5,7 @@
 // place, then k's and v's rows written into their caches ([n_kv, max_ctx, head_dim], F16
 // caches as packed pairs), as rope and kv_write (kv_write.wgsl) do.
 
-// The pair of dims that rotation i turns.
-fn rot_pair(i: u32, half: u32, neox: u32) -> vec2<u32> {
-  if (neox != 0u) { return vec2<u32>(i, i + half); }
-  return vec2<u32>(2u * i, 2u * i + 1u);
-}
-// (x0, x1) turned by the angle of cosine c and sine s.
-fn rotate(x0: f32, x1: f32, c: f32, s: f32) -> vec2<f32> { return vec2<f32>(x0 * c - x1 * s, x1 * c + x0 * s); }
+//#include rotary
 
 //#if !KV
 struct P { T: u32, nh: u32, hd: u32, half: u32, pos0: u32, neox: u32, x_off: u32, y_off: u32 }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "core/quant.h"
 #include "core/env_setting.h"
@@ -93,6 +94,8 @@ template <int L>
 void composed_qkv(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 template <int L>
 void composed_norm_then(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
+template <int L>
+void composed_rope_attention(const Op& op, const Tensor* in, int n_in, Tensor* out, int n_out, ExecContext& ctx);
 
 struct Tables {
   cpu::KernelTable t[5];
@@ -132,8 +135,12 @@ struct Tables {
                                 composed_qkv<4>};
     const cpu::Kernel norm_then[5] = {composed_norm_then<0>, composed_norm_then<1>, composed_norm_then<2>,
                                       composed_norm_then<3>, composed_norm_then<4>};
+    const cpu::Kernel rope_attention[5] = {composed_rope_attention<0>, composed_rope_attention<1>,
+                                           composed_rope_attention<2>, composed_rope_attention<3>,
+                                           composed_rope_attention<4>};
     for (int i = 0; i < 5; ++i) {
       if (!t[i][OpKind::FusedRopeKv]) t[i][OpKind::FusedRopeKv] = rope_kv[i];
+      if (!t[i][OpKind::FusedRopeAttention]) t[i][OpKind::FusedRopeAttention] = rope_attention[i];
       if (!t[i][OpKind::FusedQkv]) t[i][OpKind::FusedQkv] = qkv[i];
       for (OpKind k : {OpKind::FusedNormQkv, OpKind::FusedNormSwiGlu})
         if (!t[i][k]) t[i][k] = norm_then[i];
@@ -203,6 +210,36 @@ void composed_norm_then(const Op& op, const Tensor* in, int n_in, Tensor* out, i
   rest[0] = xn;
   step.kind = op.kind == OpKind::FusedNormQkv ? OpKind::FusedQkv : OpKind::FusedSwiGlu;
   t[step.kind](step, rest, n_rest, out, n_out, ctx);
+}
+
+// fused_rope_attention as its definition: the level's rms_norm of each head of q and k when the op
+// has the norms, and its fused_rope_kv, into copies of q and k (the op leaves q and k as they are),
+// then its attention over the caches. The decoder on the cpu keeps the separate ops, so this runs
+// only where the op is asked for by name (the op matrix).
+template <int L>
+void composed_rope_attention(const Op& op, const Tensor* in, int n_in, Tensor* out, int, ExecContext& ctx) {
+  const cpu::KernelTable& t = tables().t[L];
+  std::vector<float> qr(static_cast<size_t>(in[0].shape.numel())), kr(static_cast<size_t>(in[1].shape.numel()));
+  Tensor rope_out[4] = {in[0], in[1], out[1], out[2]};
+  rope_out[0].data = qr.data();
+  rope_out[1].data = kr.data();
+  Op step = op;
+  Tensor rope_in[3] = {in[0], in[1], in[2]};
+  if (n_in == 5) {  // each head of q and k through the level's rms_norm, into the copies
+    step.kind = OpKind::RmsNorm;
+    for (int i = 0; i < 2; ++i) {
+      Tensor x = in[i], y = rope_out[i];
+      x.shape = y.shape = Shape{in[i].shape.numel() / op.a.head_dim, op.a.head_dim};
+      const Tensor norm_in[2] = {x, in[3 + i]};
+      t[OpKind::RmsNorm](step, norm_in, 2, &y, 1, ctx);
+      rope_in[i] = rope_out[i];
+    }
+  }
+  step.kind = OpKind::FusedRopeKv;
+  t[OpKind::FusedRopeKv](step, rope_in, 3, rope_out, 4, ctx);
+  const Tensor att_in[3] = {rope_out[0], out[1], out[2]};
+  step.kind = OpKind::Attention;
+  t[OpKind::Attention](step, att_in, 3, &out[0], 1, ctx);
 }
 
 const Tables& tables() {

@@ -313,9 +313,11 @@ bool WgpuBackend::supports(const Op& op, const Tensor* in, int n_in) const {
     }
     case OpKind::KvWrite:  // an f16 cache is written as packed pairs: even head_dim; rows at any offset
       return in[0].dtype == DType::F32 && in[0].offset % 4 == 0 && op.a.head_dim % 2 == 0;
-    case OpKind::FusedRopeKv:  // rope.wgsl KV: as rope and kv_write
+    case OpKind::FusedRopeKv:         // rope.wgsl KV: as rope and kv_write
+    case OpKind::FusedRopeAttention:  // attention.wgsl DEC + ROPE for one token, else fused_rope_kv then attention
       return in[0].dtype == DType::F32 && in[1].dtype == DType::F32 && in[2].dtype == DType::F32 &&
-             in[0].offset % 4 == 0 && in[1].offset % 4 == 0 && in[2].offset % 4 == 0 && op.a.head_dim % 2 == 0;
+             in[0].offset % 4 == 0 && in[1].offset % 4 == 0 && in[2].offset % 4 == 0 && op.a.head_dim % 2 == 0 &&
+             (n_in < 5 || (in[3].dtype == DType::F32 && in[4].dtype == DType::F32));  // norm weights (the op's 4, 5)
     case OpKind::FusedNormMatmul:  // few tokens: matvec.wgsl NORM; else rms_norm into a frame, then the matmul
       return plain(in[0]) && plain(in[1]) && weight_ok(in[2]) && in[2].offset == 0 && (n_in == 3 || plain(in[3]));
     case OpKind::FusedNormSwiGlu:  // as fused_norm_matmul, with fused_swiglu's product
@@ -450,7 +452,8 @@ void WgpuBackend::execute(const Op& op, const Tensor* in, int n_in, Tensor* out,
   // for the old one).
   if (host_out != n_out || n_out > 4)
     throw_unsupported_op(std::string(op_name(op.kind)) + " (host and device outputs mixed)", "wgpu+rs", "-");
-  const bool in_place = op.kind == OpKind::KvWrite || op.kind == OpKind::FusedRopeKv;  // outputs read too
+  const bool in_place = op.kind == OpKind::KvWrite || op.kind == OpKind::FusedRopeKv ||
+                        op.kind == OpKind::FusedRopeAttention;  // outputs read too
   Tensor dout[4];
   for (int i = 0; i < n_out; ++i) {
     dout[i] = out[i];
@@ -503,6 +506,7 @@ void WgpuBackend::encode(State& st, const Op& op, const Tensor* in, int n_in, Te
     case OpKind::KvWrite: return kv_write(st, op, in, out);
     case OpKind::Rope: return rope(st, op, in, out);
     case OpKind::FusedRopeKv: return fused_rope_kv(st, op, in, out);
+    case OpKind::FusedRopeAttention: return fused_rope_attention(st, op, in, n_in, out);
     case OpKind::RmsNorm:
     case OpKind::L2Normalize:
     case OpKind::Softmax:

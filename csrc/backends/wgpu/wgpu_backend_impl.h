@@ -2,7 +2,7 @@
 // whose switch hands each op to its encoder. The encoders, by kind of kernel:
 //   wgpu_ops_matmul.cc     matmul (row, matrix-vector, tiled and split-K GEMM), fused_qkv,
 //                          fused_norm_matmul / _qkv / _swiglu (the norm folded in), conv1d
-//   wgpu_ops_attention.cc  attention, encoder attention, rope, fused_rope_kv, kv_write
+//   wgpu_ops_attention.cc  attention, encoder attention, rope, fused_rope_kv, fused_rope_attention, kv_write
 //   wgpu_ops_norm.cc       rms_norm, l2_normalize, softmax, fused_skip_norm, layer_norm,
 //                          element-wise ops
 //   wgpu_ops_data.cc       embedding, copy, masked_pool
@@ -134,6 +134,7 @@ class WgpuBackend : public Backend {
   void kv_write(State& st, const Op& op, const Tensor* in, Tensor* out);
   void rope(State& st, const Op& op, const Tensor* in, Tensor* out);
   void fused_rope_kv(State& st, const Op& op, const Tensor* in, Tensor* out);
+  void fused_rope_attention(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out);
   // A RopeTable's cos and sin tables on the device (uploaded once, as weights are).
   std::pair<WGPUBuffer, WGPUBuffer> rope_tables(const RopeTable& rt);
 

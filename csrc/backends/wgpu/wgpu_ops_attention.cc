@@ -10,6 +10,22 @@
 namespace cyb {
 namespace wgpu {
 
+namespace {
+
+// Keys a query of the op's last token sees (its sliding window, or every position up to it).
+int64_t keys_seen(const Op& op, int64_t T) {
+  return op.a.window > 0 ? std::min<int64_t>(op.a.pos0 + T, op.a.window) : op.a.pos0 + T;
+}
+
+// Whether attention.wgsl's one-dispatch decode kernel (DEC) takes T tokens of the op's heads.
+bool dec_takes(const Op& op, int64_t T) {
+  const int nh = op.a.n_heads, hd = op.a.head_dim;
+  return attention_kernel() == AttentionKernel::Dec && nh * T < kSplitAttentionMaxRows &&
+         keys_seen(op, T) <= kDecAttentionMaxKeys && hd % 8 == 0 && hd <= 256 && 256 % (hd / 8) == 0;
+}
+
+}  // namespace
+
 // Attention over the device KV cache (shaders/wgsl/attention.wgsl): DEC (few rows; an f16 cache, or
 // an f32 one with DEC_F32),
 // one workgroup per (head, token) or FLASH blocks of 16 tokens, or SPLIT over key tiles + COMBINE.
@@ -26,10 +42,8 @@ void WgpuBackend::attention(State& st, const Op& op, const Tensor* in, Tensor* o
   if (f16) defs.push_back("F16");
   // Keys per token at most; few (head, token) workgroups over more than one tile of 64
   // keys: the tiles run in parallel (SPLIT) and a second dispatch combines them.
-  const int64_t keys = op.a.window > 0 ? std::min<int64_t>(op.a.pos0 + T, op.a.window) : op.a.pos0 + T;
-  const int64_t nsplit = (keys + 63) / 64;
-  if (attention_kernel() == AttentionKernel::Dec && nh * T < kSplitAttentionMaxRows &&
-      keys <= kDecAttentionMaxKeys && hd % 8 == 0 && hd <= 256 && 256 % (hd / 8) == 0) {
+  const int64_t nsplit = (keys_seen(op, T) + 63) / 64;
+  if (dec_takes(op, T)) {
     uint32_t p[12] = {u(T), u(nh), u(nkv), u(hd), u(max_ctx), u(op.a.pos0), u(op.a.window),
                       u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4), 0u};
     Bind b[] = {{1, act(st, in[0]), 0, W}, {2, dev(in[1])->bufs[0], 0, W}, {3, dev(in[2])->bufs[0], 0, W},
@@ -213,6 +227,63 @@ void WgpuBackend::fused_rope_kv(State& st, const Op& op, const Tensor* in, Tenso
     Bind b[] = {{1, cb, 0, W}, {2, sb, 0, W}, {3, qb, 0, W}, {4, kb, 0, W}, {5, vb, 0, W}, {6, kcb, 0, W},
                 {7, vcb, 0, W}, {8, qo, 0, W}, {9, ko, 0, W}};
     st.dispatch(pl, p, sizeof(p), b, gx, gy, 1);
+  }
+}
+
+// fused_rope_attention: one token (a decode step's row of one conversation) where DEC takes it:
+// attention.wgsl DEC + ROPE, q and the new key rotated in the workgroup, the new key and value
+// (rounded as the cache stores them) used for the token's own position and written to the caches
+// by the first query head of each group; else fused_rope_kv into frames, then attention.
+void WgpuBackend::fused_rope_attention(State& st, const Op& op, const Tensor* in, int n_in, Tensor* out) {
+  const uint64_t W = WGPU_WHOLE_SIZE;
+  const RopeTable& rt = *op.a.rope;
+  const int nh = op.a.n_heads, nkv = op.a.n_kv_heads, hd = op.a.head_dim;
+  const int64_t T = in[0].shape.numel() / (static_cast<int64_t>(nh) * hd);
+  const Tensor &kc = out[1], &vc = out[2];
+  const bool norms = n_in == 5;  // q and k heads through RMSNorm first
+  if (kc.dtype != vc.dtype)
+    throw_unsupported_op("fused_rope_attention (k and v caches of two dtypes)", "wgpu+rs", "-");
+  if (T != 1 || !dec_takes(op, T)) {
+    Tensor rope_out[4] = {in[0], in[1], kc, vc};
+    Tensor rope_in[3] = {in[0], in[1], in[2]};
+    for (int i = 0; i < 2; ++i) {
+      rope_out[i].device = Device::Wgpu;
+      rope_out[i].offset = 0;
+      rope_out[i].data = st.alloc(in[i].nbytes());
+      if (!norms) continue;
+      Op rn = op;  // norm.wgsl over each head, into the copy; the rotation then in place
+      rn.kind = OpKind::RmsNorm;
+      Tensor x = in[i], y = rope_out[i];
+      x.shape = y.shape = Shape{in[i].shape.numel() / hd, hd};
+      const Tensor norm_in[2] = {x, in[3 + i]};
+      norm(st, rn, norm_in, &y);
+      rope_in[i] = rope_out[i];
+    }
+    fused_rope_kv(st, op, rope_in, rope_out);
+    const Tensor att_in[3] = {rope_out[0], kc, vc};
+    return attention(st, op, att_in, out);
+  }
+  const bool f16 = kc.dtype == DType::F16;
+  const auto [cb, sb] = rope_tables(rt);
+  uint32_t p[20] = {u(T), u(nh), u(nkv), u(hd), u(kc.shape.d[1]), u(op.a.pos0), u(op.a.window),
+                    u(in[0].offset / 4), f2u(op.a.scale), f2u(op.a.softcap), u(out[0].offset / 4), 0u,
+                    u(in[1].offset / 4), u(in[2].offset / 4), u(rt.rot_dims / 2), rt.neox ? 1u : 0u,
+                    f2u(op.a.eps), op.a.norm_plus_one ? 1u : 0u, 0u, 0u};
+  std::vector<std::string> defs = {"DEC", "ROPE"};
+  if (!f16) defs.push_back("DEC_F32");
+  if (norms) defs.push_back("QKNORM");
+  Pipeline& pl = pipeline(g_, "attention", defs);
+  const WGPUBuffer q = act(st, in[0]), k = act(st, in[1]), v = act(st, in[2]);
+  const WGPUBuffer kcb = dev(kc)->bufs[0], vcb = dev(vc)->bufs[0], ob = dev(out[0])->bufs[0];
+  if (norms) {
+    Bind b[] = {{1, q, 0, W},  {2, kcb, 0, W}, {3, vcb, 0, W}, {4, ob, 0, W},
+                {5, k, 0, W},  {6, v, 0, W},   {7, cb, 0, W},  {8, sb, 0, W},
+                {9, weight(in[3])->bufs[0], 0, W}, {10, weight(in[4])->bufs[0], 0, W}};
+    st.dispatch(pl, p, sizeof(p), b, u(nh), 1, 1);
+  } else {
+    Bind b[] = {{1, q, 0, W}, {2, kcb, 0, W}, {3, vcb, 0, W}, {4, ob, 0, W},
+                {5, k, 0, W}, {6, v, 0, W},   {7, cb, 0, W},  {8, sb, 0, W}};
+    st.dispatch(pl, p, 16 * sizeof(uint32_t), b, u(nh), 1, 1);
   }
 }
 
