@@ -130,7 +130,7 @@ def test_precise_tiny_encoder_and_first_logits_match_transformers():
 @pytest.mark.parametrize("precise", [False, True], ids=["fast", "precise"])
 def test_transcribe_short_matches_faster_whisper(precise):
     """~16 s clip, beam 1, every option explicit. Catches a wrong timestamp rule (verified: without
-    the forced-timestamp rule of speech.search.LogitRules._timestamp_rules, patched in a scratch
+    the forced-timestamp rule of speech.search.LogitRules._timestamp_ranges, patched in a scratch
     copy, this test, the window-token test and the stream test fail), the blank suppression, the
     segment split and the encoder/decoder numerics."""
     m = native("whisper-tiny", precise)

@@ -2,7 +2,7 @@
 """The module DAG of csrc/, enforced on every quoted #include.
 
     core  <-  format  <-  dispatch  <-  {backends/<name>..., graph}  <-  model  <-  families  <-  runtime  <-  {python, capi}
-    sampling <- core only;   audio <- core only;   tests, fuzz (and tools/*.cc) may include anything.
+    sampling <- core only (dispatch takes its beam structs);   audio <- core only;   tests, fuzz (and tools/*.cc) may include anything.
 
 core: dtypes, tensors, errors, block codecs (quant), rope math, threads.
 Each backend is its own module: backends do not include each other, and the
@@ -28,7 +28,7 @@ BASE = ["core", "format", "dispatch"]
 ALLOWED = {
     "core": [],
     "format": ["core"],
-    "dispatch": ["core", "format"],
+    "dispatch": ["core", "format", "sampling"],  # the Backend interface's beam_rows (sampling/beam.h)
     "backends/*": BASE,                      # each backend: the base only (not other backends, not graph)
     "graph": BASE,
     "sampling": ["core"],

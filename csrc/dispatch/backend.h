@@ -7,6 +7,7 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "dispatch/op.h"
+#include "sampling/beam.h"
 
 namespace cyb {
 
@@ -95,6 +96,13 @@ class Backend {
                            ExecContext& ctx);
   virtual void take_draws(ExecContext& ctx, DeviceDraw* out, int64_t rows);
   virtual Tensor sampled_token(ExecContext& ctx);
+  // Beam candidates on the device (sampling/beam.h): true when beam_rows runs here (wgpu+rs).
+  // beam_rows writes each row's best spec.k (score, token) of `logits` ([rows, n] f32, a tensor
+  // of this backend) into score / token (host, rows * k each) and first_nonfinite[row], reading
+  // back only those (shaders/wgsl/beam.wgsl).
+  virtual bool can_beam() const { return false; }
+  virtual void beam_rows(const Tensor& logits, const BeamRow* p, int64_t rows, const BeamSpec& spec, float* score,
+                         int32_t* token, int64_t* first_nonfinite, ExecContext& ctx);
 };
 
 }  // namespace cyb

@@ -70,6 +70,10 @@ void Backend::sample_rows(const Tensor&, const DeviceSampling*, DeviceDraw*, int
 }
 void Backend::take_draws(ExecContext&, DeviceDraw*, int64_t) { throw_unsupported_op("sample", name(), "-"); }
 Tensor Backend::sampled_token(ExecContext&) { throw_unsupported_op("sample", name(), "-"); }
+void Backend::beam_rows(const Tensor&, const BeamRow*, int64_t, const BeamSpec&, float*, int32_t*, int64_t*,
+                        ExecContext&) {
+  throw_unsupported_op("beam", name(), "-");
+}
 
 // A host backend runs an op whose tensors live on a device backend: every device
 // tensor (inputs and outputs, since outputs may be updated in place, e.g. a KV

@@ -183,12 +183,28 @@ class Whisper : public WhisperModel {
   // lm_head read their weights once for all n rows; each runs of sessions sharing one
   // window's cross K/V — a beam's clones — takes one encoder_attention call for its rows).
   void forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) override;
+  bool device_beams() const override { return dispatcher_->chain().front()->can_beam(); }
+  // The same step with the beam candidates taken on the device (Backend::beam_rows).
+  void forward_batch_step_beam(Conversation* const* convs, const int32_t* ids, int64_t n, const BeamRow* p,
+                               const BeamSpec& spec, float* score, int32_t* token, int64_t* first_nonfinite) override;
 
  private:
   using Segment = RowSegment<WhisperConversation>;
+  // Beam candidates instead of logits (forward_batch_step_beam).
+  struct BeamOut {
+    const BeamRow* p;
+    const BeamSpec* spec;
+    float* score;
+    int32_t* token;
+    int64_t* first_nonfinite;
+  };
   // The forward of T rows in segments (one session's chunk, or one row per session of a
-  // batched step); logits of every row when all_logits, else of the last one.
-  void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits, float* logits);
+  // batched step); logits of every row when all_logits, else of the last one; with `beam`,
+  // the candidates of every row instead (logits unused).
+  void forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits, float* logits,
+                    const BeamOut* beam = nullptr);
+  // One row per session of a batched step, each started on its encoder output.
+  std::vector<Segment> step_segments(Conversation* const* convs, int64_t n) const;
   // Layer l's self-attention of each segment's rows (KV cache write, then attention over it).
   void self_attend(const Emitter& e, const Segment* segs, size_t nseg, size_t l, const Tensor& q, const Tensor& k,
                    const Tensor& v, const Tensor& att) const;
@@ -463,13 +479,25 @@ void Whisper::forward_chunk(Conversation& base, const int32_t* ids, int64_t T, b
   forward_rows(&seg, 1, ids, T, all_logits, logits);
 }
 
-void Whisper::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
-  const std::vector<Segment> segs = one_row_segments<WhisperConversation>(convs, n);
+std::vector<Whisper::Segment> Whisper::step_segments(Conversation* const* convs, int64_t n) const {
+  std::vector<Segment> segs = one_row_segments<WhisperConversation>(convs, n);
   for (int64_t i = 0; i < n; ++i)
     if (!segs[static_cast<size_t>(i)].conv->cross)
       throw_invalid_config("conversations", "whisper session " + std::to_string(i) +
                                                 " has no encoder output: call start(encoder_output) first");
+  return segs;
+}
+
+void Whisper::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
+  const std::vector<Segment> segs = step_segments(convs, n);
   forward_rows(segs.data(), segs.size(), ids, n, true, logits);
+}
+
+void Whisper::forward_batch_step_beam(Conversation* const* convs, const int32_t* ids, int64_t n, const BeamRow* p,
+                                      const BeamSpec& spec, float* score, int32_t* token, int64_t* first_nonfinite) {
+  const std::vector<Segment> segs = step_segments(convs, n);
+  const BeamOut beam{p, &spec, score, token, first_nonfinite};
+  forward_rows(segs.data(), segs.size(), ids, n, true, nullptr, &beam);
 }
 
 void Whisper::self_attend(const Emitter& e, const Segment* segs, size_t nseg, size_t l, const Tensor& q,
@@ -538,7 +566,7 @@ void Whisper::cross_attend(const Emitter& e, const Segment* segs, const std::vec
 }
 
 void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids, int64_t T, bool all_logits,
-                           float* logits) {
+                           float* logits, const BeamOut* beam) {
   // Frames come from the first session's context (every session of the step is held by the
   // caller); self caches, positions and cross K/V are each segment's own.
   const Emitter e(*dispatcher_, segs[0].conv->ctx());
@@ -609,7 +637,8 @@ void Whisper::forward_rows(const Segment* segs, size_t nseg, const int32_t* ids,
     out = e.frame(Shape{rows, plan_.vocab});
   }
   e.matmul(hin, lm_head_, Tensor{}, &out, "lm_head");
-  if (!be.host_memory()) be.download_f32(out, logits);
+  if (beam) be.beam_rows(out, beam->p, rows, *beam->spec, beam->score, beam->token, beam->first_nonfinite, ctx);
+  else if (!be.host_memory()) be.download_f32(out, logits);
   be.end_forward(ctx);
   advance_segments(segs, nseg);
 }

@@ -141,6 +141,15 @@ class Model {
   // checks and roll-back as forward_batch; InvalidConfig when !device_sampling().
   void forward_batch_sample(Conversation* const* convs, const int32_t* ids, int64_t n, const DeviceSampling* s,
                             DeviceDraw* draws);
+  // Beam candidates on the device (docs/whisper.md, "Decoding on the device"): true when the
+  // model's primary backend takes them (Backend::can_beam) and the family runs it (whisper).
+  // forward_batch_beam is forward_batch with the candidates of each row (sampling/beam.h; p[i]
+  // is convs[i]'s row) taken on the device: score and token hold n * spec.k entries as
+  // Backend::beam_rows writes them; the logits never come back. Same checks and roll-back as
+  // forward_batch; InvalidConfig when !device_beams().
+  virtual bool device_beams() const { return false; }
+  void forward_batch_beam(Conversation* const* convs, const int32_t* ids, int64_t n, const BeamRow* p,
+                          const BeamSpec& spec, float* score, int32_t* token);
   // Threads of the model's pool (after the clamp rule of ThreadPool::resolve_threads).
   int threads() const { return pool_ ? pool_->size() : 1; }
   // Bytes charged against the memory budget: the load's plus live conversations'.
@@ -199,6 +208,9 @@ class Model {
   // forward_batch_sample's step (checked, held).
   virtual void forward_batch_step_sample(Conversation* const* convs, const int32_t* ids, int64_t n,
                                          const DeviceSampling* s, DeviceDraw* draws);
+  // forward_batch_beam's step (checked, held); first_nonfinite[i] as Backend::beam_rows writes it.
+  virtual void forward_batch_step_beam(Conversation* const* convs, const int32_t* ids, int64_t n, const BeamRow* p,
+                                       const BeamSpec& spec, float* score, int32_t* token, int64_t* first_nonfinite);
   // forward_sample_submit's chunk (checked, held; ids == nullptr: the device token): the
   // forward submitted with its draw left pending on the device (Backend::sample_rows).
   virtual void forward_chunk_sample(Conversation& conv, const int32_t* ids, int64_t n, const DeviceSampling& s);

@@ -278,6 +278,26 @@ void Model::forward_batch_step_sample(Conversation* const*, const int32_t*, int6
   no_device_sampling();
 }
 
+void Model::forward_batch_beam(Conversation* const* convs, const int32_t* ids, int64_t n, const BeamRow* p,
+                               const BeamSpec& spec, float* score, int32_t* token) {
+  if (!device_beams())
+    throw_invalid_config("backend", "this model does not take beam candidates on its device (docs/whisper.md, "
+                                    "\"Decoding on the device\"): take them from forward_batch's logits");
+  check_beam_spec(spec, vocab_size());
+  std::vector<int64_t> nonfinite(static_cast<size_t>(std::max<int64_t>(n, 0)), -1);
+  batch_step(convs, ids, n, [&] {
+    forward_batch_step_beam(convs, ids, n, p, spec, score, token, nonfinite.data());
+    for (int64_t f : nonfinite)
+      if (f >= 0) return false;
+    return true;
+  });
+}
+
+void Model::forward_batch_step_beam(Conversation* const*, const int32_t*, int64_t, const BeamRow*, const BeamSpec&,
+                                    float*, int32_t*, int64_t*) {
+  throw_invalid_config("backend", "this model does not take beam candidates on its device");
+}
+
 void Model::forward_batch_step(Conversation* const* convs, const int32_t* ids, int64_t n, float* logits) {
   for (int64_t i = 0; i < n; ++i) forward_chunk(*convs[i], ids + i, 1, false, logits + i * vocab_size());
 }

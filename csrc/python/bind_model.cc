@@ -174,6 +174,8 @@ void bind_model(py::module_& m) {
            py::arg("all_logits") = false)
       .def("forward_batch", &run_forward_batch, py::arg("conversations"), py::arg("ids"),
            "One decode step of several conversations: ids[i] for conversations[i]; [n, vocab] logits.")
+      .def("device_beams", &Model::device_beams,
+           "True when forward_batch_beam takes the beam candidates on the device (wgpu+rs whisper).")
       .def("backends", [](Model& mm) {
         std::vector<std::string> names;
         for (Backend* b : mm.dispatcher().chain()) names.push_back(b->name());

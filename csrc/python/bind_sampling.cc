@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "backends/wgpu/wgpu_backend.h"
 #include "core/errors.h"
 #include "model/model.h"
+#include "sampling/beam.h"
 #include "sampling/sampler.h"
 
 namespace py = pybind11;
@@ -50,6 +52,78 @@ const uint32_t* mask_of(const py::object& allowed, int64_t n, py::array* keep) {
   if (!(keep->flags() & py::array::c_style))
     cyb::throw_invalid_config("allowed", "must be a contiguous array");
   return static_cast<const uint32_t*>(keep->data());
+}
+
+// The beam rows of forward_batch_beam / wgpu_beam_rows: masks None or uint32 [rows, ceil(n / 32)];
+// one check flag and one cumulative log-probability a row.
+std::vector<cyb::BeamRow> beam_rows_of(const py::object& masks, const std::vector<bool>& checks,
+                                       const std::vector<float>& cums, int64_t rows, int64_t n, py::array* keep) {
+  if (static_cast<int64_t>(checks.size()) != rows)
+    cyb::throw_shape_mismatch("beam (one check flag a row)", {rows}, {static_cast<int64_t>(checks.size())});
+  if (static_cast<int64_t>(cums.size()) != rows)
+    cyb::throw_shape_mismatch("beam (one cumulative log-probability a row)", {rows},
+                              {static_cast<int64_t>(cums.size())});
+  const int64_t words = cyb::Sampler::mask_words(n);
+  const uint32_t* mk = nullptr;
+  if (!masks.is_none()) {
+    *keep = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>::ensure(masks);
+    if (!*keep || keep->ndim() != 2 || keep->shape(0) != rows || keep->shape(1) != words)
+      cyb::throw_shape_mismatch("beam (masks: uint32 [rows, ceil(vocab / 32)])", {rows, words},
+                                *keep ? std::vector<int64_t>(keep->shape(), keep->shape() + keep->ndim())
+                                      : std::vector<int64_t>{});
+    mk = static_cast<const uint32_t*>(keep->data());
+  }
+  std::vector<cyb::BeamRow> rs(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!std::isfinite(cums[static_cast<size_t>(r)]))
+      cyb::throw_invalid_config("cums", "row " + std::to_string(r) + ": not finite");
+    rs[static_cast<size_t>(r)] = {mk ? mk + r * words : nullptr, cums[static_cast<size_t>(r)], static_cast<bool>(checks[static_cast<size_t>(r)])};
+  }
+  return rs;
+}
+
+// The merged candidates as (rows, tokens, scores) arrays, best first.
+py::tuple beam_picks(const std::vector<cyb::BeamPick>& picks) {
+  const auto n = static_cast<py::ssize_t>(picks.size());
+  py::array_t<int32_t> rows(n), tokens(n);
+  py::array_t<float> scores(n);
+  for (py::ssize_t i = 0; i < n; ++i) {
+    rows.mutable_data()[i] = picks[static_cast<size_t>(i)].row;
+    tokens.mutable_data()[i] = picks[static_cast<size_t>(i)].token;
+    scores.mutable_data()[i] = picks[static_cast<size_t>(i)].score;
+  }
+  return py::make_tuple(rows, tokens, scores);
+}
+
+// The result of the rows' candidates: InvalidConfig("logits") for a row with a
+// non-finite logit, else the merged picks.
+py::tuple beam_result(const std::vector<float>& score, const std::vector<int32_t>& token,
+                      const std::vector<int64_t>& nonfinite, int32_t k) {
+  for (size_t r = 0; r < nonfinite.size(); ++r)
+    if (nonfinite[r] >= 0)
+      cyb::throw_invalid_config("logits", "row " + std::to_string(r) + ": NaN or Inf at token " +
+                                              std::to_string(nonfinite[r]));
+  return beam_picks(cyb::merge_beam_rows(score.data(), token.data(), static_cast<int64_t>(nonfinite.size()), k));
+}
+
+// The kernel tests' wgpu+rs backend (one for the process, one caller at a time): run(backend, t,
+// ctx) on float32 [rows, n] logits uploaded as t, inside a forward of its own.
+template <class F>
+void on_test_wgpu(const float* logits, int64_t rows, int64_t n, F&& run) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  static std::unique_ptr<cyb::Backend> be = cyb::make_wgpu_backend(true);
+  cyb::ExecContext ctx(nullptr, true);
+  be->begin_forward(ctx);
+  cyb::Tensor t = be->upload(logits, cyb::Shape{rows, n}, cyb::DType::F32);
+  try {
+    run(*be, t, ctx);
+  } catch (...) {
+    be->release(t);
+    throw;
+  }
+  be->end_forward(ctx);
+  be->release(t);
 }
 
 void set_bias(cyb::Sampler& s, const std::map<int64_t, double>& bias) {
@@ -235,6 +309,35 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       "The indices of the k largest of a float32 [n] array (k <= n), best first; ties by lower index, NaN "
       "below every number.");
   m.def(
+      "forward_batch_beam",
+      [](cyb::Model& model, const std::vector<cyb::Conversation*>& convs, const std::vector<int32_t>& ids,
+         const py::object& masks, const std::vector<bool>& checks, const std::vector<float>& cums, int64_t ts_begin,
+         int64_t ts_end, int32_t k) {
+        const int64_t n = static_cast<int64_t>(convs.size()), V = model.vocab_size();
+        if (static_cast<int64_t>(ids.size()) != n)
+          cyb::throw_shape_mismatch("forward_batch_beam (one id per conversation)", {n},
+                                    {static_cast<int64_t>(ids.size())});
+        py::array keep;
+        const std::vector<cyb::BeamRow> rs = beam_rows_of(masks, checks, cums, n, V, &keep);
+        const cyb::BeamSpec spec{ts_begin, ts_end, k};
+        std::vector<float> score(static_cast<size_t>(std::max<int64_t>(n, 0) * std::max(k, 0)));
+        std::vector<int32_t> token(score.size());
+        std::vector<cyb::BeamPick> picks;
+        {
+          py::gil_scoped_release nogil;
+          model.forward_batch_beam(convs.data(), ids.data(), n, rs.data(), spec, score.data(), token.data());
+          picks = cyb::merge_beam_rows(score.data(), token.data(), n, k);
+        }
+        return beam_picks(picks);
+      },
+      py::arg("model"), py::arg("conversations"), py::arg("ids"), py::arg("masks"), py::arg("checks"),
+      py::arg("cums"), py::arg("ts_begin"), py::arg("ts_end"), py::arg("k"),
+      "One decode step of several conversations (forward_batch) and the beam candidates of their rows taken on\n"
+      "the device (model.device_beams(); csrc/sampling/beam.h): row i masked by masks[i] (uint32 [n, ceil(vocab /\n"
+      "32)] bitsets, or None), the timestamp check over [ts_begin, ts_end) where checks[i], log-softmax plus\n"
+      "cums[i]; the best k of all rows as (rows, tokens, scores), best first (ties: lower row, then lower token);\n"
+      "only those come back. Same checks and roll-back as forward_batch.");
+  m.def(
       "device_sampling_ok", [](const cyb::Sampler& s) { return s.device_ok(); }, py::arg("sampler"),
       "True when a device kernel can run this sampler's stages (no logit bias, no penalties).");
   m.def(
@@ -351,20 +454,9 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
         std::vector<cyb::DeviceDraw> out(static_cast<size_t>(rows));
         {
           py::gil_scoped_release nogil;
-          static std::mutex mu;
-          std::lock_guard<std::mutex> lk(mu);
-          static std::unique_ptr<cyb::Backend> be = cyb::make_wgpu_backend(true);
-          cyb::ExecContext ctx(nullptr, true);
-          be->begin_forward(ctx);
-          cyb::Tensor t = be->upload(logits.data(), cyb::Shape{rows, n}, cyb::DType::F32);
-          try {
-            be->sample_rows(t, ds.data(), out.data(), rows, ctx);
-          } catch (...) {
-            be->release(t);
-            throw;
-          }
-          be->end_forward(ctx);
-          be->release(t);
+          on_test_wgpu(logits.data(), rows, n, [&](cyb::Backend& be, const cyb::Tensor& t, cyb::ExecContext& ctx) {
+            be.sample_rows(t, ds.data(), out.data(), rows, ctx);
+          });
         }
         std::vector<int32_t> tokens;
         for (int64_t r = 0; r < rows; ++r) {
@@ -380,4 +472,31 @@ i % 32 of word i // 32 set when token i may be drawn; a mask allowing nothing is
       py::arg("logits"), py::arg("samplers"), py::arg("masks") = py::none(),
       "The wgpu+rs sampling kernel on rows of logits [rows, n] (tests): row r drawn with samplers[r] (its stages,\n"
       "next uniform and history, as Sampler.sample would), masks None or [rows, ceil(n / 32)] uint32.");
+  m.def(
+      "wgpu_beam_rows",
+      [](const F32Array& logits, const py::object& masks, const std::vector<bool>& checks,
+         const std::vector<float>& cums, int64_t ts_begin, int64_t ts_end, int32_t k) {
+        if (logits.ndim() != 2 || logits.shape(0) < 1)
+          cyb::throw_shape_mismatch("wgpu_beam_rows (logits)", {-1, -1},
+                                    std::vector<int64_t>(logits.shape(), logits.shape() + logits.ndim()));
+        const int64_t rows = logits.shape(0), n = logits.shape(1);
+        py::array keep;
+        const std::vector<cyb::BeamRow> rs = beam_rows_of(masks, checks, cums, rows, n, &keep);
+        const cyb::BeamSpec spec{ts_begin, ts_end, k};
+        cyb::check_beam_spec(spec, n);
+        std::vector<float> score(static_cast<size_t>(rows * k));
+        std::vector<int32_t> token(score.size());
+        std::vector<int64_t> nonfinite(static_cast<size_t>(rows));
+        {
+          py::gil_scoped_release nogil;
+          on_test_wgpu(logits.data(), rows, n, [&](cyb::Backend& be, const cyb::Tensor& t, cyb::ExecContext& ctx) {
+            be.beam_rows(t, rs.data(), rows, spec, score.data(), token.data(), nonfinite.data(), ctx);
+          });
+        }
+        return beam_result(score, token, nonfinite, k);
+      },
+      py::arg("logits"), py::arg("masks"), py::arg("checks"), py::arg("cums"), py::arg("ts_begin"),
+      py::arg("ts_end"), py::arg("k"),
+      "The wgpu+rs beam kernel (shaders/wgsl/beam.wgsl; tests) on float32 [rows, n] logits uploaded for it:\n"
+      "arguments and result as forward_batch_beam's; InvalidConfig('logits') naming a row's first NaN or Inf.");
 }

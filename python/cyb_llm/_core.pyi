@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'pipeline_of', 'pipelines', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_indices', 'top_logprobs', 'wgpu_abi', 'wgpu_compiled', 'wgpu_dawn_handed', 'wgpu_fill_check', 'wgpu_info', 'wgpu_memory', 'wgpu_proc_names', 'wgpu_process_impl', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times', 'wgpu_use_dawn']
+__all__: list[str] = ['Conversation', 'Model', 'ModelFile', 'Sampler', 'activation_block', 'bench_matmul', 'bf16_split_matmul', 'cpu_level', 'cpu_levels', 'cpu_levels_compiled', 'curated_model_types', 'device_sampling_ok', 'emit_decoder_graph', 'encoding_aliases', 'encodings', 'error_message', 'error_variants', 'forward_batch_beam', 'forward_batch_sample', 'forward_chunk_tokens', 'forward_sample', 'forward_sample_submit', 'forward_sample_take', 'last_run_op_backend', 'load', 'log_mel', 'max_threads', 'mel_filters', 'op_names', 'op_schema', 'pending_draws', 'physical_cores', 'pipeline_of', 'pipelines', 'quantizes_activations', 'rope_table', 'run_op', 'set_cpu_level', 'toml_loads', 'top_indices', 'top_logprobs', 'wgpu_abi', 'wgpu_beam_rows', 'wgpu_compiled', 'wgpu_dawn_handed', 'wgpu_fill_check', 'wgpu_info', 'wgpu_memory', 'wgpu_proc_names', 'wgpu_process_impl', 'wgpu_report', 'wgpu_sample_rows', 'wgpu_set_gpu_profiling', 'wgpu_take_gpu_profile', 'wgpu_take_host_times', 'wgpu_use_dawn']
 class ModelFile:
     """
     Native `.model` reader (use cyb_llm.ModelFile)
@@ -91,6 +91,10 @@ class Model:
         """
     def clear_dispatch_records(self) -> None:
         ...
+    def device_beams(self) -> bool:
+        """
+        True when forward_batch_beam takes the beam candidates on the device (wgpu+rs whisper).
+        """
     def dispatch_records(self) -> list:
         ...
     def embed(self, ids: typing.Any, attention_mask: typing.Any, token_type_ids: typing.Any = None, pooling: str = 'mean', normalize: bool = False) -> numpy.typing.NDArray[numpy.float32]:
@@ -330,6 +334,14 @@ def error_variants() -> list:
     """
     [(variant name, field names in positional order, integer fields)] of the native errors.
     """
+def forward_batch_beam(model: Model, conversations: collections.abc.Sequence[Conversation], ids: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], masks: typing.Any, checks: collections.abc.Sequence[bool], cums: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], ts_begin: typing.SupportsInt | typing.SupportsIndex, ts_end: typing.SupportsInt | typing.SupportsIndex, k: typing.SupportsInt | typing.SupportsIndex) -> tuple:
+    """
+    One decode step of several conversations (forward_batch) and the beam candidates of their rows taken on
+    the device (model.device_beams(); csrc/sampling/beam.h): row i masked by masks[i] (uint32 [n, ceil(vocab /
+    32)] bitsets, or None), the timestamp check over [ts_begin, ts_end) where checks[i], log-softmax plus
+    cums[i]; the best k of all rows as (rows, tokens, scores), best first (ties: lower row, then lower token);
+    only those come back. Same checks and roll-back as forward_batch.
+    """
 def forward_batch_sample(model: Model, conversations: collections.abc.Sequence[Conversation], ids: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], samplers: collections.abc.Sequence[Sampler], allowed: collections.abc.Sequence[typing.Any]) -> list[int]:
     """
     One decode step of several conversations (forward_batch) with each next token drawn on the device by its
@@ -433,6 +445,11 @@ def top_logprobs(logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]
 def wgpu_abi() -> dict:
     """
     The struct sizes, field offsets and enum values the wgpu backend passes across its procedure table ({'sizeof S' | 'offsetof S.F' | constant: value}; empty without the backend).
+    """
+def wgpu_beam_rows(logits: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], masks: typing.Any, checks: collections.abc.Sequence[bool], cums: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], ts_begin: typing.SupportsInt | typing.SupportsIndex, ts_end: typing.SupportsInt | typing.SupportsIndex, k: typing.SupportsInt | typing.SupportsIndex) -> tuple:
+    """
+    The wgpu+rs beam kernel (shaders/wgsl/beam.wgsl; tests) on float32 [rows, n] logits uploaded for it:
+    arguments and result as forward_batch_beam's; InvalidConfig('logits') naming a row's first NaN or Inf.
     """
 def wgpu_compiled() -> bool:
     """

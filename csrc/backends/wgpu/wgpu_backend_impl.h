@@ -9,7 +9,7 @@
 //   wgpu_ops_array.cc      the f32 array ops of graph v2 (unary, binary, where, layout, reduce,
 //                          softmax_axis, instance_norm, matmul_nd, conv, conv_transpose) and its
 //                          index ops on f32 / i32 / i64 values (gather.., scatter_nd, cumsum, layout)
-//   wgpu_ops_sampling.cc   device sampling (sample_rows, take_draws)
+//   wgpu_ops_sampling.cc   device sampling (sample_rows, take_draws), beam candidates (beam_rows)
 // Private to csrc/backends/wgpu/.
 #pragma once
 
@@ -84,6 +84,9 @@ class WgpuBackend : public Backend {
   void sample_rows(const Tensor& logits, const DeviceSampling* s, DeviceDraw* out, int64_t rows,
                    ExecContext& ctx) override;
   void take_draws(ExecContext& ctx, DeviceDraw* out, int64_t rows) override;
+  bool can_beam() const override { return true; }
+  void beam_rows(const Tensor& logits, const BeamRow* p, int64_t rows, const BeamSpec& spec, float* score,
+                 int32_t* token, int64_t* first_nonfinite, ExecContext& ctx) override;
   Tensor sampled_token(ExecContext& ctx) override;
 
   bool supports(const Op& op, const Tensor* in, int n_in) const override;

@@ -76,10 +76,12 @@ struct State : BackendState {
   // Ends and drops whatever is recorded and not submitted.
   void discard();
 
-  // Device sampling's buffers (row parameters, masks, scratch, results): kept for the
-  // context's life (the result holds the token the next forward embeds); a larger
-  // request gets new ones, the old stay in all_ until the context goes.
-  DevBuf* persist_[5] = {};
+  // Device sampling's buffers (row parameters, masks, scratch, results), then beam_rows' own
+  // (row parameters and masks, candidates): kept for the context's life (sampling's result
+  // holds the token the next forward embeds); a larger request gets new ones, the old stay in
+  // all_ until the context goes.
+  enum Persist { kBeamRows = 5, kBeamOut = 6, kPersistSlots = 7 };
+  DevBuf* persist_[kPersistSlots] = {};
   // Scratch of one op's dispatches, one buffer a use for the context, taken by every op of
   // that use in turn (an op's later dispatch reads it before the next op's writes it): the
   // split-K GEMM's partial sums (matmul.wgsl SPLITK), the fused_norm_* ops' normalized rows (off

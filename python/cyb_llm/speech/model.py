@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import _core
 from ..base import Conversation, Model
 from ..errors import InvalidConfig
 from ..ids import token_id_array
@@ -155,6 +156,20 @@ class WhisperModel(Model):
         [len(sessions), vocab]; each session advances by one."""
         ids = token_id_array(tokens, self.vocab_size)
         return self._native.forward_batch([s._native for s in sessions], ids)
+
+    @property
+    def device_beams(self) -> bool:
+        """True when decode steps take their candidates on the device (wgpu+rs: forward_batch_beam)."""
+        return bool(self._native.device_beams())
+
+    def forward_batch_beam(self, sessions: Sequence[WhisperSession], tokens: Sequence[int], masks: np.ndarray,
+                           checks: Sequence[bool], cums: Sequence[float], ts_begin: int, ts_end: int,
+                           k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """forward_batch with the k best candidates of its rows taken on the device (device_beams:
+        only the candidates come back; `_core.forward_batch_beam`, docs/whisper.md "Decoding on the
+        device"): (beams, tokens, scores), best first."""
+        return _core.forward_batch_beam(self._native, [s._native for s in sessions], [int(t) for t in tokens],
+                                        masks, list(checks), list(cums), ts_begin, ts_end, k)
 
     def encode(self, mel: np.ndarray) -> np.ndarray:
         """Encoder output of a log-mel window float32 [n_mels, 2 * n_audio_ctx] -> [n_audio_ctx, d_model]

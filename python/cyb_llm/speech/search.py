@@ -45,48 +45,74 @@ class LogitRules:
     def __post_init__(self) -> None:
         self._suppress = np.asarray(sorted(set(int(t) for t in self.suppress)), dtype=np.int64)
         self._begin = np.asarray(list(self.suppress_begin), dtype=np.int64)
+        self._base_mask: dict[int, np.ndarray] = {}
 
     def apply(self, logits: np.ndarray, generated: Sequence[int]) -> np.ndarray:
         """Rules for the next token after `generated` (the tokens sampled so far, prompt
-        excluded), in place on a float32 [n_vocab] row; returns it."""
+        excluded), in place on a float32 [n_vocab] row; returns it. (Sampling at a temperature
+        uses this; greedy and beam steps take `mask` and the native candidates.)"""
         step = len(generated)
         if self._suppress.size:
             logits[self._suppress] = NEG_INF
         if step == 0 and self._begin.size:
             logits[self._begin] = NEG_INF
-        if self.timestamps:
-            self._timestamp_rules(logits, generated)
+        ranges, check = self._timestamp_ranges(generated)
+        for lo, hi in ranges:
+            logits[lo:hi] = NEG_INF
+        if check:
+            lp = log_softmax(logits)
+            if _logsumexp(lp[self.timestamp_begin:self.timestamp_end + 1]) > float(np.max(lp[:self.timestamp_begin])):
+                logits[:self.timestamp_begin] = NEG_INF
         return logits
 
-    def _timestamp_rules(self, logits: np.ndarray, seq: Sequence[int]) -> None:
+    def mask(self, generated: Sequence[int], n_vocab: int) -> tuple[np.ndarray, bool]:
+        """The same rules as `apply` for the candidates on the device (`_core.forward_batch_beam`,
+        csrc/sampling/beam.h): the allowed tokens as uint32 [ceil(n_vocab / 32)] (bit t of
+        word t // 32), and whether the timestamp check runs (over [timestamp_begin, timestamp_end];
+        the kernel drops the text tokens when the timestamps' log-sum beats every text token)."""
+        base = self._base_mask.get(n_vocab)
+        if base is None:
+            base = np.ones(-(-n_vocab // 32) * 32, dtype=bool)
+            base[n_vocab:] = False
+            base[self._suppress[self._suppress < n_vocab]] = False
+            self._base_mask[n_vocab] = base
+        allowed = base.copy()
+        if not generated and self._begin.size:
+            allowed[self._begin[self._begin < n_vocab]] = False
+        ranges, check = self._timestamp_ranges(generated)
+        for lo, hi in ranges:
+            allowed[lo:hi] = False
+        return np.packbits(allowed, bitorder="little").view("<u4").astype(np.uint32), check
+
+    def _timestamp_ranges(self, seq: Sequence[int]) -> tuple[list[tuple[int, int]], bool]:
+        """The token ranges [lo, hi) the timestamp rules forbid after `seq`, and whether the
+        timestamp check (a timestamp more likely than every text token drops the text) runs."""
+        if not self.timestamps:
+            return [], False
         tb, te = self.timestamp_begin, self.timestamp_end
-        logits[self.no_timestamps] = NEG_INF
+        ranges = [(self.no_timestamps, self.no_timestamps + 1)]
         step = len(seq)
         check = False
         if step == 0:
-            logits[:tb] = NEG_INF  # the first token is a timestamp
+            ranges.append((0, tb))  # the first token is a timestamp
             if self.max_initial_timestamp_index is not None:
-                logits[tb + self.max_initial_timestamp_index + 1:te + 1] = NEG_INF
+                ranges.append((tb + self.max_initial_timestamp_index + 1, te + 1))
         else:
             last = seq[-1]
             if last >= tb:
                 penultimate = seq[-2] if step >= 2 else last
                 if penultimate >= tb:      # a closed pair: the next one is text (or eot)
-                    logits[tb:te + 1] = NEG_INF
+                    ranges.append((tb, te + 1))
                 else:                      # an open pair: a timestamp (not earlier) or eot
-                    logits[:self.eot] = NEG_INF
-                    logits[tb:last] = NEG_INF
+                    ranges += [(0, self.eot), (tb, last)]
                     check = True
             else:
                 check = True
                 for t in reversed(seq):    # timestamps never decrease
                     if t >= tb:
-                        logits[tb:t + 1] = NEG_INF
+                        ranges.append((tb, t + 1))
                         break
-        if check:
-            lp = log_softmax(logits)
-            if _logsumexp(lp[tb:te + 1]) > float(np.max(lp[:tb])):
-                logits[:tb] = NEG_INF
+        return ranges, check
 
 
 # --------------------------------------------------------------------------------------------
@@ -116,6 +142,16 @@ def greedy(session: Session, logits: np.ndarray, rules: LogitRules, eot: int, ma
     are those of the last prompt token; `session` holds the prompt."""
     tokens: list[int] = []
     cum = 0.0
+    if temperature <= 0 and _device_model([session]) is not None:  # argmax: the candidate (k = 1) on the device
+        origin, t, cum = _host_candidates(np.array(logits, dtype=np.float32)[None], rules, [tokens], [cum], 1)[0]
+        for step in range(max_steps):
+            if t == eot:
+                break
+            tokens.append(t)
+            if step + 1 == max_steps:
+                break
+            origin, t, cum = _step_candidates([session], [t], rules, [tokens], [cum], 1)[0]
+        return _finalize(tokens, cum, length_penalty)
     row = np.array(logits, dtype=np.float32)
     for step in range(max_steps):
         rules.apply(row, tokens)
@@ -151,6 +187,58 @@ def forward_step(sessions: Sequence[Session], tokens: Sequence[int]) -> np.ndarr
     return np.stack([np.asarray(s.forward([int(t)])[-1], dtype=np.float32) for s, t in zip(sessions, tokens)])
 
 
+def _ts_range(rules: LogitRules) -> tuple[int, int]:
+    return (rules.timestamp_begin, rules.timestamp_end + 1) if rules.timestamps else (0, 0)
+
+
+def _masks(rules: LogitRules, seqs: Sequence[Sequence[int]], n_vocab: int) -> tuple[np.ndarray, list[bool]]:
+    pairs = [rules.mask(seq, n_vocab) for seq in seqs]
+    return np.stack([m for m, _ in pairs]), [c for _, c in pairs]
+
+
+def _picks(rows: np.ndarray, tokens: np.ndarray, scores: np.ndarray) -> list[tuple[int, int, float]]:
+    return [(int(r), int(t), float(v)) for r, t, v in zip(rows, tokens, scores)]
+
+
+def _host_candidates(rows: np.ndarray, rules: LogitRules, seqs: Sequence[Sequence[int]], cums: Sequence[float],
+                     k: int) -> list[tuple[int, int, float]]:
+    """The k best (beam, token, score) of float32 logits rows [beams, vocab] (row i after seqs[i],
+    its cumulative log-probability cums[i]; the rules applied to `rows` in place): every beam's
+    log-probabilities plus its cumulative one as one [beams * vocab] row, its k best by (score
+    desc, flat index asc)."""
+    for row, seq in zip(rows, seqs):
+        rules.apply(row, seq)
+    flat = (log_softmax(rows) + np.asarray(cums, dtype=np.float32)[:, None]).ravel()
+    vocab = rows.shape[1]
+    return [(int(i) // vocab, int(i) % vocab, float(flat[i])) for i in _top(flat, k)]
+
+
+def _device_model(sessions: Sequence[Session]) -> Any:
+    """The model of `sessions` when they all belong to one model that takes its decode steps'
+    candidates on the device (WhisperModel.device_beams: wgpu+rs), else None."""
+    model = getattr(sessions[0], "model", None)
+    if not getattr(model, "device_beams", False) or any(getattr(s, "model", None) is not model for s in sessions):
+        return None
+    return model
+
+
+def _step_candidates(sessions: Sequence[Session], tokens: Sequence[int], rules: LogitRules,
+                     seqs: Sequence[Sequence[int]], cums: Sequence[float], k: int) -> list[tuple[int, int, float]]:
+    """Feeds tokens[i] to sessions[i] (each advances by one) and returns the k best candidates of
+    the next step as _host_candidates does. On a model that takes them on the device
+    (forward_batch_beam: the rules as bitsets and check flags, the step's logits never read back:
+    csrc/sampling/beam.h, shaders/wgsl/beam.wgsl) so; else forward_step, then _host_candidates."""
+    model = _device_model(sessions)
+    if model is None:
+        return _host_candidates(np.asarray(forward_step(sessions, tokens), dtype=np.float32), rules, seqs, cums, k)
+    pairs = [rules.mask(seq, model.n_vocab) for seq in seqs]
+    ts = (rules.timestamp_begin, rules.timestamp_end + 1) if rules.timestamps else (0, 0)
+    beams, toks, scores = model.forward_batch_beam(sessions, tokens, np.stack([m for m, _ in pairs]),
+                                                   [c for _, c in pairs], [float(c) for c in cums], *ts,
+                                                   min(k, model.n_vocab))
+    return [(int(r), int(t), float(v)) for r, t, v in zip(beams, toks, scores)]
+
+
 def _top(flat: np.ndarray, n: int) -> np.ndarray:
     """Indices of the n largest values of flat, best first (ties: lower index first; all of them
     when flat has n or fewer): one native pass (`_core.top_indices`)."""
@@ -178,20 +266,13 @@ def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: in
     n_cand = 2 * beam_size
     max_finished = int(round(beam_size * patience))
     finished: list[tuple[list[int], float]] = []
-    # alive beams: (session, tokens, cum_logprob, next input token or None)
-    rows = [np.array(logits, dtype=np.float32)]
     seqs: list[list[int]] = [[]]
-    cums = [0.0]
     sessions: list[Session] = [session]
+    # the best n_cand of every beam's log-probabilities plus its cumulative one (the [beams *
+    # vocab] row in flat order): (beam, token, score)
+    cand = _host_candidates(np.array(logits, dtype=np.float32)[None], rules, seqs, [0.0], n_cand)
     for step in range(max_steps):
         last_step = step + 1 == max_steps
-        for row, seq in zip(rows, seqs):
-            rules.apply(row, seq)
-        # every beam's log-probabilities plus its cumulative one, as one [beams * vocab] row
-        flat = (log_softmax(np.stack(rows)) + np.asarray(cums, dtype=np.float32)[:, None]).ravel()
-        vocab = rows[0].size
-        idx = _top(flat, n_cand)
-        cand = [(int(i) // vocab, int(i) % vocab, float(flat[i])) for i in idx]
         chosen: list[tuple[int, int, float]] = []
         secondary = beam_size
         for k in range(beam_size):
@@ -219,10 +300,10 @@ def beam_search(session: Session, logits: np.ndarray, rules: LogitRules, eot: in
         for origin, n in uses.items():
             pool[origin] = [_copy_of(sessions[origin], spare) for _ in range(n - 1)] + [sessions[origin]]
         new_sessions = [pool[origin].pop(0) for origin, _, _ in chosen]
-        logits_n = np.array(forward_step(new_sessions, [tok for _, tok, _ in chosen]), dtype=np.float32)
         seqs = [seqs[origin] + [tok] for origin, tok, _ in chosen]
-        cums = [score for _, _, score in chosen]
-        sessions, rows = new_sessions, list(logits_n)
+        cand = _step_candidates(new_sessions, [tok for _, tok, _ in chosen], rules, seqs,
+                                [score for _, _, score in chosen], n_cand)
+        sessions = new_sessions
     hyps = [_finalize(t, c, length_penalty) for t, c in finished]
     return max(hyps, key=lambda h: (h.score if not np.isnan(h.score) else -np.inf))
 
