@@ -1,8 +1,6 @@
 #include "sampling/beam.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <string>
 
 #include "core/errors.h"

@@ -143,14 +143,14 @@ def greedy(session: Session, logits: np.ndarray, rules: LogitRules, eot: int, ma
     tokens: list[int] = []
     cum = 0.0
     if temperature <= 0 and _device_model([session]) is not None:  # argmax: the candidate (k = 1) on the device
-        origin, t, cum = _host_candidates(np.array(logits, dtype=np.float32)[None], rules, [tokens], [cum], 1)[0]
+        _, t, cum = _host_candidates(np.array(logits, dtype=np.float32)[None], rules, [tokens], [cum], 1)[0]
         for step in range(max_steps):
             if t == eot:
                 break
             tokens.append(t)
             if step + 1 == max_steps:
                 break
-            origin, t, cum = _step_candidates([session], [t], rules, [tokens], [cum], 1)[0]
+            _, t, cum = _step_candidates([session], [t], rules, [tokens], [cum], 1)[0]
         return _finalize(tokens, cum, length_penalty)
     row = np.array(logits, dtype=np.float32)
     for step in range(max_steps):
@@ -185,19 +185,6 @@ def forward_step(sessions: Sequence[Session], tokens: Sequence[int]) -> np.ndarr
     if len(sessions) > 1 and batch is not None and all(getattr(s, "model", None) is model for s in sessions):
         return batch(sessions, tokens)
     return np.stack([np.asarray(s.forward([int(t)])[-1], dtype=np.float32) for s, t in zip(sessions, tokens)])
-
-
-def _ts_range(rules: LogitRules) -> tuple[int, int]:
-    return (rules.timestamp_begin, rules.timestamp_end + 1) if rules.timestamps else (0, 0)
-
-
-def _masks(rules: LogitRules, seqs: Sequence[Sequence[int]], n_vocab: int) -> tuple[np.ndarray, list[bool]]:
-    pairs = [rules.mask(seq, n_vocab) for seq in seqs]
-    return np.stack([m for m, _ in pairs]), [c for _, c in pairs]
-
-
-def _picks(rows: np.ndarray, tokens: np.ndarray, scores: np.ndarray) -> list[tuple[int, int, float]]:
-    return [(int(r), int(t), float(v)) for r, t, v in zip(rows, tokens, scores)]
 
 
 def _host_candidates(rows: np.ndarray, rules: LogitRules, seqs: Sequence[Sequence[int]], cums: Sequence[float],
